@@ -1,0 +1,146 @@
+/*
+ * pb_wire.h - bounds-checked, zero-copy protobuf wire scanner and writer.
+ *
+ * The scanner walks the fields of one serialized message without copying:
+ * each pb_field points into the caller's buffer.  Every read is checked
+ * against the end of the buffer; on malformed input pb_next() returns false
+ * and records an error code and the offset (relative to the buffer start
+ * given to pb_reader_init) of the first bad byte.
+ *
+ * The writer appends fields to a growable pb_buf.  Nested messages are
+ * written with pb_begin_nested()/pb_end_nested(), which back-patch the
+ * length once the body is known.
+ *
+ * Neither side knows any schema: field numbers are the caller's business.
+ */
+#ifndef VP_PB_WIRE_H
+#define VP_PB_WIRE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum pb_wiretype {
+	PB_WT_VARINT = 0,
+	PB_WT_FIXED64 = 1,
+	PB_WT_LEN = 2,
+	PB_WT_SGROUP = 3, /* deprecated groups: rejected as malformed */
+	PB_WT_EGROUP = 4,
+	PB_WT_FIXED32 = 5,
+};
+
+enum pb_err {
+	PB_OK = 0,
+	PB_ERR_TRUNCATED,    /* a field runs past the end of the buffer */
+	PB_ERR_VARINT,       /* varint longer than 10 bytes or overflows 64 bits */
+	PB_ERR_WIRETYPE,     /* wire type 3, 4, 6 or 7 */
+	PB_ERR_FIELD_NUMBER, /* field number 0 or above 2^29-1 */
+};
+
+#define PB_MAX_FIELD_NUMBER ((1u << 29) - 1)
+#define PB_MAX_VARINT_LEN 10
+
+/* A field as found on the wire; all pointers refer to the scanned buffer. */
+struct pb_field {
+	uint32_t num;          /* field number */
+	uint8_t wt;            /* enum pb_wiretype */
+	uint64_t val;          /* VARINT, FIXED64, FIXED32 value (zero-extended) */
+	const uint8_t *data;   /* LEN payload */
+	size_t len;            /* LEN payload length */
+	const uint8_t *start;  /* first byte of the tag */
+	const uint8_t *end;    /* one past the last byte of the field */
+};
+
+struct pb_reader {
+	const uint8_t *base; /* start of the buffer, for error offsets */
+	const uint8_t *p;    /* next byte to read */
+	const uint8_t *end;
+	enum pb_err err;
+	size_t err_off; /* offset of the bad field from base */
+};
+
+void pb_reader_init(struct pb_reader *r, const void *buf, size_t len);
+
+/* Reads the next field into *f.  Returns false at the end of the buffer
+ * (r->err == PB_OK) or on malformed input (r->err != PB_OK). */
+bool pb_next(struct pb_reader *r, struct pb_field *f);
+
+/* Decodes one varint at *p, advancing *p.  Returns false when truncated or
+ * over-long (nothing is advanced then). */
+bool pb_read_varint(const uint8_t **p, const uint8_t *end, uint64_t *out);
+
+const char *pb_err_str(enum pb_err e);
+
+/* Iterator over a packed repeated varint field (a LEN payload). */
+struct pb_packed_iter {
+	const uint8_t *p, *end;
+	bool bad; /* set when a varint was truncated */
+};
+
+static inline void pb_packed_init(struct pb_packed_iter *it, const uint8_t *data,
+				  size_t len)
+{
+	it->p = data;
+	it->end = data + len;
+	it->bad = false;
+}
+
+/* Returns false at the end or on a malformed element (then it->bad). */
+bool pb_packed_next(struct pb_packed_iter *it, uint64_t *out);
+
+static inline int64_t pb_zigzag_decode(uint64_t v)
+{
+	return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+}
+
+static inline uint64_t pb_zigzag_encode(int64_t v)
+{
+	return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+}
+
+/* ---- writer ----------------------------------------------------------- */
+
+/* A growable output buffer.  Allocation failure aborts the process (as in
+ * Redis): every caller would otherwise have to unwind a half-built message. */
+struct pb_buf {
+	uint8_t *data;
+	size_t len;
+	size_t cap;
+};
+
+void pb_buf_init(struct pb_buf *b);
+void pb_buf_free(struct pb_buf *b);
+static inline void pb_buf_reset(struct pb_buf *b) { b->len = 0; }
+void pb_buf_reserve(struct pb_buf *b, size_t extra);
+
+void pb_put_raw(struct pb_buf *b, const void *p, size_t len);
+void pb_put_raw_varint(struct pb_buf *b, uint64_t v);
+void pb_put_tag(struct pb_buf *b, uint32_t num, enum pb_wiretype wt);
+void pb_put_varint(struct pb_buf *b, uint32_t num, uint64_t v);
+void pb_put_sint(struct pb_buf *b, uint32_t num, int64_t v); /* zigzag */
+void pb_put_fixed64(struct pb_buf *b, uint32_t num, uint64_t v);
+void pb_put_fixed32(struct pb_buf *b, uint32_t num, uint32_t v);
+void pb_put_double(struct pb_buf *b, uint32_t num, double v);
+void pb_put_bytes(struct pb_buf *b, uint32_t num, const void *p, size_t len);
+void pb_put_string(struct pb_buf *b, uint32_t num, const char *s);
+
+/* Opens a nested LEN field; returns a bookmark for pb_end_nested().
+ * Nests arbitrarily; the length is back-patched in its minimal encoding. */
+size_t pb_begin_nested(struct pb_buf *b, uint32_t num);
+void pb_end_nested(struct pb_buf *b, size_t bookmark);
+
+/* Number of bytes the varint encoding of v takes. */
+static inline size_t pb_varint_size(uint64_t v)
+{
+	size_t n = 1;
+	while (v >= 0x80) {
+		v >>= 7;
+		n++;
+	}
+	return n;
+}
+
+/* Encodes v at p (which must have room for 10 bytes); returns bytes used. */
+size_t pb_encode_varint(uint8_t *p, uint64_t v);
+
+#endif

@@ -1,0 +1,198 @@
+/*
+ * perfetto_fields.h - Perfetto field numbers used by the wire-level code.
+ *
+ * The merge and the processor walk packets with the zero-copy scanner in
+ * pb_wire.h instead of generated code, so they name fields through these
+ * constants.  Numbers are Perfetto's (see docs/wire-facts.md and the .proto
+ * files in protos/, which must agree with this file).
+ */
+#ifndef VP_PERFETTO_FIELDS_H
+#define VP_PERFETTO_FIELDS_H
+
+/* TracePacket */
+enum {
+	TP_FTRACE_EVENTS = 1,
+	TP_PROCESS_TREE = 2,
+	TP_TRUSTED_UID = 3,
+	TP_CLOCK_SNAPSHOT = 6,
+	TP_SYS_STATS = 7,
+	TP_TIMESTAMP = 8,
+	TP_PROCESS_STATS = 9,
+	TP_TRUSTED_PACKET_SEQUENCE_ID = 10,
+	TP_TRACK_EVENT = 11,
+	TP_INTERNED_DATA = 12,
+	TP_SEQUENCE_FLAGS = 13,
+	TP_TRACE_CONFIG = 33,
+	TP_TRACE_STATS = 35,
+	TP_INCREMENTAL_STATE_CLEARED = 41,
+	TP_PREVIOUS_PACKET_DROPPED = 42,
+	TP_PROCESS_DESCRIPTOR = 43,
+	TP_THREAD_DESCRIPTOR = 44,
+	TP_SYSTEM_INFO = 45,
+	TP_COMPRESSED_PACKETS = 50,
+	TP_TIMESTAMP_CLOCK_ID = 58,
+	TP_TRACE_PACKET_DEFAULTS = 59,
+	TP_TRACK_DESCRIPTOR = 60,
+	TP_SERVICE_EVENT = 69,
+	TP_TRUSTED_PID = 79,
+	TP_FIRST_PACKET_ON_SEQUENCE = 87,
+	TP_MACHINE_ID = 98,
+	TP_REMOTE_CLOCK_SYNC = 107,
+};
+
+/* TracePacket.sequence_flags */
+enum {
+	SEQ_INCREMENTAL_STATE_CLEARED = 1,
+	SEQ_NEEDS_INCREMENTAL_STATE = 2,
+};
+
+/* TracePacketDefaults / TrackEventDefaults */
+enum {
+	TPD_TIMESTAMP_CLOCK_ID = 58,
+	TPD_TRACK_EVENT_DEFAULTS = 11,
+	TED_TRACK_UUID = 11,
+	TED_EXTRA_COUNTER_TRACK_UUIDS = 31,
+	TED_EXTRA_DOUBLE_COUNTER_TRACK_UUIDS = 45,
+};
+
+/* ClockSnapshot, ClockSnapshot.Clock */
+enum {
+	CS_CLOCKS = 1,
+	CS_PRIMARY_TRACE_CLOCK = 2,
+	CLK_CLOCK_ID = 1,
+	CLK_TIMESTAMP = 2,
+	CLK_IS_INCREMENTAL = 3,
+	CLK_UNIT_MULTIPLIER_NS = 4,
+};
+
+/* BuiltinClock */
+enum {
+	CLOCK_REALTIME = 1,
+	CLOCK_REALTIME_COARSE = 2,
+	CLOCK_MONOTONIC = 3,
+	CLOCK_MONOTONIC_COARSE = 4,
+	CLOCK_MONOTONIC_RAW = 5,
+	CLOCK_BOOTTIME = 6,
+	CLOCK_TSC = 9,
+	CLOCK_PERF = 10,
+	CLOCK_TRACE_FILE = 11,
+	CLOCK_SEQUENCE_SCOPED_FIRST = 64, /* ids 64..127: one sequence */
+	CLOCK_SEQUENCE_SCOPED_LAST = 127,
+	CLOCK_CPU_COUNTER = 64, /* the perCetto convention for the counter */
+};
+
+/* TrackEvent */
+enum {
+	TE_TIMESTAMP_DELTA_US = 1,
+	TE_THREAD_TIME_DELTA_US = 2,
+	TE_CATEGORY_IIDS = 3,
+	TE_DEBUG_ANNOTATIONS = 4,
+	TE_LEGACY_EVENT = 6,
+	TE_TYPE = 9,
+	TE_NAME_IID = 10,
+	TE_TRACK_UUID = 11,
+	TE_EXTRA_COUNTER_VALUES = 12,
+	TE_TIMESTAMP_ABSOLUTE_US = 16,
+	TE_LOG_MESSAGE = 21,
+	TE_CATEGORIES = 22,
+	TE_NAME = 23,
+	TE_COUNTER_VALUE = 30,
+	TE_EXTRA_COUNTER_TRACK_UUIDS = 31,
+	TE_SOURCE_LOCATION = 33,
+	TE_SOURCE_LOCATION_IID = 34,
+	TE_DOUBLE_COUNTER_VALUE = 44,
+	TE_EXTRA_DOUBLE_COUNTER_TRACK_UUIDS = 45,
+	TE_FLOW_IDS = 47,
+	TE_TERMINATING_FLOW_IDS = 48,
+};
+
+/* TrackEvent.Type */
+enum {
+	TE_TYPE_SLICE_BEGIN = 1,
+	TE_TYPE_SLICE_END = 2,
+	TE_TYPE_INSTANT = 3,
+	TE_TYPE_COUNTER = 4,
+};
+
+/* DebugAnnotation */
+enum {
+	DA_NAME_IID = 1,
+	DA_BOOL_VALUE = 2,
+	DA_UINT_VALUE = 3,
+	DA_INT_VALUE = 4,
+	DA_DOUBLE_VALUE = 5,
+	DA_STRING_VALUE = 6,
+	DA_POINTER_VALUE = 7,
+	DA_LEGACY_JSON_VALUE = 9,
+	DA_NAME = 10,
+	DA_DICT_ENTRIES = 11,
+	DA_ARRAY_VALUES = 12,
+	DA_STRING_VALUE_IID = 17,
+};
+
+/* InternedData and its entries ({iid 1, name 2}) */
+enum {
+	ID_EVENT_CATEGORIES = 1,
+	ID_EVENT_NAMES = 2,
+	ID_DEBUG_ANNOTATION_NAMES = 3,
+	ID_SOURCE_LOCATIONS = 4,
+	ID_DEBUG_ANNOTATION_STRING_VALUES = 29,
+	INTERNED_IID = 1,
+	INTERNED_NAME = 2,
+};
+
+/* TrackDescriptor, ProcessDescriptor, ThreadDescriptor */
+enum {
+	TD_UUID = 1,
+	TD_NAME = 2,
+	TD_PROCESS = 3,
+	TD_THREAD = 4,
+	TD_PARENT_UUID = 5,
+	TD_COUNTER = 8,
+	TD_STATIC_NAME = 10,
+	PD_PID = 1,
+	PD_CMDLINE = 2,
+	PD_PROCESS_NAME = 6,
+	THD_PID = 1,
+	THD_TID = 2,
+	THD_THREAD_NAME = 5,
+	THD_REFERENCE_TIMESTAMP_US = 6,
+};
+
+/* ProcessTree, ProcessStats */
+enum {
+	PT_PROCESSES = 1,
+	PT_THREADS = 2,
+	PT_PROC_PID = 1,
+	PT_PROC_PPID = 2,
+	PT_THREAD_TID = 1,
+	PT_THREAD_TGID = 3,
+	PS_PROCESSES = 1,
+	PS_PROC_PID = 1,
+};
+
+/* FtraceEventBundle, FtraceEvent, CompactSched */
+enum {
+	FB_CPU = 1,
+	FB_EVENT = 2,
+	FB_COMPACT_SCHED = 4,
+	FB_FTRACE_CLOCK = 5,
+	FB_FTRACE_TIMESTAMP = 6,
+	FB_BOOT_TIMESTAMP = 7,
+	FB_LAST_READ_EVENT_TIMESTAMP = 9,
+	FB_PREVIOUS_BUNDLE_END_TIMESTAMP = 10,
+	FE_TIMESTAMP = 1,
+	FE_PID = 2,
+	FE_PRINT = 3,
+	FE_SCHED_SWITCH = 4,
+	FE_SCHED_WAKEUP = 5,
+	SS_PREV_PID = 2,
+	SS_NEXT_PID = 6,
+	SW_PID = 2,
+	CSCHED_SWITCH_TIMESTAMP = 1,
+	CSCHED_SWITCH_NEXT_PID = 3,
+	CSCHED_WAKING_TIMESTAMP = 7,
+	CSCHED_WAKING_PID = 8,
+};
+
+#endif

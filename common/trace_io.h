@@ -1,0 +1,71 @@
+/*
+ * trace_io.h - streaming reader and crash-safe writer of Perfetto trace files.
+ *
+ * A trace file is a serialized `Trace { repeated TracePacket packet = 1; }`,
+ * i.e. a run of top-level records `tag varint-length bytes`.  The reader
+ * hands them out one at a time from a fixed-size buffer, so memory does not
+ * grow with the file; a record larger than the buffer (up to
+ * TRACE_MAX_PACKET) gets a buffer of its own for as long as it is current.
+ * Offsets are 64-bit, so files over 4 GiB are fine.
+ *
+ * The writer writes to a temporary file beside the destination and renames
+ * it into place only on trace_writer_commit(), after fsync.  Until then the
+ * destination is untouched; trace_writer_abort() removes the temporary.
+ */
+#ifndef VP_TRACE_IO_H
+#define VP_TRACE_IO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vp_error.h"
+
+#define TRACE_MAX_PACKET (64u << 20)   /* largest record accepted */
+#define TRACE_READ_BUF (1u << 20)      /* the reader's fixed buffer */
+#define TRACE_PACKET_FIELD 1           /* Trace.packet */
+
+/* One top-level record.  Pointers stay valid until the next call. */
+struct trace_record {
+	uint32_t field;       /* field number in Trace (1 for a packet) */
+	uint8_t wt;           /* wire type */
+	const uint8_t *data;  /* payload of a length-delimited record */
+	size_t len;
+	const uint8_t *raw;   /* the whole record: tag, length, payload */
+	size_t raw_len;
+	uint64_t offset;      /* file offset of the tag */
+	uint64_t data_offset; /* file offset of the payload */
+};
+
+struct trace_reader;
+
+int trace_reader_open(struct trace_reader **out, const char *path,
+		      struct vp_error *err);
+/* 1: a record in *rec; 0: clean end of file; -1: error (err says where). */
+int trace_reader_next(struct trace_reader *r, struct trace_record *rec,
+		      struct vp_error *err);
+/* Starts again from the beginning of the file. */
+int trace_reader_rewind(struct trace_reader *r, struct vp_error *err);
+uint64_t trace_reader_size(const struct trace_reader *r);
+uint64_t trace_reader_pos(const struct trace_reader *r); /* bytes consumed */
+const char *trace_reader_path(const struct trace_reader *r);
+void trace_reader_close(struct trace_reader *r);
+
+struct trace_writer;
+
+int trace_writer_open(struct trace_writer **out, const char *path,
+		      struct vp_error *err);
+/* Appends `0x0A varint(len) packet`. */
+int trace_writer_packet(struct trace_writer *w, const void *packet, size_t len,
+			struct vp_error *err);
+/* Appends bytes as they are (a record copied verbatim from another trace). */
+int trace_writer_raw(struct trace_writer *w, const void *p, size_t len,
+		     struct vp_error *err);
+uint64_t trace_writer_bytes(const struct trace_writer *w);
+/* Path of the temporary file, for cleanup from a signal handler. */
+const char *trace_writer_temp_path(const struct trace_writer *w);
+/* Flushes, fsyncs and renames into place; frees w in all cases. */
+int trace_writer_commit(struct trace_writer *w, struct vp_error *err);
+/* Removes the temporary file and frees w. */
+void trace_writer_abort(struct trace_writer *w);
+
+#endif

@@ -1,0 +1,263 @@
+/*
+ * trace_reader.c - streaming reader of top-level trace records (trace_io.h).
+ *
+ * The reader keeps a window [head, fill) of the file in a fixed buffer.  A
+ * record is returned in place when it fits; one larger than the buffer is
+ * read into a separate allocation that is released on the next call.
+ */
+#include "trace_io.h"
+#include "pb_wire.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Tag and length varints of a record take at most this many bytes. */
+#define RECORD_HEADER_MAX (2 * PB_MAX_VARINT_LEN)
+
+struct trace_reader {
+	int fd;
+	char *path;
+	uint64_t size;     /* file size at open */
+	uint64_t buf_off;  /* file offset of buf[0] */
+	size_t head, fill; /* unconsumed window in buf */
+	bool eof;          /* read() returned 0 */
+	uint8_t *big;      /* current oversized record, if any */
+	uint8_t buf[TRACE_READ_BUF];
+};
+
+int trace_reader_open(struct trace_reader **out, const char *path,
+		      struct vp_error *err)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return vp_errorf(err, "%s: cannot open: %s", path, strerror(errno));
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return vp_errorf(err, "%s: not a regular file", path);
+	}
+	struct trace_reader *r = malloc(sizeof(*r));
+	char *p = strdup(path);
+	if (!r || !p) {
+		free(r);
+		free(p);
+		close(fd);
+		return vp_errorf(err, "%s: out of memory", path);
+	}
+	r->fd = fd;
+	r->path = p;
+	r->size = (uint64_t)st.st_size;
+	r->buf_off = 0;
+	r->head = r->fill = 0;
+	r->eof = false;
+	r->big = NULL;
+	posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+	*out = r;
+	return 0;
+}
+
+void trace_reader_close(struct trace_reader *r)
+{
+	if (!r)
+		return;
+	close(r->fd);
+	free(r->big);
+	free(r->path);
+	free(r);
+}
+
+uint64_t trace_reader_size(const struct trace_reader *r) { return r->size; }
+const char *trace_reader_path(const struct trace_reader *r) { return r->path; }
+
+uint64_t trace_reader_pos(const struct trace_reader *r)
+{
+	return r->buf_off + r->head;
+}
+
+int trace_reader_rewind(struct trace_reader *r, struct vp_error *err)
+{
+	if (lseek(r->fd, 0, SEEK_SET) < 0)
+		return vp_errorf(err, "%s: cannot seek: %s", r->path,
+				 strerror(errno));
+	free(r->big);
+	r->big = NULL;
+	r->buf_off = 0;
+	r->head = r->fill = 0;
+	r->eof = false;
+	return 0;
+}
+
+/* Reads up to len bytes at p, retrying short reads; returns bytes read
+ * (less than len only at end of file) or -1. */
+static ssize_t read_full(int fd, uint8_t *p, size_t len)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t n = read(fd, p + got, len - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -1;
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	return (ssize_t)got;
+}
+
+/* Slides the unconsumed window to the front and fills the rest. */
+static int refill(struct trace_reader *r, struct vp_error *err)
+{
+	size_t keep = r->fill - r->head;
+
+	if (r->eof)
+		return 0;
+	memmove(r->buf, r->buf + r->head, keep);
+	r->buf_off += r->head;
+	r->head = 0;
+	r->fill = keep;
+	ssize_t n = read_full(r->fd, r->buf + keep, sizeof(r->buf) - keep);
+	if (n < 0)
+		return vp_errorf(err, "%s: read error at byte offset %llu: %s",
+				 r->path, (unsigned long long)(r->buf_off + keep),
+				 strerror(errno));
+	r->fill += (size_t)n;
+	if ((size_t)n < sizeof(r->buf) - keep)
+		r->eof = true;
+	return 0;
+}
+
+static int truncated(struct trace_reader *r, uint64_t at, const char *what,
+		     uint64_t want, struct vp_error *err)
+{
+	uint64_t end = r->buf_off + r->fill;
+	return vp_errorf(err,
+			 "%s: byte offset %llu: truncated %s (needs %llu bytes, "
+			 "the file ends after %llu)",
+			 r->path, (unsigned long long)at, what,
+			 (unsigned long long)want, (unsigned long long)(end - at));
+}
+
+/* Reads a record too large for the window into r->big. */
+static int read_big(struct trace_reader *r, struct trace_record *rec,
+		    size_t hdr, size_t total, struct vp_error *err)
+{
+	uint64_t at = trace_reader_pos(r);
+	size_t have = r->fill - r->head;
+
+	r->big = malloc(total);
+	if (!r->big)
+		return vp_errorf(err, "%s: byte offset %llu: out of memory for "
+				 "a %zu-byte packet", r->path,
+				 (unsigned long long)at, total);
+	memcpy(r->big, r->buf + r->head, have);
+	ssize_t n = read_full(r->fd, r->big + have, total - have);
+	if (n < 0)
+		return vp_errorf(err, "%s: read error: %s", r->path,
+				 strerror(errno));
+	if ((size_t)n < total - have) {
+		r->fill = r->head + have + (size_t)n; /* for the message */
+		return truncated(r, at, "packet", total, err);
+	}
+	/* The window is now empty and starts right after the record. */
+	r->buf_off = at + total;
+	r->head = r->fill = 0;
+	rec->raw = r->big;
+	rec->raw_len = total;
+	rec->data = r->big + hdr;
+	return 1;
+}
+
+int trace_reader_next(struct trace_reader *r, struct trace_record *rec,
+		      struct vp_error *err)
+{
+	free(r->big);
+	r->big = NULL;
+
+	if (r->fill - r->head < RECORD_HEADER_MAX && refill(r, err) < 0)
+		return -1;
+	if (r->head == r->fill)
+		return 0;
+
+	const uint8_t *start = r->buf + r->head, *end = r->buf + r->fill;
+	const uint8_t *p = start;
+	uint64_t at = trace_reader_pos(r), tag, len = 0;
+
+	if (!pb_read_varint(&p, end, &tag)) {
+		if (r->fill - r->head < PB_MAX_VARINT_LEN)
+			return truncated(r, at, "record tag", r->fill - r->head + 1,
+					 err);
+		return vp_errorf(err, "%s: byte offset %llu: malformed varint in "
+				 "record tag", r->path, (unsigned long long)at);
+	}
+	uint32_t field = (uint32_t)(tag >> 3);
+	uint8_t wt = (uint8_t)(tag & 7);
+	if (field == 0 || (tag >> 3) > PB_MAX_FIELD_NUMBER)
+		return vp_errorf(err, "%s: byte offset %llu: invalid field number "
+				 "%llu (not a Perfetto trace?)", r->path,
+				 (unsigned long long)at,
+				 (unsigned long long)(tag >> 3));
+
+	switch (wt) {
+	case PB_WT_LEN:
+		if (!pb_read_varint(&p, end, &len))
+			return truncated(r, at, "record length",
+					 (uint64_t)(p - start) + 1, err);
+		if (len > TRACE_MAX_PACKET)
+			return vp_errorf(err, "%s: byte offset %llu: record of %llu "
+					 "bytes is over the %u MiB limit (corrupt "
+					 "length?)", r->path, (unsigned long long)at,
+					 (unsigned long long)len,
+					 TRACE_MAX_PACKET >> 20);
+		break;
+	case PB_WT_VARINT: {
+		uint64_t v;
+		if (!pb_read_varint(&p, end, &v))
+			return truncated(r, at, "record", (uint64_t)(end - start) + 1,
+					 err);
+		break;
+	}
+	case PB_WT_FIXED64:
+		len = 8;
+		break;
+	case PB_WT_FIXED32:
+		len = 4;
+		break;
+	default:
+		return vp_errorf(err, "%s: byte offset %llu: invalid wire type %u "
+				 "(not a Perfetto trace?)", r->path,
+				 (unsigned long long)at, wt);
+	}
+
+	size_t hdr = (size_t)(p - start);
+	size_t total = hdr + (size_t)len;
+	rec->field = field;
+	rec->wt = wt;
+	rec->len = wt == PB_WT_VARINT ? 0 : (size_t)len;
+	rec->offset = at;
+	rec->data_offset = at + hdr;
+
+	if (total > sizeof(r->buf)) {
+		int rc = read_big(r, rec, hdr, total, err);
+		return rc;
+	}
+	if (r->fill - r->head < total) {
+		if (refill(r, err) < 0)
+			return -1;
+		if (r->fill - r->head < total)
+			return truncated(r, at, wt == PB_WT_LEN ? "packet" : "record",
+					 total, err);
+	}
+	rec->raw = r->buf + r->head;
+	rec->raw_len = total;
+	rec->data = rec->raw + hdr;
+	r->head += total;
+	return 1;
+}

@@ -1,0 +1,271 @@
+/*
+ * main.c - the vperfetto_merge command line.
+ *
+ *   vperfetto_merge HOST GUEST... -o OUT [options]
+ *
+ * Parses options into struct merge_opts, runs merge_run(), prints the
+ * summary and writes the JSON report.  Exit status: 0 ok, 1 usage, 2 bad
+ * input, 3 no usable sync data, 4 output could not be written.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "merge.h"
+#include "perfetto_fields.h"
+#include "report.h"
+
+#ifndef VP_VERSION
+#define VP_VERSION "dev"
+#endif
+
+static volatile sig_atomic_t cancelled;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	cancelled = 1;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"usage: vperfetto_merge HOST.pb GUEST.pb [GUEST2.pb ...] -o MERGED.pb [options]\n"
+"\n"
+"Maps every guest timestamp onto the host's time axis through the cpu\n"
+"counter both sides share, and writes one Perfetto trace in which each\n"
+"guest is a machine of its own.\n"
+"\n"
+"options:\n"
+"  -o, --output FILE           the merged trace (written atomically)\n"
+"  --guest-tsc-offset N        guest counter = host counter * ratio + N\n"
+"                              (signed, decimal or 0x hex; once per guest)\n"
+"  --guest-tsc-scaling R:F     ratio R / 2^F, as KVM's tsc-scaling-ratio and\n"
+"                              tsc-scaling-ratio-frac-bits (once, or per guest)\n"
+"  --guest-vm-pid PID          which VM's kvm_tsc records in the host trace\n"
+"                              belong to the guest (once per guest)\n"
+"  --clock boottime|monotonic  the host clock to map onto (default: boottime,\n"
+"                              or monotonic when the host only has that)\n"
+"  --report FILE.json          write the clock model and its quality as JSON\n"
+"  --allow-unsynced            pass a guest without sync data through with\n"
+"                              its timestamps unchanged instead of failing\n"
+"  --no-machine-id             for viewers without machine_id: remap guest\n"
+"                              pids, tids and track uuids instead\n"
+"  -q, --quiet                 no summary on stderr (errors still print)\n"
+"  -h, --help                  this text\n"
+"  --version                   the version\n"
+"\n"
+"exit status: 0 ok, 1 usage, 2 bad input, 3 no usable sync data,\n"
+"4 the output could not be written.  On failure no output is left behind.\n");
+}
+
+static int usage_error(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "vperfetto_merge: ");
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, "\nTry 'vperfetto_merge --help'.\n");
+	return MERGE_USAGE;
+}
+
+static bool parse_i64(const char *s, int64_t *out)
+{
+	char *end;
+	errno = 0;
+	long long v = strtoll(s, &end, 0);
+	if (errno || end == s || *end)
+		return false;
+	*out = v;
+	return true;
+}
+
+static bool parse_u64(const char *s, uint64_t *out)
+{
+	char *end;
+	if (*s == '-')
+		return false;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 0);
+	if (errno || end == s || *end)
+		return false;
+	*out = v;
+	return true;
+}
+
+/* RATIO:FRACBITS */
+static bool parse_scaling(const char *s, uint64_t *ratio, unsigned *frac)
+{
+	char buf[64];
+	uint64_t f;
+	const char *colon = strchr(s, ':');
+	if (!colon || (size_t)(colon - s) >= sizeof(buf))
+		return false;
+	memcpy(buf, s, (size_t)(colon - s));
+	buf[colon - s] = 0;
+	if (!parse_u64(buf, ratio) || !parse_u64(colon + 1, &f) || f > 63 ||
+	    *ratio == 0)
+		return false;
+	*frac = (unsigned)f;
+	return true;
+}
+
+enum {
+	OPT_OFFSET = 256,
+	OPT_SCALING,
+	OPT_VM_PID,
+	OPT_CLOCK,
+	OPT_REPORT,
+	OPT_ALLOW_UNSYNCED,
+	OPT_NO_MACHINE_ID,
+	OPT_VERSION,
+};
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{"output", required_argument, NULL, 'o'},
+		{"guest-tsc-offset", required_argument, NULL, OPT_OFFSET},
+		{"guest-tsc-scaling", required_argument, NULL, OPT_SCALING},
+		{"guest-vm-pid", required_argument, NULL, OPT_VM_PID},
+		{"clock", required_argument, NULL, OPT_CLOCK},
+		{"report", required_argument, NULL, OPT_REPORT},
+		{"allow-unsynced", no_argument, NULL, OPT_ALLOW_UNSYNCED},
+		{"no-machine-id", no_argument, NULL, OPT_NO_MACHINE_ID},
+		{"quiet", no_argument, NULL, 'q'},
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, OPT_VERSION},
+		{NULL, 0, NULL, 0},
+	};
+	struct merge_opts o;
+	const char *report = NULL;
+	bool quiet = false;
+	int c;
+
+	memset(&o, 0, sizeof(o));
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":o:qh", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'o':
+			o.out = optarg;
+			break;
+		case OPT_OFFSET:
+			if (o.n_tsc_offset == MERGE_MAX_GUESTS ||
+			    !parse_i64(optarg, &o.tsc_offset[o.n_tsc_offset]))
+				return usage_error("bad --guest-tsc-offset '%s'",
+						   optarg);
+			o.n_tsc_offset++;
+			break;
+		case OPT_SCALING:
+			if (o.n_tsc_scaling == MERGE_MAX_GUESTS ||
+			    !parse_scaling(optarg, &o.tsc_ratio[o.n_tsc_scaling],
+					   &o.tsc_frac_bits[o.n_tsc_scaling]))
+				return usage_error("bad --guest-tsc-scaling '%s' "
+						   "(want RATIO:FRACBITS)", optarg);
+			o.n_tsc_scaling++;
+			break;
+		case OPT_VM_PID:
+			if (o.n_vm_pid == MERGE_MAX_GUESTS ||
+			    !parse_i64(optarg, &o.vm_pid[o.n_vm_pid]) ||
+			    o.vm_pid[o.n_vm_pid] <= 0)
+				return usage_error("bad --guest-vm-pid '%s'", optarg);
+			o.n_vm_pid++;
+			break;
+		case OPT_CLOCK:
+			if (!strcmp(optarg, "boottime"))
+				o.clock = CLOCK_BOOTTIME;
+			else if (!strcmp(optarg, "monotonic"))
+				o.clock = CLOCK_MONOTONIC;
+			else
+				return usage_error("bad --clock '%s' (boottime or "
+						   "monotonic)", optarg);
+			break;
+		case OPT_REPORT:
+			report = optarg;
+			break;
+		case OPT_ALLOW_UNSYNCED:
+			o.allow_unsynced = true;
+			break;
+		case OPT_NO_MACHINE_ID:
+			o.no_machine_id = true;
+			break;
+		case 'q':
+			quiet = true;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		case OPT_VERSION:
+			printf("vperfetto_merge %s\n", VP_VERSION);
+			return 0;
+		case ':':
+			return usage_error("option '%s' needs a value",
+					   argv[optind - 1]);
+		default:
+			return usage_error("unknown option '%s'", argv[optind - 1]);
+		}
+	}
+
+	if (argc - optind < 2)
+		return usage_error("%s", "need a host trace and at least one guest "
+				   "trace");
+	if (!o.out)
+		return usage_error("%s", "no output file (-o MERGED.pb)");
+	o.host = argv[optind++];
+	for (; optind < argc; optind++) {
+		if (o.n_guests == MERGE_MAX_GUESTS)
+			return usage_error("%s", "too many guest traces");
+		o.guests[o.n_guests++] = argv[optind];
+	}
+	if (o.n_tsc_offset && o.n_tsc_offset != o.n_guests)
+		return usage_error("%s", "--guest-tsc-offset must be given once "
+				   "per guest trace");
+	if (o.n_tsc_scaling > 1 && o.n_tsc_scaling != o.n_guests)
+		return usage_error("%s", "--guest-tsc-scaling must be given once, "
+				   "or once per guest trace");
+	if (o.n_vm_pid && o.n_vm_pid != o.n_guests)
+		return usage_error("%s", "--guest-vm-pid must be given once per "
+				   "guest trace");
+	if (report && !strcmp(report, o.out))
+		return usage_error("%s", "--report and -o name the same file");
+
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	o.cancel = &cancelled;
+
+	uint64_t total = 0;
+	struct stat st;
+	if (stat(o.host, &st) == 0)
+		total += (uint64_t)st.st_size;
+	for (size_t i = 0; i < o.n_guests; i++)
+		if (stat(o.guests[i], &st) == 0)
+			total += (uint64_t)st.st_size;
+	o.progress = !quiet && isatty(STDERR_FILENO) && total > (64u << 20);
+
+	struct merge_result res;
+	struct vp_error err = {{0}};
+	int status = merge_run(&o, &res, &err);
+	if (status != MERGE_OK) {
+		fprintf(stderr, "vperfetto_merge: %s\n", err.msg);
+		if (status == MERGE_USAGE)
+			fprintf(stderr, "Try 'vperfetto_merge --help'.\n");
+		merge_result_free(&res);
+		return status;
+	}
+	if (!quiet)
+		report_summary(stderr, &o, &res);
+	if (report && report_write_json(report, &o, &res, &err) < 0) {
+		fprintf(stderr, "vperfetto_merge: %s\n", err.msg);
+		merge_result_free(&res);
+		return MERGE_IO_ERROR;
+	}
+	merge_result_free(&res);
+	return 0;
+}

@@ -1,0 +1,668 @@
+/*
+ * merge.c - runs the passes of a merge and gathers what the report shows
+ * (see merge.h for the order of the passes).
+ */
+#include "merge.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "pb_wire.h"
+#include "perfetto_fields.h"
+#include "sync_scan.h"
+#include "trace_io.h"
+
+/* ---- small helpers ---------------------------------------------------------- */
+
+static void warn(struct merge_result *res, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void warn(struct merge_result *res, const char *fmt, ...)
+{
+	if (res->n_warnings == MERGE_MAX_WARNINGS) {
+		res->n_warnings_dropped++;
+		return;
+	}
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(res->warnings[res->n_warnings++], sizeof(res->warnings[0]),
+		  fmt, ap);
+	va_end(ap);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* p50/p99/max of v (sorted in place). */
+static struct bound_stats distribution(double *v, size_t n)
+{
+	struct bound_stats s = {0, 0, 0};
+	if (!n)
+		return s;
+	qsort(v, n, sizeof(*v), cmp_double);
+	s.p50 = v[(n - 1) / 2];
+	s.p99 = v[(size_t)((double)(n - 1) * 0.99)];
+	s.max = v[n - 1];
+	return s;
+}
+
+/* ---- progress ------------------------------------------------------------------ */
+
+struct progress {
+	bool on;
+	uint64_t total, done;
+	int shown; /* last percentage drawn */
+};
+
+static void progress_add(struct progress *p, uint64_t bytes)
+{
+	p->done += bytes;
+	if (!p->on || !p->total)
+		return;
+	int pct = (int)(p->done * 100 / p->total);
+	if (pct == p->shown)
+		return;
+	p->shown = pct;
+	char bar[41];
+	int fill = pct * 40 / 100;
+	memset(bar, '#', (size_t)fill);
+	memset(bar + fill, '.', (size_t)(40 - fill));
+	bar[40] = 0;
+	fprintf(stderr, "\r[%s] %3d%%", bar, pct);
+	if (pct >= 100)
+		fputc('\n', stderr);
+}
+
+/* ---- packets, compressed or not -------------------------------------------------- */
+
+typedef int (*packet_fn)(void *ctx, const uint8_t *pkt, size_t len,
+			 uint64_t off, struct vp_error *err);
+
+/* Inflates a compressed_packets payload (zlib) into out. */
+static int inflate_payload(const char *path, uint64_t off, const uint8_t *p,
+			   size_t len, struct pb_buf *out, struct vp_error *err)
+{
+	z_stream z;
+	memset(&z, 0, sizeof(z));
+	if (inflateInit(&z) != Z_OK)
+		return vp_errorf(err, "%s: zlib init failed", path);
+	z.next_in = (Bytef *)(uintptr_t)p;
+	z.avail_in = (uInt)len;
+	pb_buf_reset(out);
+	int rc;
+	do {
+		if (out->len >= TRACE_MAX_PACKET) {
+			inflateEnd(&z);
+			return vp_errorf(err, "%s: byte offset %llu: compressed_packets "
+					 "inflates to over %u MiB", path,
+					 (unsigned long long)off,
+					 TRACE_MAX_PACKET >> 20);
+		}
+		pb_buf_reserve(out, 256 << 10);
+		z.next_out = out->data + out->len;
+		z.avail_out = (uInt)(out->cap - out->len);
+		rc = inflate(&z, Z_NO_FLUSH);
+		out->len = out->cap - z.avail_out;
+	} while (rc == Z_OK);
+	inflateEnd(&z);
+	if (rc != Z_STREAM_END)
+		return vp_errorf(err, "%s: byte offset %llu: corrupt "
+				 "compressed_packets (zlib: %s)", path,
+				 (unsigned long long)off, z.msg ? z.msg : "truncated");
+	return 0;
+}
+
+/* Calls fn for the packet, or for each packet inside it when it carries
+ * compressed_packets.  Inner packets report the outer packet's offset. */
+static int each_packet(const char *path, const uint8_t *pkt, size_t len,
+		       uint64_t off, struct pb_buf *scratch, packet_fn fn,
+		       void *ctx, struct vp_error *err)
+{
+	struct pb_reader r;
+	struct pb_field f, cf;
+	const uint8_t *comp = NULL;
+	size_t comp_len = 0;
+
+	pb_reader_init(&r, pkt, len);
+	while (pb_next(&r, &f))
+		if (f.num == TP_COMPRESSED_PACKETS && f.wt == PB_WT_LEN) {
+			comp = f.data;
+			comp_len = f.len;
+		}
+	if (r.err)
+		return vp_errorf(err, "%s: byte offset %llu: malformed packet: %s",
+				 path, (unsigned long long)(off + r.err_off),
+				 pb_err_str(r.err));
+	if (!comp)
+		return fn(ctx, pkt, len, off, err);
+
+	if (inflate_payload(path, off, comp, comp_len, scratch, err) < 0)
+		return -1;
+	pb_reader_init(&r, scratch->data, scratch->len);
+	while (pb_next(&r, &cf)) {
+		if (cf.num != TRACE_PACKET_FIELD || cf.wt != PB_WT_LEN)
+			continue;
+		if (fn(ctx, cf.data, cf.len, off, err) < 0)
+			return -1;
+	}
+	if (r.err)
+		return vp_errorf(err, "%s: byte offset %llu: malformed packet "
+				 "inside compressed_packets: %s", path,
+				 (unsigned long long)off, pb_err_str(r.err));
+	return 0;
+}
+
+static int scan_fn(void *ctx, const uint8_t *pkt, size_t len, uint64_t off,
+		   struct vp_error *err)
+{
+	return sync_scan_packet(ctx, pkt, len, off, err);
+}
+
+/* ---- pass 1: a guest's sync data -------------------------------------------------- */
+
+static int scan_file(const char *path, struct sync_scanner *sc,
+		     struct trace_writer *copy_to, struct progress *pg,
+		     volatile sig_atomic_t *cancel, struct vp_error *err)
+{
+	struct trace_reader *rd;
+	struct trace_record rec;
+	struct pb_buf scratch;
+	int rc;
+
+	if (trace_reader_open(&rd, path, err) < 0)
+		return MERGE_BAD_INPUT;
+	pb_buf_init(&scratch);
+	while ((rc = trace_reader_next(rd, &rec, err)) > 0) {
+		if (cancel && *cancel) {
+			rc = vp_errorf(err, "interrupted");
+			break;
+		}
+		if (rec.field == TRACE_PACKET_FIELD && rec.wt == PB_WT_LEN &&
+		    each_packet(path, rec.data, rec.len, rec.data_offset, &scratch,
+				scan_fn, sc, err) < 0) {
+			rc = -1;
+			break;
+		}
+		if (copy_to && trace_writer_raw(copy_to, rec.raw, rec.raw_len,
+						err) < 0) {
+			pb_buf_free(&scratch);
+			trace_reader_close(rd);
+			return MERGE_IO_ERROR;
+		}
+		progress_add(pg, rec.raw_len);
+	}
+	pb_buf_free(&scratch);
+	trace_reader_close(rd);
+	return rc < 0 ? MERGE_BAD_INPUT : MERGE_OK;
+}
+
+/* ---- the clock model per guest ------------------------------------------------------ */
+
+/* How a guest's timestamps are mapped: one cm_map per guest clock. */
+struct guest_map {
+	struct cm_map boot, mono;
+	bool have_boot, have_mono;
+};
+
+static bool map_guest(void *ctx, uint32_t clock, uint64_t in, uint64_t *out)
+{
+	struct guest_map *m = ctx;
+	if (clock == CLOCK_BOOTTIME && m->have_boot) {
+		*out = cm_map_ts(&m->boot, in);
+		return true;
+	}
+	if (clock == CLOCK_MONOTONIC && m->have_mono) {
+		*out = cm_map_ts(&m->mono, in);
+		return true;
+	}
+	return false;
+}
+
+static const char *clock_name(uint32_t c)
+{
+	return c == CLOCK_BOOTTIME ? "BOOTTIME" : c == CLOCK_MONOTONIC ? "MONOTONIC"
+									: "?";
+}
+
+/* Picks the counter relation for guest gi: command line, kvm_tsc in the host
+ * trace, the guest's sync exchanges, or ratio 1 offset 0. */
+static void choose_cross(const struct merge_opts *o, size_t gi,
+			 const struct sync_data *host, const struct sync_data *gd,
+			 struct merge_guest *g, struct merge_result *res)
+{
+	struct cm_cross *c = &g->cross;
+	uint64_t ratio = 1;
+	unsigned frac = 0;
+	bool have_scaling = false;
+
+	if (o->n_tsc_scaling) {
+		size_t i = o->n_tsc_scaling == 1 ? 0 : gi;
+		ratio = o->tsc_ratio[i];
+		frac = o->tsc_frac_bits[i];
+		have_scaling = true;
+	}
+	memset(c, 0, sizeof(*c));
+	c->ratio = ratio;
+	c->frac_bits = frac;
+	g->kvm_vm_pid = -1;
+
+	if (o->n_tsc_offset) {
+		c->offset = c->offset_lo = c->offset_hi = o->tsc_offset[gi];
+		c->source = CM_SRC_CMDLINE;
+		return;
+	}
+
+	/* kvm_tsc: the records of this guest's VM. */
+	int64_t pid = -1;
+	if (o->n_vm_pid) {
+		pid = o->vm_pid[gi];
+	} else if (host->n_kvm) {
+		bool one_vm = true;
+		for (size_t i = 1; i < host->n_kvm; i++)
+			if (host->kvm[i].vm_pid != host->kvm[0].vm_pid)
+				one_vm = false;
+		if (one_vm && o->n_guests == 1)
+			pid = host->kvm[0].vm_pid;
+		else if (!gd->n_ex)
+			warn(res, "guest %s: the host trace has kvm_tsc records of "
+			     "several VMs; say which with --guest-vm-pid",
+			     g->path);
+	}
+	const struct kvm_tsc_record *k = NULL;
+	bool changed = false;
+	for (size_t i = 0; pid >= 0 && i < host->n_kvm; i++) {
+		if (host->kvm[i].vm_pid != pid)
+			continue;
+		if (k && (k->tsc_offset != host->kvm[i].tsc_offset ||
+			  k->ratio != host->kvm[i].ratio))
+			changed = true;
+		k = &host->kvm[i];
+	}
+	if (k) {
+		if (changed)
+			warn(res, "guest %s: KVM tsc-offset of VM %lld changed "
+			     "during the trace; using the last value",
+			     g->path, (long long)pid);
+		c->offset = c->offset_lo = c->offset_hi = k->tsc_offset;
+		if (k->ratio && !have_scaling) {
+			c->ratio = k->ratio;
+			c->frac_bits = (unsigned)k->frac_bits;
+		}
+		c->source = CM_SRC_KVM_TSC;
+		g->kvm_vm_pid = pid;
+		return;
+	}
+	if (pid >= 0 && o->n_vm_pid)
+		warn(res, "guest %s: no kvm_tsc record for VM pid %lld in the "
+		     "host trace", g->path, (long long)pid);
+
+	size_t contradicting = 0;
+	if (gd->n_ex &&
+	    cm_cross_from_exchanges(c, gd->ex, gd->n_ex, c->ratio, c->frac_bits,
+				    &contradicting) == 0) {
+		c->source = CM_SRC_EXCHANGES;
+		if (contradicting)
+			warn(res, "guest %s: %zu of %zu sync exchanges contradict "
+			     "each other (drift or a bad ratio?)", g->path,
+			     contradicting, gd->n_ex);
+		return;
+	}
+	c->ratio = ratio;
+	c->frac_bits = frac;
+	c->offset = c->offset_lo = c->offset_hi = 0;
+	c->source = CM_SRC_DEFAULT;
+	warn(res, "guest %s: no counter offset from the command line, kvm_tsc "
+	     "or sync exchanges; assuming guest counter = host counter",
+	     g->path);
+}
+
+static void fit_quality(const struct merge_opts *o, struct merge_guest *g,
+			const struct sync_data *gd, const struct sync_data *hd,
+			struct guest_map *gm, struct merge_result *res)
+{
+	(void)o;
+	struct cm_map *m = g->have_boot ? &gm->boot : &gm->mono;
+	const struct sample_vec *sv = g->have_boot ? &gd->boot : &gd->mono;
+
+	/* Error bound at each sync sample, and at the ends of the trace. */
+	double *v = malloc((sv->n + 1) * sizeof(double));
+	if (!v)
+		abort();
+	for (size_t i = 0; i < sv->n; i++)
+		v[i] = cm_map_error_ns(m, sv->v[i].y);
+	g->bound_ns = distribution(v, sv->n);
+	g->bound_edges_ns = 0;
+	if (gd->first_ts != UINT64_MAX) {
+		double a = cm_map_error_ns(m, gd->first_ts);
+		double b = cm_map_error_ns(m, gd->last_ts);
+		g->bound_edges_ns = a > b ? a : b;
+	}
+	free(v);
+
+	g->freq_mismatch = cm_map_freq_mismatch(m);
+	g->drift_ppm = g->freq_mismatch * 1e6;
+	if (g->freq_mismatch > 1e-4)
+		warn(res, "guest %s: host and guest cycles-per-ns disagree by "
+		     "%.1f ppm after the ratio (wrong --guest-tsc-scaling?)",
+		     g->path, g->freq_mismatch * 1e6);
+
+	/* Exchanges: round trips in ns, and intervals that miss the model. */
+	g->n_exchanges = gd->n_ex;
+	if (gd->n_ex && res->have_host_fit) {
+		double *w = malloc(gd->n_ex * sizeof(double));
+		if (!w)
+			abort();
+		double ns_per_cycle = res->host_fit.seg[0].slope;
+		for (size_t i = 0; i < gd->n_ex; i++)
+			w[i] = (double)(gd->ex[i].guest_recv - gd->ex[i].guest_send) *
+			       ns_per_cycle;
+		g->exchange_width_ns = distribution(w, gd->n_ex);
+		free(w);
+		g->n_causality_violations =
+			cm_cross_check_exchanges(&g->cross, gd->ex, gd->n_ex);
+		if (g->n_causality_violations)
+			warn(res, "guest %s: %zu of %zu sync exchanges contradict "
+			     "the chosen counter offset", g->path,
+			     g->n_causality_violations, gd->n_ex);
+	}
+	(void)hd;
+}
+
+/* Builds the fits and cross map of one guest.  Returns a merge_status. */
+static int model_guest(const struct merge_opts *o, size_t gi,
+		       const struct sync_data *hd, const struct sync_data *gd,
+		       struct merge_result *res, struct guest_map *gm,
+		       struct vp_error *err)
+{
+	struct merge_guest *g = &res->guests[gi];
+	struct cm_fit_opts fo;
+
+	cm_fit_opts_default(&fo);
+	g->n_samples_boot = gd->boot.n;
+	g->n_samples_mono = gd->mono.n;
+	g->n_snapshot_samples = gd->n_snapshot_samples;
+	g->n_event_samples = gd->n_event_samples;
+	memset(gm, 0, sizeof(*gm));
+
+	if (gd->boot.n >= 2 &&
+	    cm_fit_build(&g->fit_boot, gd->boot.v, gd->boot.n, &fo) == 0)
+		g->have_boot = true;
+	if (gd->mono.n >= 2 &&
+	    cm_fit_build(&g->fit_mono, gd->mono.v, gd->mono.n, &fo) == 0)
+		g->have_mono = true;
+
+	if (!res->have_host_fit || (!g->have_boot && !g->have_mono)) {
+		const char *why = !res->have_host_fit
+			? "the host trace has no usable clock-sync snapshots "
+			  "(BOOTTIME or MONOTONIC with clock 64)"
+			: "the guest trace has no usable cros/guest_clock_sync "
+			  "samples";
+		if (!o->allow_unsynced)
+			return vp_errorf(err, "%s: %s", g->path, why),
+			       MERGE_NO_SYNC;
+		warn(res, "guest %s: not synced (%s); its timestamps pass through "
+		     "unchanged (--allow-unsynced)", g->path, why);
+		g->synced = false;
+		return MERGE_OK;
+	}
+	g->synced = true;
+	choose_cross(o, gi, hd, gd, g, res);
+	if (g->have_boot) {
+		cm_map_init(&gm->boot, &g->fit_boot, &g->cross, &res->host_fit);
+		gm->have_boot = true;
+	}
+	if (g->have_mono) {
+		cm_map_init(&gm->mono, &g->fit_mono, &g->cross, &res->host_fit);
+		gm->have_mono = true;
+	}
+	fit_quality(o, g, gd, hd, gm, res);
+	return MERGE_OK;
+}
+
+/* ---- pass 3: rewrite a guest ---------------------------------------------------------- */
+
+struct rewrite_ctx {
+	struct rewriter *rw;
+	struct trace_writer *w;
+	struct pb_buf out;
+	bool write_failed;
+};
+
+static int rewrite_fn(void *ctx, const uint8_t *pkt, size_t len, uint64_t off,
+		      struct vp_error *err)
+{
+	struct rewrite_ctx *c = ctx;
+	if (rewrite_packet(c->rw, pkt, len, off, &c->out, err) < 0)
+		return -1;
+	if (trace_writer_packet(c->w, c->out.data, c->out.len, err) < 0) {
+		c->write_failed = true;
+		return -1;
+	}
+	return 0;
+}
+
+static int rewrite_file(const char *path, const struct rewrite_cfg *cfg,
+			struct trace_writer *w, struct progress *pg,
+			volatile sig_atomic_t *cancel, struct rewrite_stats *st,
+			struct vp_error *err)
+{
+	struct trace_reader *rd;
+	struct trace_record rec;
+	struct pb_buf scratch;
+	struct rewrite_ctx c = {.rw = rewriter_new(cfg), .w = w};
+	int rc, status = MERGE_OK;
+
+	if (trace_reader_open(&rd, path, err) < 0) {
+		rewriter_free(c.rw);
+		return MERGE_BAD_INPUT;
+	}
+	pb_buf_init(&scratch);
+	pb_buf_init(&c.out);
+	while ((rc = trace_reader_next(rd, &rec, err)) > 0) {
+		if (cancel && *cancel) {
+			rc = vp_errorf(err, "interrupted");
+			break;
+		}
+		if (rec.field == TRACE_PACKET_FIELD && rec.wt == PB_WT_LEN)
+			rc = each_packet(path, rec.data, rec.len, rec.data_offset,
+					 &scratch, rewrite_fn, &c, err);
+		else /* not a packet: kept as it is */
+			rc = trace_writer_raw(w, rec.raw, rec.raw_len, err);
+		if (rc < 0)
+			break;
+		progress_add(pg, rec.raw_len);
+	}
+	if (rc < 0)
+		status = c.write_failed ? MERGE_IO_ERROR : MERGE_BAD_INPUT;
+	*st = *rewriter_stats(c.rw);
+	pb_buf_free(&scratch);
+	pb_buf_free(&c.out);
+	rewriter_free(c.rw);
+	trace_reader_close(rd);
+	return status;
+}
+
+/* ---- the whole run ------------------------------------------------------------------------ */
+
+/* -o must not name an input (not even through another path or a link). */
+static int check_output(const struct merge_opts *o, struct vp_error *err)
+{
+	struct stat so, si;
+	if (stat(o->out, &so) < 0)
+		return 0;
+	const char *inputs[MERGE_MAX_GUESTS + 1];
+	size_t n = 0;
+	inputs[n++] = o->host;
+	for (size_t i = 0; i < o->n_guests; i++)
+		inputs[n++] = o->guests[i];
+	for (size_t i = 0; i < n; i++)
+		if (stat(inputs[i], &si) == 0 && si.st_dev == so.st_dev &&
+		    si.st_ino == so.st_ino)
+			return vp_errorf(err, "-o %s names the input %s; refusing "
+					 "to overwrite an input", o->out, inputs[i]);
+	return 0;
+}
+
+static uint64_t file_size(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+}
+
+void merge_result_free(struct merge_result *res)
+{
+	if (res->have_host_fit)
+		cm_fit_free(&res->host_fit);
+	for (size_t i = 0; i < res->n_guests; i++) {
+		if (res->guests[i].have_boot)
+			cm_fit_free(&res->guests[i].fit_boot);
+		if (res->guests[i].have_mono)
+			cm_fit_free(&res->guests[i].fit_mono);
+	}
+	memset(res, 0, sizeof(*res));
+}
+
+int merge_run(const struct merge_opts *o, struct merge_result *res,
+	      struct vp_error *err)
+{
+	struct sync_scanner *gsc[MERGE_MAX_GUESTS] = {NULL};
+	struct sync_scanner *hsc = NULL;
+	struct trace_writer *w = NULL;
+	struct guest_map gm[MERGE_MAX_GUESTS];
+	struct progress pg = {.on = o->progress, .shown = -1};
+	int status = MERGE_OK;
+	double t0 = now_s();
+
+	memset(res, 0, sizeof(*res));
+	if (!o->n_guests || o->n_guests > MERGE_MAX_GUESTS)
+		return vp_errorf(err, "between 1 and %d guest traces, please",
+				 MERGE_MAX_GUESTS), MERGE_USAGE;
+	if (check_output(o, err) < 0)
+		return MERGE_USAGE;
+	res->n_guests = o->n_guests;
+	pg.total = file_size(o->host);
+	for (size_t i = 0; i < o->n_guests; i++) {
+		res->guests[i].path = o->guests[i];
+		pg.total += 2 * file_size(o->guests[i]);
+	}
+
+	/* Pass 1: each guest's sync data. */
+	for (size_t i = 0; i < o->n_guests && status == MERGE_OK; i++) {
+		gsc[i] = sync_scanner_new(o->guests[i]);
+		status = scan_file(o->guests[i], gsc[i], NULL, &pg, o->cancel, err);
+	}
+	/* Pass 2: the host, copied as it is scanned. */
+	if (status == MERGE_OK && trace_writer_open(&w, o->out, err) < 0)
+		status = MERGE_IO_ERROR;
+	if (status == MERGE_OK) {
+		hsc = sync_scanner_new(o->host);
+		status = scan_file(o->host, hsc, w, &pg, o->cancel, err);
+	}
+	if (status != MERGE_OK)
+		goto out;
+
+	const struct sync_data *hd = sync_scanner_data(hsc);
+	res->host_packets = hd->n_packets;
+	res->host_bytes = trace_writer_bytes(w);
+	res->max_host_seq = hd->max_seq_id;
+	res->n_kvm_records = hd->n_kvm;
+	if (hd->n_incremental_64)
+		warn(res, "host: %zu ClockSnapshots use clock 64 as an incremental "
+		     "SDK clock; not taken for the counter", hd->n_incremental_64);
+
+	/* Pass 3: the host clock model. */
+	res->clock = o->clock ? o->clock
+		     : hd->boot.n >= 2 ? (uint32_t)CLOCK_BOOTTIME
+		     : hd->mono.n >= 2 ? (uint32_t)CLOCK_MONOTONIC
+				       : (uint32_t)CLOCK_BOOTTIME;
+	const struct sample_vec *hs =
+		res->clock == CLOCK_MONOTONIC ? &hd->mono : &hd->boot;
+	struct cm_fit_opts fo;
+	cm_fit_opts_default(&fo);
+	res->host_samples = hs->n;
+	if (hs->n >= 2 && cm_fit_build(&res->host_fit, hs->v, hs->n, &fo) == 0)
+		res->have_host_fit = true;
+
+	/* Pass 4: each guest's model, then its packets. */
+	uint64_t seq_base = hd->max_seq_id;
+	for (size_t i = 0; i < o->n_guests; i++) {
+		struct merge_guest *g = &res->guests[i];
+		const struct sync_data *gd = sync_scanner_data(gsc[i]);
+		status = model_guest(o, i, hd, gd, res, &gm[i], err);
+		if (status != MERGE_OK)
+			goto out;
+		if (seq_base + gd->max_seq_id > UINT32_MAX) {
+			status = vp_errorf(err, "%s: too many sequence ids to move "
+					   "clear of the host's", g->path), MERGE_BAD_INPUT;
+			goto out;
+		}
+		g->seq_offset = (uint32_t)seq_base;
+		seq_base += gd->max_seq_id;
+		g->machine_id = o->no_machine_id ? 0 : (uint32_t)(i + 1);
+		struct rewrite_cfg cfg = {
+			.path = g->path,
+			.map = map_guest,
+			.map_ctx = &gm[i],
+			.target_clock = res->clock,
+			.trace_clock = gd->trace_clock,
+			.seq_offset = g->seq_offset,
+			.machine_id = g->machine_id,
+			.remap_ids = o->no_machine_id,
+			.pid_offset = (uint32_t)(i + 1) << 22,
+			.uuid_key = 0x9e3779b97f4a7c15ull * (2 * i + 3),
+		};
+		uint64_t before = trace_writer_bytes(w);
+		status = rewrite_file(g->path, &cfg, w, &pg, o->cancel, &g->rw, err);
+		if (status != MERGE_OK)
+			goto out;
+		g->bytes_in = file_size(g->path);
+		g->bytes_out = trace_writer_bytes(w) - before;
+		if (g->rw.backwards)
+			warn(res, "guest %s: mapped timestamps go backwards %llu "
+			     "times on a sequence (a segment boundary?)", g->path,
+			     (unsigned long long)g->rw.backwards);
+		if (g->synced && g->rw.ts_unmapped)
+			warn(res, "guest %s: %llu timestamps on clocks the model "
+			     "does not cover were left as they were", g->path,
+			     (unsigned long long)g->rw.ts_unmapped);
+		if (g->synced && res->clock != CLOCK_BOOTTIME && g->rw.ts_ftrace)
+			warn(res, "guest %s: ftrace timestamps are on BOOTTIME but "
+			     "were mapped onto host %s", g->path,
+			     clock_name(res->clock));
+	}
+
+	res->bytes_out = trace_writer_bytes(w);
+	if (trace_writer_commit(w, err) < 0) {
+		w = NULL;
+		status = MERGE_IO_ERROR;
+		goto out;
+	}
+	w = NULL;
+out:
+	if (w)
+		trace_writer_abort(w);
+	for (size_t i = 0; i < o->n_guests; i++)
+		sync_scanner_free(gsc[i]);
+	sync_scanner_free(hsc);
+	res->seconds = now_s() - t0;
+	if (pg.on && pg.shown >= 0 && pg.shown < 100)
+		fputc('\n', stderr);
+	return status;
+}

@@ -1,0 +1,106 @@
+/*
+ * merge.h - the whole merge: host trace + guest traces -> one trace.
+ *
+ *   1. scan each guest trace for its sync data (sync_scan.h);
+ *   2. copy the host trace byte for byte while scanning it for the host's
+ *      sync data, KVM counter records and largest sequence id;
+ *   3. fit the clock model per guest (clock_model.h, clock_map.h);
+ *   4. rewrite each guest trace onto the host's time axis (rewrite.h).
+ * Output goes through the crash-safe writer: on any failure no output
+ * appears and an existing file is left as it was.
+ */
+#ifndef VP_MERGE_H
+#define VP_MERGE_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "clock_map.h"
+#include "clock_model.h"
+#include "rewrite.h"
+#include "vp_error.h"
+
+#define MERGE_MAX_GUESTS 64
+#define MERGE_MAX_WARNINGS 32
+
+/* Exit statuses of vperfetto_merge. */
+enum merge_status {
+	MERGE_OK = 0,
+	MERGE_USAGE = 1,
+	MERGE_BAD_INPUT = 2,
+	MERGE_NO_SYNC = 3,
+	MERGE_IO_ERROR = 4,
+};
+
+struct merge_opts {
+	const char *host;
+	const char *guests[MERGE_MAX_GUESTS];
+	size_t n_guests;
+	const char *out;
+	/* --guest-tsc-offset: none, or one per guest */
+	int64_t tsc_offset[MERGE_MAX_GUESTS];
+	size_t n_tsc_offset;
+	/* --guest-tsc-scaling: none, one for all, or one per guest */
+	uint64_t tsc_ratio[MERGE_MAX_GUESTS];
+	unsigned tsc_frac_bits[MERGE_MAX_GUESTS];
+	size_t n_tsc_scaling;
+	/* --guest-vm-pid: picks the guest's kvm_tsc records */
+	int64_t vm_pid[MERGE_MAX_GUESTS];
+	size_t n_vm_pid;
+	uint32_t clock;        /* 0: BOOTTIME if the host has it, else MONOTONIC */
+	bool allow_unsynced;
+	bool no_machine_id;
+	bool progress;         /* draw a progress bar on stderr */
+	volatile sig_atomic_t *cancel; /* set by a signal handler: stop */
+};
+
+/* Distribution of an error bound, ns. */
+struct bound_stats {
+	double p50, p99, max;
+};
+
+struct merge_guest {
+	const char *path;
+	uint32_t machine_id;
+	uint32_t seq_offset;
+	bool synced;                 /* false: passed through (--allow-unsynced) */
+	size_t n_samples_boot, n_samples_mono;
+	size_t n_snapshot_samples, n_event_samples;
+	struct cm_fit fit_boot, fit_mono;
+	bool have_boot, have_mono;
+	struct cm_cross cross;
+	int64_t kvm_vm_pid;          /* when the offset came from kvm_tsc */
+	size_t n_exchanges, n_causality_violations;
+	struct bound_stats exchange_width_ns; /* round trips, in host ns */
+	struct bound_stats bound_ns; /* mapping error bound at the samples */
+	double bound_edges_ns;       /* at the first and last guest packet */
+	double freq_mismatch;        /* relative, after the ratio */
+	double drift_ppm;            /* guest clock rate vs host clock rate */
+	struct rewrite_stats rw;
+	uint64_t bytes_in, bytes_out;
+};
+
+struct merge_result {
+	uint32_t clock;              /* host clock of the output axis */
+	uint64_t host_packets, host_bytes;
+	size_t host_samples;
+	struct cm_fit host_fit;
+	bool have_host_fit;
+	uint32_t max_host_seq;
+	size_t n_kvm_records;
+	struct merge_guest guests[MERGE_MAX_GUESTS];
+	size_t n_guests;
+	char warnings[MERGE_MAX_WARNINGS][256];
+	size_t n_warnings, n_warnings_dropped;
+	uint64_t bytes_out;
+	double seconds;
+};
+
+/* Runs the merge.  Returns a merge_status; err says what failed. */
+int merge_run(const struct merge_opts *o, struct merge_result *res,
+	      struct vp_error *err);
+void merge_result_free(struct merge_result *res);
+
+#endif

@@ -1,0 +1,275 @@
+/*
+ * report.c - the merge's human summary and JSON report (see report.h).
+ */
+#include "report.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "perfetto_fields.h"
+#include "trace_io.h"
+
+static const char *clock_name(uint32_t c)
+{
+	return c == CLOCK_BOOTTIME    ? "BOOTTIME"
+	       : c == CLOCK_MONOTONIC ? "MONOTONIC"
+				      : "unknown";
+}
+
+static const char *source_name(enum cm_offset_source s)
+{
+	switch (s) {
+	case CM_SRC_CMDLINE:
+		return "command line";
+	case CM_SRC_KVM_TSC:
+		return "kvm_tsc";
+	case CM_SRC_EXCHANGES:
+		return "sync exchanges";
+	case CM_SRC_DEFAULT:
+		return "default";
+	}
+	return "?";
+}
+
+static const char *source_key(enum cm_offset_source s)
+{
+	switch (s) {
+	case CM_SRC_CMDLINE:
+		return "cmdline";
+	case CM_SRC_KVM_TSC:
+		return "kvm_tsc";
+	case CM_SRC_EXCHANGES:
+		return "exchanges";
+	case CM_SRC_DEFAULT:
+		return "default";
+	}
+	return "?";
+}
+
+static const struct cm_fit *guest_fit(const struct merge_guest *g)
+{
+	return g->have_boot ? &g->fit_boot : g->have_mono ? &g->fit_mono : NULL;
+}
+
+void report_summary(FILE *f, const struct merge_opts *o,
+		    const struct merge_result *res)
+{
+	fprintf(f, "host  %s: %llu packets, %zu %s sync samples",
+		o->host, (unsigned long long)res->host_packets,
+		res->host_samples, clock_name(res->clock));
+	if (res->have_host_fit)
+		fprintf(f, ", %zu segment(s), %zu rejected, residual max %.0f ns",
+			res->host_fit.nseg, res->host_fit.n_rejected,
+			res->host_fit.resid_max_ns);
+	fputc('\n', f);
+	for (size_t i = 0; i < res->n_guests; i++) {
+		const struct merge_guest *g = &res->guests[i];
+		fprintf(f, "guest %s -> machine %u, sequences +%u: ", g->path,
+			g->machine_id, g->seq_offset);
+		if (!g->synced) {
+			fprintf(f, "NOT SYNCED, timestamps unchanged\n");
+			continue;
+		}
+		const struct cm_fit *gf = guest_fit(g);
+		fprintf(f, "%zu samples (%zu rejected), %zu segment(s), "
+			"drift %+.2f ppm\n", gf->n_used + gf->n_rejected,
+			gf->n_rejected, gf->nseg, g->drift_ppm);
+		fprintf(f, "      counter offset %lld (%s", (long long)g->cross.offset,
+			source_name(g->cross.source));
+		if (g->cross.offset_hi > g->cross.offset_lo)
+			fprintf(f, ", interval %lld..%lld",
+				(long long)g->cross.offset_lo,
+				(long long)g->cross.offset_hi);
+		fprintf(f, ")");
+		if (g->cross.ratio != (1ull << g->cross.frac_bits))
+			fprintf(f, ", ratio %llu/2^%u",
+				(unsigned long long)g->cross.ratio,
+				g->cross.frac_bits);
+		fputc('\n', f);
+		fprintf(f, "      error bound p50 %.0f ns, p99 %.0f ns, max %.0f ns "
+			"(%.0f ns at the trace's ends)\n", g->bound_ns.p50,
+			g->bound_ns.p99, g->bound_ns.max, g->bound_edges_ns);
+		if (g->n_exchanges)
+			fprintf(f, "      %zu exchanges, %zu causality violations, "
+				"round trip p50 %.0f ns p99 %.0f ns\n",
+				g->n_exchanges, g->n_causality_violations,
+				g->exchange_width_ns.p50, g->exchange_width_ns.p99);
+		fprintf(f, "      rewrote %llu packets: %llu packet, %llu "
+			"scoped-clock, %llu legacy-us, %llu ftrace, %llu "
+			"compact_sched, %llu snapshot timestamps\n",
+			(unsigned long long)g->rw.packets,
+			(unsigned long long)g->rw.ts_packet,
+			(unsigned long long)g->rw.ts_scoped,
+			(unsigned long long)g->rw.ts_legacy_us,
+			(unsigned long long)g->rw.ts_ftrace,
+			(unsigned long long)g->rw.ts_compact,
+			(unsigned long long)g->rw.ts_snapshot);
+	}
+	for (size_t i = 0; i < res->n_warnings; i++)
+		fprintf(f, "warning: %s\n", res->warnings[i]);
+	if (res->n_warnings_dropped)
+		fprintf(f, "warning: (%zu more warnings)\n",
+			res->n_warnings_dropped);
+	double mb = (double)res->bytes_out / 1e6;
+	fprintf(f, "wrote %s: %.1f MB in %.2f s (%.0f MB/s)\n", o->out, mb,
+		res->seconds, res->seconds > 0 ? mb / res->seconds : 0.0);
+}
+
+/* ---- JSON --------------------------------------------------------------------- */
+
+static void json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\')
+			fprintf(f, "\\%c", c);
+		else if (c < 0x20)
+			fprintf(f, "\\u%04x", c);
+		else
+			fputc(c, f);
+	}
+	fputc('"', f);
+}
+
+static void json_fit(FILE *f, const struct cm_fit *fit)
+{
+	fprintf(f, "{\"samples_used\": %zu, \"samples_rejected\": %zu, "
+		"\"residual_max_ns\": %.3f, \"segments\": [",
+		fit->n_used, fit->n_rejected, fit->resid_max_ns);
+	for (size_t i = 0; i < fit->nseg; i++) {
+		const struct cm_segment *s = &fit->seg[i];
+		fprintf(f, "%s{\"counter_first\": %llu, \"counter_last\": %llu, "
+			"\"clock_first_ns\": %llu, \"clock_last_ns\": %llu, "
+			"\"samples_used\": %zu, \"samples_rejected\": %zu, "
+			"\"ns_per_cycle\": %.15g, \"frequency_hz\": %.6f, "
+			"\"residual_rms_ns\": %.3f, \"residual_max_ns\": %.3f}",
+			i ? ", " : "", (unsigned long long)s->x_first,
+			(unsigned long long)s->x_last,
+			(unsigned long long)s->y_first,
+			(unsigned long long)s->y_last, s->n_used, s->n_rejected,
+			s->slope, s->slope > 0 ? 1e9 / s->slope : 0.0,
+			s->resid_rms_ns, s->resid_max_ns);
+	}
+	fprintf(f, "]}");
+}
+
+static void json_bounds(FILE *f, const struct bound_stats *b)
+{
+	fprintf(f, "{\"p50\": %.3f, \"p99\": %.3f, \"max\": %.3f}", b->p50, b->p99,
+		b->max);
+}
+
+static void json_guest(FILE *f, const struct merge_guest *g)
+{
+	fprintf(f, "    {\"path\": ");
+	json_str(f, g->path);
+	fprintf(f, ", \"machine_id\": %u, \"sequence_id_offset\": %u, "
+		"\"synced\": %s,\n", g->machine_id, g->seq_offset,
+		g->synced ? "true" : "false");
+	fprintf(f, "     \"samples\": {\"boottime\": %zu, \"monotonic\": %zu, "
+		"\"from_clock_snapshots\": %zu, \"from_sync_events\": %zu},\n",
+		g->n_samples_boot, g->n_samples_mono, g->n_snapshot_samples,
+		g->n_event_samples);
+	if (g->have_boot) {
+		fprintf(f, "     \"fit_boottime\": ");
+		json_fit(f, &g->fit_boot);
+		fprintf(f, ",\n");
+	}
+	if (g->have_mono) {
+		fprintf(f, "     \"fit_monotonic\": ");
+		json_fit(f, &g->fit_mono);
+		fprintf(f, ",\n");
+	}
+	if (g->synced) {
+		fprintf(f, "     \"counter_map\": {\"source\": \"%s\", \"offset\": "
+			"%lld, \"offset_interval\": [%lld, %lld], \"ratio\": %llu, "
+			"\"frac_bits\": %u", source_key(g->cross.source),
+			(long long)g->cross.offset, (long long)g->cross.offset_lo,
+			(long long)g->cross.offset_hi,
+			(unsigned long long)g->cross.ratio, g->cross.frac_bits);
+		if (g->kvm_vm_pid >= 0)
+			fprintf(f, ", \"kvm_vm_pid\": %lld", (long long)g->kvm_vm_pid);
+		fprintf(f, "},\n     \"drift_ppm\": %.4f, \"freq_mismatch\": %.3g,\n",
+			g->drift_ppm, g->freq_mismatch);
+		fprintf(f, "     \"error_bound_ns\": ");
+		json_bounds(f, &g->bound_ns);
+		fprintf(f, ", \"error_bound_at_trace_ends_ns\": %.3f,\n",
+			g->bound_edges_ns);
+		fprintf(f, "     \"exchanges\": {\"count\": %zu, "
+			"\"causality_violations\": %zu, \"round_trip_ns\": ",
+			g->n_exchanges, g->n_causality_violations);
+		json_bounds(f, &g->exchange_width_ns);
+		fprintf(f, "},\n");
+	}
+	const struct rewrite_stats *s = &g->rw;
+	fprintf(f, "     \"rewrite\": {\"packets\": %llu, \"packet_timestamps\": "
+		"%llu, \"scoped_clock_timestamps\": %llu, \"legacy_us_timestamps\": "
+		"%llu, \"ftrace_timestamps\": %llu, \"compact_sched_timestamps\": "
+		"%llu, \"clock_snapshot_entries\": %llu, \"unmapped\": %llu, "
+		"\"went_backwards\": %llu, \"clamped_deltas\": %llu, "
+		"\"relabelled\": %llu, \"bytes_in\": %llu, \"bytes_out\": %llu}}",
+		(unsigned long long)s->packets, (unsigned long long)s->ts_packet,
+		(unsigned long long)s->ts_scoped,
+		(unsigned long long)s->ts_legacy_us,
+		(unsigned long long)s->ts_ftrace, (unsigned long long)s->ts_compact,
+		(unsigned long long)s->ts_snapshot,
+		(unsigned long long)s->ts_unmapped,
+		(unsigned long long)s->backwards, (unsigned long long)s->clamped,
+		(unsigned long long)s->relabelled,
+		(unsigned long long)g->bytes_in, (unsigned long long)g->bytes_out);
+}
+
+static void json_report(FILE *f, const struct merge_opts *o,
+			const struct merge_result *res)
+{
+	fprintf(f, "{\n  \"tool\": \"vperfetto_merge\",\n  \"clock\": \"%s\",\n",
+		clock_name(res->clock));
+	fprintf(f, "  \"host\": {\"path\": ");
+	json_str(f, o->host);
+	fprintf(f, ", \"packets\": %llu, \"bytes\": %llu, \"samples\": %zu, "
+		"\"kvm_tsc_records\": %zu, \"max_sequence_id\": %u",
+		(unsigned long long)res->host_packets,
+		(unsigned long long)res->host_bytes, res->host_samples,
+		res->n_kvm_records, res->max_host_seq);
+	if (res->have_host_fit) {
+		fprintf(f, ", \"fit\": ");
+		json_fit(f, &res->host_fit);
+	}
+	fprintf(f, "},\n  \"guests\": [\n");
+	for (size_t i = 0; i < res->n_guests; i++) {
+		json_guest(f, &res->guests[i]);
+		fprintf(f, "%s\n", i + 1 < res->n_guests ? "," : "");
+	}
+	fprintf(f, "  ],\n  \"warnings\": [");
+	for (size_t i = 0; i < res->n_warnings; i++) {
+		fprintf(f, "%s\n    ", i ? "," : "");
+		json_str(f, res->warnings[i]);
+	}
+	fprintf(f, "%s],\n  \"output\": {\"path\": ", res->n_warnings ? "\n  " : "");
+	json_str(f, o->out);
+	fprintf(f, ", \"bytes\": %llu, \"seconds\": %.3f}\n}\n",
+		(unsigned long long)res->bytes_out, res->seconds);
+}
+
+int report_write_json(const char *path, const struct merge_opts *o,
+		      const struct merge_result *res, struct vp_error *err)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *mem = open_memstream(&text, &len);
+	if (!mem)
+		return vp_errorf(err, "%s: out of memory", path);
+	json_report(mem, o, res);
+	fclose(mem);
+
+	struct trace_writer *w;
+	int rc = trace_writer_open(&w, path, err);
+	if (rc == 0) {
+		rc = trace_writer_raw(w, text, len, err);
+		rc = rc < 0 ? (trace_writer_abort(w), -1)
+			    : trace_writer_commit(w, err);
+	}
+	free(text);
+	return rc;
+}

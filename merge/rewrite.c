@@ -1,0 +1,1081 @@
+/*
+ * rewrite.c - wire-level re-encoding of guest packets (see rewrite.h).
+ *
+ * Each message handler walks its fields once.  Fields it leaves alone stay
+ * in a pending "run" of input bytes that is copied with one memcpy when the
+ * next changed field (or the end of the message) comes; a changed field is
+ * written fresh.  So an untouched message costs one scan and one copy.
+ */
+#include "rewrite.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "perfetto_fields.h"
+#include "u64map.h"
+
+#define MAX_SCOPED_CLOCKS 8
+
+/* A sequence-scoped clock (ids 64..127) as its last ClockSnapshot defined
+ * it.  Values are in the clock's own units (unit_multiplier_ns each). */
+struct scoped_clock {
+	uint32_t id;
+	bool incremental;
+	uint64_t unit;     /* ns per unit, at least 1 */
+	uint64_t snap;     /* the clock's value in the snapshot */
+	uint64_t last_in;  /* incremental: running value of the input */
+	uint64_t last_out; /* incremental: running value of the output */
+};
+
+struct rw_seq {
+	uint32_t default_clock; /* TracePacketDefaults.timestamp_clock_id */
+	struct scoped_clock clk[MAX_SCOPED_CLOCKS];
+	size_t n_clk;
+	/* target-clock entry of the sequence's last snapshot, in and out */
+	bool have_anchor;
+	uint64_t anchor_in, anchor_out;
+	/* legacy microsecond timestamps (ThreadDescriptor reference) */
+	bool have_legacy;
+	int64_t legacy_in_us, legacy_out_us;
+	/* last mapped packet time, for the "went backwards" check */
+	bool have_last;
+	uint64_t last_in_ts, last_out_ts;
+};
+
+struct rewriter {
+	struct rewrite_cfg cfg;
+	struct u64map seq_index;
+	struct rw_seq *seqs;
+	size_t n_seqs, cap_seqs;
+	struct rewrite_stats st;
+	/* the packet being rewritten, for error offsets */
+	const uint8_t *pkt;
+	uint64_t pkt_off;
+	struct vp_error *err;
+};
+
+struct rewriter *rewriter_new(const struct rewrite_cfg *cfg)
+{
+	struct rewriter *rw = calloc(1, sizeof(*rw));
+	if (!rw) {
+		fprintf(stderr, "out of memory\n");
+		abort();
+	}
+	rw->cfg = *cfg;
+	u64map_init(&rw->seq_index);
+	return rw;
+}
+
+void rewriter_free(struct rewriter *rw)
+{
+	if (!rw)
+		return;
+	u64map_free(&rw->seq_index);
+	free(rw->seqs);
+	free(rw);
+}
+
+const struct rewrite_stats *rewriter_stats(const struct rewriter *rw)
+{
+	return &rw->st;
+}
+
+static struct rw_seq *get_seq(struct rewriter *rw, uint32_t id)
+{
+	uint64_t idx;
+
+	if (u64map_get(&rw->seq_index, id, &idx))
+		return &rw->seqs[idx];
+	if (rw->n_seqs == rw->cap_seqs) {
+		rw->cap_seqs = rw->cap_seqs ? rw->cap_seqs * 2 : 16;
+		rw->seqs = realloc(rw->seqs, rw->cap_seqs * sizeof(*rw->seqs));
+		if (!rw->seqs) {
+			fprintf(stderr, "out of memory\n");
+			abort();
+		}
+	}
+	memset(&rw->seqs[rw->n_seqs], 0, sizeof(rw->seqs[0]));
+	u64map_put(&rw->seq_index, id, rw->n_seqs);
+	return &rw->seqs[rw->n_seqs++];
+}
+
+static int bad(struct rewriter *rw, const struct pb_reader *r, const char *what)
+{
+	uint64_t at = rw->pkt_off + (uint64_t)(r->base - rw->pkt) + r->err_off;
+	return vp_errorf(rw->err, "%s: byte offset %llu: malformed %s: %s",
+			 rw->cfg.path, (unsigned long long)at, what,
+			 pb_err_str(r->err));
+}
+
+/* ---- helpers ------------------------------------------------------------ */
+
+/* Copies the pending run of unchanged input up to `upto`. */
+static void flush_run(struct pb_buf *out, const uint8_t **run,
+		      const uint8_t *upto)
+{
+	if (upto > *run)
+		pb_put_raw(out, *run, (size_t)(upto - *run));
+	*run = upto;
+}
+
+static bool map_clock(struct rewriter *rw, uint32_t clock, uint64_t in,
+		      uint64_t *out)
+{
+	return rw->cfg.map(rw->cfg.map_ctx, clock, in, out);
+}
+
+/* a / u rounded to nearest, for signed a and u >= 1 */
+static __int128 div_round(__int128 a, uint64_t u)
+{
+	__int128 h = (__int128)(u / 2);
+	return a >= 0 ? (a + h) / (__int128)u : -((-a + h) / (__int128)u);
+}
+
+static uint32_t map_pid(const struct rewriter *rw, uint64_t v)
+{
+	int32_t pid = (int32_t)v;
+	if (pid <= 0)
+		return (uint32_t)pid; /* idle/swapper and invalid stay */
+	return (uint32_t)pid + rw->cfg.pid_offset;
+}
+
+uint64_t rewrite_remap_uuid(uint64_t u, uint64_t key)
+{
+	/* Each step is a bijection on 64-bit values that keeps 0 at 0:
+	 * multiplication by an odd number and xor-shifts. */
+	u *= key | 1;
+	u ^= u >> 31;
+	u *= 0x9e3779b97f4a7c15ull;
+	u ^= u >> 29;
+	return u;
+}
+
+/* Writes a pid/tid field (int32, as a sign-extended varint). */
+static void put_pid(struct pb_buf *out, uint32_t num, uint32_t pid)
+{
+	pb_put_varint(out, num, (uint64_t)(int64_t)(int32_t)pid);
+}
+
+/* Rewrites repeated uint64 uuids, packed or not. */
+static void put_uuids(struct rewriter *rw, struct pb_buf *out,
+		      const struct pb_field *f)
+{
+	uint64_t key = rw->cfg.uuid_key;
+
+	if (f->wt == PB_WT_VARINT) {
+		pb_put_varint(out, f->num, rewrite_remap_uuid(f->val, key));
+		return;
+	}
+	struct pb_packed_iter it;
+	uint64_t v;
+	size_t mark = pb_begin_nested(out, f->num);
+	pb_packed_init(&it, f->data, f->len);
+	while (pb_packed_next(&it, &v))
+		pb_put_raw_varint(out, rewrite_remap_uuid(v, key));
+	pb_end_nested(out, mark);
+}
+
+/* Rewrites pid/tid fields of a small message: `pid_fields` lists the field
+ * numbers that hold pids (0-terminated). */
+static int remap_pid_msg(struct rewriter *rw, struct pb_buf *out,
+			 const struct pb_field *outer, const uint32_t *pid_fields,
+			 const char *what)
+{
+	struct pb_reader r;
+	struct pb_field f;
+	size_t mark = pb_begin_nested(out, outer->num);
+	const uint8_t *run = outer->data;
+
+	pb_reader_init(&r, outer->data, outer->len);
+	while (pb_next(&r, &f)) {
+		if (f.wt != PB_WT_VARINT)
+			continue;
+		for (const uint32_t *p = pid_fields; *p; p++) {
+			if (f.num == *p) {
+				flush_run(out, &run, f.start);
+				put_pid(out, f.num, map_pid(rw, f.val));
+				run = f.end;
+				break;
+			}
+		}
+	}
+	if (r.err)
+		return bad(rw, &r, what);
+	flush_run(out, &run, outer->data + outer->len);
+	pb_end_nested(out, mark);
+	return 0;
+}
+
+/* Applies remap_pid_msg to each entry of a repeated submessage field
+ * `list_field` inside `outer`; `lists` pairs list fields with pid fields. */
+struct pid_list {
+	uint32_t list_field;
+	const uint32_t *pid_fields;
+};
+
+static int remap_pid_lists(struct rewriter *rw, struct pb_buf *out,
+			   const struct pb_field *outer,
+			   const struct pid_list *lists, size_t n_lists,
+			   const char *what)
+{
+	struct pb_reader r;
+	struct pb_field f;
+	size_t mark = pb_begin_nested(out, outer->num);
+	const uint8_t *run = outer->data;
+
+	pb_reader_init(&r, outer->data, outer->len);
+	while (pb_next(&r, &f)) {
+		if (f.wt != PB_WT_LEN)
+			continue;
+		for (size_t i = 0; i < n_lists; i++) {
+			if (f.num != lists[i].list_field)
+				continue;
+			flush_run(out, &run, f.start);
+			if (remap_pid_msg(rw, out, &f, lists[i].pid_fields,
+					  what) < 0)
+				return -1;
+			run = f.end;
+			break;
+		}
+	}
+	if (r.err)
+		return bad(rw, &r, what);
+	flush_run(out, &run, outer->data + outer->len);
+	pb_end_nested(out, mark);
+	return 0;
+}
+
+/* ---- sequence-scoped clocks and ClockSnapshot ---------------------------- */
+
+static struct scoped_clock *find_scoped(struct rw_seq *q, uint32_t id)
+{
+	for (size_t i = 0; i < q->n_clk; i++)
+		if (q->clk[i].id == id)
+			return &q->clk[i];
+	return NULL;
+}
+
+/* Reads a ClockSnapshot into the sequence's clock state (input values). */
+static int parse_snapshot(struct rewriter *rw, struct rw_seq *q,
+			  const uint8_t *p, size_t len)
+{
+	struct pb_reader r, cr;
+	struct pb_field f, cf;
+	bool have_target = false;
+	uint64_t target_in = 0;
+	size_t n = 0;
+	struct scoped_clock clk[MAX_SCOPED_CLOCKS];
+
+	pb_reader_init(&r, p, len);
+	while (pb_next(&r, &f)) {
+		if (f.num != CS_CLOCKS || f.wt != PB_WT_LEN)
+			continue;
+		uint64_t id = 0, ts = 0, unit = 0;
+		bool incr = false;
+		pb_reader_init(&cr, f.data, f.len);
+		while (pb_next(&cr, &cf)) {
+			if (cf.wt != PB_WT_VARINT)
+				continue;
+			if (cf.num == CLK_CLOCK_ID)
+				id = cf.val;
+			else if (cf.num == CLK_TIMESTAMP)
+				ts = cf.val;
+			else if (cf.num == CLK_IS_INCREMENTAL)
+				incr = cf.val != 0;
+			else if (cf.num == CLK_UNIT_MULTIPLIER_NS)
+				unit = cf.val;
+		}
+		if (cr.err)
+			return bad(rw, &cr, "clock snapshot entry");
+		if (id == rw->cfg.target_clock) {
+			have_target = true;
+			target_in = ts;
+		} else if (id >= CLOCK_SEQUENCE_SCOPED_FIRST &&
+			   id <= CLOCK_SEQUENCE_SCOPED_LAST &&
+			   n < MAX_SCOPED_CLOCKS) {
+			clk[n++] = (struct scoped_clock){
+				.id = (uint32_t)id,
+				.incremental = incr,
+				.unit = unit ? unit : 1,
+				.snap = ts,
+				.last_in = ts,
+				.last_out = ts,
+			};
+		}
+	}
+	if (r.err)
+		return bad(rw, &r, "clock_snapshot");
+
+	/* Scoped clocks are defined relative to the snapshot's target-clock
+	 * entry; without one they can't be mapped and are forgotten. */
+	if (n && !have_target)
+		n = 0;
+	uint64_t out;
+	if (have_target && map_clock(rw, rw->cfg.target_clock, target_in, &out)) {
+		q->have_anchor = true;
+		q->anchor_in = target_in;
+		q->anchor_out = out;
+		memcpy(q->clk, clk, n * sizeof(clk[0]));
+		q->n_clk = n;
+	} else if (n) {
+		q->have_anchor = false;
+		q->n_clk = 0;
+	}
+	return 0;
+}
+
+/* Writes the snapshot with its target-clock entry mapped. */
+static int rewrite_snapshot(struct rewriter *rw, struct pb_buf *out,
+			    const struct pb_field *outer)
+{
+	struct pb_reader r, cr;
+	struct pb_field f, cf;
+	size_t mark = pb_begin_nested(out, outer->num);
+	const uint8_t *run = outer->data;
+
+	pb_reader_init(&r, outer->data, outer->len);
+	while (pb_next(&r, &f)) {
+		if (f.num != CS_CLOCKS || f.wt != PB_WT_LEN)
+			continue;
+		uint64_t id = 0;
+		const struct pb_field *tsf = NULL;
+		struct pb_field ts_field;
+		pb_reader_init(&cr, f.data, f.len);
+		while (pb_next(&cr, &cf)) {
+			if (cf.num == CLK_CLOCK_ID && cf.wt == PB_WT_VARINT)
+				id = cf.val;
+			else if (cf.num == CLK_TIMESTAMP && cf.wt == PB_WT_VARINT) {
+				ts_field = cf;
+				tsf = &ts_field;
+			}
+		}
+		if (cr.err)
+			return bad(rw, &cr, "clock snapshot entry");
+		uint64_t mapped;
+		if (id != rw->cfg.target_clock || !tsf)
+			continue;
+		if (!map_clock(rw, (uint32_t)id, tsf->val, &mapped)) {
+			rw->st.ts_unmapped++;
+			continue;
+		}
+		/* Re-encode this Clock: copy around its timestamp field. */
+		flush_run(out, &run, f.start);
+		size_t m2 = pb_begin_nested(out, CS_CLOCKS);
+		pb_put_raw(out, f.data, (size_t)(tsf->start - f.data));
+		pb_put_varint(out, CLK_TIMESTAMP, mapped);
+		pb_put_raw(out, tsf->end, (size_t)(f.data + f.len - tsf->end));
+		pb_end_nested(out, m2);
+		run = f.end;
+		rw->st.ts_snapshot++;
+	}
+	if (r.err)
+		return bad(rw, &r, "clock_snapshot");
+	flush_run(out, &run, outer->data + outer->len);
+	pb_end_nested(out, mark);
+	return 0;
+}
+
+/* Maps a value of a scoped clock; for incremental clocks `v` is a delta and
+ * the returned value is the new delta. */
+static bool map_scoped(struct rewriter *rw, struct rw_seq *q,
+		       struct scoped_clock *c, uint64_t v, uint64_t *res)
+{
+	uint64_t abs_in = c->incremental ? c->last_in + v : v;
+	__int128 guest = (__int128)q->anchor_in +
+			 ((__int128)abs_in - (__int128)c->snap) * c->unit;
+	uint64_t mapped;
+
+	if (guest < 0 || guest > (__int128)UINT64_MAX ||
+	    !map_clock(rw, rw->cfg.target_clock, (uint64_t)guest, &mapped))
+		return false;
+	__int128 units = (__int128)c->snap +
+			 div_round((__int128)mapped - (__int128)q->anchor_out,
+				   c->unit);
+	if (units < 0)
+		units = 0;
+	if (!c->incremental) {
+		*res = (uint64_t)units;
+		return true;
+	}
+	c->last_in = abs_in;
+	if (units < (__int128)c->last_out) {
+		rw->st.clamped++;
+		units = c->last_out;
+	}
+	*res = (uint64_t)(units - (__int128)c->last_out);
+	c->last_out = (uint64_t)units;
+	return true;
+}
+
+/* ---- legacy microsecond timestamps ---------------------------------------- */
+
+static bool map_us(struct rewriter *rw, int64_t in_us, int64_t *out_us)
+{
+	uint64_t out;
+	if (in_us < 0 || in_us > (int64_t)(UINT64_MAX / 1000))
+		return false;
+	if (!map_clock(rw, rw->cfg.trace_clock, (uint64_t)in_us * 1000, &out))
+		return false;
+	*out_us = (int64_t)((out + 500) / 1000);
+	return true;
+}
+
+static int rewrite_thread_descriptor(struct rewriter *rw, struct rw_seq *q,
+				     struct pb_buf *out,
+				     const struct pb_field *outer)
+{
+	struct pb_reader r;
+	struct pb_field f;
+	size_t mark = pb_begin_nested(out, outer->num);
+	const uint8_t *run = outer->data;
+
+	pb_reader_init(&r, outer->data, outer->len);
+	while (pb_next(&r, &f)) {
+		if (f.wt != PB_WT_VARINT)
+			continue;
+		if (f.num == THD_REFERENCE_TIMESTAMP_US) {
+			int64_t in = (int64_t)f.val, o;
+			if (!map_us(rw, in, &o)) {
+				rw->st.ts_unmapped++;
+				continue;
+			}
+			flush_run(out, &run, f.start);
+			pb_put_varint(out, f.num, (uint64_t)o);
+			run = f.end;
+			q->have_legacy = true;
+			q->legacy_in_us = in;
+			q->legacy_out_us = o;
+			rw->st.ts_legacy_us++;
+		} else if (rw->cfg.remap_ids &&
+			   (f.num == THD_PID || f.num == THD_TID)) {
+			flush_run(out, &run, f.start);
+			put_pid(out, f.num, map_pid(rw, f.val));
+			run = f.end;
+		}
+	}
+	if (r.err)
+		return bad(rw, &r, "thread_descriptor");
+	flush_run(out, &run, outer->data + outer->len);
+	pb_end_nested(out, mark);
+	return 0;
+}
+
+/* ---- TrackEvent ------------------------------------------------------------ */
+
+static int rewrite_track_event(struct rewriter *rw, struct rw_seq *q,
+			       struct pb_buf *out, const struct pb_field *outer)
+{
+	struct pb_reader r;
+	struct pb_field f;
+	size_t mark = pb_begin_nested(out, outer->num);
+	const uint8_t *run = outer->data;
+
+	pb_reader_init(&r, outer->data, outer->len);
+	while (pb_next(&r, &f)) {
+		switch (f.num) {
+		case TE_TIMESTAMP_DELTA_US:
+		case TE_TIMESTAMP_ABSOLUTE_US: {
+			if (f.wt != PB_WT_VARINT)
+				break;
+			bool delta = f.num == TE_TIMESTAMP_DELTA_US;
+			if (delta && !q->have_legacy) {
+				rw->st.ts_unmapped++;
+				break;
+			}
+			int64_t in = delta ? q->legacy_in_us + (int64_t)f.val
+					   : (int64_t)f.val;
+			int64_t o;
+			if (!map_us(rw, in, &o)) {
+				rw->st.ts_unmapped++;
+				break;
+			}
+			flush_run(out, &run, f.start);
+			pb_put_varint(out, f.num,
+				      (uint64_t)(delta ? o - q->legacy_out_us : o));
+			run = f.end;
+			q->have_legacy = true;
+			q->legacy_in_us = in;
+			q->legacy_out_us = o;
+			rw->st.ts_legacy_us++;
+			break;
+		}
+		case TE_TRACK_UUID:
+			if (!rw->cfg.remap_ids || f.wt != PB_WT_VARINT)
+				break;
+			flush_run(out, &run, f.start);
+			pb_put_varint(out, f.num,
+				      rewrite_remap_uuid(f.val, rw->cfg.uuid_key));
+			run = f.end;
+			break;
+		case TE_EXTRA_COUNTER_TRACK_UUIDS:
+		case TE_EXTRA_DOUBLE_COUNTER_TRACK_UUIDS:
+			if (!rw->cfg.remap_ids)
+				break;
+			flush_run(out, &run, f.start);
+			put_uuids(rw, out, &f);
+			run = f.end;
+			break;
+		}
+	}
+	if (r.err)
+		return bad(rw, &r, "track_event");
+	flush_run(out, &run, outer->data + outer->len);
+	pb_end_nested(out, mark);
+	return 0;
+}
+
+/* TrackDescriptor (remap_ids only): uuid, parent_uuid, process and thread. */
+static const uint32_t process_pid_fields[] = {PD_PID, 0};
+static const uint32_t thread_pid_fields[] = {THD_PID, THD_TID, 0};
+
+static int rewrite_track_descriptor(struct rewriter *rw, struct pb_buf *out,
+				    const struct pb_field *outer)
+{
+	struct pb_reader r;
+	struct pb_field f;
+	size_t mark = pb_begin_nested(out, outer->num);
+	const uint8_t *run = outer->data;
+
+	pb_reader_init(&r, outer->data, outer->len);
+	while (pb_next(&r, &f)) {
+		if ((f.num == TD_UUID || f.num == TD_PARENT_UUID) &&
+		    f.wt == PB_WT_VARINT) {
+			flush_run(out, &run, f.start);
+			pb_put_varint(out, f.num,
+				      rewrite_remap_uuid(f.val, rw->cfg.uuid_key));
+			run = f.end;
+		} else if ((f.num == TD_PROCESS || f.num == TD_THREAD) &&
+			   f.wt == PB_WT_LEN) {
+			flush_run(out, &run, f.start);
+			if (remap_pid_msg(rw, out, &f,
+					  f.num == TD_PROCESS ? process_pid_fields
+							      : thread_pid_fields,
+					  "track_descriptor") < 0)
+				return -1;
+			run = f.end;
+		}
+	}
+	if (r.err)
+		return bad(rw, &r, "track_descriptor");
+	flush_run(out, &run, outer->data + outer->len);
+	pb_end_nested(out, mark);
+	return 0;
+}
+
+/* TracePacketDefaults (remap_ids only): the default track uuids. */
+static int rewrite_defaults(struct rewriter *rw, struct pb_buf *out,
+			    const struct pb_field *outer)
+{
+	struct pb_reader r, er;
+	struct pb_field f, ef;
+	size_t mark = pb_begin_nested(out, outer->num);
+	const uint8_t *run = outer->data;
+
+	pb_reader_init(&r, outer->data, outer->len);
+	while (pb_next(&r, &f)) {
+		if (f.num != TPD_TRACK_EVENT_DEFAULTS || f.wt != PB_WT_LEN)
+			continue;
+		flush_run(out, &run, f.start);
+		size_t m2 = pb_begin_nested(out, f.num);
+		const uint8_t *run2 = f.data;
+		pb_reader_init(&er, f.data, f.len);
+		while (pb_next(&er, &ef)) {
+			if (ef.num == TED_TRACK_UUID && ef.wt == PB_WT_VARINT) {
+				flush_run(out, &run2, ef.start);
+				pb_put_varint(out, ef.num,
+					      rewrite_remap_uuid(ef.val,
+								 rw->cfg.uuid_key));
+				run2 = ef.end;
+			} else if (ef.num == TED_EXTRA_COUNTER_TRACK_UUIDS ||
+				   ef.num == TED_EXTRA_DOUBLE_COUNTER_TRACK_UUIDS) {
+				flush_run(out, &run2, ef.start);
+				put_uuids(rw, out, &ef);
+				run2 = ef.end;
+			}
+		}
+		if (er.err)
+			return bad(rw, &er, "track_event_defaults");
+		flush_run(out, &run2, f.data + f.len);
+		pb_end_nested(out, m2);
+		run = f.end;
+	}
+	if (r.err)
+		return bad(rw, &r, "trace_packet_defaults");
+	flush_run(out, &run, outer->data + outer->len);
+	pb_end_nested(out, mark);
+	return 0;
+}
+
+/* ---- ftrace ---------------------------------------------------------------- */
+
+static const uint32_t sched_switch_pid_fields[] = {SS_PREV_PID, SS_NEXT_PID, 0};
+static const uint32_t sched_wakeup_pid_fields[] = {SW_PID, 0};
+
+static int rewrite_ftrace_event(struct rewriter *rw, struct pb_buf *out,
+				const struct pb_field *outer, bool map_ts)
+{
+	struct pb_reader r;
+	struct pb_field f;
+	size_t mark = pb_begin_nested(out, outer->num);
+	const uint8_t *run = outer->data;
+
+	pb_reader_init(&r, outer->data, outer->len);
+	while (pb_next(&r, &f)) {
+		uint64_t o;
+		if (f.num == FE_TIMESTAMP && f.wt == PB_WT_VARINT && map_ts) {
+			if (!map_clock(rw, CLOCK_BOOTTIME, f.val, &o)) {
+				rw->st.ts_unmapped++;
+				continue;
+			}
+			flush_run(out, &run, f.start);
+			pb_put_varint(out, f.num, o);
+			run = f.end;
+			rw->st.ts_ftrace++;
+		} else if (!rw->cfg.remap_ids) {
+			continue;
+		} else if (f.num == FE_PID && f.wt == PB_WT_VARINT) {
+			flush_run(out, &run, f.start);
+			put_pid(out, f.num, map_pid(rw, f.val));
+			run = f.end;
+		} else if ((f.num == FE_SCHED_SWITCH || f.num == FE_SCHED_WAKEUP) &&
+			   f.wt == PB_WT_LEN) {
+			flush_run(out, &run, f.start);
+			if (remap_pid_msg(rw, out, &f,
+					  f.num == FE_SCHED_SWITCH
+						  ? sched_switch_pid_fields
+						  : sched_wakeup_pid_fields,
+					  "ftrace event") < 0)
+				return -1;
+			run = f.end;
+		}
+	}
+	if (r.err)
+		return bad(rw, &r, "ftrace event");
+	flush_run(out, &run, outer->data + outer->len);
+	pb_end_nested(out, mark);
+	return 0;
+}
+
+/* Delta-encoded timestamp lists in compact_sched: the first value is
+ * absolute, each next one a delta from the previous.  `in`/`out` carry the
+ * running absolute values across unpacked elements. */
+struct delta_list {
+	uint64_t in, out;
+};
+
+static void map_delta_value(struct rewriter *rw, struct delta_list *d,
+			    uint64_t v, struct pb_buf *out, bool map_ts)
+{
+	uint64_t abs_in = d->in + v, o;
+
+	d->in = abs_in;
+	if (!map_ts || !map_clock(rw, CLOCK_BOOTTIME, abs_in, &o)) {
+		if (map_ts)
+			rw->st.ts_unmapped++;
+		o = abs_in; /* keep relative spacing of an unmapped list */
+	} else {
+		rw->st.ts_compact++;
+	}
+	if (o < d->out) {
+		rw->st.clamped++;
+		o = d->out;
+	}
+	pb_put_raw_varint(out, o - d->out);
+	d->out = o;
+}
+
+static void put_pid_list(struct rewriter *rw, struct pb_buf *out,
+			 const struct pb_field *f)
+{
+	if (f->wt == PB_WT_VARINT) {
+		put_pid(out, f->num, map_pid(rw, f->val));
+		return;
+	}
+	struct pb_packed_iter it;
+	uint64_t v;
+	size_t mark = pb_begin_nested(out, f->num);
+	pb_packed_init(&it, f->data, f->len);
+	while (pb_packed_next(&it, &v))
+		pb_put_raw_varint(out, (uint64_t)(int64_t)(int32_t)map_pid(rw, v));
+	pb_end_nested(out, mark);
+}
+
+static int rewrite_compact_sched(struct rewriter *rw, struct pb_buf *out,
+				 const struct pb_field *outer, bool map_ts)
+{
+	struct pb_reader r;
+	struct pb_field f;
+	struct delta_list sw = {0, 0}, wk = {0, 0};
+	size_t mark = pb_begin_nested(out, outer->num);
+	const uint8_t *run = outer->data;
+
+	pb_reader_init(&r, outer->data, outer->len);
+	while (pb_next(&r, &f)) {
+		struct delta_list *d = NULL;
+		if (f.num == CSCHED_SWITCH_TIMESTAMP)
+			d = &sw;
+		else if (f.num == CSCHED_WAKING_TIMESTAMP)
+			d = &wk;
+		if (d && map_ts) {
+			flush_run(out, &run, f.start);
+			if (f.wt == PB_WT_VARINT) {
+				pb_put_tag(out, f.num, PB_WT_VARINT);
+				map_delta_value(rw, d, f.val, out, true);
+			} else if (f.wt == PB_WT_LEN) {
+				struct pb_packed_iter it;
+				uint64_t v;
+				size_t m2 = pb_begin_nested(out, f.num);
+				pb_packed_init(&it, f.data, f.len);
+				while (pb_packed_next(&it, &v))
+					map_delta_value(rw, d, v, out, true);
+				pb_end_nested(out, m2);
+				if (it.bad) {
+					r.err = PB_ERR_VARINT;
+					r.err_off = (size_t)(f.data - r.base);
+					return bad(rw, &r, "compact_sched timestamps");
+				}
+			}
+			run = f.end;
+		} else if (rw->cfg.remap_ids &&
+			   (f.num == CSCHED_SWITCH_NEXT_PID ||
+			    f.num == CSCHED_WAKING_PID)) {
+			flush_run(out, &run, f.start);
+			put_pid_list(rw, out, &f);
+			run = f.end;
+		}
+	}
+	if (r.err)
+		return bad(rw, &r, "compact_sched");
+	flush_run(out, &run, outer->data + outer->len);
+	pb_end_nested(out, mark);
+	return 0;
+}
+
+static int rewrite_ftrace_bundle(struct rewriter *rw, struct pb_buf *out,
+				 const struct pb_field *outer)
+{
+	struct pb_reader r;
+	struct pb_field f;
+	bool boot_clock = true;
+
+	/* Events are on BOOTTIME unless the bundle names another ftrace clock;
+	 * then the processor places them through boot_timestamp, which is the
+	 * only thing to map. */
+	pb_reader_init(&r, outer->data, outer->len);
+	while (pb_next(&r, &f))
+		if (f.num == FB_FTRACE_CLOCK && f.wt == PB_WT_VARINT && f.val)
+			boot_clock = false;
+	if (r.err)
+		return bad(rw, &r, "ftrace_events");
+
+	size_t mark = pb_begin_nested(out, outer->num);
+	const uint8_t *run = outer->data;
+	pb_reader_init(&r, outer->data, outer->len);
+	while (pb_next(&r, &f)) {
+		uint64_t o;
+		switch (f.num) {
+		case FB_EVENT:
+			if (f.wt != PB_WT_LEN)
+				break;
+			flush_run(out, &run, f.start);
+			if (rewrite_ftrace_event(rw, out, &f, boot_clock) < 0)
+				return -1;
+			run = f.end;
+			break;
+		case FB_COMPACT_SCHED:
+			if (f.wt != PB_WT_LEN)
+				break;
+			flush_run(out, &run, f.start);
+			if (rewrite_compact_sched(rw, out, &f, boot_clock) < 0)
+				return -1;
+			run = f.end;
+			break;
+		case FB_LAST_READ_EVENT_TIMESTAMP:
+		case FB_PREVIOUS_BUNDLE_END_TIMESTAMP:
+		case FB_BOOT_TIMESTAMP:
+			if (f.wt != PB_WT_VARINT || f.val == 0 ||
+			    (f.num != FB_BOOT_TIMESTAMP && !boot_clock))
+				break;
+			if (!map_clock(rw, CLOCK_BOOTTIME, f.val, &o)) {
+				rw->st.ts_unmapped++;
+				break;
+			}
+			flush_run(out, &run, f.start);
+			pb_put_varint(out, f.num, o);
+			run = f.end;
+			rw->st.ts_ftrace++;
+			break;
+		}
+	}
+	if (r.err)
+		return bad(rw, &r, "ftrace_events");
+	flush_run(out, &run, outer->data + outer->len);
+	pb_end_nested(out, mark);
+	return 0;
+}
+
+/* ---- the packet -------------------------------------------------------------- */
+
+/* What the first walk over a packet finds. */
+struct packet_info {
+	uint32_t seq_id;
+	bool have_ts, have_clock, cleared;
+	uint64_t ts;
+	uint32_t clock;
+	struct pb_field defaults, snapshot;
+	bool have_defaults, have_snapshot;
+};
+
+static int read_packet_info(struct rewriter *rw, const uint8_t *pkt,
+			    size_t len, struct packet_info *pi)
+{
+	struct pb_reader r;
+	struct pb_field f;
+
+	memset(pi, 0, sizeof(*pi));
+	pb_reader_init(&r, pkt, len);
+	while (pb_next(&r, &f)) {
+		bool v = f.wt == PB_WT_VARINT, l = f.wt == PB_WT_LEN;
+		switch (f.num) {
+		case TP_TRUSTED_PACKET_SEQUENCE_ID:
+			if (v)
+				pi->seq_id = (uint32_t)f.val;
+			break;
+		case TP_TIMESTAMP:
+			if (v) {
+				pi->have_ts = true;
+				pi->ts = f.val;
+			}
+			break;
+		case TP_TIMESTAMP_CLOCK_ID:
+			if (v) {
+				pi->have_clock = true;
+				pi->clock = (uint32_t)f.val;
+			}
+			break;
+		case TP_SEQUENCE_FLAGS:
+			if (v && (f.val & SEQ_INCREMENTAL_STATE_CLEARED))
+				pi->cleared = true;
+			break;
+		case TP_INCREMENTAL_STATE_CLEARED:
+			if (v && f.val)
+				pi->cleared = true;
+			break;
+		case TP_TRACE_PACKET_DEFAULTS:
+			if (l) {
+				pi->defaults = f;
+				pi->have_defaults = true;
+			}
+			break;
+		case TP_CLOCK_SNAPSHOT:
+			if (l) {
+				pi->snapshot = f;
+				pi->have_snapshot = true;
+			}
+			break;
+		}
+	}
+	return r.err ? bad(rw, &r, "packet") : 0;
+}
+
+static int read_defaults(struct rewriter *rw, struct rw_seq *q,
+			 const struct pb_field *d)
+{
+	struct pb_reader r;
+	struct pb_field f;
+
+	q->default_clock = 0;
+	pb_reader_init(&r, d->data, d->len);
+	while (pb_next(&r, &f))
+		if (f.num == TPD_TIMESTAMP_CLOCK_ID && f.wt == PB_WT_VARINT)
+			q->default_clock = (uint32_t)f.val;
+	return r.err ? bad(rw, &r, "trace_packet_defaults") : 0;
+}
+
+/* Decides the packet's new timestamp; *relabel when the packet must say
+ * timestamp_clock_id = target from now on. */
+static bool map_packet_ts(struct rewriter *rw, struct rw_seq *q,
+			  const struct packet_info *pi, uint64_t *ts,
+			  bool *relabel)
+{
+	uint32_t clock = pi->have_clock      ? pi->clock
+			 : q->default_clock ? q->default_clock
+					    : rw->cfg.trace_clock;
+	*relabel = false;
+	if (clock >= CLOCK_SEQUENCE_SCOPED_FIRST &&
+	    clock <= CLOCK_SEQUENCE_SCOPED_LAST) {
+		struct scoped_clock *c = find_scoped(q, clock);
+		if (!c || !q->have_anchor || !map_scoped(rw, q, c, pi->ts, ts))
+			return false;
+		rw->st.ts_scoped++;
+		return true;
+	}
+	if (!map_clock(rw, clock, pi->ts, ts))
+		return false;
+	if (clock != rw->cfg.target_clock) {
+		*relabel = true;
+		rw->st.relabelled++;
+	}
+	if (q->have_last && pi->ts >= q->last_in_ts && *ts < q->last_out_ts)
+		rw->st.backwards++;
+	q->have_last = true;
+	q->last_in_ts = pi->ts;
+	q->last_out_ts = *ts;
+	rw->st.ts_packet++;
+	return true;
+}
+
+int rewrite_packet(struct rewriter *rw, const uint8_t *pkt, size_t len,
+		   uint64_t off, struct pb_buf *out, struct vp_error *err)
+{
+	struct packet_info pi;
+	struct pb_reader r;
+	struct pb_field f;
+	const struct rewrite_cfg *cfg = &rw->cfg;
+
+	rw->pkt = pkt;
+	rw->pkt_off = off;
+	rw->err = err;
+	rw->st.packets++;
+	pb_buf_reset(out);
+
+	if (read_packet_info(rw, pkt, len, &pi) < 0)
+		return -1;
+	struct rw_seq *q = get_seq(rw, pi.seq_id);
+	if (pi.cleared) {
+		q->default_clock = 0;
+		q->have_legacy = false;
+	}
+	if (pi.have_defaults && read_defaults(rw, q, &pi.defaults) < 0)
+		return -1;
+	if (pi.have_snapshot &&
+	    parse_snapshot(rw, q, pi.snapshot.data, pi.snapshot.len) < 0)
+		return -1;
+
+	uint64_t new_ts = pi.ts;
+	bool relabel = false, ts_ok = false;
+	if (pi.have_ts) {
+		ts_ok = map_packet_ts(rw, q, &pi, &new_ts, &relabel);
+		if (!ts_ok)
+			rw->st.ts_unmapped++;
+	}
+
+	const uint8_t *run = pkt;
+	pb_reader_init(&r, pkt, len);
+	while (pb_next(&r, &f)) {
+		bool v = f.wt == PB_WT_VARINT, l = f.wt == PB_WT_LEN;
+		int rc = 0;
+		switch (f.num) {
+		case TP_TIMESTAMP:
+			if (!v || !ts_ok)
+				continue;
+			flush_run(out, &run, f.start);
+			pb_put_varint(out, f.num, new_ts);
+			break;
+		case TP_TIMESTAMP_CLOCK_ID:
+			if (!v || !relabel)
+				continue;
+			flush_run(out, &run, f.start);
+			pb_put_varint(out, f.num, cfg->target_clock);
+			relabel = false; /* done in place */
+			break;
+		case TP_TRUSTED_PACKET_SEQUENCE_ID:
+			if (!v || !f.val || !cfg->seq_offset)
+				continue;
+			flush_run(out, &run, f.start);
+			pb_put_varint(out, f.num,
+				      (uint32_t)f.val + cfg->seq_offset);
+			break;
+		case TP_MACHINE_ID:
+			if (!cfg->machine_id)
+				continue;
+			flush_run(out, &run, f.start); /* replaced below */
+			break;
+		case TP_CLOCK_SNAPSHOT:
+			if (!l)
+				continue;
+			flush_run(out, &run, f.start);
+			rc = rewrite_snapshot(rw, out, &f);
+			break;
+		case TP_TRACK_EVENT:
+			if (!l)
+				continue;
+			flush_run(out, &run, f.start);
+			rc = rewrite_track_event(rw, q, out, &f);
+			break;
+		case TP_THREAD_DESCRIPTOR:
+			if (!l)
+				continue;
+			flush_run(out, &run, f.start);
+			rc = rewrite_thread_descriptor(rw, q, out, &f);
+			break;
+		case TP_FTRACE_EVENTS:
+			if (!l)
+				continue;
+			flush_run(out, &run, f.start);
+			rc = rewrite_ftrace_bundle(rw, out, &f);
+			break;
+		case TP_TRUSTED_PID:
+			if (!cfg->remap_ids || !v)
+				continue;
+			flush_run(out, &run, f.start);
+			put_pid(out, f.num, map_pid(rw, f.val));
+			break;
+		case TP_PROCESS_DESCRIPTOR:
+			if (!cfg->remap_ids || !l)
+				continue;
+			flush_run(out, &run, f.start);
+			rc = remap_pid_msg(rw, out, &f, process_pid_fields,
+					   "process_descriptor");
+			break;
+		case TP_PROCESS_TREE: {
+			static const uint32_t procs[] = {PT_PROC_PID, PT_PROC_PPID, 0};
+			static const uint32_t threads[] = {PT_THREAD_TID,
+							   PT_THREAD_TGID, 0};
+			static const struct pid_list lists[] = {
+				{PT_PROCESSES, procs}, {PT_THREADS, threads}};
+			if (!cfg->remap_ids || !l)
+				continue;
+			flush_run(out, &run, f.start);
+			rc = remap_pid_lists(rw, out, &f, lists, 2, "process_tree");
+			break;
+		}
+		case TP_PROCESS_STATS: {
+			static const uint32_t procs[] = {PS_PROC_PID, 0};
+			static const struct pid_list lists[] = {{PS_PROCESSES, procs}};
+			if (!cfg->remap_ids || !l)
+				continue;
+			flush_run(out, &run, f.start);
+			rc = remap_pid_lists(rw, out, &f, lists, 1, "process_stats");
+			break;
+		}
+		case TP_TRACK_DESCRIPTOR:
+			if (!cfg->remap_ids || !l)
+				continue;
+			flush_run(out, &run, f.start);
+			rc = rewrite_track_descriptor(rw, out, &f);
+			break;
+		case TP_TRACE_PACKET_DEFAULTS:
+			if (!cfg->remap_ids || !l)
+				continue;
+			flush_run(out, &run, f.start);
+			rc = rewrite_defaults(rw, out, &f);
+			break;
+		default:
+			continue;
+		}
+		if (rc < 0)
+			return -1;
+		run = f.end;
+	}
+	if (r.err)
+		return bad(rw, &r, "packet");
+	flush_run(out, &run, pkt + len);
+
+	if (relabel) /* the packet had no timestamp_clock_id of its own */
+		pb_put_varint(out, TP_TIMESTAMP_CLOCK_ID, cfg->target_clock);
+	if (cfg->machine_id)
+		pb_put_varint(out, TP_MACHINE_ID, cfg->machine_id);
+	return 0;
+}

@@ -1,0 +1,77 @@
+/*
+ * rewrite.h - re-encodes guest packets onto the host's time axis.
+ *
+ * Works at the wire level: every field the rewriter has no business with is
+ * copied byte for byte (unknown fields included), and only the fields that
+ * carry guest time or guest identity are re-encoded:
+ *   - TracePacket.timestamp in BOOTTIME/MONOTONIC (or the trace clock),
+ *     relabelled to the target clock when it differs;
+ *   - timestamps on sequence-scoped clocks 64..127, incremental or not, with
+ *     unit multipliers: re-encoded deltas, anchored on the sequence's
+ *     ClockSnapshot (whose target-clock entry is itself mapped);
+ *   - TrackEvent timestamp_delta_us / timestamp_absolute_us and
+ *     ThreadDescriptor.reference_timestamp_us (legacy microseconds);
+ *   - FtraceEvent.timestamp, FtraceEventBundle.boot_timestamp and
+ *     compact_sched switch/waking timestamps (delta-encoded);
+ *   - trusted_packet_sequence_id (moved clear of the host's), machine_id;
+ *   - with remap_ids (for viewers without machine_id): pids, tids and
+ *     track uuids, with 0 kept as 0 and no other uuid ever turned into 0.
+ */
+#ifndef VP_REWRITE_H
+#define VP_REWRITE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pb_wire.h"
+#include "vp_error.h"
+
+/* Maps a guest time on clock `clock_id` (BOOTTIME or MONOTONIC) to the
+ * target clock of the host; returns false when the clock can't be mapped. */
+typedef bool (*rw_map_fn)(void *ctx, uint32_t clock_id, uint64_t guest_ns,
+			  uint64_t *host_ns);
+
+struct rewrite_cfg {
+	const char *path;       /* guest file, for messages */
+	rw_map_fn map;
+	void *map_ctx;
+	uint32_t target_clock;  /* host clock the mapped values are on */
+	uint32_t trace_clock;   /* the guest's primary trace clock */
+	uint32_t seq_offset;    /* added to every non-zero sequence id */
+	uint32_t machine_id;    /* written to every packet; 0: none */
+	bool remap_ids;         /* rewrite pids, tids and track uuids */
+	uint32_t pid_offset;    /* added to non-zero pids and tids */
+	uint64_t uuid_key;      /* odd; picks the uuid permutation */
+};
+
+struct rewrite_stats {
+	uint64_t packets;
+	uint64_t ts_packet;       /* absolute packet timestamps mapped */
+	uint64_t ts_scoped;       /* sequence-scoped clock timestamps */
+	uint64_t ts_legacy_us;    /* TrackEvent / ThreadDescriptor us */
+	uint64_t ts_ftrace;       /* FtraceEvent.timestamp and boot_ts */
+	uint64_t ts_compact;      /* compact_sched switch + waking */
+	uint64_t ts_snapshot;     /* ClockSnapshot entries */
+	uint64_t ts_unmapped;     /* left as they were: unknown clock */
+	uint64_t backwards;       /* mapped time went back on a sequence */
+	uint64_t clamped;         /* deltas that would be negative: set 0 */
+	uint64_t relabelled;      /* packets given timestamp_clock_id */
+};
+
+struct rewriter;
+
+struct rewriter *rewriter_new(const struct rewrite_cfg *cfg);
+void rewriter_free(struct rewriter *rw);
+/* Rewrites one guest packet (found at file offset off) into out, which is
+ * reset first.  Returns -1 with a message naming file and byte offset on
+ * malformed data. */
+int rewrite_packet(struct rewriter *rw, const uint8_t *pkt, size_t len,
+		   uint64_t off, struct pb_buf *out, struct vp_error *err);
+const struct rewrite_stats *rewriter_stats(const struct rewriter *rw);
+
+/* The uuid permutation used by remap_ids: a bijection on 64-bit values
+ * that keeps 0 at 0 (so no other uuid can become 0). */
+uint64_t rewrite_remap_uuid(uint64_t uuid, uint64_t key);
+
+#endif

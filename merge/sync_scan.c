@@ -1,0 +1,517 @@
+/*
+ * sync_scan.c - collects clock-sync samples, exchanges and KVM counter
+ * records from a trace, packet by packet (see sync_scan.h).
+ */
+#include "sync_scan.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pb_wire.h"
+#include "perfetto_fields.h"
+#include "u64map.h"
+
+/* Strings the scanner recognises, as literal or interned names. */
+enum key {
+	K_NONE = 0,
+	K_CAT_CROS,
+	K_CAT_VPERFETTO,
+	K_NAME_SYNC,
+	K_NAME_EXCHANGE,
+	K_NAME_KVM_TSC,
+	K_ANN_BOOT,
+	K_ANN_MONO,
+	K_ANN_CPU,
+	K_ANN_SEQ,
+	K_ANN_SEND,
+	K_ANN_RECV,
+	K_ANN_HOST,
+	K_ANN_VM_PID,
+	K_ANN_VCPU,
+	K_ANN_TSC_OFFSET,
+	K_ANN_TSC_RATIO,
+	K_ANN_TSC_FRAC,
+	K_ANN_COUNT
+};
+
+/* Which interning table a string came from. */
+enum table { T_CATEGORY, T_NAME, T_ANNOTATION };
+
+static const struct {
+	enum table table;
+	const char *s;
+} known[K_ANN_COUNT] = {
+	[K_CAT_CROS] = {T_CATEGORY, "cros"},
+	[K_CAT_VPERFETTO] = {T_CATEGORY, "vperfetto"},
+	[K_NAME_SYNC] = {T_NAME, "guest_clock_sync"},
+	[K_NAME_EXCHANGE] = {T_NAME, "guest_clock_sync_exchange"},
+	[K_NAME_KVM_TSC] = {T_NAME, "kvm_tsc"},
+	[K_ANN_BOOT] = {T_ANNOTATION, "clock_sync_boottime"},
+	[K_ANN_MONO] = {T_ANNOTATION, "clock_sync_monotonic"},
+	[K_ANN_CPU] = {T_ANNOTATION, "clock_sync_cputime"},
+	[K_ANN_SEQ] = {T_ANNOTATION, "sync_seq"},
+	[K_ANN_SEND] = {T_ANNOTATION, "guest_cputime_send"},
+	[K_ANN_RECV] = {T_ANNOTATION, "guest_cputime_recv"},
+	[K_ANN_HOST] = {T_ANNOTATION, "host_cputime"},
+	[K_ANN_VM_PID] = {T_ANNOTATION, "vm_pid"},
+	[K_ANN_VCPU] = {T_ANNOTATION, "vcpu"},
+	[K_ANN_TSC_OFFSET] = {T_ANNOTATION, "tsc_offset"},
+	[K_ANN_TSC_RATIO] = {T_ANNOTATION, "tsc_scaling_ratio"},
+	[K_ANN_TSC_FRAC] = {T_ANNOTATION, "tsc_scaling_frac_bits"},
+};
+
+static enum key lookup(enum table t, const uint8_t *s, size_t len)
+{
+	for (int k = 1; k < K_ANN_COUNT; k++)
+		if (known[k].table == t && strlen(known[k].s) == len &&
+		    memcmp(known[k].s, s, len) == 0)
+			return (enum key)k;
+	return K_NONE;
+}
+
+/* Per-sequence interning: (table, iid) -> key, for known strings only. */
+struct seq {
+	struct u64map interned;
+};
+
+struct sync_scanner {
+	char *path;
+	struct u64map seq_index; /* sequence id -> index in seqs */
+	struct seq *seqs;
+	size_t n_seqs, cap_seqs;
+	struct sync_data d;
+	/* the packet being scanned, for error offsets */
+	const uint8_t *pkt;
+	uint64_t pkt_off;
+	struct vp_error *err;
+};
+
+static void *grow(void *p, size_t *cap, size_t need, size_t elem)
+{
+	if (need <= *cap)
+		return p;
+	size_t c = *cap ? *cap * 2 : 64;
+	while (c < need)
+		c *= 2;
+	p = realloc(p, c * elem);
+	if (!p) {
+		fprintf(stderr, "out of memory\n");
+		abort();
+	}
+	*cap = c;
+	return p;
+}
+
+static void push_sample(struct sample_vec *v, uint64_t x, uint64_t y)
+{
+	v->v = grow(v->v, &v->cap, v->n + 1, sizeof(*v->v));
+	v->v[v->n++] = (struct cm_sample){.x = x, .y = y, .width = 0};
+}
+
+struct sync_scanner *sync_scanner_new(const char *path)
+{
+	struct sync_scanner *s = calloc(1, sizeof(*s));
+	if (!s || !(s->path = strdup(path))) {
+		fprintf(stderr, "out of memory\n");
+		abort();
+	}
+	u64map_init(&s->seq_index);
+	s->d.trace_clock = CLOCK_BOOTTIME;
+	s->d.first_ts = UINT64_MAX;
+	return s;
+}
+
+void sync_data_free(struct sync_data *d)
+{
+	free(d->boot.v);
+	free(d->mono.v);
+	free(d->ex);
+	free(d->kvm);
+	memset(d, 0, sizeof(*d));
+}
+
+void sync_scanner_free(struct sync_scanner *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->n_seqs; i++)
+		u64map_free(&s->seqs[i].interned);
+	free(s->seqs);
+	u64map_free(&s->seq_index);
+	sync_data_free(&s->d);
+	free(s->path);
+	free(s);
+}
+
+struct sync_data *sync_scanner_data(struct sync_scanner *s) { return &s->d; }
+
+static struct seq *get_seq(struct sync_scanner *s, uint32_t id)
+{
+	uint64_t idx;
+	if (u64map_get(&s->seq_index, id, &idx))
+		return &s->seqs[idx];
+	s->seqs = grow(s->seqs, &s->cap_seqs, s->n_seqs + 1, sizeof(*s->seqs));
+	struct seq *q = &s->seqs[s->n_seqs];
+	u64map_init(&q->interned);
+	u64map_put(&s->seq_index, id, s->n_seqs++);
+	return q;
+}
+
+/* Reports malformed data inside the current packet. */
+static int bad(struct sync_scanner *s, const struct pb_reader *r,
+	       const char *what)
+{
+	uint64_t at = s->pkt_off + (uint64_t)(r->base - s->pkt) + r->err_off;
+	return vp_errorf(s->err, "%s: byte offset %llu: malformed %s: %s",
+			 s->path, (unsigned long long)at, what,
+			 pb_err_str(r->err));
+}
+
+#define IID_KEY(table, iid) (((uint64_t)(iid) << 2) | (uint64_t)(table))
+
+/* InternedData: remember the iids of strings we look for. */
+static int scan_interned(struct sync_scanner *s, struct seq *q,
+			 const uint8_t *p, size_t len)
+{
+	struct pb_reader r, er;
+	struct pb_field f, ef;
+
+	pb_reader_init(&r, p, len);
+	while (pb_next(&r, &f)) {
+		enum table t;
+		if (f.num == ID_EVENT_CATEGORIES)
+			t = T_CATEGORY;
+		else if (f.num == ID_EVENT_NAMES)
+			t = T_NAME;
+		else if (f.num == ID_DEBUG_ANNOTATION_NAMES)
+			t = T_ANNOTATION;
+		else
+			continue;
+		if (f.wt != PB_WT_LEN)
+			continue;
+		uint64_t iid = 0;
+		enum key k = K_NONE;
+		pb_reader_init(&er, f.data, f.len);
+		while (pb_next(&er, &ef)) {
+			if (ef.num == INTERNED_IID && ef.wt == PB_WT_VARINT)
+				iid = ef.val;
+			else if (ef.num == INTERNED_NAME && ef.wt == PB_WT_LEN)
+				k = lookup(t, ef.data, ef.len);
+		}
+		if (er.err)
+			return bad(s, &er, "interned entry");
+		if (k != K_NONE)
+			u64map_put(&q->interned, IID_KEY(t, iid), k);
+		else if (q->interned.count) {
+			/* An iid re-used for another string forgets the old one. */
+			uint64_t old;
+			if (u64map_get(&q->interned, IID_KEY(t, iid), &old))
+				u64map_put(&q->interned, IID_KEY(t, iid), K_NONE);
+		}
+	}
+	return r.err ? bad(s, &r, "interned_data") : 0;
+}
+
+static enum key interned(const struct seq *q, enum table t, uint64_t iid)
+{
+	uint64_t k;
+	return u64map_get(&q->interned, IID_KEY(t, iid), &k) ? (enum key)k
+							      : K_NONE;
+}
+
+/* One debug annotation's name and integer value. */
+static int scan_annotation(struct sync_scanner *s, const struct seq *q,
+			   const uint8_t *p, size_t len, enum key *name,
+			   bool *has_val, uint64_t *val)
+{
+	struct pb_reader r;
+	struct pb_field f;
+
+	*name = K_NONE;
+	*has_val = false;
+	pb_reader_init(&r, p, len);
+	while (pb_next(&r, &f)) {
+		switch (f.num) {
+		case DA_NAME_IID:
+			if (f.wt == PB_WT_VARINT)
+				*name = interned(q, T_ANNOTATION, f.val);
+			break;
+		case DA_NAME:
+			if (f.wt == PB_WT_LEN)
+				*name = lookup(T_ANNOTATION, f.data, f.len);
+			break;
+		case DA_UINT_VALUE:
+		case DA_INT_VALUE:
+			if (f.wt == PB_WT_VARINT) {
+				*val = f.val; /* int64 as two's complement */
+				*has_val = true;
+			}
+			break;
+		}
+	}
+	return r.err ? bad(s, &r, "debug annotation") : 0;
+}
+
+/* TrackEvent: is it one of ours, and with which values? */
+static int scan_track_event(struct sync_scanner *s, const struct seq *q,
+			    const uint8_t *p, size_t len, uint64_t ts)
+{
+	struct pb_reader r;
+	struct pb_field f;
+	enum key cat = K_NONE, name = K_NONE;
+	const uint8_t *ann[16];
+	size_t ann_len[16], n_ann = 0;
+
+	pb_reader_init(&r, p, len);
+	while (pb_next(&r, &f)) {
+		switch (f.num) {
+		case TE_CATEGORIES:
+			if (f.wt == PB_WT_LEN && cat == K_NONE)
+				cat = lookup(T_CATEGORY, f.data, f.len);
+			break;
+		case TE_CATEGORY_IIDS:
+			if (f.wt == PB_WT_VARINT && cat == K_NONE) {
+				cat = interned(q, T_CATEGORY, f.val);
+			} else if (f.wt == PB_WT_LEN && cat == K_NONE) {
+				struct pb_packed_iter it;
+				uint64_t iid;
+				pb_packed_init(&it, f.data, f.len);
+				while (cat == K_NONE && pb_packed_next(&it, &iid))
+					cat = interned(q, T_CATEGORY, iid);
+			}
+			break;
+		case TE_NAME:
+			if (f.wt == PB_WT_LEN)
+				name = lookup(T_NAME, f.data, f.len);
+			break;
+		case TE_NAME_IID:
+			if (f.wt == PB_WT_VARINT)
+				name = interned(q, T_NAME, f.val);
+			break;
+		case TE_DEBUG_ANNOTATIONS:
+			if (f.wt == PB_WT_LEN && n_ann < 16) {
+				ann[n_ann] = f.data;
+				ann_len[n_ann++] = f.len;
+			}
+			break;
+		}
+	}
+	if (r.err)
+		return bad(s, &r, "track_event");
+
+	bool sync = cat == K_CAT_CROS &&
+		    (name == K_NAME_SYNC || name == K_NAME_EXCHANGE);
+	bool kvm = cat == K_CAT_VPERFETTO && name == K_NAME_KVM_TSC;
+	if (!sync && !kvm)
+		return 0;
+
+	uint64_t v[K_ANN_COUNT] = {0};
+	bool has[K_ANN_COUNT] = {false};
+	for (size_t i = 0; i < n_ann; i++) {
+		enum key k;
+		bool hv;
+		uint64_t val;
+		if (scan_annotation(s, q, ann[i], ann_len[i], &k, &hv, &val) < 0)
+			return -1;
+		if (k != K_NONE && hv) {
+			v[k] = val;
+			has[k] = true;
+		}
+	}
+
+	struct sync_data *d = &s->d;
+	if (name == K_NAME_SYNC) {
+		if (!has[K_ANN_CPU] || (!has[K_ANN_BOOT] && !has[K_ANN_MONO])) {
+			d->n_bad_sync_events++;
+			return 0;
+		}
+		if (has[K_ANN_BOOT])
+			push_sample(&d->boot, v[K_ANN_CPU], v[K_ANN_BOOT]);
+		if (has[K_ANN_MONO])
+			push_sample(&d->mono, v[K_ANN_CPU], v[K_ANN_MONO]);
+		d->n_event_samples++;
+	} else if (name == K_NAME_EXCHANGE) {
+		if (!has[K_ANN_SEND] || !has[K_ANN_RECV] || !has[K_ANN_HOST] ||
+		    v[K_ANN_RECV] < v[K_ANN_SEND]) {
+			d->n_bad_sync_events++;
+			return 0;
+		}
+		d->ex = grow(d->ex, &d->cap_ex, d->n_ex + 1, sizeof(*d->ex));
+		d->ex[d->n_ex++] = (struct cm_exchange){
+			.guest_send = v[K_ANN_SEND],
+			.guest_recv = v[K_ANN_RECV],
+			.host = v[K_ANN_HOST],
+			.seq = v[K_ANN_SEQ],
+		};
+	} else {
+		if (!has[K_ANN_TSC_OFFSET]) {
+			d->n_bad_sync_events++;
+			return 0;
+		}
+		d->kvm = grow(d->kvm, &d->cap_kvm, d->n_kvm + 1, sizeof(*d->kvm));
+		d->kvm[d->n_kvm++] = (struct kvm_tsc_record){
+			.vm_pid = (int64_t)v[K_ANN_VM_PID],
+			.vcpu = (int64_t)v[K_ANN_VCPU],
+			.tsc_offset = (int64_t)v[K_ANN_TSC_OFFSET],
+			.ratio = has[K_ANN_TSC_RATIO] ? v[K_ANN_TSC_RATIO] : 0,
+			.frac_bits = v[K_ANN_TSC_FRAC],
+			.ts = ts,
+		};
+	}
+	return 0;
+}
+
+/* ClockSnapshot: a (counter, BOOTTIME/MONOTONIC) sample when clock 64 is a
+ * plain counter; Perfetto's SDK also uses 64 for incremental timestamps,
+ * which must never be taken for the counter. */
+static int scan_clock_snapshot(struct sync_scanner *s, const uint8_t *p,
+			       size_t len)
+{
+	struct pb_reader r, cr;
+	struct pb_field f, cf;
+	bool have_cyc = false, have_boot = false, have_mono = false;
+	bool incremental_64 = false;
+	uint64_t cyc = 0, boot = 0, mono = 0;
+
+	pb_reader_init(&r, p, len);
+	while (pb_next(&r, &f)) {
+		if (f.num == CS_PRIMARY_TRACE_CLOCK && f.wt == PB_WT_VARINT) {
+			s->d.trace_clock = (uint32_t)f.val;
+			continue;
+		}
+		if (f.num != CS_CLOCKS || f.wt != PB_WT_LEN)
+			continue;
+		uint64_t id = 0, ts = 0, mult = 0;
+		bool incr = false, have_ts = false;
+		pb_reader_init(&cr, f.data, f.len);
+		while (pb_next(&cr, &cf)) {
+			if (cf.wt != PB_WT_VARINT)
+				continue;
+			if (cf.num == CLK_CLOCK_ID)
+				id = cf.val;
+			else if (cf.num == CLK_TIMESTAMP) {
+				ts = cf.val;
+				have_ts = true;
+			} else if (cf.num == CLK_IS_INCREMENTAL)
+				incr = cf.val != 0;
+			else if (cf.num == CLK_UNIT_MULTIPLIER_NS)
+				mult = cf.val;
+		}
+		if (cr.err)
+			return bad(s, &cr, "clock snapshot entry");
+		if (!have_ts)
+			continue;
+		if (id == CLOCK_CPU_COUNTER) {
+			if (incr || mult) {
+				incremental_64 = true;
+			} else {
+				cyc = ts;
+				have_cyc = true;
+			}
+		} else if (id == CLOCK_BOOTTIME) {
+			boot = ts;
+			have_boot = true;
+		} else if (id == CLOCK_MONOTONIC) {
+			mono = ts;
+			have_mono = true;
+		}
+	}
+	if (r.err)
+		return bad(s, &r, "clock_snapshot");
+	if (incremental_64)
+		s->d.n_incremental_64++;
+	if (!have_cyc || incremental_64 || (!have_boot && !have_mono))
+		return 0;
+	if (have_boot)
+		push_sample(&s->d.boot, cyc, boot);
+	if (have_mono)
+		push_sample(&s->d.mono, cyc, mono);
+	s->d.n_snapshot_samples++;
+	return 0;
+}
+
+int sync_scan_packet(struct sync_scanner *s, const uint8_t *pkt, size_t len,
+		     uint64_t off, struct vp_error *err)
+{
+	struct pb_reader r;
+	struct pb_field f;
+	uint32_t seq_id = 0;
+	bool cleared = false, have_ts = false;
+	uint64_t ts = 0;
+	const uint8_t *te = NULL, *interned_p = NULL, *snap = NULL;
+	size_t te_len = 0, interned_len = 0, snap_len = 0;
+
+	s->pkt = pkt;
+	s->pkt_off = off;
+	s->err = err;
+	s->d.n_packets++;
+
+	pb_reader_init(&r, pkt, len);
+	while (pb_next(&r, &f)) {
+		switch (f.num) {
+		case TP_TRUSTED_PACKET_SEQUENCE_ID:
+			if (f.wt == PB_WT_VARINT)
+				seq_id = (uint32_t)f.val;
+			break;
+		case TP_TIMESTAMP:
+			if (f.wt == PB_WT_VARINT) {
+				ts = f.val;
+				have_ts = true;
+			}
+			break;
+		case TP_SEQUENCE_FLAGS:
+			if (f.wt == PB_WT_VARINT &&
+			    (f.val & SEQ_INCREMENTAL_STATE_CLEARED))
+				cleared = true;
+			break;
+		case TP_INCREMENTAL_STATE_CLEARED:
+			if (f.wt == PB_WT_VARINT && f.val)
+				cleared = true;
+			break;
+		case TP_TRACK_EVENT:
+			if (f.wt == PB_WT_LEN) {
+				te = f.data;
+				te_len = f.len;
+			}
+			break;
+		case TP_INTERNED_DATA:
+			if (f.wt == PB_WT_LEN) {
+				interned_p = f.data;
+				interned_len = f.len;
+			}
+			break;
+		case TP_CLOCK_SNAPSHOT:
+			if (f.wt == PB_WT_LEN) {
+				snap = f.data;
+				snap_len = f.len;
+			}
+			break;
+		}
+	}
+	if (r.err)
+		return bad(s, &r, "packet");
+
+	if (seq_id > s->d.max_seq_id)
+		s->d.max_seq_id = seq_id;
+	if (have_ts) {
+		if (ts < s->d.first_ts)
+			s->d.first_ts = ts;
+		if (ts > s->d.last_ts)
+			s->d.last_ts = ts;
+	}
+	if (snap && scan_clock_snapshot(s, snap, snap_len) < 0)
+		return -1;
+	if (!te && !interned_p && !cleared)
+		return 0;
+
+	struct seq *q = get_seq(s, seq_id);
+	if (cleared)
+		u64map_clear(&q->interned);
+	if (interned_p && scan_interned(s, q, interned_p, interned_len) < 0)
+		return -1;
+	if (te && scan_track_event(s, q, te, te_len, ts) < 0)
+		return -1;
+	return 0;
+}

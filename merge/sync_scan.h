@@ -1,0 +1,71 @@
+/*
+ * sync_scan.h - finds the clock-sync data in a trace (clock-sync.md).
+ *
+ * The scanner is fed packets one at a time and collects:
+ *   - (counter, clock) samples from ClockSnapshots that hold clock 64 as a
+ *     plain counter (not incremental, no unit multiplier) beside BOOTTIME
+ *     and/or MONOTONIC;
+ *   - the same from `cros`/`guest_clock_sync` track events;
+ *   - `cros`/`guest_clock_sync_exchange` events (guest <-> host exchanges);
+ *   - `vperfetto`/`kvm_tsc` events (KVM's counter offset and scaling);
+ *   - the largest trusted_packet_sequence_id and the primary trace clock.
+ * Names, categories and annotation names may be literal or interned; the
+ * scanner remembers only interned strings it is looking for, so its memory
+ * does not grow with the trace.
+ */
+#ifndef VP_SYNC_SCAN_H
+#define VP_SYNC_SCAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "clock_map.h"
+#include "clock_model.h"
+#include "vp_error.h"
+
+struct kvm_tsc_record {
+	int64_t vm_pid;
+	int64_t vcpu;
+	int64_t tsc_offset;
+	uint64_t ratio;     /* 0 when absent */
+	uint64_t frac_bits;
+	uint64_t ts;        /* packet timestamp, as written */
+};
+
+struct sample_vec {
+	struct cm_sample *v;
+	size_t n, cap;
+};
+
+struct sync_data {
+	struct sample_vec boot;  /* (counter, BOOTTIME) */
+	struct sample_vec mono;  /* (counter, MONOTONIC) */
+	size_t n_snapshot_samples;   /* from ClockSnapshots */
+	size_t n_event_samples;      /* from guest_clock_sync events */
+	size_t n_incremental_64;     /* snapshots whose clock 64 is an
+				      * incremental SDK clock: ignored */
+	size_t n_bad_sync_events;    /* sync events missing a value */
+	struct cm_exchange *ex;
+	size_t n_ex, cap_ex;
+	struct kvm_tsc_record *kvm;
+	size_t n_kvm, cap_kvm;
+	uint32_t max_seq_id;
+	uint32_t trace_clock;        /* primary_trace_clock, default BOOTTIME */
+	uint64_t n_packets;
+	uint64_t first_ts, last_ts;  /* packet timestamps seen (any clock) */
+};
+
+struct sync_scanner;
+
+struct sync_scanner *sync_scanner_new(const char *path);
+void sync_scanner_free(struct sync_scanner *s);
+/* Scans one packet found at file offset off.  Returns -1 with a message
+ * naming the file and byte offset on malformed data. */
+int sync_scan_packet(struct sync_scanner *s, const uint8_t *pkt, size_t len,
+		     uint64_t off, struct vp_error *err);
+/* The data gathered so far (owned by the scanner). */
+struct sync_data *sync_scanner_data(struct sync_scanner *s);
+
+void sync_data_free(struct sync_data *d);
+
+#endif

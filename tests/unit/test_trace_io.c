@@ -1,0 +1,244 @@
+/*
+ * test_trace_io.c - the streaming trace reader and the crash-safe writer:
+ * packets that straddle buffer refills, packets larger than the buffer,
+ * files over 4 GiB (sparse), malformed framing with byte offsets, and a
+ * writer that never leaves a partial or empty output behind.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "pb_wire.h"
+#include "trace_io.h"
+
+static char dir[] = "/tmp/vp_test_trace_io.XXXXXX";
+
+static int setup(void **state)
+{
+	(void)state;
+	return mkdtemp(dir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	char cmd[256];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static void path_of(char *buf, size_t n, const char *name)
+{
+	snprintf(buf, n, "%s/%s", dir, name);
+}
+
+static void write_file(const char *path, const void *p, size_t len)
+{
+	FILE *f = fopen(path, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(p, 1, len, f), len);
+	fclose(f);
+}
+
+/* Packets of growing sizes, each filled with a pattern of its index, some
+ * larger than the reader's buffer. */
+static size_t packet_size(size_t i)
+{
+	static const size_t sizes[] = {0, 1, 127, 128, 4095, 70000, 1000003,
+				       (1u << 20) + 17, 3 << 20, 5};
+	return sizes[i % 10];
+}
+
+static void test_roundtrip_straddling(void **state)
+{
+	(void)state;
+	char path[256];
+	struct vp_error err = {{0}};
+	struct trace_writer *w;
+	path_of(path, sizeof(path), "rt.pb");
+
+	assert_int_equal(trace_writer_open(&w, path, &err), 0);
+	uint8_t *buf = malloc(3 << 20);
+	assert_non_null(buf);
+	size_t n_packets = 60;
+	for (size_t i = 0; i < n_packets; i++) {
+		memset(buf, (int)(i & 0xff), packet_size(i));
+		assert_int_equal(trace_writer_packet(w, buf, packet_size(i), &err), 0);
+	}
+	assert_int_equal(trace_writer_commit(w, &err), 0);
+
+	struct trace_reader *r;
+	struct trace_record rec;
+	assert_int_equal(trace_reader_open(&r, path, &err), 0);
+	for (int pass = 0; pass < 2; pass++) {
+		uint64_t expect_off = 0;
+		for (size_t i = 0; i < n_packets; i++) {
+			assert_int_equal(trace_reader_next(r, &rec, &err), 1);
+			assert_int_equal(rec.field, 1);
+			assert_int_equal(rec.len, packet_size(i));
+			assert_int_equal(rec.offset, expect_off);
+			for (size_t k = 0; k < rec.len; k += 997)
+				assert_int_equal(rec.data[k], i & 0xff);
+			expect_off += rec.raw_len;
+		}
+		assert_int_equal(trace_reader_next(r, &rec, &err), 0);
+		assert_int_equal(trace_reader_pos(r), trace_reader_size(r));
+		assert_int_equal(trace_reader_rewind(r, &err), 0);
+	}
+	trace_reader_close(r);
+	free(buf);
+}
+
+static void expect_error(const char *name, const void *bytes, size_t len,
+			 int good, const char *needle)
+{
+	char path[256];
+	struct vp_error err = {{0}};
+	struct trace_reader *r;
+	struct trace_record rec;
+	int rc, n = 0;
+
+	path_of(path, sizeof(path), name);
+	write_file(path, bytes, len);
+	assert_int_equal(trace_reader_open(&r, path, &err), 0);
+	while ((rc = trace_reader_next(r, &rec, &err)) > 0)
+		n++;
+	trace_reader_close(r);
+	print_message("%s: %s\n", name, err.msg);
+	assert_int_equal(rc, -1);
+	assert_int_equal(n, good);
+	assert_non_null(strstr(err.msg, path));
+	assert_non_null(strstr(err.msg, needle));
+}
+
+static void test_malformed(void **state)
+{
+	(void)state;
+	/* a good packet, then a packet that claims 100 bytes and has 3 */
+	const uint8_t trunc[] = {0x0a, 0x02, 0x08, 0x01, 0x0a, 0x64, 1, 2, 3};
+	expect_error("trunc.pb", trunc, sizeof(trunc), 1, "byte offset 4");
+	/* a length varint cut by the end of file */
+	const uint8_t cutlen[] = {0x0a, 0x00, 0x0a, 0xff};
+	expect_error("cutlen.pb", cutlen, sizeof(cutlen), 1, "byte offset 2");
+	/* over the 64 MiB limit */
+	const uint8_t huge[] = {0x0a, 0x80, 0x80, 0x80, 0x40};
+	expect_error("huge.pb", huge, sizeof(huge), 0, "over the 64 MiB limit");
+	/* wire type 3 at top level */
+	const uint8_t wt[] = {0x0a, 0x00, 0x0b};
+	expect_error("wt.pb", wt, sizeof(wt), 1, "invalid wire type");
+	/* field number 0: text or garbage, not a trace */
+	/* text: 'h' reads as field 13 varint 'e', then 'l' has wire type 4 */
+	const char *text = "hello, I am not a trace";
+	expect_error("text.pb", text, strlen(text), 1, "byte offset 2");
+	const uint8_t zero[] = {0x00, 0x00};
+	expect_error("zero.pb", zero, sizeof(zero), 0, "invalid field number");
+}
+
+static void test_empty_and_missing(void **state)
+{
+	(void)state;
+	char path[256];
+	struct vp_error err = {{0}};
+	struct trace_reader *r;
+	struct trace_record rec;
+
+	path_of(path, sizeof(path), "empty.pb");
+	write_file(path, "", 0);
+	assert_int_equal(trace_reader_open(&r, path, &err), 0);
+	assert_int_equal(trace_reader_next(r, &rec, &err), 0);
+	trace_reader_close(r);
+
+	path_of(path, sizeof(path), "missing.pb");
+	assert_int_equal(trace_reader_open(&r, path, &err), -1);
+	assert_non_null(strstr(err.msg, "missing.pb"));
+	assert_int_equal(trace_reader_open(&r, dir, &err), -1);
+}
+
+static void test_writer_abort_keeps_old(void **state)
+{
+	(void)state;
+	char path[256];
+	struct vp_error err = {{0}};
+	struct trace_writer *w;
+
+	path_of(path, sizeof(path), "keep.pb");
+	write_file(path, "old", 3);
+	assert_int_equal(trace_writer_open(&w, path, &err), 0);
+	assert_int_equal(trace_writer_packet(w, "new", 3, &err), 0);
+	/* the temporary sits beside the destination until commit */
+	struct stat st;
+	assert_int_equal(stat(trace_writer_temp_path(w), &st), 0);
+	char tmp[512];
+	snprintf(tmp, sizeof(tmp), "%s", trace_writer_temp_path(w));
+	trace_writer_abort(w);
+	assert_int_equal(stat(tmp, &st), -1);
+	FILE *f = fopen(path, "rb");
+	char buf[8] = {0};
+	assert_int_equal(fread(buf, 1, sizeof(buf), f), 3);
+	fclose(f);
+	assert_string_equal(buf, "old");
+
+	/* a destination in a directory that does not exist */
+	path_of(path, sizeof(path), "nodir/x.pb");
+	assert_int_equal(trace_writer_open(&w, path, &err), -1);
+	assert_non_null(strstr(err.msg, "nodir/x.pb"));
+}
+
+/* A sparse file over 4 GiB of 64 MiB packets whose payloads are holes. */
+static void test_over_4gib(void **state)
+{
+	(void)state;
+	char path[256];
+	struct vp_error err = {{0}};
+	uint8_t hdr[1 + PB_MAX_VARINT_LEN];
+	const size_t payload = TRACE_MAX_PACKET;
+	hdr[0] = 0x0a;
+	size_t hl = 1 + pb_encode_varint(hdr + 1, payload);
+	size_t n = (size_t)((4ull << 30) / (hl + payload)) + 2;
+
+	path_of(path, sizeof(path), "big.pb");
+	int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0644);
+	assert_true(fd >= 0);
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(pwrite(fd, hdr, hl, (off_t)(i * (hl + payload))),
+				 (ssize_t)hl);
+	assert_int_equal(ftruncate(fd, (off_t)(n * (hl + payload))), 0);
+	close(fd);
+
+	struct trace_reader *r;
+	struct trace_record rec;
+	assert_int_equal(trace_reader_open(&r, path, &err), 0);
+	assert_true(trace_reader_size(r) > (4ull << 30));
+	size_t got = 0;
+	uint64_t last = 0;
+	while (trace_reader_next(r, &rec, &err) > 0) {
+		assert_int_equal(rec.len, payload);
+		last = rec.offset;
+		got++;
+	}
+	assert_int_equal(got, n);
+	assert_true(last > (4ull << 30));
+	trace_reader_close(r);
+	unlink(path);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_roundtrip_straddling),
+		cmocka_unit_test(test_malformed),
+		cmocka_unit_test(test_empty_and_missing),
+		cmocka_unit_test(test_writer_abort_keeps_old),
+		cmocka_unit_test(test_over_4gib),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
