@@ -1,0 +1,547 @@
+/*
+ * test_rewrite.c - every timestamp kind and id the rewriter touches, with a
+ * known synthetic clock map, so each expected value can be computed here:
+ *   BOOTTIME  -> host = t + 1e9 + (t - 5e9) / 10000   (100 ppm drift)
+ *   MONOTONIC -> host = t + 3e9
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <string.h>
+
+#include "pb_wire.h"
+#include "perfetto_fields.h"
+#include "rewrite.h"
+
+static uint64_t host_boot(uint64_t t)
+{
+	return t + 1000000000ull + (uint64_t)(((int64_t)t - 5000000000ll) / 10000);
+}
+
+static uint64_t host_mono(uint64_t t) { return t + 3000000000ull; }
+
+static bool test_map(void *ctx, uint32_t clock, uint64_t in, uint64_t *out)
+{
+	(void)ctx;
+	if (clock == CLOCK_BOOTTIME) {
+		*out = host_boot(in);
+		return true;
+	}
+	if (clock == CLOCK_MONOTONIC) {
+		*out = host_mono(in);
+		return true;
+	}
+	return false;
+}
+
+static struct rewriter *new_rw(bool remap)
+{
+	struct rewrite_cfg cfg = {
+		.path = "guest.pb",
+		.map = test_map,
+		.target_clock = CLOCK_BOOTTIME,
+		.trace_clock = CLOCK_BOOTTIME,
+		.seq_offset = 100,
+		.machine_id = remap ? 0 : 7,
+		.remap_ids = remap,
+		.pid_offset = 1u << 22,
+		.uuid_key = 0x9e3779b97f4a7c15ull * 3,
+	};
+	return rewriter_new(&cfg);
+}
+
+/* ---- tiny decoder for the checks ---- */
+
+/* The n-th field `num` of a message (0-based); false if absent. */
+static bool field(const uint8_t *p, size_t len, uint32_t num, int nth,
+		  struct pb_field *out)
+{
+	struct pb_reader r;
+	struct pb_field f;
+	pb_reader_init(&r, p, len);
+	while (pb_next(&r, &f))
+		if (f.num == num && nth-- == 0) {
+			*out = f;
+			return true;
+		}
+	assert_int_equal(r.err, PB_OK);
+	return false;
+}
+
+static uint64_t u(const uint8_t *p, size_t len, uint32_t num)
+{
+	struct pb_field f;
+	assert_true(field(p, len, num, 0, &f));
+	return f.val;
+}
+
+static struct pb_field sub(const uint8_t *p, size_t len, uint32_t num, int nth)
+{
+	struct pb_field f;
+	assert_true(field(p, len, num, nth, &f));
+	return f;
+}
+
+static void rewrite(struct rewriter *rw, struct pb_buf *in, struct pb_buf *out)
+{
+	struct vp_error err = {{0}};
+	int rc = rewrite_packet(rw, in->data, in->len, 1000, out, &err);
+	if (rc)
+		print_error("%s\n", err.msg);
+	assert_int_equal(rc, 0);
+}
+
+/* ---- tests ---- */
+
+static void test_packet_timestamp_and_identity(void **state)
+{
+	(void)state;
+	struct rewriter *rw = new_rw(false);
+	struct pb_buf in, out;
+	pb_buf_init(&in);
+	pb_buf_init(&out);
+
+	pb_put_varint(&in, TP_TIMESTAMP, 7000000000ull);
+	pb_put_varint(&in, TP_TRUSTED_PACKET_SEQUENCE_ID, 3);
+	pb_put_varint(&in, 9000, 42); /* unknown: must survive as is */
+	pb_put_string(&in, 9001, "opaque");
+	pb_put_varint(&in, TP_MACHINE_ID, 55); /* replaced by ours */
+	rewrite(rw, &in, &out);
+
+	assert_int_equal(u(out.data, out.len, TP_TIMESTAMP), host_boot(7000000000ull));
+	assert_int_equal(u(out.data, out.len, TP_TRUSTED_PACKET_SEQUENCE_ID), 103);
+	assert_int_equal(u(out.data, out.len, 9000), 42);
+	struct pb_field f = sub(out.data, out.len, 9001, 0);
+	assert_memory_equal(f.data, "opaque", 6);
+	assert_int_equal(u(out.data, out.len, TP_MACHINE_ID), 7);
+	assert_false(field(out.data, out.len, TP_MACHINE_ID, 1, &f));
+	assert_false(field(out.data, out.len, TP_TIMESTAMP_CLOCK_ID, 0, &f));
+
+	/* sequence id 0 ("no sequence") stays 0 */
+	pb_buf_reset(&in);
+	pb_put_varint(&in, TP_TRUSTED_PACKET_SEQUENCE_ID, 0);
+	rewrite(rw, &in, &out);
+	assert_int_equal(u(out.data, out.len, TP_TRUSTED_PACKET_SEQUENCE_ID), 0);
+
+	pb_buf_free(&in);
+	pb_buf_free(&out);
+	rewriter_free(rw);
+}
+
+static void test_monotonic_relabelled(void **state)
+{
+	(void)state;
+	struct rewriter *rw = new_rw(false);
+	struct pb_buf in, out;
+	pb_buf_init(&in);
+	pb_buf_init(&out);
+
+	/* explicit clock id: replaced in place */
+	pb_put_varint(&in, TP_TIMESTAMP, 2000);
+	pb_put_varint(&in, TP_TIMESTAMP_CLOCK_ID, CLOCK_MONOTONIC);
+	rewrite(rw, &in, &out);
+	assert_int_equal(u(out.data, out.len, TP_TIMESTAMP), host_mono(2000));
+	assert_int_equal(u(out.data, out.len, TP_TIMESTAMP_CLOCK_ID), CLOCK_BOOTTIME);
+
+	/* clock from the sequence defaults: an explicit id is added */
+	pb_buf_reset(&in);
+	pb_put_varint(&in, TP_TRUSTED_PACKET_SEQUENCE_ID, 5);
+	pb_put_varint(&in, TP_SEQUENCE_FLAGS, SEQ_INCREMENTAL_STATE_CLEARED);
+	size_t m = pb_begin_nested(&in, TP_TRACE_PACKET_DEFAULTS);
+	pb_put_varint(&in, TPD_TIMESTAMP_CLOCK_ID, CLOCK_MONOTONIC);
+	pb_end_nested(&in, m);
+	rewrite(rw, &in, &out);
+	pb_buf_reset(&in);
+	pb_put_varint(&in, TP_TRUSTED_PACKET_SEQUENCE_ID, 5);
+	pb_put_varint(&in, TP_TIMESTAMP, 9000);
+	rewrite(rw, &in, &out);
+	assert_int_equal(u(out.data, out.len, TP_TIMESTAMP), host_mono(9000));
+	assert_int_equal(u(out.data, out.len, TP_TIMESTAMP_CLOCK_ID), CLOCK_BOOTTIME);
+
+	/* REALTIME can't be mapped: left alone and counted */
+	pb_buf_reset(&in);
+	pb_put_varint(&in, TP_TIMESTAMP, 123);
+	pb_put_varint(&in, TP_TIMESTAMP_CLOCK_ID, CLOCK_REALTIME);
+	uint64_t before = rewriter_stats(rw)->ts_unmapped;
+	rewrite(rw, &in, &out);
+	assert_int_equal(u(out.data, out.len, TP_TIMESTAMP), 123);
+	assert_int_equal(u(out.data, out.len, TP_TIMESTAMP_CLOCK_ID), CLOCK_REALTIME);
+	assert_int_equal(rewriter_stats(rw)->ts_unmapped, before + 1);
+
+	pb_buf_free(&in);
+	pb_buf_free(&out);
+	rewriter_free(rw);
+}
+
+static void put_clock(struct pb_buf *b, uint32_t id, uint64_t ts, bool incr,
+		      uint64_t unit)
+{
+	size_t m = pb_begin_nested(b, CS_CLOCKS);
+	pb_put_varint(b, CLK_CLOCK_ID, id);
+	pb_put_varint(b, CLK_TIMESTAMP, ts);
+	if (incr)
+		pb_put_varint(b, CLK_IS_INCREMENTAL, 1);
+	if (unit)
+		pb_put_varint(b, CLK_UNIT_MULTIPLIER_NS, unit);
+	pb_end_nested(b, m);
+}
+
+/* A snapshot anchoring scoped clock 64 (incremental, unit 1000 ns) and 65
+ * (absolute, unit 10 ns) at BOOTTIME B; then deltas on 64. */
+static void test_scoped_clocks(void **state)
+{
+	(void)state;
+	struct rewriter *rw = new_rw(false);
+	struct pb_buf in, out;
+	pb_buf_init(&in);
+	pb_buf_init(&out);
+	const uint64_t B = 6000000000ull, X = 1000, Y = 500;
+
+	pb_put_varint(&in, TP_TRUSTED_PACKET_SEQUENCE_ID, 9);
+	pb_put_varint(&in, TP_SEQUENCE_FLAGS, SEQ_INCREMENTAL_STATE_CLEARED);
+	size_t m = pb_begin_nested(&in, TP_CLOCK_SNAPSHOT);
+	put_clock(&in, CLOCK_BOOTTIME, B, false, 0);
+	put_clock(&in, CLOCK_MONOTONIC, 777, false, 0);
+	put_clock(&in, 64, X, true, 1000);
+	put_clock(&in, 65, Y, false, 10);
+	pb_end_nested(&in, m);
+	m = pb_begin_nested(&in, TP_TRACE_PACKET_DEFAULTS);
+	pb_put_varint(&in, TPD_TIMESTAMP_CLOCK_ID, 64);
+	pb_end_nested(&in, m);
+	rewrite(rw, &in, &out);
+
+	/* the snapshot: BOOTTIME entry mapped, the others as they were */
+	struct pb_field snap = sub(out.data, out.len, TP_CLOCK_SNAPSHOT, 0);
+	struct pb_field c0 = sub(snap.data, snap.len, CS_CLOCKS, 0);
+	struct pb_field c1 = sub(snap.data, snap.len, CS_CLOCKS, 1);
+	struct pb_field c2 = sub(snap.data, snap.len, CS_CLOCKS, 2);
+	uint64_t Bo = host_boot(B);
+	assert_int_equal(u(c0.data, c0.len, CLK_TIMESTAMP), Bo);
+	assert_int_equal(u(c1.data, c1.len, CLK_TIMESTAMP), 777);
+	assert_int_equal(u(c2.data, c2.len, CLK_TIMESTAMP), X);
+	assert_int_equal(u(c2.data, c2.len, CLK_UNIT_MULTIPLIER_NS), 1000);
+
+	/* deltas: resolve the output as a reader would and compare */
+	uint64_t in_abs = X, out_abs = X;
+	static const uint64_t deltas[] = {0, 1, 5, 1000, 123456, 7, 999999, 3};
+	for (size_t i = 0; i < sizeof(deltas) / sizeof(deltas[0]); i++) {
+		pb_buf_reset(&in);
+		pb_put_varint(&in, TP_TRUSTED_PACKET_SEQUENCE_ID, 9);
+		pb_put_varint(&in, TP_TIMESTAMP, deltas[i]);
+		rewrite(rw, &in, &out);
+		in_abs += deltas[i];
+		out_abs += u(out.data, out.len, TP_TIMESTAMP);
+		uint64_t guest = B + (in_abs - X) * 1000;
+		int64_t host = (int64_t)(Bo + (out_abs - X) * 1000);
+		int64_t want = (int64_t)host_boot(guest);
+		assert_true(host - want <= 500 && want - host <= 500);
+		assert_false(field(out.data, out.len, TP_TIMESTAMP_CLOCK_ID, 0,
+				   &c0));
+	}
+	/* clock 65, not incremental */
+	pb_buf_reset(&in);
+	pb_put_varint(&in, TP_TRUSTED_PACKET_SEQUENCE_ID, 9);
+	pb_put_varint(&in, TP_TIMESTAMP_CLOCK_ID, 65);
+	pb_put_varint(&in, TP_TIMESTAMP, Y + 100000000);
+	rewrite(rw, &in, &out);
+	uint64_t o = u(out.data, out.len, TP_TIMESTAMP);
+	int64_t host = (int64_t)(Bo + (o - Y) * 10);
+	int64_t want = (int64_t)host_boot(B + 100000000ull * 10);
+	assert_true(host - want <= 5 && want - host <= 5);
+	assert_int_equal(rewriter_stats(rw)->ts_scoped, 9);
+
+	/* another sequence does not see these clocks */
+	pb_buf_reset(&in);
+	pb_put_varint(&in, TP_TRUSTED_PACKET_SEQUENCE_ID, 10);
+	pb_put_varint(&in, TP_TIMESTAMP_CLOCK_ID, 64);
+	pb_put_varint(&in, TP_TIMESTAMP, 55);
+	rewrite(rw, &in, &out);
+	assert_int_equal(u(out.data, out.len, TP_TIMESTAMP), 55);
+
+	pb_buf_free(&in);
+	pb_buf_free(&out);
+	rewriter_free(rw);
+}
+
+static void test_legacy_us(void **state)
+{
+	(void)state;
+	struct rewriter *rw = new_rw(false);
+	struct pb_buf in, out;
+	pb_buf_init(&in);
+	pb_buf_init(&out);
+	const int64_t ref = 8000000; /* us */
+
+	pb_put_varint(&in, TP_TRUSTED_PACKET_SEQUENCE_ID, 4);
+	pb_put_varint(&in, TP_INCREMENTAL_STATE_CLEARED, 1);
+	size_t m = pb_begin_nested(&in, TP_THREAD_DESCRIPTOR);
+	pb_put_varint(&in, THD_PID, 10);
+	pb_put_varint(&in, THD_TID, 11);
+	pb_put_varint(&in, THD_REFERENCE_TIMESTAMP_US, (uint64_t)ref);
+	pb_end_nested(&in, m);
+	rewrite(rw, &in, &out);
+	struct pb_field td = sub(out.data, out.len, TP_THREAD_DESCRIPTOR, 0);
+	int64_t ref_out = (int64_t)u(td.data, td.len, THD_REFERENCE_TIMESTAMP_US);
+	assert_int_equal(ref_out, (host_boot((uint64_t)ref * 1000) + 500) / 1000);
+	assert_int_equal(u(td.data, td.len, THD_PID), 10);
+
+	int64_t in_us = ref, out_us = ref_out;
+	static const int64_t deltas[] = {5, 0, 100000, 3, 2500000};
+	for (size_t i = 0; i < 5; i++) {
+		pb_buf_reset(&in);
+		pb_put_varint(&in, TP_TRUSTED_PACKET_SEQUENCE_ID, 4);
+		m = pb_begin_nested(&in, TP_TRACK_EVENT);
+		pb_put_varint(&in, TE_TYPE, TE_TYPE_INSTANT);
+		pb_put_varint(&in, TE_TIMESTAMP_DELTA_US, (uint64_t)deltas[i]);
+		pb_end_nested(&in, m);
+		rewrite(rw, &in, &out);
+		struct pb_field te = sub(out.data, out.len, TP_TRACK_EVENT, 0);
+		in_us += deltas[i];
+		out_us += (int64_t)u(te.data, te.len, TE_TIMESTAMP_DELTA_US);
+		int64_t want = (int64_t)(host_boot((uint64_t)in_us * 1000) + 500) / 1000;
+		assert_int_equal(out_us, want);
+		assert_int_equal(u(te.data, te.len, TE_TYPE), TE_TYPE_INSTANT);
+	}
+	/* absolute us */
+	pb_buf_reset(&in);
+	pb_put_varint(&in, TP_TRUSTED_PACKET_SEQUENCE_ID, 4);
+	m = pb_begin_nested(&in, TP_TRACK_EVENT);
+	pb_put_varint(&in, TE_TIMESTAMP_ABSOLUTE_US, 9000000);
+	pb_end_nested(&in, m);
+	rewrite(rw, &in, &out);
+	struct pb_field te = sub(out.data, out.len, TP_TRACK_EVENT, 0);
+	assert_int_equal(u(te.data, te.len, TE_TIMESTAMP_ABSOLUTE_US),
+			 (host_boot(9000000000ull) + 500) / 1000);
+	assert_int_equal(rewriter_stats(rw)->ts_legacy_us, 7);
+
+	pb_buf_free(&in);
+	pb_buf_free(&out);
+	rewriter_free(rw);
+}
+
+static void test_ftrace(void **state)
+{
+	(void)state;
+	struct rewriter *rw = new_rw(false);
+	struct pb_buf in, out;
+	pb_buf_init(&in);
+	pb_buf_init(&out);
+
+	/* boot clock: every event, plus the bundle's cropping timestamps */
+	size_t m = pb_begin_nested(&in, TP_FTRACE_EVENTS);
+	pb_put_varint(&in, FB_CPU, 2);
+	for (int i = 0; i < 3; i++) {
+		size_t e = pb_begin_nested(&in, FB_EVENT);
+		pb_put_varint(&in, FE_TIMESTAMP, 6000000000ull + (uint64_t)i * 1000);
+		pb_put_varint(&in, FE_PID, 77);
+		pb_end_nested(&in, e);
+	}
+	pb_put_varint(&in, FB_PREVIOUS_BUNDLE_END_TIMESTAMP, 5999999000ull);
+	size_t cs = pb_begin_nested(&in, FB_COMPACT_SCHED);
+	static const uint64_t sw[] = {6100000000ull, 10, 0, 5000, 1};
+	size_t p = pb_begin_nested(&in, CSCHED_SWITCH_TIMESTAMP);
+	for (int i = 0; i < 5; i++)
+		pb_put_raw_varint(&in, sw[i]);
+	pb_end_nested(&in, p);
+	p = pb_begin_nested(&in, CSCHED_SWITCH_NEXT_PID);
+	for (int i = 0; i < 5; i++)
+		pb_put_raw_varint(&in, (uint64_t)i);
+	pb_end_nested(&in, p);
+	p = pb_begin_nested(&in, CSCHED_WAKING_TIMESTAMP);
+	pb_put_raw_varint(&in, 6200000000ull);
+	pb_put_raw_varint(&in, 250);
+	pb_end_nested(&in, p);
+	pb_end_nested(&in, cs);
+	pb_end_nested(&in, m);
+	rewrite(rw, &in, &out);
+
+	struct pb_field b = sub(out.data, out.len, TP_FTRACE_EVENTS, 0);
+	assert_int_equal(u(b.data, b.len, FB_CPU), 2);
+	for (int i = 0; i < 3; i++) {
+		struct pb_field e = sub(b.data, b.len, FB_EVENT, i);
+		assert_int_equal(u(e.data, e.len, FE_TIMESTAMP),
+				 host_boot(6000000000ull + (uint64_t)i * 1000));
+		assert_int_equal(u(e.data, e.len, FE_PID), 77);
+	}
+	assert_int_equal(u(b.data, b.len, FB_PREVIOUS_BUNDLE_END_TIMESTAMP),
+			 host_boot(5999999000ull));
+	struct pb_field c = sub(b.data, b.len, FB_COMPACT_SCHED, 0);
+	struct pb_field st = sub(c.data, c.len, CSCHED_SWITCH_TIMESTAMP, 0);
+	struct pb_packed_iter it;
+	uint64_t v, in_abs = 0, out_abs = 0;
+	pb_packed_init(&it, st.data, st.len);
+	for (int i = 0; i < 5; i++) {
+		assert_true(pb_packed_next(&it, &v));
+		in_abs += sw[i];
+		out_abs += v;
+		assert_int_equal(out_abs, host_boot(in_abs));
+	}
+	assert_false(pb_packed_next(&it, &v));
+	struct pb_field wk = sub(c.data, c.len, CSCHED_WAKING_TIMESTAMP, 0);
+	pb_packed_init(&it, wk.data, wk.len);
+	assert_true(pb_packed_next(&it, &v));
+	assert_int_equal(v, host_boot(6200000000ull));
+	assert_true(pb_packed_next(&it, &v));
+	assert_int_equal(v, host_boot(6200000250ull) - host_boot(6200000000ull));
+	assert_int_equal(rewriter_stats(rw)->ts_compact, 7);
+	assert_int_equal(rewriter_stats(rw)->ts_ftrace, 4);
+
+	/* a bundle on another ftrace clock: only boot_timestamp moves */
+	pb_buf_reset(&in);
+	m = pb_begin_nested(&in, TP_FTRACE_EVENTS);
+	pb_put_varint(&in, FB_FTRACE_CLOCK, 2);
+	pb_put_varint(&in, FB_FTRACE_TIMESTAMP, 111);
+	pb_put_varint(&in, FB_BOOT_TIMESTAMP, 7000000000ull);
+	size_t e = pb_begin_nested(&in, FB_EVENT);
+	pb_put_varint(&in, FE_TIMESTAMP, 222);
+	pb_end_nested(&in, e);
+	pb_end_nested(&in, m);
+	rewrite(rw, &in, &out);
+	b = sub(out.data, out.len, TP_FTRACE_EVENTS, 0);
+	assert_int_equal(u(b.data, b.len, FB_FTRACE_TIMESTAMP), 111);
+	assert_int_equal(u(b.data, b.len, FB_BOOT_TIMESTAMP), host_boot(7000000000ull));
+	struct pb_field ev = sub(b.data, b.len, FB_EVENT, 0);
+	assert_int_equal(u(ev.data, ev.len, FE_TIMESTAMP), 222);
+
+	pb_buf_free(&in);
+	pb_buf_free(&out);
+	rewriter_free(rw);
+}
+
+static void test_remap_ids(void **state)
+{
+	(void)state;
+	struct rewriter *rw = new_rw(true);
+	struct pb_buf in, out;
+	pb_buf_init(&in);
+	pb_buf_init(&out);
+	const uint64_t key = 0x9e3779b97f4a7c15ull * 3;
+
+	pb_put_varint(&in, TP_TRUSTED_PID, 1234);
+	size_t m = pb_begin_nested(&in, TP_TRACK_DESCRIPTOR);
+	pb_put_varint(&in, TD_UUID, 555);
+	pb_put_varint(&in, TD_PARENT_UUID, 0);
+	size_t t = pb_begin_nested(&in, TD_THREAD);
+	pb_put_varint(&in, THD_PID, 1234);
+	pb_put_varint(&in, THD_TID, 1240);
+	pb_end_nested(&in, t);
+	pb_end_nested(&in, m);
+	rewrite(rw, &in, &out);
+	uint32_t off = 1u << 22;
+	assert_int_equal(u(out.data, out.len, TP_TRUSTED_PID), 1234 + off);
+	struct pb_field td = sub(out.data, out.len, TP_TRACK_DESCRIPTOR, 0);
+	assert_int_equal(u(td.data, td.len, TD_UUID), rewrite_remap_uuid(555, key));
+	assert_int_equal(u(td.data, td.len, TD_PARENT_UUID), 0);
+	struct pb_field th = sub(td.data, td.len, TD_THREAD, 0);
+	assert_int_equal(u(th.data, th.len, THD_PID), 1234 + off);
+	assert_int_equal(u(th.data, th.len, THD_TID), 1240 + off);
+	/* no machine id without machine ids */
+	struct pb_field f;
+	assert_false(field(out.data, out.len, TP_MACHINE_ID, 0, &f));
+
+	/* a track event's uuid and extra counter uuids (packed) */
+	pb_buf_reset(&in);
+	m = pb_begin_nested(&in, TP_TRACK_EVENT);
+	pb_put_varint(&in, TE_TRACK_UUID, 555);
+	size_t p = pb_begin_nested(&in, TE_EXTRA_COUNTER_TRACK_UUIDS);
+	pb_put_raw_varint(&in, 1);
+	pb_put_raw_varint(&in, 0);
+	pb_end_nested(&in, p);
+	pb_end_nested(&in, m);
+	rewrite(rw, &in, &out);
+	struct pb_field te = sub(out.data, out.len, TP_TRACK_EVENT, 0);
+	assert_int_equal(u(te.data, te.len, TE_TRACK_UUID),
+			 rewrite_remap_uuid(555, key));
+	struct pb_field ex = sub(te.data, te.len, TE_EXTRA_COUNTER_TRACK_UUIDS, 0);
+	struct pb_packed_iter it;
+	uint64_t v;
+	pb_packed_init(&it, ex.data, ex.len);
+	assert_true(pb_packed_next(&it, &v));
+	assert_int_equal(v, rewrite_remap_uuid(1, key));
+	assert_true(pb_packed_next(&it, &v));
+	assert_int_equal(v, 0);
+
+	/* pid 0 (idle) stays 0 in sched_switch */
+	pb_buf_reset(&in);
+	m = pb_begin_nested(&in, TP_FTRACE_EVENTS);
+	size_t e = pb_begin_nested(&in, FB_EVENT);
+	pb_put_varint(&in, FE_PID, 0);
+	size_t s = pb_begin_nested(&in, FE_SCHED_SWITCH);
+	pb_put_varint(&in, SS_PREV_PID, 0);
+	pb_put_varint(&in, SS_NEXT_PID, 99);
+	pb_end_nested(&in, s);
+	pb_end_nested(&in, e);
+	pb_end_nested(&in, m);
+	rewrite(rw, &in, &out);
+	struct pb_field b = sub(out.data, out.len, TP_FTRACE_EVENTS, 0);
+	struct pb_field ev = sub(b.data, b.len, FB_EVENT, 0);
+	struct pb_field ss = sub(ev.data, ev.len, FE_SCHED_SWITCH, 0);
+	assert_int_equal(u(ev.data, ev.len, FE_PID), 0);
+	assert_int_equal(u(ss.data, ss.len, SS_PREV_PID), 0);
+	assert_int_equal(u(ss.data, ss.len, SS_NEXT_PID), 99 + off);
+
+	pb_buf_free(&in);
+	pb_buf_free(&out);
+	rewriter_free(rw);
+}
+
+/* The uuid permutation never produces 0 from a non-zero uuid and never
+ * maps two uuids to one (checked on a sample, and by construction). */
+static void test_uuid_permutation(void **state)
+{
+	(void)state;
+	const uint64_t key = 0x9e3779b97f4a7c15ull * 5;
+	assert_int_equal(rewrite_remap_uuid(0, key), 0);
+	uint64_t x = 1;
+	for (int i = 0; i < 100000; i++) {
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+		uint64_t y = rewrite_remap_uuid(x, key);
+		if (x)
+			assert_true(y != 0);
+		assert_true(rewrite_remap_uuid(x + 1, key) != y);
+	}
+}
+
+static void test_malformed_offsets(void **state)
+{
+	(void)state;
+	struct rewriter *rw = new_rw(false);
+	struct pb_buf in, out;
+	struct vp_error err = {{0}};
+	pb_buf_init(&in);
+	pb_buf_init(&out);
+
+	/* a track_event whose inner field claims more bytes than it has */
+	pb_put_varint(&in, TP_TIMESTAMP, 5);
+	pb_put_tag(&in, TP_TRACK_EVENT, PB_WT_LEN);
+	pb_put_raw_varint(&in, 3);
+	const uint8_t inner[] = {0x0a /* field 1 LEN */, 0x10, 0x00};
+	pb_put_raw(&in, inner, 3);
+	assert_int_equal(rewrite_packet(rw, in.data, in.len, 1000, &out, &err), -1);
+	print_message("%s\n", err.msg);
+	/* packet at 1000; timestamp 2 bytes; track_event tag + len 2 bytes */
+	assert_non_null(strstr(err.msg, "guest.pb: byte offset 1004"));
+	assert_non_null(strstr(err.msg, "track_event"));
+
+	pb_buf_free(&in);
+	pb_buf_free(&out);
+	rewriter_free(rw);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_packet_timestamp_and_identity),
+		cmocka_unit_test(test_monotonic_relabelled),
+		cmocka_unit_test(test_scoped_clocks),
+		cmocka_unit_test(test_legacy_us),
+		cmocka_unit_test(test_ftrace),
+		cmocka_unit_test(test_remap_ids),
+		cmocka_unit_test(test_uuid_permutation),
+		cmocka_unit_test(test_malformed_offsets),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
