@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# run.sh - the two commands a newcomer runs on a fresh Debian machine.
+#
+#   ./run.sh          install what is missing, build, and run the main job on
+#                     an embedded default: generate sample host and guest
+#                     traces, merge them, print the sync report
+#   ./run.sh test     install what is missing, build, and pass the tests:
+#                     unit and end-to-end tests, the same under ASan+UBSan,
+#                     and a short run of every libFuzzer target
+#
+# Other verbs: ./run.sh build | bench | fuzz SECONDS
+set -euo pipefail
+cd "$(dirname "$0")"
+ROOT=$PWD
+
+# Debian packages the build, the tests and the benchmarks need.
+PACKAGES=(meson ninja-build pkg-config gcc clang libclang-rt-14-dev
+          protobuf-c-compiler libprotobuf-c-dev protobuf-compiler
+          libcmocka-dev zlib1g-dev python3)
+
+say() { printf '\n== %s\n' "$*" >&2; }
+
+install_deps() {
+  local missing=()
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
+      missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  say "installing: ${missing[*]}"
+  local sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+# build DIR [meson options...]
+build() {
+  local dir=$1; shift
+  if [ ! -f "$dir/build.ninja" ]; then
+    meson setup "$dir" "$@" >/dev/null
+  fi
+  ninja -C "$dir" >/dev/null
+}
+
+demo() {
+  build build
+  local w=build/demo
+  mkdir -p "$w"
+  say "generating sample traces (guest counter offset -0x123456789ab, 40 ppm drift)"
+  build/tests/tracegen/vperfetto_tracegen --host "$w/host.pb" --guest "$w/guest.pb" \
+    --seed 1 --duration-s 30 --drift-ppm 40 --jitter-ns 200 --exchanges 100 \
+    --outlier-every 50 --params-out "$w/params.txt"
+  ls -l "$w/host.pb" "$w/guest.pb"
+  say "vperfetto_merge $w/host.pb $w/guest.pb -o $w/merged.pb"
+  build/merge/vperfetto_merge "$w/host.pb" "$w/guest.pb" -o "$w/merged.pb" \
+    --report "$w/report.json"
+  say "every guest timestamp against the generator's truth"
+  build/tests/tracegen/check_truth "$w/params.txt" "$w/guest.pb" "$w/merged.pb" \
+    --machine 1 --tolerance-ns 1000
+  say "sync report: $w/report.json"
+  cat "$w/report.json"
+}
+
+run_tests() {
+  say "build and test (debugoptimized)"
+  build build
+  meson test -C build --print-errorlogs
+  say "build and test under AddressSanitizer + UndefinedBehaviorSanitizer"
+  build build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    meson test -C build-asan --print-errorlogs
+  fuzz "${FUZZ_SECONDS:-20}"
+}
+
+fuzz() {
+  local secs=${1:-60}
+  say "libFuzzer targets, ${secs}s each"
+  CC=clang build build-fuzz -Dfuzz=true -Dtests=disabled \
+    -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug
+  build build
+  local corpus=build-fuzz/corpus
+  mkdir -p "$corpus/trace"
+  build/tests/tracegen/vperfetto_tracegen --host "$corpus/trace/host.pb" \
+    --guest "$corpus/trace/guest.pb" --seed 3 --duration-s 1 --events 50 \
+    --exchanges 5 >/dev/null
+  local total=0 failed=0
+  for t in fuzz_pb_wire fuzz_trace_reader fuzz_merge; do
+    mkdir -p "$corpus/$t"
+    total=$((total + 1))
+    if build-fuzz/tests/fuzz/$t -max_total_time="$secs" -max_len=65536 \
+         -print_final_stats=0 "$corpus/$t" "$corpus/trace" >"build-fuzz/$t.log" 2>&1; then
+      echo "fuzz: $t ok ($(grep -c . "build-fuzz/$t.log") log lines)"
+    else
+      failed=$((failed + 1))
+      echo "fuzz: $t FAILED"; tail -40 "build-fuzz/$t.log"
+    fi
+  done
+  echo "fuzz: $((total - failed)) passed, $failed failed"
+  [ "$failed" -eq 0 ]
+}
+
+install_deps
+case "${1:-demo}" in
+  demo) demo ;;
+  test) run_tests ;;
+  build) build build ;;
+  bench) build build && python3 tests/bench/merge_bench.py "${@:2}" ;;
+  fuzz) fuzz "${2:-60}" ;;
+  *) echo "usage: $0 [demo|test|build|bench|fuzz SECONDS]" >&2; exit 1 ;;
+esac

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# merge_e2e.sh - end-to-end merges of generated traces.
+#
+# usage: merge_e2e.sh TRACEGEN MERGE CHECK_TRUTH PROTO_CHECK PROTOC_DECODE_SH PROTO_DIR
+#
+# Each scenario generates a host and a guest trace with a known clock
+# relation, merges them and checks every guest timestamp against the truth
+# (check_truth), decodes the output with protobuf-c and with protoc (no
+# unknown or misnumbered fields), and checks the bad-input contract: exit
+# status, a message naming the file and byte offset, and no output.
+set -uo pipefail
+TG=$1 MERGE=$2 TRUTH=$3 PCHECK=$4 PDECODE=$5 PROTO_DIR=$6
+W=$(mktemp -d /tmp/vp_e2e.XXXXXX)
+trap 'rm -rf "$W"' EXIT
+pass=0 fail=0
+
+ok()  { pass=$((pass + 1)); echo "ok - $1"; }
+bad() { fail=$((fail + 1)); echo "not ok - $1"; [ -f "$W/log" ] && sed 's/^/    /' "$W/log" | tail -30; }
+# check NAME CMD...: the command must succeed
+check() { local n=$1; shift; if "$@" >"$W/log" 2>&1; then ok "$n"; else bad "$n"; fi; }
+# expect_exit NAME STATUS PATTERN CMD...: must exit STATUS, stderr matching PATTERN
+expect_exit() {
+  local n=$1 want=$2 pat=$3; shift 3
+  "$@" >"$W/log" 2>&1; local got=$?
+  if [ "$got" -eq "$want" ] && grep -Eq -- "$pat" "$W/log"; then ok "$n"
+  else echo "    exit $got (want $want), pattern '$pat'"; bad "$n"; fi
+}
+
+gen() { # gen NAME ARGS...: host/guest/params under $W/NAME
+  local n=$1; shift
+  "$TG" --host "$W/$n.host.pb" --guest "$W/$n.guest.pb" --params-out "$W/$n.params" "$@" >/dev/null
+}
+
+merge_and_check() { # NAME TOLERANCE_NS MERGE_ARGS...
+  local n=$1 tol=$2; shift 2
+  check "$n: merge" "$MERGE" "$W/$n.host.pb" "$W/$n.guest.pb" -o "$W/$n.out.pb" \
+        --report "$W/$n.json" "$@"
+  check "$n: every guest timestamp within ${tol} ns of truth" \
+        "$TRUTH" "$W/$n.params" "$W/$n.guest.pb" "$W/$n.out.pb" --machine 1 --tolerance-ns "$tol"
+}
+
+# 1. the counter offset from sync exchanges, drift, jitter, outliers
+gen ex --seed 11 --duration-s 20 --drift-ppm 50 --jitter-ns 300 --outlier-every 40 --exchanges 100
+merge_and_check ex 1000
+check "ex: report names the exchanges as offset source" grep -q '"source": "exchanges"' "$W/ex.json"
+check "ex: zero causality violations" grep -q '"causality_violations": 0' "$W/ex.json"
+check "ex: outliers rejected" python3 -c "
+import json,sys; r=json.load(open('$W/ex.json')); g=r['guests'][0]
+sys.exit(0 if g['fit_boottime']['samples_rejected']>0 else 1)"
+check "ex: host packets copied byte for byte" python3 -c "
+h=open('$W/ex.host.pb','rb').read(); o=open('$W/ex.out.pb','rb').read()
+import sys; sys.exit(0 if o.startswith(h) else 1)"
+check "ex: merged output decodes with protobuf-c, no unknown fields" "$PCHECK" --allow 9000 "$W/ex.out.pb"
+check "ex: merged output decodes with protoc, no unknown fields" \
+      env VP_ALLOW_FIELDS=9000 VP_PROTO_DIR="$PROTO_DIR" bash "$PDECODE" "$W/ex.out.pb"
+check "ex: the guest's unknown field 9000 survived" bash -c \
+      "VP_PROTO_DIR='$PROTO_DIR' VP_ALLOW_FIELDS=9000 bash '$PDECODE' --print '$W/ex.out.pb' | grep -q '^ *9000: '"
+
+# 2. the offset from the host's kvm_tsc record, no exchanges
+gen kvm --seed 12 --duration-s 10 --drift-ppm -20 --kvm-tsc --exchanges 0
+merge_and_check kvm 1000
+check "kvm: offset source is kvm_tsc" grep -q '"source": "kvm_tsc"' "$W/kvm.json"
+
+# 3. the offset from the command line
+OFF=$(grep '^offset=' "$W/kvm.params" | cut -d= -f2)
+check "cmdline: merge" "$MERGE" "$W/kvm.host.pb" "$W/kvm.guest.pb" -o "$W/cl.out.pb" \
+      --guest-tsc-offset "$OFF" --report "$W/cl.json"
+check "cmdline: within 1000 ns of truth" "$TRUTH" "$W/kvm.params" "$W/kvm.guest.pb" "$W/cl.out.pb" --machine 1 --tolerance-ns 1000
+check "cmdline: offset source is cmdline" grep -q '"source": "cmdline"' "$W/cl.json"
+expect_exit "cmdline: a wrong offset is flagged by the exchanges" 0 "contradict the chosen counter offset" \
+      "$MERGE" "$W/ex.host.pb" "$W/ex.guest.pb" -o "$W/cl2.out.pb" --guest-tsc-offset 12345
+
+# 4. the host clock steps (suspend): two segments
+gen step --seed 13 --duration-s 20 --step-ns 30000000000 --exchanges 50
+merge_and_check step 1000
+check "step: host fit has two segments" python3 -c "
+import json,sys; r=json.load(open('$W/step.json'))
+sys.exit(0 if len(r['host']['fit']['segments'])==2 else 1)"
+
+# 5. two guests against one host
+gen g2 --seed 11 --duration-s 20 --drift-ppm -30 --offset -999999999 --exchanges 60
+check "two guests: same host trace for both seeds" cmp -s "$W/ex.host.pb" "$W/g2.host.pb"
+check "two guests: merge" "$MERGE" "$W/ex.host.pb" "$W/ex.guest.pb" "$W/g2.guest.pb" -o "$W/two.out.pb" --report "$W/two.json"
+check "two guests: guest 1 within 1000 ns" "$TRUTH" "$W/ex.params" "$W/ex.guest.pb" "$W/two.out.pb" --machine 1 --tolerance-ns 1000
+check "two guests: guest 2 within 1000 ns" "$TRUTH" "$W/g2.params" "$W/g2.guest.pb" "$W/two.out.pb" --machine 2 --tolerance-ns 1000
+
+# 6. --no-machine-id
+check "no-machine-id: merge" "$MERGE" -q "$W/ex.host.pb" "$W/ex.guest.pb" -o "$W/nm.out.pb" --no-machine-id
+check "no-machine-id: no machine_id field in the output" bash -c \
+      "VP_PROTO_DIR='$PROTO_DIR' VP_ALLOW_FIELDS=9000 bash '$PDECODE' --print '$W/nm.out.pb' | grep -vq 'machine_id' && ! VP_PROTO_DIR='$PROTO_DIR' VP_ALLOW_FIELDS=9000 bash '$PDECODE' --print '$W/nm.out.pb' | grep -q 'machine_id'"
+
+# 7. bad input
+head -c $(( $(stat -c %s "$W/ex.guest.pb") - 7 )) "$W/ex.guest.pb" > "$W/trunc.pb"
+expect_exit "truncated guest: exit 2 with file and byte offset" 2 "trunc.pb: byte offset [0-9]+" \
+      "$MERGE" "$W/ex.host.pb" "$W/trunc.pb" -o "$W/bad.out.pb"
+check "truncated guest: no output" test ! -e "$W/bad.out.pb"
+echo "precious" > "$W/exists.pb"
+expect_exit "truncated guest: existing output kept" 2 "byte offset" \
+      "$MERGE" "$W/ex.host.pb" "$W/trunc.pb" -o "$W/exists.pb"
+check "truncated guest: existing output unchanged" grep -qx precious "$W/exists.pb"
+check "no temporary files left behind" bash -c "! ls -a '$W' | grep -q '^\.exists\.pb\.'"
+printf 'not a trace at all\n' > "$W/text.pb"
+expect_exit "text as host: exit 2" 2 "text.pb: byte offset" \
+      "$MERGE" "$W/text.pb" "$W/ex.guest.pb" -o "$W/bad.out.pb"
+expect_exit "-o naming an input: exit 1" 1 "names the input" \
+      "$MERGE" "$W/ex.host.pb" "$W/ex.guest.pb" -o "$W/ex.guest.pb"
+ln -s "$W/ex.host.pb" "$W/link.pb"
+expect_exit "-o naming an input through a link: exit 1" 1 "names the input" \
+      "$MERGE" "$W/ex.host.pb" "$W/ex.guest.pb" -o "$W/link.pb"
+expect_exit "no sync data (guest as host): exit 3" 3 "no usable clock-sync" \
+      "$MERGE" "$W/ex.guest.pb" "$W/ex.guest.pb" -o "$W/bad.out.pb"
+check "no sync data: no output" test ! -e "$W/bad.out.pb"
+expect_exit "no sync data + --allow-unsynced: exit 0 with a warning" 0 "not synced" \
+      "$MERGE" "$W/ex.guest.pb" "$W/ex.guest.pb" -o "$W/uns.out.pb" --allow-unsynced
+expect_exit "missing input: exit 2" 2 "nope.pb: cannot open" \
+      "$MERGE" "$W/nope.pb" "$W/ex.guest.pb" -o "$W/bad.out.pb"
+expect_exit "usage: no -o" 1 "no output file" "$MERGE" "$W/ex.host.pb" "$W/ex.guest.pb"
+expect_exit "usage: offsets not once per guest" 1 "once per guest" \
+      "$MERGE" "$W/ex.host.pb" "$W/ex.guest.pb" "$W/g2.guest.pb" -o "$W/x.pb" --guest-tsc-offset 1
+expect_exit "usage: bad scaling" 1 "RATIO:FRACBITS" \
+      "$MERGE" "$W/ex.host.pb" "$W/ex.guest.pb" -o "$W/x.pb" --guest-tsc-scaling 12
+check "inputs never modified" bash -c "cmp -s '$W/ex.host.pb' '$W/link.pb'"
+
+echo "merge_e2e: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
