@@ -1,0 +1,302 @@
+/*
+ * clock_map.c - guest clock -> host clock through the two counter fits and
+ * the KVM counter relation (see clock_map.h).
+ *
+ * All counter arithmetic is 128-bit integer.  The relation's forward
+ * direction R(h) = (h * ratio) >> frac_bits is exactly what KVM computes;
+ * the inverse is an exact rounded division, except in cm_map_ts, which
+ * multiplies by a 60-bit reciprocal prepared once by cm_map_init.
+ */
+#include "clock_map.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+__extension__ typedef __int128 i128;
+__extension__ typedef unsigned __int128 u128;
+
+/* Largest fraction width kept; larger ones are rounded down to it. */
+#define MAX_FRAC 56
+/* Scaling ratios outside [2^-RATIO_LOG2_MAX, 2^RATIO_LOG2_MAX] are taken
+ * as 1.0. */
+#define RATIO_LOG2_MAX 20
+
+static uint64_t clamp_u64(i128 v)
+{
+	if (v < 0)
+		return 0;
+	if (v > (i128)UINT64_MAX)
+		return UINT64_MAX;
+	return (uint64_t)v;
+}
+
+static int64_t clamp_i64(i128 v)
+{
+	if (v < INT64_MIN)
+		return INT64_MIN;
+	if (v > INT64_MAX)
+		return INT64_MAX;
+	return (int64_t)v;
+}
+
+static int cmp_i128(const void *a, const void *b)
+{
+	i128 p = *(const i128 *)a, q = *(const i128 *)b;
+	return p < q ? -1 : p > q ? 1 : 0;
+}
+
+/* The ratio in the form all functions here use: frac <= MAX_FRAC, value in
+ * range, 1.0 for 0 or nonsense (see clock_map.h). */
+static void norm_ratio(uint64_t ratio, unsigned frac, uint64_t *r_out,
+		       unsigned *f_out)
+{
+	uint64_t r = ratio;
+	unsigned f = frac;
+
+	if (f > MAX_FRAC) {
+		unsigned d = f - MAX_FRAC;
+		r = d >= 64 ? 0 : (r >> d) + ((r >> (d - 1)) & 1);
+		f = MAX_FRAC;
+	}
+	if (r == 0 || ((u128)r << RATIO_LOG2_MAX) < ((u128)1 << f) ||
+	    (u128)r > ((u128)1 << (f + RATIO_LOG2_MAX))) {
+		r = 1;
+		f = 0;
+	}
+	*r_out = r;
+	*f_out = f;
+}
+
+/* R(h) = (h * ratio) >> frac, below 2^(64 + RATIO_LOG2_MAX). */
+static i128 apply_ratio(uint64_t h, uint64_t r, unsigned f)
+{
+	return (i128)(((u128)h * r) >> f);
+}
+
+/* ---- the counter relation ----------------------------------------------- */
+
+uint64_t cm_cross_host_to_guest(const struct cm_cross *c, uint64_t host_cycles)
+{
+	uint64_t r;
+	unsigned f;
+
+	norm_ratio(c->ratio, c->frac_bits, &r, &f);
+	return clamp_u64(apply_ratio(host_cycles, r, f) + c->offset);
+}
+
+uint64_t cm_cross_guest_to_host(const struct cm_cross *c, uint64_t guest_cycles)
+{
+	uint64_t r;
+	unsigned f;
+	i128 d = (i128)guest_cycles - c->offset;
+
+	norm_ratio(c->ratio, c->frac_bits, &r, &f);
+	if (r == (uint64_t)1 << f)
+		return clamp_u64(d);
+	if (d <= 0)
+		return 0;
+	/* round(d * 2^f / r): d < 2^65 and f <= 56, so no overflow */
+	u128 num = (u128)d << f;
+	u128 h = (num + r / 2) / r;
+	return h > UINT64_MAX ? UINT64_MAX : (uint64_t)h;
+}
+
+int cm_cross_from_exchanges(struct cm_cross *c, const struct cm_exchange *ex,
+			    size_t n, uint64_t ratio, unsigned frac_bits,
+			    size_t *n_contradicting)
+{
+	uint64_t r;
+	unsigned f;
+	size_t k = 0, bad = 0;
+
+	if (n_contradicting)
+		*n_contradicting = 0;
+	if (!ex || n == 0)
+		return -1;
+	norm_ratio(ratio, frac_bits, &r, &f);
+
+	/* Each exchange's interval of offsets. */
+	i128 *lo = calloc(n, sizeof(*lo));
+	i128 *hi = calloc(n, sizeof(*hi));
+	if (!lo || !hi) {
+		fputs("vperfetto: out of memory in clock_map\n", stderr);
+		abort();
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (ex[i].guest_recv < ex[i].guest_send) {
+			bad++;
+			continue;
+		}
+		i128 rh = apply_ratio(ex[i].host, r, f);
+		lo[k] = (i128)ex[i].guest_send - rh;
+		hi[k] = (i128)ex[i].guest_recv - rh;
+		k++;
+	}
+	if (k == 0) {
+		free(lo);
+		free(hi);
+		if (n_contradicting)
+			*n_contradicting = bad;
+		return -1;
+	}
+
+	/* Intersection. */
+	i128 L = lo[0], H = hi[0];
+	for (size_t i = 1; i < k; i++) {
+		if (lo[i] > L)
+			L = lo[i];
+		if (hi[i] < H)
+			H = hi[i];
+	}
+	i128 off;
+	size_t contra = bad;
+	if (L <= H) {
+		off = L + (H - L) / 2;
+	} else {
+		/* Contradiction: convex hull, median of the midpoints. */
+		i128 *mid = calloc(k, sizeof(*mid));
+		if (!mid) {
+			fputs("vperfetto: out of memory in clock_map\n", stderr);
+			abort();
+		}
+		L = lo[0];
+		H = hi[0];
+		for (size_t i = 0; i < k; i++) {
+			mid[i] = lo[i] + (hi[i] - lo[i]) / 2;
+			if (lo[i] < L)
+				L = lo[i];
+			if (hi[i] > H)
+				H = hi[i];
+		}
+		qsort(mid, k, sizeof(*mid), cmp_i128);
+		off = k % 2 ? mid[k / 2]
+			    : mid[k / 2 - 1] + (mid[k / 2] - mid[k / 2 - 1]) / 2;
+		for (size_t i = 0; i < k; i++)
+			if (off < lo[i] || off > hi[i])
+				contra++;
+		free(mid);
+	}
+	free(lo);
+	free(hi);
+
+	c->ratio = ratio;
+	c->frac_bits = frac_bits;
+	c->offset = clamp_i64(off);
+	c->offset_lo = clamp_i64(L);
+	c->offset_hi = clamp_i64(H);
+	c->source = CM_SRC_EXCHANGES;
+	if (n_contradicting)
+		*n_contradicting = contra;
+	return 0;
+}
+
+size_t cm_cross_check_exchanges(const struct cm_cross *c,
+				const struct cm_exchange *ex, size_t n)
+{
+	uint64_t r;
+	unsigned f;
+	size_t bad = 0;
+
+	norm_ratio(c->ratio, c->frac_bits, &r, &f);
+	for (size_t i = 0; i < n; i++) {
+		i128 g = apply_ratio(ex[i].host, r, f) + c->offset;
+		if (g < (i128)ex[i].guest_send || g > (i128)ex[i].guest_recv)
+			bad++;
+	}
+	return bad;
+}
+
+/* ---- the whole map ------------------------------------------------------ */
+
+void cm_map_init(struct cm_map *m, const struct cm_fit *guest,
+		 const struct cm_cross *cross, const struct cm_fit *host)
+{
+	memset(m, 0, sizeof(*m));
+	m->guest = guest;
+	m->cross = cross;
+	m->host = host;
+	norm_ratio(cross->ratio, cross->frac_bits, &m->ratio, &m->frac_bits);
+	m->identity = m->ratio == (uint64_t)1 << m->frac_bits;
+	if (m->identity)
+		return;
+
+	/* g2h_q / 2^g2h_shift = 2^frac / ratio with g2h_q < 2^60 and as many
+	 * bits as fit: 60 when the ratio allows, never fewer than ~36. */
+	unsigned f = m->frac_bits;
+	unsigned sh = 127 - f < 100 ? 127 - f : 100;
+	while (sh > CM_Q_BITS + 1 &&
+	       ((u128)1 << (f + sh)) / m->ratio >= ((u128)1 << 60))
+		sh--;
+	m->g2h_shift = sh;
+	m->g2h_q = (uint64_t)((((u128)1 << (f + sh)) + m->ratio / 2) / m->ratio);
+}
+
+/* Host counter from guest counter, both with CM_Q_BITS fractional bits.
+ * The product is split into whole and fractional cycles so it cannot
+ * overflow; each part is floored, so the result is monotonic in gq and
+ * within 2^-15 cycles of exact (plus the reciprocal's 2^-60 relative). */
+static cm_q16 guest_to_host_q(const struct cm_map *m, cm_q16 gq)
+{
+	i128 dq = gq - ((i128)m->cross->offset << CM_Q_BITS);
+
+	if (m->identity)
+		return dq;
+	i128 di = dq >> CM_Q_BITS;
+	i128 df = dq & (((i128)1 << CM_Q_BITS) - 1);
+	i128 k = (i128)m->g2h_q;
+	return ((di * k) >> (m->g2h_shift - CM_Q_BITS)) +
+	       ((df * k) >> m->g2h_shift);
+}
+
+uint64_t cm_map_ts(struct cm_map *m, uint64_t guest_ns)
+{
+	cm_q16 gq = cm_fit_invert_q16(m->guest, guest_ns, &m->hint_g);
+	return cm_fit_eval_q16(m->host, guest_to_host_q(m, gq), &m->hint_h);
+}
+
+double cm_map_error_ns(const struct cm_map *m, uint64_t guest_ns)
+{
+	const struct cm_cross *c = m->cross;
+	uint64_t gx = cm_fit_invert(m->guest, guest_ns, NULL);
+	uint64_t hx = cm_cross_guest_to_host(c, gx);
+	double e = cm_fit_error_ns(m->guest, gx) + cm_fit_error_ns(m->host, hx);
+
+	/* The offset may be anywhere in [offset_lo, offset_hi]. */
+	i128 below = (i128)c->offset - c->offset_lo;
+	i128 above = (i128)c->offset_hi - c->offset;
+	if (below < 0)
+		below = -below;
+	if (above < 0)
+		above = -above;
+	double dev = (double)(below > above ? below : above);
+	const struct cm_segment *hs = cm_fit_segment_at(m->host, hx, NULL);
+	double ratio = ldexp((double)m->ratio, -(int)m->frac_bits);
+	return e + dev / ratio * (hs ? hs->slope : 1.0);
+}
+
+/* The segment covering the widest span of counter values. */
+static const struct cm_segment *longest_segment(const struct cm_fit *f)
+{
+	const struct cm_segment *best = NULL;
+
+	for (size_t i = 0; f && i < f->nseg; i++)
+		if (!best || f->seg[i].x_last - f->seg[i].x_first >
+				     best->x_last - best->x_first)
+			best = &f->seg[i];
+	return best;
+}
+
+double cm_map_freq_mismatch(const struct cm_map *m)
+{
+	const struct cm_segment *g = longest_segment(m->guest);
+	const struct cm_segment *h = longest_segment(m->host);
+
+	if (!g || !h || !(g->slope > 0))
+		return 0;
+	/* guest cycles = ratio * host cycles, so with both clocks running at
+	 * the same rate, ns per host cycle == ns per guest cycle * ratio. */
+	double ratio = ldexp((double)m->ratio, -(int)m->frac_bits);
+	return fabs(h->slope / (g->slope * ratio) - 1.0);
+}

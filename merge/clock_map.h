@@ -1,0 +1,110 @@
+/*
+ * clock_map.h - the whole guest clock -> host clock mapping:
+ *
+ *   guest clock --Fg^-1--> guest cycles --(c - offset)/ratio--> host cycles
+ *               --Fh--> host clock
+ *
+ * Fg and Fh are clock_model.h fits; the middle step is the KVM counter
+ * relation (clock-sync.md), guest = ((host * ratio) >> frac_bits) + offset,
+ * from the command line, a kvm_tsc record or the guest's sync exchanges.
+ *
+ * The scaling ratio is used as given when frac_bits <= 56; larger frac_bits
+ * are rounded down to 56 (an error below 2^-56 relative).  A ratio of 0
+ * ("unknown") or one outside [2^-20, 2^20] is taken as 1.0.
+ */
+#ifndef VP_CLOCK_MAP_H
+#define VP_CLOCK_MAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "clock_model.h"
+
+enum cm_offset_source {
+	CM_SRC_CMDLINE,
+	CM_SRC_KVM_TSC,
+	CM_SRC_EXCHANGES,
+	CM_SRC_DEFAULT,
+};
+
+/* guest = ((host * ratio) >> frac_bits) + offset; ratio == 1 << frac_bits
+ * means 1.0 (the fast path). */
+struct cm_cross {
+	uint64_t ratio;
+	unsigned frac_bits;
+	int64_t offset;
+	enum cm_offset_source source;
+	/* offsets consistent with the evidence, cycles; lo == hi when exact */
+	int64_t offset_lo, offset_hi;
+};
+
+/* One guest <-> host exchange: the guest read its counter (send), the host
+ * its counter (host), the guest its counter again (recv). */
+struct cm_exchange {
+	uint64_t guest_send, guest_recv, host;
+	uint64_t seq;
+};
+
+/* Estimates the offset from n exchanges, given the ratio.  Each exchange
+ * bounds the offset to [guest_send - R(host), guest_recv - R(host)] with
+ * R(h) = (h * ratio) >> frac_bits.  The offset is the midpoint of the
+ * intersection over all exchanges.  When the intersection is empty (drift,
+ * a wrong ratio, a bad exchange) the interval is the convex hull, the offset
+ * the median of the exchanges' midpoints, and *n_contradicting (may be NULL)
+ * counts the exchanges whose interval misses that offset; exchanges with
+ * guest_recv < guest_send count as contradicting and are otherwise ignored.
+ * Sets ratio, frac_bits, offset, offset_lo/hi and source (EXCHANGES).
+ * Returns 0, or -1 when there is no usable exchange (c untouched). */
+int cm_cross_from_exchanges(struct cm_cross *c, const struct cm_exchange *ex,
+			    size_t n, uint64_t ratio, unsigned frac_bits,
+			    size_t *n_contradicting);
+
+/* Counts exchanges whose interval [guest_send, guest_recv] does not contain
+ * R(host) + offset. */
+size_t cm_cross_check_exchanges(const struct cm_cross *c,
+				const struct cm_exchange *ex, size_t n);
+
+/* Host counter from guest counter: the inverse of the relation, exact in
+ * 128 bits, rounded to nearest, clamped to [0, UINT64_MAX].  Uses a
+ * division; cm_map_ts does not. */
+uint64_t cm_cross_guest_to_host(const struct cm_cross *c, uint64_t guest_cycles);
+/* Guest counter from host counter: ((host * ratio) >> frac_bits) + offset,
+ * clamped to [0, UINT64_MAX]. */
+uint64_t cm_cross_host_to_guest(const struct cm_cross *c, uint64_t host_cycles);
+
+struct cm_map {
+	const struct cm_fit *guest;
+	const struct cm_cross *cross;
+	const struct cm_fit *host;
+	size_t hint_g, hint_h;
+	/* set by cm_map_init from *cross: the normalised ratio, and its
+	 * reciprocal g2h_q / 2^g2h_shift for the division-free hot path */
+	uint64_t ratio;
+	unsigned frac_bits;
+	int identity;
+	uint64_t g2h_q;
+	unsigned g2h_shift;
+};
+
+/* The fits and cross map must outlive m and not change after this call. */
+void cm_map_init(struct cm_map *m, const struct cm_fit *guest,
+		 const struct cm_cross *cross, const struct cm_fit *host);
+
+/* Guest clock ns -> host clock ns.  O(1) for monotonic input (segment hints),
+ * no division.  Non-decreasing for non-decreasing input within a segment of
+ * each fit.  The guest counter is carried with CM_Q_BITS fractional bits
+ * between the steps, so only the final result is rounded. */
+uint64_t cm_map_ts(struct cm_map *m, uint64_t guest_ns);
+
+/* Error bound of cm_map_ts(guest_ns), ns: both fits' cm_fit_error_ns
+ * (residuals + extrapolation) plus the cross map's uncertainty, the larger
+ * distance from offset to offset_lo / offset_hi, converted to host ns with
+ * the ratio and the host slope. */
+double cm_map_error_ns(const struct cm_map *m, uint64_t guest_ns);
+
+/* |relative difference| between host cycles per ns and guest cycles per ns
+ * after the ratio, from the longest segment of each fit (warn above 1e-4).
+ * 0 when either fit is empty. */
+double cm_map_freq_mismatch(const struct cm_map *m);
+
+#endif /* VP_CLOCK_MAP_H */
