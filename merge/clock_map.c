@@ -75,6 +75,63 @@ static i128 apply_ratio(uint64_t h, uint64_t r, unsigned f)
 	return (i128)(((u128)h * r) >> f);
 }
 
+/* An interval end point for the sweep in deepest(). */
+struct sweep_ev {
+	i128 v;
+	int start; /* 1: lo, 0: hi */
+};
+
+static int cmp_ev(const void *a, const void *b)
+{
+	const struct sweep_ev *p = a, *q = b;
+	if (p->v != q->v)
+		return p->v < q->v ? -1 : 1;
+	return q->start - p->start; /* closed intervals: starts first */
+}
+
+/* The range of offsets inside the most of the closed intervals
+ * [lo[i], hi[i]], i < k; among equally deep ranges the one nearest `near`.
+ * Stores it in [*a, *b] and returns its depth. */
+static size_t deepest(const i128 *lo, const i128 *hi, size_t k, i128 near,
+		      i128 *a, i128 *b)
+{
+	struct sweep_ev *ev = calloc(2 * k, sizeof(*ev));
+	size_t depth = 0, best = 0;
+	i128 best_dist = -1;
+
+	if (!ev) {
+		fputs("vperfetto: out of memory in clock_map\n", stderr);
+		abort();
+	}
+	for (size_t i = 0; i < k; i++) {
+		ev[2 * i] = (struct sweep_ev){lo[i], 1};
+		ev[2 * i + 1] = (struct sweep_ev){hi[i], 0};
+	}
+	qsort(ev, 2 * k, sizeof(*ev), cmp_ev);
+	for (size_t i = 0; i < 2 * k; i++) {
+		depth = ev[i].start ? depth + 1 : depth - 1;
+		if (depth > best)
+			best = depth;
+	}
+	/* Each time the depth reaches the maximum, the next event ends that
+	 * range (another start would make it deeper still). */
+	depth = 0;
+	for (size_t i = 0; i + 1 < 2 * k; i++) {
+		depth = ev[i].start ? depth + 1 : depth - 1;
+		if (!ev[i].start || depth != best)
+			continue;
+		i128 x = ev[i].v, y = ev[i + 1].v;
+		i128 dist = near < x ? x - near : near > y ? near - y : 0;
+		if (best_dist < 0 || dist < best_dist) {
+			best_dist = dist;
+			*a = x;
+			*b = y;
+		}
+	}
+	free(ev);
+	return best;
+}
+
 /* ---- the counter relation ----------------------------------------------- */
 
 uint64_t cm_cross_host_to_guest(const struct cm_cross *c, uint64_t host_cycles)
@@ -173,6 +230,11 @@ int cm_cross_from_exchanges(struct cm_cross *c, const struct cm_exchange *ex,
 		qsort(mid, k, sizeof(*mid), cmp_i128);
 		off = k % 2 ? mid[k / 2]
 			    : mid[k / 2 - 1] + (mid[k / 2] - mid[k / 2 - 1]) / 2;
+		/* When most exchanges still agree on a common range (a few
+		 * bad ones), the offset is the middle of that range instead. */
+		i128 a = off, b = off;
+		if (2 * deepest(lo, hi, k, off, &a, &b) > k)
+			off = a + (b - a) / 2;
 		for (size_t i = 0; i < k; i++)
 			if (off < lo[i] || off > hi[i])
 				contra++;
@@ -239,7 +301,7 @@ void cm_map_init(struct cm_map *m, const struct cm_fit *guest,
  * within 2^-15 cycles of exact (plus the reciprocal's 2^-60 relative). */
 static cm_q16 guest_to_host_q(const struct cm_map *m, cm_q16 gq)
 {
-	i128 dq = gq - ((i128)m->cross->offset << CM_Q_BITS);
+	i128 dq = gq - (i128)m->cross->offset * ((i128)1 << CM_Q_BITS);
 
 	if (m->identity)
 		return dq;

@@ -49,10 +49,13 @@ struct cm_exchange {
  * bounds the offset to [guest_send - R(host), guest_recv - R(host)] with
  * R(h) = (h * ratio) >> frac_bits.  The offset is the midpoint of the
  * intersection over all exchanges.  When the intersection is empty (drift,
- * a wrong ratio, a bad exchange) the interval is the convex hull, the offset
- * the median of the exchanges' midpoints, and *n_contradicting (may be NULL)
- * counts the exchanges whose interval misses that offset; exchanges with
- * guest_recv < guest_send count as contradicting and are otherwise ignored.
+ * a wrong ratio, a bad exchange) the interval is the convex hull and the
+ * offset the median of the exchanges' midpoints - unless more than half of
+ * the exchanges still share a common range, whose middle is then taken (a
+ * few bad exchanges do not move the offset out of the good ones).
+ * *n_contradicting (may be NULL) counts the exchanges whose interval misses
+ * the offset; exchanges with guest_recv < guest_send count as contradicting
+ * and are otherwise ignored.
  * Sets ratio, frac_bits, offset, offset_lo/hi and source (EXCHANGES).
  * Returns 0, or -1 when there is no usable exchange (c untouched). */
 int cm_cross_from_exchanges(struct cm_cross *c, const struct cm_exchange *ex,

@@ -177,9 +177,9 @@ int main(int argc, char **argv)
 			break;
 		case OPT_CLOCK:
 			if (!strcmp(optarg, "boottime"))
-				o.clock = CLOCK_BOOTTIME;
+				o.clock = BUILTIN_CLOCK_BOOTTIME;
 			else if (!strcmp(optarg, "monotonic"))
-				o.clock = CLOCK_MONOTONIC;
+				o.clock = BUILTIN_CLOCK_MONOTONIC;
 			else
 				return usage_error("bad --clock '%s' (boottime or "
 						   "monotonic)", optarg);

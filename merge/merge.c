@@ -37,6 +37,19 @@ static void warn(struct merge_result *res, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* Sets the error message and returns the merge status to fail with. */
+static int failf(struct vp_error *err, int status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int failf(struct vp_error *err, int status, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+	va_end(ap);
+	return status;
+}
+
 static double now_s(void)
 {
 	struct timespec ts;
@@ -224,11 +237,11 @@ struct guest_map {
 static bool map_guest(void *ctx, uint32_t clock, uint64_t in, uint64_t *out)
 {
 	struct guest_map *m = ctx;
-	if (clock == CLOCK_BOOTTIME && m->have_boot) {
+	if (clock == BUILTIN_CLOCK_BOOTTIME && m->have_boot) {
 		*out = cm_map_ts(&m->boot, in);
 		return true;
 	}
-	if (clock == CLOCK_MONOTONIC && m->have_mono) {
+	if (clock == BUILTIN_CLOCK_MONOTONIC && m->have_mono) {
 		*out = cm_map_ts(&m->mono, in);
 		return true;
 	}
@@ -237,7 +250,7 @@ static bool map_guest(void *ctx, uint32_t clock, uint64_t in, uint64_t *out)
 
 static const char *clock_name(uint32_t c)
 {
-	return c == CLOCK_BOOTTIME ? "BOOTTIME" : c == CLOCK_MONOTONIC ? "MONOTONIC"
+	return c == BUILTIN_CLOCK_BOOTTIME ? "BOOTTIME" : c == BUILTIN_CLOCK_MONOTONIC ? "MONOTONIC"
 									: "?";
 }
 
@@ -415,8 +428,7 @@ static int model_guest(const struct merge_opts *o, size_t gi,
 			: "the guest trace has no usable cros/guest_clock_sync "
 			  "samples";
 		if (!o->allow_unsynced)
-			return vp_errorf(err, "%s: %s", g->path, why),
-			       MERGE_NO_SYNC;
+			return failf(err, MERGE_NO_SYNC, "%s: %s", g->path, why);
 		warn(res, "guest %s: not synced (%s); its timestamps pass through "
 		     "unchanged (--allow-unsynced)", g->path, why);
 		g->synced = false;
@@ -552,8 +564,8 @@ int merge_run(const struct merge_opts *o, struct merge_result *res,
 
 	memset(res, 0, sizeof(*res));
 	if (!o->n_guests || o->n_guests > MERGE_MAX_GUESTS)
-		return vp_errorf(err, "between 1 and %d guest traces, please",
-				 MERGE_MAX_GUESTS), MERGE_USAGE;
+		return failf(err, MERGE_USAGE, "between 1 and %d guest traces, "
+			     "please", MERGE_MAX_GUESTS);
 	if (check_output(o, err) < 0)
 		return MERGE_USAGE;
 	res->n_guests = o->n_guests;
@@ -589,11 +601,11 @@ int merge_run(const struct merge_opts *o, struct merge_result *res,
 
 	/* Pass 3: the host clock model. */
 	res->clock = o->clock ? o->clock
-		     : hd->boot.n >= 2 ? (uint32_t)CLOCK_BOOTTIME
-		     : hd->mono.n >= 2 ? (uint32_t)CLOCK_MONOTONIC
-				       : (uint32_t)CLOCK_BOOTTIME;
+		     : hd->boot.n >= 2 ? (uint32_t)BUILTIN_CLOCK_BOOTTIME
+		     : hd->mono.n >= 2 ? (uint32_t)BUILTIN_CLOCK_MONOTONIC
+				       : (uint32_t)BUILTIN_CLOCK_BOOTTIME;
 	const struct sample_vec *hs =
-		res->clock == CLOCK_MONOTONIC ? &hd->mono : &hd->boot;
+		res->clock == BUILTIN_CLOCK_MONOTONIC ? &hd->mono : &hd->boot;
 	struct cm_fit_opts fo;
 	cm_fit_opts_default(&fo);
 	res->host_samples = hs->n;
@@ -609,8 +621,8 @@ int merge_run(const struct merge_opts *o, struct merge_result *res,
 		if (status != MERGE_OK)
 			goto out;
 		if (seq_base + gd->max_seq_id > UINT32_MAX) {
-			status = vp_errorf(err, "%s: too many sequence ids to move "
-					   "clear of the host's", g->path), MERGE_BAD_INPUT;
+			status = failf(err, MERGE_BAD_INPUT, "%s: too many sequence "
+				       "ids to move clear of the host's", g->path);
 			goto out;
 		}
 		g->seq_offset = (uint32_t)seq_base;
@@ -642,7 +654,7 @@ int merge_run(const struct merge_opts *o, struct merge_result *res,
 			warn(res, "guest %s: %llu timestamps on clocks the model "
 			     "does not cover were left as they were", g->path,
 			     (unsigned long long)g->rw.ts_unmapped);
-		if (g->synced && res->clock != CLOCK_BOOTTIME && g->rw.ts_ftrace)
+		if (g->synced && res->clock != BUILTIN_CLOCK_BOOTTIME && g->rw.ts_ftrace)
 			warn(res, "guest %s: ftrace timestamps are on BOOTTIME but "
 			     "were mapped onto host %s", g->path,
 			     clock_name(res->clock));

@@ -11,8 +11,8 @@
 
 static const char *clock_name(uint32_t c)
 {
-	return c == CLOCK_BOOTTIME    ? "BOOTTIME"
-	       : c == CLOCK_MONOTONIC ? "MONOTONIC"
+	return c == BUILTIN_CLOCK_BOOTTIME    ? "BOOTTIME"
+	       : c == BUILTIN_CLOCK_MONOTONIC ? "MONOTONIC"
 				      : "unknown";
 }
 

@@ -291,8 +291,8 @@ static int parse_snapshot(struct rewriter *rw, struct rw_seq *q,
 		if (id == rw->cfg.target_clock) {
 			have_target = true;
 			target_in = ts;
-		} else if (id >= CLOCK_SEQUENCE_SCOPED_FIRST &&
-			   id <= CLOCK_SEQUENCE_SCOPED_LAST &&
+		} else if (id >= SCOPED_CLOCK_FIRST &&
+			   id <= SCOPED_CLOCK_LAST &&
 			   n < MAX_SCOPED_CLOCKS) {
 			clk[n++] = (struct scoped_clock){
 				.id = (uint32_t)id,
@@ -624,7 +624,7 @@ static int rewrite_ftrace_event(struct rewriter *rw, struct pb_buf *out,
 	while (pb_next(&r, &f)) {
 		uint64_t o;
 		if (f.num == FE_TIMESTAMP && f.wt == PB_WT_VARINT && map_ts) {
-			if (!map_clock(rw, CLOCK_BOOTTIME, f.val, &o)) {
+			if (!map_clock(rw, BUILTIN_CLOCK_BOOTTIME, f.val, &o)) {
 				rw->st.ts_unmapped++;
 				continue;
 			}
@@ -670,7 +670,7 @@ static void map_delta_value(struct rewriter *rw, struct delta_list *d,
 	uint64_t abs_in = d->in + v, o;
 
 	d->in = abs_in;
-	if (!map_ts || !map_clock(rw, CLOCK_BOOTTIME, abs_in, &o)) {
+	if (!map_ts || !map_clock(rw, BUILTIN_CLOCK_BOOTTIME, abs_in, &o)) {
 		if (map_ts)
 			rw->st.ts_unmapped++;
 		o = abs_in; /* keep relative spacing of an unmapped list */
@@ -797,7 +797,7 @@ static int rewrite_ftrace_bundle(struct rewriter *rw, struct pb_buf *out,
 			if (f.wt != PB_WT_VARINT || f.val == 0 ||
 			    (f.num != FB_BOOT_TIMESTAMP && !boot_clock))
 				break;
-			if (!map_clock(rw, CLOCK_BOOTTIME, f.val, &o)) {
+			if (!map_clock(rw, BUILTIN_CLOCK_BOOTTIME, f.val, &o)) {
 				rw->st.ts_unmapped++;
 				break;
 			}
@@ -903,8 +903,8 @@ static bool map_packet_ts(struct rewriter *rw, struct rw_seq *q,
 			 : q->default_clock ? q->default_clock
 					    : rw->cfg.trace_clock;
 	*relabel = false;
-	if (clock >= CLOCK_SEQUENCE_SCOPED_FIRST &&
-	    clock <= CLOCK_SEQUENCE_SCOPED_LAST) {
+	if (clock >= SCOPED_CLOCK_FIRST &&
+	    clock <= SCOPED_CLOCK_LAST) {
 		struct scoped_clock *c = find_scoped(q, clock);
 		if (!c || !q->have_anchor || !map_scoped(rw, q, c, pi->ts, ts))
 			return false;

@@ -118,7 +118,7 @@ struct sync_scanner *sync_scanner_new(const char *path)
 		abort();
 	}
 	u64map_init(&s->seq_index);
-	s->d.trace_clock = CLOCK_BOOTTIME;
+	s->d.trace_clock = BUILTIN_CLOCK_BOOTTIME;
 	s->d.first_ts = UINT64_MAX;
 	return s;
 }
@@ -312,7 +312,7 @@ static int scan_track_event(struct sync_scanner *s, const struct seq *q,
 	for (size_t i = 0; i < n_ann; i++) {
 		enum key k;
 		bool hv;
-		uint64_t val;
+		uint64_t val = 0;
 		if (scan_annotation(s, q, ann[i], ann_len[i], &k, &hv, &val) < 0)
 			return -1;
 		if (k != K_NONE && hv) {
@@ -403,17 +403,17 @@ static int scan_clock_snapshot(struct sync_scanner *s, const uint8_t *p,
 			return bad(s, &cr, "clock snapshot entry");
 		if (!have_ts)
 			continue;
-		if (id == CLOCK_CPU_COUNTER) {
+		if (id == CPU_COUNTER_CLOCK_ID) {
 			if (incr || mult) {
 				incremental_64 = true;
 			} else {
 				cyc = ts;
 				have_cyc = true;
 			}
-		} else if (id == CLOCK_BOOTTIME) {
+		} else if (id == BUILTIN_CLOCK_BOOTTIME) {
 			boot = ts;
 			have_boot = true;
-		} else if (id == CLOCK_MONOTONIC) {
+		} else if (id == BUILTIN_CLOCK_MONOTONIC) {
 			mono = ts;
 			have_mono = true;
 		}

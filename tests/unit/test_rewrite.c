@@ -26,11 +26,11 @@ static uint64_t host_mono(uint64_t t) { return t + 3000000000ull; }
 static bool test_map(void *ctx, uint32_t clock, uint64_t in, uint64_t *out)
 {
 	(void)ctx;
-	if (clock == CLOCK_BOOTTIME) {
+	if (clock == BUILTIN_CLOCK_BOOTTIME) {
 		*out = host_boot(in);
 		return true;
 	}
-	if (clock == CLOCK_MONOTONIC) {
+	if (clock == BUILTIN_CLOCK_MONOTONIC) {
 		*out = host_mono(in);
 		return true;
 	}
@@ -42,8 +42,8 @@ static struct rewriter *new_rw(bool remap)
 	struct rewrite_cfg cfg = {
 		.path = "guest.pb",
 		.map = test_map,
-		.target_clock = CLOCK_BOOTTIME,
-		.trace_clock = CLOCK_BOOTTIME,
+		.target_clock = BUILTIN_CLOCK_BOOTTIME,
+		.trace_clock = BUILTIN_CLOCK_BOOTTIME,
 		.seq_offset = 100,
 		.machine_id = remap ? 0 : 7,
 		.remap_ids = remap,
@@ -141,17 +141,17 @@ static void test_monotonic_relabelled(void **state)
 
 	/* explicit clock id: replaced in place */
 	pb_put_varint(&in, TP_TIMESTAMP, 2000);
-	pb_put_varint(&in, TP_TIMESTAMP_CLOCK_ID, CLOCK_MONOTONIC);
+	pb_put_varint(&in, TP_TIMESTAMP_CLOCK_ID, BUILTIN_CLOCK_MONOTONIC);
 	rewrite(rw, &in, &out);
 	assert_int_equal(u(out.data, out.len, TP_TIMESTAMP), host_mono(2000));
-	assert_int_equal(u(out.data, out.len, TP_TIMESTAMP_CLOCK_ID), CLOCK_BOOTTIME);
+	assert_int_equal(u(out.data, out.len, TP_TIMESTAMP_CLOCK_ID), BUILTIN_CLOCK_BOOTTIME);
 
 	/* clock from the sequence defaults: an explicit id is added */
 	pb_buf_reset(&in);
 	pb_put_varint(&in, TP_TRUSTED_PACKET_SEQUENCE_ID, 5);
 	pb_put_varint(&in, TP_SEQUENCE_FLAGS, SEQ_INCREMENTAL_STATE_CLEARED);
 	size_t m = pb_begin_nested(&in, TP_TRACE_PACKET_DEFAULTS);
-	pb_put_varint(&in, TPD_TIMESTAMP_CLOCK_ID, CLOCK_MONOTONIC);
+	pb_put_varint(&in, TPD_TIMESTAMP_CLOCK_ID, BUILTIN_CLOCK_MONOTONIC);
 	pb_end_nested(&in, m);
 	rewrite(rw, &in, &out);
 	pb_buf_reset(&in);
@@ -159,16 +159,16 @@ static void test_monotonic_relabelled(void **state)
 	pb_put_varint(&in, TP_TIMESTAMP, 9000);
 	rewrite(rw, &in, &out);
 	assert_int_equal(u(out.data, out.len, TP_TIMESTAMP), host_mono(9000));
-	assert_int_equal(u(out.data, out.len, TP_TIMESTAMP_CLOCK_ID), CLOCK_BOOTTIME);
+	assert_int_equal(u(out.data, out.len, TP_TIMESTAMP_CLOCK_ID), BUILTIN_CLOCK_BOOTTIME);
 
 	/* REALTIME can't be mapped: left alone and counted */
 	pb_buf_reset(&in);
 	pb_put_varint(&in, TP_TIMESTAMP, 123);
-	pb_put_varint(&in, TP_TIMESTAMP_CLOCK_ID, CLOCK_REALTIME);
+	pb_put_varint(&in, TP_TIMESTAMP_CLOCK_ID, BUILTIN_CLOCK_REALTIME);
 	uint64_t before = rewriter_stats(rw)->ts_unmapped;
 	rewrite(rw, &in, &out);
 	assert_int_equal(u(out.data, out.len, TP_TIMESTAMP), 123);
-	assert_int_equal(u(out.data, out.len, TP_TIMESTAMP_CLOCK_ID), CLOCK_REALTIME);
+	assert_int_equal(u(out.data, out.len, TP_TIMESTAMP_CLOCK_ID), BUILTIN_CLOCK_REALTIME);
 	assert_int_equal(rewriter_stats(rw)->ts_unmapped, before + 1);
 
 	pb_buf_free(&in);
@@ -203,8 +203,8 @@ static void test_scoped_clocks(void **state)
 	pb_put_varint(&in, TP_TRUSTED_PACKET_SEQUENCE_ID, 9);
 	pb_put_varint(&in, TP_SEQUENCE_FLAGS, SEQ_INCREMENTAL_STATE_CLEARED);
 	size_t m = pb_begin_nested(&in, TP_CLOCK_SNAPSHOT);
-	put_clock(&in, CLOCK_BOOTTIME, B, false, 0);
-	put_clock(&in, CLOCK_MONOTONIC, 777, false, 0);
+	put_clock(&in, BUILTIN_CLOCK_BOOTTIME, B, false, 0);
+	put_clock(&in, BUILTIN_CLOCK_MONOTONIC, 777, false, 0);
 	put_clock(&in, 64, X, true, 1000);
 	put_clock(&in, 65, Y, false, 10);
 	pb_end_nested(&in, m);
