@@ -48,7 +48,7 @@ demo() {
   local w=build/demo
   mkdir -p "$w"
   say "generating sample traces (guest counter offset -0x123456789ab, 40 ppm drift)"
-  build/tests/tracegen/vperfetto_tracegen --host "$w/host.pb" --guest "$w/guest.pb" \
+  build/tests/vperfetto_tracegen --host "$w/host.pb" --guest "$w/guest.pb" \
     --seed 1 --duration-s 30 --drift-ppm 40 --jitter-ns 200 --exchanges 100 \
     --outlier-every 50 --params-out "$w/params.txt"
   ls -l "$w/host.pb" "$w/guest.pb"
@@ -56,7 +56,7 @@ demo() {
   build/merge/vperfetto_merge "$w/host.pb" "$w/guest.pb" -o "$w/merged.pb" \
     --report "$w/report.json"
   say "every guest timestamp against the generator's truth"
-  build/tests/tracegen/check_truth "$w/params.txt" "$w/guest.pb" "$w/merged.pb" \
+  build/tests/check_truth "$w/params.txt" "$w/guest.pb" "$w/merged.pb" \
     --machine 1 --tolerance-ns 1000
   say "sync report: $w/report.json"
   cat "$w/report.json"
@@ -81,7 +81,7 @@ fuzz() {
   build build
   local corpus=build-fuzz/corpus
   mkdir -p "$corpus/trace"
-  build/tests/tracegen/vperfetto_tracegen --host "$corpus/trace/host.pb" \
+  build/tests/vperfetto_tracegen --host "$corpus/trace/host.pb" \
     --guest "$corpus/trace/guest.pb" --seed 3 --duration-s 1 --events 50 \
     --exchanges 5 >/dev/null
   local total=0 failed=0

@@ -361,12 +361,6 @@ static void fit_quality(const struct merge_opts *o, struct merge_guest *g,
 	for (size_t i = 0; i < sv->n; i++)
 		v[i] = cm_map_error_ns(m, sv->v[i].y);
 	g->bound_ns = distribution(v, sv->n);
-	g->bound_edges_ns = 0;
-	if (gd->first_ts != UINT64_MAX) {
-		double a = cm_map_error_ns(m, gd->first_ts);
-		double b = cm_map_error_ns(m, gd->last_ts);
-		g->bound_edges_ns = a > b ? a : b;
-	}
 	free(v);
 
 	g->freq_mismatch = cm_map_freq_mismatch(m);
@@ -646,6 +640,18 @@ int merge_run(const struct merge_opts *o, struct merge_result *res,
 			goto out;
 		g->bytes_in = file_size(g->path);
 		g->bytes_out = trace_writer_bytes(w) - before;
+		if (g->synced && gm[i].have_boot &&
+		    g->rw.first_boot_ts <= g->rw.last_boot_ts) {
+			double a = cm_map_error_ns(&gm[i].boot, g->rw.first_boot_ts);
+			double b = cm_map_error_ns(&gm[i].boot, g->rw.last_boot_ts);
+			g->bound_edges_ns = a > b ? a : b;
+		}
+		if (g->synced && (g->bound_ns.max > 1e6 || g->bound_edges_ns > 1e6))
+			warn(res, "guest %s: the error bound exceeds 1 ms (%.3f ms); "
+			     "do host and guest traces cover the same time, and is "
+			     "the counter offset right?", g->path,
+			     (g->bound_ns.max > g->bound_edges_ns ? g->bound_ns.max
+								   : g->bound_edges_ns) / 1e6);
 		if (g->rw.backwards)
 			warn(res, "guest %s: mapped timestamps go backwards %llu "
 			     "times on a sequence (a segment boundary?)", g->path,

@@ -63,6 +63,7 @@ struct rewriter *rewriter_new(const struct rewrite_cfg *cfg)
 		abort();
 	}
 	rw->cfg = *cfg;
+	rw->st.first_boot_ts = UINT64_MAX;
 	u64map_init(&rw->seq_index);
 	return rw;
 }
@@ -913,6 +914,12 @@ static bool map_packet_ts(struct rewriter *rw, struct rw_seq *q,
 	}
 	if (!map_clock(rw, clock, pi->ts, ts))
 		return false;
+	if (clock == BUILTIN_CLOCK_BOOTTIME) {
+		if (pi->ts < rw->st.first_boot_ts)
+			rw->st.first_boot_ts = pi->ts;
+		if (pi->ts > rw->st.last_boot_ts)
+			rw->st.last_boot_ts = pi->ts;
+	}
 	if (clock != rw->cfg.target_clock) {
 		*relabel = true;
 		rw->st.relabelled++;

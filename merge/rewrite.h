@@ -57,6 +57,8 @@ struct rewrite_stats {
 	uint64_t backwards;       /* mapped time went back on a sequence */
 	uint64_t clamped;         /* deltas that would be negative: set 0 */
 	uint64_t relabelled;      /* packets given timestamp_clock_id */
+	uint64_t first_boot_ts;   /* smallest and largest BOOTTIME packet */
+	uint64_t last_boot_ts;    /* timestamp mapped (input values) */
 };
 
 struct rewriter;

@@ -119,7 +119,6 @@ struct sync_scanner *sync_scanner_new(const char *path)
 	}
 	u64map_init(&s->seq_index);
 	s->d.trace_clock = BUILTIN_CLOCK_BOOTTIME;
-	s->d.first_ts = UINT64_MAX;
 	return s;
 }
 
@@ -438,7 +437,7 @@ int sync_scan_packet(struct sync_scanner *s, const uint8_t *pkt, size_t len,
 	struct pb_reader r;
 	struct pb_field f;
 	uint32_t seq_id = 0;
-	bool cleared = false, have_ts = false;
+	bool cleared = false;
 	uint64_t ts = 0;
 	const uint8_t *te = NULL, *interned_p = NULL, *snap = NULL;
 	size_t te_len = 0, interned_len = 0, snap_len = 0;
@@ -456,10 +455,8 @@ int sync_scan_packet(struct sync_scanner *s, const uint8_t *pkt, size_t len,
 				seq_id = (uint32_t)f.val;
 			break;
 		case TP_TIMESTAMP:
-			if (f.wt == PB_WT_VARINT) {
+			if (f.wt == PB_WT_VARINT)
 				ts = f.val;
-				have_ts = true;
-			}
 			break;
 		case TP_SEQUENCE_FLAGS:
 			if (f.wt == PB_WT_VARINT &&
@@ -495,12 +492,6 @@ int sync_scan_packet(struct sync_scanner *s, const uint8_t *pkt, size_t len,
 
 	if (seq_id > s->d.max_seq_id)
 		s->d.max_seq_id = seq_id;
-	if (have_ts) {
-		if (ts < s->d.first_ts)
-			s->d.first_ts = ts;
-		if (ts > s->d.last_ts)
-			s->d.last_ts = ts;
-	}
 	if (snap && scan_clock_snapshot(s, snap, snap_len) < 0)
 		return -1;
 	if (!te && !interned_p && !cleared)

@@ -52,7 +52,6 @@ struct sync_data {
 	uint32_t max_seq_id;
 	uint32_t trace_clock;        /* primary_trace_clock, default BOOTTIME */
 	uint64_t n_packets;
-	uint64_t first_ts, last_ts;  /* packet timestamps seen (any clock) */
 };
 
 struct sync_scanner;

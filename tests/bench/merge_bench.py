@@ -39,7 +39,7 @@ def main():
     a = ap.parse_args()
 
     os.makedirs(a.work, exist_ok=True)
-    gen = os.path.join(a.build, "tests/tracegen/vperfetto_tracegen")
+    gen = os.path.join(a.build, "tests/vperfetto_tracegen")
     merge = os.path.join(a.build, "merge/vperfetto_merge")
     host, guest = os.path.join(a.work, "host.pb"), os.path.join(a.work, "guest.pb")
     copy, merged = os.path.join(a.work, "copy.pb"), os.path.join(a.work, "merged.pb")

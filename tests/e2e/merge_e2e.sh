@@ -107,11 +107,18 @@ expect_exit "-o naming an input: exit 1" 1 "names the input" \
 ln -s "$W/ex.host.pb" "$W/link.pb"
 expect_exit "-o naming an input through a link: exit 1" 1 "names the input" \
       "$MERGE" "$W/ex.host.pb" "$W/ex.guest.pb" -o "$W/link.pb"
-expect_exit "no sync data (guest as host): exit 3" 3 "no usable clock-sync" \
-      "$MERGE" "$W/ex.guest.pb" "$W/ex.guest.pb" -o "$W/bad.out.pb"
+# a valid trace with no sync data: one packet with a timestamp
+printf '\x0a\x02\x40\x05' > "$W/nosync.pb"
+expect_exit "no sync data in the host: exit 3" 3 "no usable clock-sync" \
+      "$MERGE" "$W/nosync.pb" "$W/ex.guest.pb" -o "$W/bad.out.pb"
+expect_exit "no sync data in the guest: exit 3" 3 "no usable cros/guest_clock_sync" \
+      "$MERGE" "$W/ex.host.pb" "$W/nosync.pb" -o "$W/bad.out.pb"
 check "no sync data: no output" test ! -e "$W/bad.out.pb"
 expect_exit "no sync data + --allow-unsynced: exit 0 with a warning" 0 "not synced" \
-      "$MERGE" "$W/ex.guest.pb" "$W/ex.guest.pb" -o "$W/uns.out.pb" --allow-unsynced
+      "$MERGE" "$W/ex.host.pb" "$W/nosync.pb" -o "$W/uns.out.pb" --allow-unsynced
+check "unsynced guest: timestamp unchanged, machine id added" python3 -c "
+import sys; o=open('$W/uns.out.pb','rb').read(); h=open('$W/ex.host.pb','rb').read()
+sys.exit(0 if o[len(h):].startswith(b'\x0a\x05\x40\x05\x90\x06\x01') else 1)"
 expect_exit "missing input: exit 2" 2 "nope.pb: cannot open" \
       "$MERGE" "$W/nope.pb" "$W/ex.guest.pb" -o "$W/bad.out.pb"
 expect_exit "usage: no -o" 1 "no output file" "$MERGE" "$W/ex.host.pb" "$W/ex.guest.pb"

@@ -52,6 +52,16 @@
 #include "perfetto_fields.h"
 #include "trace_io.h"
 
+/* Clock ids (Perfetto's BuiltinClock; 64..127 are sequence-scoped). */
+enum {
+	TG_CLOCK_REALTIME = 1,
+	TG_CLOCK_MONOTONIC = 3,
+	TG_CLOCK_BOOTTIME = 6,
+	TG_CLOCK_SEQUENCE_SCOPED_FIRST = 64,
+	TG_CLOCK_SEQUENCE_SCOPED_LAST = 127,
+	TG_CLOCK_CPU_COUNTER = 64, /* the perCetto convention (host trace) */
+};
+
 /* Fields perfetto_fields.h does not name (numbers checked against
  * Perfetto's ftrace_event_bundle.proto and sched.proto). */
 enum {
@@ -108,6 +118,10 @@ enum {
 #define OUTLIER_NS 50000
 #define ABS_LIMIT (UINT64_C(1) << 62)
 
+/* 128-bit integers (GCC/Clang), as in merge/clock_model.c. */
+__extension__ typedef __int128 i128;
+__extension__ typedef unsigned __int128 u128;
+
 /* ---- PRNG: splitmix64 ------------------------------------------------- */
 
 static uint64_t rng_next(uint64_t *s)
@@ -121,7 +135,7 @@ static uint64_t rng_next(uint64_t *s)
 /* Uniform in [0, n); 0 when n is 0. */
 static uint64_t rng_below(uint64_t *s, uint64_t n)
 {
-	return (uint64_t)(((unsigned __int128)rng_next(s) * n) >> 64);
+	return (uint64_t)(((u128)rng_next(s) * n) >> 64);
 }
 
 /* Uniform in [-j, +j]. */
@@ -222,6 +236,9 @@ int tg_params_check(const struct tg_params *p, char *err, size_t errlen)
 			       "jitter must be at most 1%% of the sync period"), -1;
 	if (p->host_step_ns < 0 || p->host_step_ns > INT64_C(86400000000000))
 		return set_err(err, errlen, "host step must be 0 .. 1 day"), -1;
+	if (p->host_step_ns && p->duration_ns / p->sync_period_ns < 5)
+		return set_err(err, errlen,
+			       "a host step needs at least 5 sync periods"), -1;
 	if (!(p->host_step_at >= 0.0 && p->host_step_at <= 1.0))
 		return set_err(err, errlen, "host step position must be 0 .. 1"),
 		       -1;
@@ -466,12 +483,31 @@ static long double one_plus_drift(const struct tg_params *p)
 	return 1.0L + (long double)p->drift_ppm * 1e-6L;
 }
 
-/* Host counter ticks from c0 to the BOOTTIME step. */
+/* Host counter ticks per sync period. */
+static uint64_t period_cycles(const struct tg_params *p)
+{
+	return (uint64_t)((u128)p->sync_period_ns * p->host_hz / 1000000000u);
+}
+
+/* The sync period in which host BOOTTIME steps: the one holding
+ * host_step_at * duration, kept clear of the last period. */
+static uint64_t step_window(const struct tg_params *p)
+{
+	uint64_t W = p->duration_ns / p->sync_period_ns;
+	uint64_t w = (uint64_t)(p->host_step_at * (double)W);
+
+	if (w + 2 > W)
+		w = W >= 2 ? W - 2 : 0;
+	return w;
+}
+
+/* Host counter ticks from c0 to the BOOTTIME step: the middle of its
+ * period (see "quiet periods" in tracegen.h). */
 static uint64_t step_dc(const struct tg_params *p)
 {
-	uint64_t at_ns = (uint64_t)(p->host_step_at * (double)p->duration_ns);
+	uint64_t pc = period_cycles(p);
 
-	return (uint64_t)((unsigned __int128)at_ns * p->host_hz / 1000000000u);
+	return step_window(p) * pc + pc / 2;
 }
 
 static uint64_t add_signed(uint64_t base, long double delta_ns)
@@ -492,7 +528,7 @@ uint64_t tg_host_boottime_at(const struct tg_params *p, uint64_t c)
 
 uint64_t tg_guest_counter_at(const struct tg_params *p, uint64_t c)
 {
-	uint64_t scaled = (uint64_t)(((unsigned __int128)c * p->tsc_ratio) >>
+	uint64_t scaled = (uint64_t)(((u128)c * p->tsc_ratio) >>
 				     p->tsc_frac_bits);
 	return scaled + (uint64_t)p->offset;
 }
@@ -500,10 +536,10 @@ uint64_t tg_guest_counter_at(const struct tg_params *p, uint64_t c)
 uint64_t tg_guest_boottime_at(const struct tg_params *p, uint64_t c)
 {
 	/* (floor(c*rho) - c0*rho) * 2^F, exactly, in 128 bits. */
-	unsigned __int128 scaled = ((unsigned __int128)c * p->tsc_ratio) >>
+	u128 scaled = ((u128)c * p->tsc_ratio) >>
 				   p->tsc_frac_bits;
-	__int128 num = (__int128)(scaled << p->tsc_frac_bits) -
-		       (__int128)((unsigned __int128)p->c0 * p->tsc_ratio);
+	i128 num = (i128)(scaled << p->tsc_frac_bits) -
+		       (i128)((u128)p->c0 * p->tsc_ratio);
 	/* guest cycles / rho = host cycles; then ns at the drifted rate */
 	long double dc = (long double)num / (long double)p->tsc_ratio;
 
@@ -569,6 +605,8 @@ struct gen {
 	uint64_t n_incr, n_legacy;
 	uint64_t n_fev[MAX_CPUS], n_sw[MAX_CPUS], n_wk[MAX_CPUS];
 	uint64_t ex_lo, ex_hi; /* exchanges of this period: [lo, hi) */
+	bool quiet;            /* a period around the host step: no events */
+	uint64_t inc_chunk_w;  /* period of the last incremental-state clear */
 };
 
 typedef int (*win_fn)(struct gen *g, struct gout *o, uint64_t *r, uint64_t w);
@@ -705,16 +743,21 @@ static void pkt_start(struct gen *g, uint32_t seq, uint32_t flags)
 static int host_snapshot(struct gen *g, int64_t k)
 {
 	const struct tg_params *p = g->p;
-	uint64_t c = p->c0 + (uint64_t)(k * (int64_t)g->Pc) +
-		     rng_below(&g->rng, g->Pc / 10);
+	uint64_t phase = rng_below(&g->rng, g->Pc / 10);
+
+	/* The last snapshot before a step is at a fixed phase, late enough
+	 * that no event of the period before it maps past it. */
+	if (p->host_step_ns && k == (int64_t)step_window(p))
+		phase = g->Pc / 5;
+	uint64_t c = p->c0 + (uint64_t)(k * (int64_t)g->Pc) + phase;
 	uint64_t hb = tg_host_boottime_at(p, c) +
 		      (uint64_t)rng_pm(&g->rng, p->jitter_ns);
 
 	pkt_start(g, H_SEQ_CLOCK, k < 0 ? SEQ_INCREMENTAL_STATE_CLEARED : 0);
 	pb_put_varint(&g->pkt, TP_TIMESTAMP, hb);
 	size_t cs = pb_begin_nested(&g->pkt, TP_CLOCK_SNAPSHOT);
-	put_clock(&g->pkt, CLOCK_BOOTTIME, hb, false, 0);
-	put_clock(&g->pkt, CLOCK_CPU_COUNTER, c, false, 0);
+	put_clock(&g->pkt, TG_CLOCK_BOOTTIME, hb, false, 0);
+	put_clock(&g->pkt, TG_CLOCK_CPU_COUNTER, c, false, 0);
 	pb_end_nested(&g->pkt, cs);
 	g->res->host_snapshots++;
 	return host_emit(g);
@@ -784,16 +827,28 @@ static int host_window(struct gen *g, uint64_t w)
 	if (host_snapshot(g, (int64_t)w))
 		return -1;
 
-	/* SDK-style sequence: clock 64 incremental in ns (no unit field). */
+	/* SDK-style sequence: clock 64 incremental in ns (no unit field).
+	 * Its track first, in a packet of its own (TrackDescriptor and
+	 * ClockSnapshot are members of the same oneof). */
+	if (w == 0) {
+		pkt_start(g, H_SEQ_SDK, SEQ_INCREMENTAL_STATE_CLEARED);
+		size_t td = pb_begin_nested(&g->pkt, TP_TRACK_DESCRIPTOR);
+		pb_put_varint(&g->pkt, TD_UUID, H_UUID_SDK);
+		pb_put_varint(&g->pkt, TD_PARENT_UUID, H_UUID_PROCESS);
+		pb_put_string(&g->pkt, TD_NAME, "sdk track");
+		pb_end_nested(&g->pkt, td);
+		if (host_emit(g))
+			return -1;
+	}
 	if (w % CHUNK_WINDOWS == 0) {
 		uint64_t b = tg_host_boottime_at(p, cw + g->Pc / 8);
 
 		pkt_start(g, H_SEQ_SDK, SEQ_INCREMENTAL_STATE_CLEARED);
 		pb_put_varint(&g->pkt, TP_INCREMENTAL_STATE_CLEARED, 1);
 		pb_put_varint(&g->pkt, TP_TIMESTAMP, b);
-		pb_put_varint(&g->pkt, TP_TIMESTAMP_CLOCK_ID, CLOCK_BOOTTIME);
+		pb_put_varint(&g->pkt, TP_TIMESTAMP_CLOCK_ID, TG_CLOCK_BOOTTIME);
 		size_t cs = pb_begin_nested(&g->pkt, TP_CLOCK_SNAPSHOT);
-		put_clock(&g->pkt, CLOCK_BOOTTIME, b, false, 0);
+		put_clock(&g->pkt, TG_CLOCK_BOOTTIME, b, false, 0);
 		put_clock(&g->pkt, 64, b, true, 0);
 		pb_end_nested(&g->pkt, cs);
 		size_t d = pb_begin_nested(&g->pkt, TP_TRACE_PACKET_DEFAULTS);
@@ -806,14 +861,6 @@ static int host_window(struct gen *g, uint64_t w)
 		put_interned(&g->pkt, ID_EVENT_NAMES, 1, "sdk_work");
 		put_interned(&g->pkt, ID_EVENT_CATEGORIES, 1, "host");
 		pb_end_nested(&g->pkt, in);
-		if (w == 0) {
-			/* the SDK's own track, once */
-			size_t td = pb_begin_nested(&g->pkt, TP_TRACK_DESCRIPTOR);
-			pb_put_varint(&g->pkt, TD_UUID, H_UUID_SDK);
-			pb_put_varint(&g->pkt, TD_PARENT_UUID, H_UUID_PROCESS);
-			pb_put_string(&g->pkt, TD_NAME, "sdk track");
-			pb_end_nested(&g->pkt, td);
-		}
 		if (host_emit(g))
 			return -1;
 		g->sdk_last = b;
@@ -863,16 +910,18 @@ static int g_service(struct gen *g, struct gout *o, uint64_t *r, uint64_t w)
 		if (guest_emit(g, o))
 			return -1;
 	}
+	if (g->quiet)
+		return 0;
 	if (w % CHUNK_WINDOWS == 0) {
 		uint64_t t = ws + g->P / 5 + rng_below(r, g->P / 50);
 
 		pkt_start(g, G_SEQ_SERVICE, 0);
 		pb_put_varint(&g->pkt, TP_TIMESTAMP, map_b(g, o, t));
 		size_t cs = pb_begin_nested(&g->pkt, TP_CLOCK_SNAPSHOT);
-		put_clock(&g->pkt, CLOCK_BOOTTIME, map_b(g, o, t), false, 0);
-		put_clock(&g->pkt, CLOCK_MONOTONIC, t - p->guest_mono_lag_ns,
+		put_clock(&g->pkt, TG_CLOCK_BOOTTIME, map_b(g, o, t), false, 0);
+		put_clock(&g->pkt, TG_CLOCK_MONOTONIC, t - p->guest_mono_lag_ns,
 			  false, 0);
-		put_clock(&g->pkt, CLOCK_REALTIME,
+		put_clock(&g->pkt, TG_CLOCK_REALTIME,
 			  t + p->guest_realtime_offset_ns, false, 0);
 		pb_end_nested(&g->pkt, cs);
 		o->counts[TS_PACKET]++;
@@ -887,11 +936,11 @@ static int g_service(struct gen *g, struct gout *o, uint64_t *r, uint64_t w)
 	if (o->ideal) {
 		pb_put_varint(&g->pkt, TP_TIMESTAMP,
 			      tg_truth_guest_to_host(p, tm));
-		pb_put_varint(&g->pkt, TP_TIMESTAMP_CLOCK_ID, CLOCK_BOOTTIME);
+		pb_put_varint(&g->pkt, TP_TIMESTAMP_CLOCK_ID, TG_CLOCK_BOOTTIME);
 		o->counts[TS_PACKET]++;
 	} else {
 		pb_put_varint(&g->pkt, TP_TIMESTAMP, tm - p->guest_mono_lag_ns);
-		pb_put_varint(&g->pkt, TP_TIMESTAMP_CLOCK_ID, CLOCK_MONOTONIC);
+		pb_put_varint(&g->pkt, TP_TIMESTAMP_CLOCK_ID, TG_CLOCK_MONOTONIC);
 		o->counts[TS_PACKET_MONOTONIC]++;
 	}
 	size_t te = pb_begin_nested(&g->pkt, TP_TRACK_EVENT);
@@ -903,8 +952,9 @@ static int g_service(struct gen *g, struct gout *o, uint64_t *r, uint64_t w)
 	if (guest_emit(g, o))
 		return -1;
 
-	if (w == 0) {
-		/* an unknown field that must survive the merge */
+	if (w == (p->host_step_ns && step_window(p) == 0 ? 2u : 0u)) {
+		/* an unknown field that must survive the merge (in the first
+		 * period that is not quiet) */
 		uint64_t tu = ws + g->P * 3 / 10;
 		pkt_start(g, G_SEQ_SERVICE, 0);
 		pb_put_varint(&g->pkt, TP_TIMESTAMP, map_b(g, o, tu));
@@ -926,7 +976,12 @@ static const char *const sync_ann_names[] = {
 static int g_sync(struct gen *g, struct gout *o, uint64_t *r, uint64_t w)
 {
 	const struct tg_params *p = g->p;
-	uint64_t c = p->c0 + w * g->Pc + rng_below(r, g->Pc / 10);
+	uint64_t phase = rng_below(r, g->Pc / 10);
+
+	/* just after a host step: after the first host snapshot past it */
+	if (g->quiet && w == step_window(p) + 1)
+		phase += g->Pc / 5;
+	uint64_t c = p->c0 + w * g->Pc + phase;
 	uint64_t gc = tg_guest_counter_at(p, c);
 	uint64_t gb = tg_guest_boottime_at(p, c);
 	int64_t j1 = rng_pm(r, p->jitter_ns), j2 = rng_pm(r, p->jitter_ns);
@@ -1085,7 +1140,7 @@ static int g_incr(struct gen *g, struct gout *o, uint64_t *r, uint64_t w)
 	uint64_t U = p->incr_unit_ns;
 	uint64_t ws = p->gb0 + w * g->P;
 	/* the guest-domain anchor of the current chunk */
-	uint64_t B = p->gb0 + (w - w % CHUNK_WINDOWS) * g->P + 1234;
+	uint64_t B = p->gb0 + g->inc_chunk_w * g->P + 1234;
 
 	if (w == 0) {
 		pkt_start(g, G_SEQ_INCR, SEQ_INCREMENTAL_STATE_CLEARED);
@@ -1094,7 +1149,7 @@ static int g_incr(struct gen *g, struct gout *o, uint64_t *r, uint64_t w)
 		if (guest_emit(g, o))
 			return -1;
 	}
-	if (w % CHUNK_WINDOWS == 0) {
+	if (w == g->inc_chunk_w && !g->quiet) {
 		uint64_t b = map_b(g, o, B);
 
 		o->inc_b = b;
@@ -1102,7 +1157,7 @@ static int g_incr(struct gen *g, struct gout *o, uint64_t *r, uint64_t w)
 		o->inc_acc = o->inc_x;
 		pkt_start(g, G_SEQ_INCR, SEQ_INCREMENTAL_STATE_CLEARED);
 		pb_put_varint(&g->pkt, TP_TIMESTAMP, b);
-		pb_put_varint(&g->pkt, TP_TIMESTAMP_CLOCK_ID, CLOCK_BOOTTIME);
+		pb_put_varint(&g->pkt, TP_TIMESTAMP_CLOCK_ID, TG_CLOCK_BOOTTIME);
 		o->counts[TS_PACKET]++;
 		size_t d = pb_begin_nested(&g->pkt, TP_TRACE_PACKET_DEFAULTS);
 		pb_put_varint(&g->pkt, TPD_TIMESTAMP_CLOCK_ID, 64);
@@ -1111,7 +1166,7 @@ static int g_incr(struct gen *g, struct gout *o, uint64_t *r, uint64_t w)
 		pb_end_nested(&g->pkt, ted);
 		pb_end_nested(&g->pkt, d);
 		size_t cs = pb_begin_nested(&g->pkt, TP_CLOCK_SNAPSHOT);
-		put_clock(&g->pkt, CLOCK_BOOTTIME, b, false, 0);
+		put_clock(&g->pkt, TG_CLOCK_BOOTTIME, b, false, 0);
 		put_clock(&g->pkt, 64, o->inc_x, true, U);
 		pb_end_nested(&g->pkt, cs);
 		o->counts[TS_SNAPSHOT_BOOTTIME]++;
@@ -1172,6 +1227,8 @@ static int g_legacy(struct gen *g, struct gout *o, uint64_t *r, uint64_t w)
 	uint64_t ws = p->gb0 + w * g->P;
 	uint64_t ref = (ws + 500) / 1000;
 
+	if (g->quiet)
+		return 0;
 	pkt_start(g, G_SEQ_LEGACY, SEQ_INCREMENTAL_STATE_CLEARED);
 	size_t td = pb_begin_nested(&g->pkt, TP_THREAD_DESCRIPTOR);
 	pb_put_varint(&g->pkt, THD_PID, G_PID_APP);
@@ -1421,8 +1478,15 @@ static int generate(struct gen *g)
 
 		if (w >= g->W && (!p->target_bytes || bytes >= p->target_bytes))
 			break;
-		set_budget(g, period_events(g, w, bytes));
-		if (w < g->W && p->n_exchanges) {
+		g->quiet = p->host_step_ns && (w == step_window(p) ||
+					       w == step_window(p) + 1);
+		set_budget(g, g->quiet ? 0 : period_events(g, w, bytes));
+		/* the incremental sequence is cleared every CHUNK_WINDOWS
+		 * periods, and again after the quiet periods */
+		if (!g->quiet && (w % CHUNK_WINDOWS == 0 ||
+				  (p->host_step_ns && w == step_window(p) + 2)))
+			g->inc_chunk_w = w;
+		if (w < g->W && p->n_exchanges && !g->quiet) {
 			g->ex_lo = (w * p->n_exchanges + g->W - 1) / g->W;
 			g->ex_hi = ((w + 1) * p->n_exchanges + g->W - 1) / g->W;
 		} else {
@@ -1439,6 +1503,7 @@ static int generate(struct gen *g)
 	/* One more sync sample and two more host snapshots, so that every
 	 * event lies between sync samples. */
 	g->ex_lo = g->ex_hi = 0;
+	g->quiet = false;
 	g->res->sync_samples++;
 	if (host_snapshot(g, (int64_t)w) || run_guest(g, g_sync, w) ||
 	    host_snapshot(g, (int64_t)w + 1))
@@ -1480,8 +1545,7 @@ int tg_generate(const struct tg_params *params, const struct tg_outputs *out,
 	g.errlen = errlen;
 	g.rng = p.seed;
 	g.P = p.sync_period_ns;
-	g.Pc = (uint64_t)((unsigned __int128)p.sync_period_ns * p.host_hz /
-			  1000000000u);
+	g.Pc = period_cycles(&p);
 	g.W = p.duration_ns / p.sync_period_ns;
 	pb_buf_init(&g.pkt);
 	pb_buf_init(&g.tmp);

@@ -19,9 +19,15 @@
  *   guest MONOTONIC  gm     = gb - guest_mono_lag_ns  (a fixed suspend offset)
  *   guest REALTIME   gr     = gb + guest_realtime_offset_ns
  *
- * where c_step = c0 + floor(host_step_at * duration_ns) * F / 1e9: host
- * BOOTTIME jumps forward by host_step_ns there (a suspend gap) while the
- * counter keeps counting.  So guest BOOTTIME t happened at host counter
+ * where host BOOTTIME jumps forward by host_step_ns (a suspend gap) while
+ * the counter keeps counting, at c_step = c0 + (s + 1/2) * Pc: the middle of
+ * sync period s = floor(host_step_at * duration / sync_period) (kept below
+ * the last period), Pc = sync_period_ns * F / 1e9 ticks.  Nobody can tell
+ * where between two host snapshots a step happened, so periods s and s+1
+ * are "quiet": no guest events or exchanges, the last host snapshot before
+ * the step is at 1/5 of period s, the guest sync sample of period s+1 after
+ * 1/5 of it, and the incremental sequence is cleared again in period s+2.
+ * So guest BOOTTIME t happened at host counter
  * c = c0 + (t - gb0) * F / (1e9 * (1 + delta)) and the truth is
  *
  *   truth(t) = hb0 + (t - gb0) / (1 + delta) + (c >= c_step ? step : 0)
