@@ -16,7 +16,8 @@ void pb_reader_init(struct pb_reader *r, const void *buf, size_t len)
 	r->err_off = 0;
 }
 
-bool pb_read_varint(const uint8_t **pp, const uint8_t *end, uint64_t *out)
+bool pb_read_varint_slow(const uint8_t **pp, const uint8_t *end,
+			 uint64_t *out)
 {
 	const uint8_t *p = *pp;
 	uint64_t v = 0;
@@ -46,7 +47,7 @@ static bool fail(struct pb_reader *r, const uint8_t *at, enum pb_err e)
 	return false;
 }
 
-bool pb_next(struct pb_reader *r, struct pb_field *f)
+bool pb_next_slow(struct pb_reader *r, struct pb_field *f)
 {
 	const uint8_t *start = r->p;
 	const uint8_t *p = start;
@@ -111,18 +112,6 @@ bool pb_next(struct pb_reader *r, struct pb_field *f)
 	}
 	f->end = p;
 	r->p = p;
-	return true;
-}
-
-bool pb_packed_next(struct pb_packed_iter *it, uint64_t *out)
-{
-	if (it->p >= it->end)
-		return false;
-	if (!pb_read_varint(&it->p, it->end, out)) {
-		it->bad = true;
-		it->p = it->end;
-		return false;
-	}
 	return true;
 }
 

@@ -61,13 +61,54 @@ struct pb_reader {
 
 void pb_reader_init(struct pb_reader *r, const void *buf, size_t len);
 
+/* The general case of pb_next(); callers use pb_next(). */
+bool pb_next_slow(struct pb_reader *r, struct pb_field *f);
+
 /* Reads the next field into *f.  Returns false at the end of the buffer
- * (r->err == PB_OK) or on malformed input (r->err != PB_OK). */
-bool pb_next(struct pb_reader *r, struct pb_field *f);
+ * (r->err == PB_OK) or on malformed input (r->err != PB_OK).
+ * Inline fast path: a one-byte tag with a one-byte varint or length, which
+ * is most fields of most traces; everything else takes pb_next_slow(). */
+static inline bool pb_next(struct pb_reader *r, struct pb_field *f)
+{
+	const uint8_t *p = r->p;
+
+	if (r->end - p >= 2 && p[0] < 0x80 && p[0] >= 0x08 && p[1] < 0x80) {
+		uint8_t tag = p[0];
+		f->num = tag >> 3;
+		f->wt = tag & 7;
+		f->start = p;
+		if (f->wt == 0) {
+			f->val = p[1];
+			f->data = NULL;
+			f->len = 0;
+			f->end = r->p = p + 2;
+			return true;
+		}
+		if (f->wt == 2 && (size_t)(r->end - p - 2) >= p[1]) {
+			f->val = 0;
+			f->data = p + 2;
+			f->len = p[1];
+			f->end = r->p = p + 2 + p[1];
+			return true;
+		}
+	}
+	return pb_next_slow(r, f);
+}
+
+/* The general case of pb_read_varint(). */
+bool pb_read_varint_slow(const uint8_t **p, const uint8_t *end, uint64_t *out);
 
 /* Decodes one varint at *p, advancing *p.  Returns false when truncated or
  * over-long (nothing is advanced then). */
-bool pb_read_varint(const uint8_t **p, const uint8_t *end, uint64_t *out);
+static inline bool pb_read_varint(const uint8_t **p, const uint8_t *end,
+				  uint64_t *out)
+{
+	if (*p < end && **p < 0x80) {
+		*out = *(*p)++;
+		return true;
+	}
+	return pb_read_varint_slow(p, end, out);
+}
 
 const char *pb_err_str(enum pb_err e);
 
@@ -86,7 +127,17 @@ static inline void pb_packed_init(struct pb_packed_iter *it, const uint8_t *data
 }
 
 /* Returns false at the end or on a malformed element (then it->bad). */
-bool pb_packed_next(struct pb_packed_iter *it, uint64_t *out);
+static inline bool pb_packed_next(struct pb_packed_iter *it, uint64_t *out)
+{
+	if (it->p >= it->end)
+		return false;
+	if (!pb_read_varint(&it->p, it->end, out)) {
+		it->bad = true;
+		it->p = it->end;
+		return false;
+	}
+	return true;
+}
 
 static inline int64_t pb_zigzag_decode(uint64_t v)
 {

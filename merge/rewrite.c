@@ -495,9 +495,12 @@ static int rewrite_track_event(struct rewriter *rw, struct rw_seq *q,
 			pb_put_varint(out, f.num,
 				      (uint64_t)(delta ? o - q->legacy_out_us : o));
 			run = f.end;
-			q->have_legacy = true;
-			q->legacy_in_us = in;
-			q->legacy_out_us = o;
+			/* An absolute timestamp does not move the base that
+			 * later deltas count from (Perfetto's reading). */
+			if (delta) {
+				q->legacy_in_us = in;
+				q->legacy_out_us = o;
+			}
 			rw->st.ts_legacy_us++;
 			break;
 		}
