@@ -61,53 +61,78 @@ struct pb_reader {
 
 void pb_reader_init(struct pb_reader *r, const void *buf, size_t len);
 
-/* The general case of pb_next(); callers use pb_next(). */
-bool pb_next_slow(struct pb_reader *r, struct pb_field *f);
-
-/* Reads the next field into *f.  Returns false at the end of the buffer
- * (r->err == PB_OK) or on malformed input (r->err != PB_OK).
- * Inline fast path: a one-byte tag with a one-byte varint or length, which
- * is most fields of most traces; everything else takes pb_next_slow(). */
-static inline bool pb_next(struct pb_reader *r, struct pb_field *f)
-{
-	const uint8_t *p = r->p;
-
-	if (r->end - p >= 2 && p[0] < 0x80 && p[0] >= 0x08 && p[1] < 0x80) {
-		uint8_t tag = p[0];
-		f->num = tag >> 3;
-		f->wt = tag & 7;
-		f->start = p;
-		if (f->wt == 0) {
-			f->val = p[1];
-			f->data = NULL;
-			f->len = 0;
-			f->end = r->p = p + 2;
-			return true;
-		}
-		if (f->wt == 2 && (size_t)(r->end - p - 2) >= p[1]) {
-			f->val = 0;
-			f->data = p + 2;
-			f->len = p[1];
-			f->end = r->p = p + 2 + p[1];
-			return true;
-		}
-	}
-	return pb_next_slow(r, f);
-}
-
 /* The general case of pb_read_varint(). */
 bool pb_read_varint_slow(const uint8_t **p, const uint8_t *end, uint64_t *out);
 
 /* Decodes one varint at *p, advancing *p.  Returns false when truncated or
- * over-long (nothing is advanced then). */
-static inline bool pb_read_varint(const uint8_t **p, const uint8_t *end,
+ * over-long (nothing is advanced then).  Inline fast path when ten bytes
+ * are left: no bounds check per byte. */
+static inline bool pb_read_varint(const uint8_t **pp, const uint8_t *end,
 				  uint64_t *out)
 {
-	if (*p < end && **p < 0x80) {
-		*out = *(*p)++;
+	const uint8_t *p = *pp;
+
+	if (p < end && *p < 0x80) {
+		*out = *p;
+		*pp = p + 1;
 		return true;
 	}
-	return pb_read_varint_slow(p, end, out);
+	if (end - p < PB_MAX_VARINT_LEN)
+		return pb_read_varint_slow(pp, end, out);
+	uint64_t v = 0;
+	for (unsigned i = 0; i < PB_MAX_VARINT_LEN; i++) {
+		uint8_t b = p[i];
+		v |= (uint64_t)(b & 0x7f) << (7 * i);
+		if (b < 0x80) {
+			if (i == PB_MAX_VARINT_LEN - 1 && b > 1)
+				return false;
+			*out = v;
+			*pp = p + i + 1;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* The general case of pb_next(), which also reports errors. */
+bool pb_next_slow(struct pb_reader *r, struct pb_field *f);
+
+/* Reads the next field into *f.  Returns false at the end of the buffer
+ * (r->err == PB_OK) or on malformed input (r->err != PB_OK).
+ * Inline fast path for a one-byte tag (fields 1..15) of a varint or a
+ * length-delimited field; anything else, and any error, goes through
+ * pb_next_slow(). */
+static inline bool pb_next(struct pb_reader *r, struct pb_field *f)
+{
+	const uint8_t *p = r->p;
+
+	if (p < r->end && p[0] < 0x80 && p[0] >= 0x08) {
+		const uint8_t *q = p + 1;
+		uint64_t v;
+		uint8_t wt = p[0] & 7;
+		if (wt == PB_WT_VARINT && pb_read_varint(&q, r->end, &v)) {
+			f->num = p[0] >> 3;
+			f->wt = wt;
+			f->start = p;
+			f->val = v;
+			f->data = NULL;
+			f->len = 0;
+			f->end = r->p = q;
+			return true;
+		}
+		if (wt == PB_WT_LEN && pb_read_varint(&q, r->end, &v) &&
+		    v <= (uint64_t)(r->end - q)) {
+			f->num = p[0] >> 3;
+			f->wt = wt;
+			f->start = p;
+			f->val = 0;
+			f->data = q;
+			f->len = (size_t)v;
+			f->end = r->p = q + v;
+			return true;
+		}
+	}
+	return pb_next_slow(r, f);
 }
 
 const char *pb_err_str(enum pb_err e);

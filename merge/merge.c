@@ -142,43 +142,46 @@ static int inflate_payload(const char *path, uint64_t off, const uint8_t *p,
 	return 0;
 }
 
-/* Calls fn for the packet, or for each packet inside it when it carries
- * compressed_packets.  Inner packets report the outer packet's offset. */
+/* Calls fn for the packet.  When fn answers 1 (the packet carries
+ * compressed_packets), inflates them and calls fn for each packet inside;
+ * inner packets report the outer packet's offset. */
 static int each_packet(const char *path, const uint8_t *pkt, size_t len,
 		       uint64_t off, struct pb_buf *scratch, packet_fn fn,
 		       void *ctx, struct vp_error *err)
 {
 	struct pb_reader r;
-	struct pb_field f, cf;
-	const uint8_t *comp = NULL;
-	size_t comp_len = 0;
+	struct pb_field f;
+	int rc = fn(ctx, pkt, len, off, err);
 
+	if (rc <= 0)
+		return rc;
 	pb_reader_init(&r, pkt, len);
-	while (pb_next(&r, &f))
-		if (f.num == TP_COMPRESSED_PACKETS && f.wt == PB_WT_LEN) {
-			comp = f.data;
-			comp_len = f.len;
-		}
-	if (r.err)
-		return vp_errorf(err, "%s: byte offset %llu: malformed packet: %s",
-				 path, (unsigned long long)(off + r.err_off),
-				 pb_err_str(r.err));
-	if (!comp)
-		return fn(ctx, pkt, len, off, err);
-
-	if (inflate_payload(path, off, comp, comp_len, scratch, err) < 0)
-		return -1;
-	pb_reader_init(&r, scratch->data, scratch->len);
-	while (pb_next(&r, &cf)) {
-		if (cf.num != TRACE_PACKET_FIELD || cf.wt != PB_WT_LEN)
+	while (pb_next(&r, &f)) {
+		if (f.num != TP_COMPRESSED_PACKETS || f.wt != PB_WT_LEN)
 			continue;
-		if (fn(ctx, cf.data, cf.len, off, err) < 0)
+		if (inflate_payload(path, off, f.data, f.len, scratch, err) < 0)
 			return -1;
+		struct pb_reader ir;
+		struct pb_field inner;
+		pb_reader_init(&ir, scratch->data, scratch->len);
+		while (pb_next(&ir, &inner)) {
+			if (inner.num != TRACE_PACKET_FIELD || inner.wt != PB_WT_LEN)
+				continue;
+			rc = fn(ctx, inner.data, inner.len, off, err);
+			if (rc > 0)
+				return vp_errorf(err, "%s: byte offset %llu: "
+						 "compressed_packets inside "
+						 "compressed_packets", path,
+						 (unsigned long long)off);
+			if (rc < 0)
+				return -1;
+		}
+		if (ir.err)
+			return vp_errorf(err, "%s: byte offset %llu: malformed "
+					 "packet inside compressed_packets: %s",
+					 path, (unsigned long long)off,
+					 pb_err_str(ir.err));
 	}
-	if (r.err)
-		return vp_errorf(err, "%s: byte offset %llu: malformed packet "
-				 "inside compressed_packets: %s", path,
-				 (unsigned long long)off, pb_err_str(r.err));
 	return 0;
 }
 
@@ -455,8 +458,9 @@ static int rewrite_fn(void *ctx, const uint8_t *pkt, size_t len, uint64_t off,
 		      struct vp_error *err)
 {
 	struct rewrite_ctx *c = ctx;
-	if (rewrite_packet(c->rw, pkt, len, off, &c->out, err) < 0)
-		return -1;
+	int rc = rewrite_packet(c->rw, pkt, len, off, &c->out, err);
+	if (rc != 0)
+		return rc; /* -1, or 1: compressed_packets for each_packet() */
 	if (trace_writer_packet(c->w, c->out.data, c->out.len, err) < 0) {
 		c->write_failed = true;
 		return -1;

@@ -48,6 +48,8 @@ struct rewriter {
 	struct u64map seq_index;
 	struct rw_seq *seqs;
 	size_t n_seqs, cap_seqs;
+	uint32_t last_seq_id; /* one-entry cache: packets come in runs */
+	size_t last_seq_idx;
 	struct rewrite_stats st;
 	/* the packet being rewritten, for error offsets */
 	const uint8_t *pkt;
@@ -86,8 +88,13 @@ static struct rw_seq *get_seq(struct rewriter *rw, uint32_t id)
 {
 	uint64_t idx;
 
-	if (u64map_get(&rw->seq_index, id, &idx))
+	if (rw->n_seqs && rw->last_seq_id == id)
+		return &rw->seqs[rw->last_seq_idx];
+	if (u64map_get(&rw->seq_index, id, &idx)) {
+		rw->last_seq_id = id;
+		rw->last_seq_idx = idx;
 		return &rw->seqs[idx];
+	}
 	if (rw->n_seqs == rw->cap_seqs) {
 		rw->cap_seqs = rw->cap_seqs ? rw->cap_seqs * 2 : 16;
 		rw->seqs = realloc(rw->seqs, rw->cap_seqs * sizeof(*rw->seqs));
@@ -97,6 +104,8 @@ static struct rw_seq *get_seq(struct rewriter *rw, uint32_t id)
 		}
 	}
 	memset(&rw->seqs[rw->n_seqs], 0, sizeof(rw->seqs[0]));
+	rw->last_seq_id = id;
+	rw->last_seq_idx = rw->n_seqs;
 	u64map_put(&rw->seq_index, id, rw->n_seqs);
 	return &rw->seqs[rw->n_seqs++];
 }
@@ -828,7 +837,7 @@ struct packet_info {
 	uint64_t ts;
 	uint32_t clock;
 	struct pb_field defaults, snapshot;
-	bool have_defaults, have_snapshot;
+	bool have_defaults, have_snapshot, compressed;
 };
 
 static int read_packet_info(struct rewriter *rw, const uint8_t *pkt,
@@ -877,6 +886,9 @@ static int read_packet_info(struct rewriter *rw, const uint8_t *pkt,
 				pi->snapshot = f;
 				pi->have_snapshot = true;
 			}
+			break;
+		case TP_COMPRESSED_PACKETS:
+			pi->compressed = l;
 			break;
 		}
 	}
@@ -947,11 +959,13 @@ int rewrite_packet(struct rewriter *rw, const uint8_t *pkt, size_t len,
 	rw->pkt = pkt;
 	rw->pkt_off = off;
 	rw->err = err;
-	rw->st.packets++;
 	pb_buf_reset(out);
 
 	if (read_packet_info(rw, pkt, len, &pi) < 0)
 		return -1;
+	if (pi.compressed)
+		return 1; /* the caller inflates it and rewrites what is inside */
+	rw->st.packets++;
 	struct rw_seq *q = get_seq(rw, pi.seq_id);
 	if (pi.cleared) {
 		q->default_clock = 0;

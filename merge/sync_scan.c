@@ -81,6 +81,8 @@ struct sync_scanner {
 	struct u64map seq_index; /* sequence id -> index in seqs */
 	struct seq *seqs;
 	size_t n_seqs, cap_seqs;
+	uint32_t last_seq_id; /* one-entry cache: packets come in runs */
+	size_t last_seq_idx;
 	struct sync_data d;
 	/* the packet being scanned, for error offsets */
 	const uint8_t *pkt;
@@ -149,11 +151,18 @@ struct sync_data *sync_scanner_data(struct sync_scanner *s) { return &s->d; }
 static struct seq *get_seq(struct sync_scanner *s, uint32_t id)
 {
 	uint64_t idx;
-	if (u64map_get(&s->seq_index, id, &idx))
+	if (s->n_seqs && s->last_seq_id == id)
+		return &s->seqs[s->last_seq_idx];
+	if (u64map_get(&s->seq_index, id, &idx)) {
+		s->last_seq_id = id;
+		s->last_seq_idx = idx;
 		return &s->seqs[idx];
+	}
 	s->seqs = grow(s->seqs, &s->cap_seqs, s->n_seqs + 1, sizeof(*s->seqs));
 	struct seq *q = &s->seqs[s->n_seqs];
 	u64map_init(&q->interned);
+	s->last_seq_id = id;
+	s->last_seq_idx = s->n_seqs;
 	u64map_put(&s->seq_index, id, s->n_seqs++);
 	return q;
 }
@@ -445,7 +454,7 @@ int sync_scan_packet(struct sync_scanner *s, const uint8_t *pkt, size_t len,
 	s->pkt = pkt;
 	s->pkt_off = off;
 	s->err = err;
-	s->d.n_packets++;
+	bool compressed = false;
 
 	pb_reader_init(&r, pkt, len);
 	while (pb_next(&r, &f)) {
@@ -485,10 +494,16 @@ int sync_scan_packet(struct sync_scanner *s, const uint8_t *pkt, size_t len,
 				snap_len = f.len;
 			}
 			break;
+		case TP_COMPRESSED_PACKETS:
+			compressed = f.wt == PB_WT_LEN;
+			break;
 		}
 	}
 	if (r.err)
 		return bad(s, &r, "packet");
+	if (compressed)
+		return 1; /* the caller inflates it and scans what is inside */
+	s->d.n_packets++;
 
 	if (seq_id > s->d.max_seq_id)
 		s->d.max_seq_id = seq_id;

@@ -58,8 +58,10 @@ struct sync_scanner;
 
 struct sync_scanner *sync_scanner_new(const char *path);
 void sync_scanner_free(struct sync_scanner *s);
-/* Scans one packet found at file offset off.  Returns -1 with a message
- * naming the file and byte offset on malformed data. */
+/* Scans one packet found at file offset off.  Returns 0, 1 when the packet
+ * holds compressed_packets (nothing was scanned: the caller inflates them
+ * and scans each packet inside), or -1 with a message naming the file and
+ * byte offset on malformed data. */
 int sync_scan_packet(struct sync_scanner *s, const uint8_t *pkt, size_t len,
 		     uint64_t off, struct vp_error *err);
 /* The data gathered so far (owned by the scanner). */

@@ -90,6 +90,46 @@ check "no-machine-id: merge" "$MERGE" -q "$W/ex.host.pb" "$W/ex.guest.pb" -o "$W
 check "no-machine-id: no machine_id field in the output" bash -c \
       "VP_PROTO_DIR='$PROTO_DIR' VP_ALLOW_FIELDS=9000 bash '$PDECODE' --print '$W/nm.out.pb' | grep -vq 'machine_id' && ! VP_PROTO_DIR='$PROTO_DIR' VP_ALLOW_FIELDS=9000 bash '$PDECODE' --print '$W/nm.out.pb' | grep -q 'machine_id'"
 
+# 6b. compressed_packets (zlib) in both traces: sync data found inside the
+# host's (copied as is), guest packets inflated and rewritten
+cat > "$W/compress.py" <<'PY'
+import sys, zlib
+def records(b):
+    i = 0
+    while i < len(b):
+        assert b[i] == 0x0a
+        n, s, i = 0, 0, i + 1
+        while True:
+            c = b[i]; i += 1; n |= (c & 0x7f) << s; s += 7
+            if c < 0x80: break
+        yield b[i - 1 - ((n.bit_length() + 6) // 7 or 1):i + n]
+        i += n
+def varint(n):
+    out = bytearray()
+    while True:
+        if n < 0x80: out.append(n); return bytes(out)
+        out.append(n & 0x7f | 0x80); n >>= 7
+src, dst = sys.argv[1], sys.argv[2]
+recs = list(records(open(src, 'rb').read()))
+out = bytearray()
+for k in range(0, len(recs), 50):
+    z = zlib.compress(b''.join(recs[k:k + 50]))
+    pkt = b'\x92\x03' + varint(len(z)) + z          # field 50, LEN
+    out += b'\x0a' + varint(len(pkt)) + pkt
+open(dst, 'wb').write(out)
+PY
+check "compressed: make compressed traces" bash -c \
+      "python3 '$W/compress.py' '$W/ex.host.pb' '$W/zh.pb' && python3 '$W/compress.py' '$W/ex.guest.pb' '$W/zg.pb'"
+check "compressed: merge" "$MERGE" "$W/zh.pb" "$W/zg.pb" -o "$W/z.out.pb" --report "$W/z.json"
+check "compressed: every guest timestamp within 1000 ns of truth" \
+      "$TRUTH" "$W/ex.params" "$W/ex.guest.pb" "$W/z.out.pb" --machine 1 --tolerance-ns 1000
+check "compressed: host sync samples found inside compressed_packets" python3 -c "
+import json,sys; a=json.load(open('$W/z.json')); b=json.load(open('$W/ex.json'))
+sys.exit(0 if a['host']['samples']==b['host']['samples']>0 else 1)"
+printf '\x0a\x05\x92\x03\x02\x78\x9c' > "$W/zbad.pb"
+expect_exit "compressed: corrupt zlib data: exit 2" 2 "zbad.pb: byte offset 2: corrupt compressed_packets" \
+      "$MERGE" "$W/ex.host.pb" "$W/zbad.pb" -o "$W/bad.out.pb"
+
 # 7. bad input
 head -c $(( $(stat -c %s "$W/ex.guest.pb") - 7 )) "$W/ex.guest.pb" > "$W/trunc.pb"
 expect_exit "truncated guest: exit 2 with file and byte offset" 2 "trunc.pb: byte offset [0-9]+" \
