@@ -34,13 +34,20 @@ install_deps() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 }
 
-# build DIR [meson options...]
+# build DIR [meson options...]: quiet unless something fails
 build() {
   local dir=$1; shift
+  local log
+  log=$(mktemp)
   if [ ! -f "$dir/build.ninja" ]; then
-    meson setup "$dir" "$@" >/dev/null
+    if ! meson setup "$dir" "$@" >"$log" 2>&1; then
+      cat "$log"; rm -f "$log"; return 1
+    fi
   fi
-  ninja -C "$dir" >/dev/null
+  if ! ninja -C "$dir" >"$log" 2>&1; then
+    cat "$log"; rm -f "$log"; return 1
+  fi
+  rm -f "$log"
 }
 
 demo() {

@@ -147,10 +147,8 @@ void pb_buf_free(struct pb_buf *b)
 	pb_buf_init(b);
 }
 
-void pb_buf_reserve(struct pb_buf *b, size_t extra)
+void pb_buf_grow(struct pb_buf *b, size_t extra)
 {
-	if (b->cap - b->len >= extra)
-		return;
 	size_t cap = b->cap ? b->cap : 256;
 	while (cap - b->len < extra)
 		cap *= 2;
@@ -163,17 +161,6 @@ void pb_buf_reserve(struct pb_buf *b, size_t extra)
 	b->cap = cap;
 }
 
-size_t pb_encode_varint(uint8_t *p, uint64_t v)
-{
-	size_t n = 0;
-	while (v >= 0x80) {
-		p[n++] = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	p[n++] = (uint8_t)v;
-	return n;
-}
-
 void pb_put_raw(struct pb_buf *b, const void *p, size_t len)
 {
 	if (!len)
@@ -181,24 +168,6 @@ void pb_put_raw(struct pb_buf *b, const void *p, size_t len)
 	pb_buf_reserve(b, len);
 	memcpy(b->data + b->len, p, len);
 	b->len += len;
-}
-
-void pb_put_raw_varint(struct pb_buf *b, uint64_t v)
-{
-	pb_buf_reserve(b, PB_MAX_VARINT_LEN);
-	b->len += pb_encode_varint(b->data + b->len, v);
-}
-
-void pb_put_tag(struct pb_buf *b, uint32_t num, enum pb_wiretype wt)
-{
-	pb_put_raw_varint(b, ((uint64_t)num << 3) | (uint64_t)wt);
-}
-
-void pb_put_varint(struct pb_buf *b, uint32_t num, uint64_t v)
-{
-	pb_buf_reserve(b, 2 * PB_MAX_VARINT_LEN);
-	b->len += pb_encode_varint(b->data + b->len, ((uint64_t)num << 3));
-	b->len += pb_encode_varint(b->data + b->len, v);
 }
 
 void pb_put_sint(struct pb_buf *b, uint32_t num, int64_t v)

@@ -67,8 +67,10 @@ bool pb_read_varint_slow(const uint8_t **p, const uint8_t *end, uint64_t *out);
 /* Decodes one varint at *p, advancing *p.  Returns false when truncated or
  * over-long (nothing is advanced then).  Inline fast path when ten bytes
  * are left: no bounds check per byte. */
-static inline bool pb_read_varint(const uint8_t **pp, const uint8_t *end,
-				  uint64_t *out)
+#define PB_INLINE static inline __attribute__((always_inline))
+
+PB_INLINE bool pb_read_varint(const uint8_t **pp, const uint8_t *end,
+			      uint64_t *out)
 {
 	const uint8_t *p = *pp;
 
@@ -102,16 +104,16 @@ bool pb_next_slow(struct pb_reader *r, struct pb_field *f);
  * Inline fast path for a one-byte tag (fields 1..15) of a varint or a
  * length-delimited field; anything else, and any error, goes through
  * pb_next_slow(). */
-static inline bool pb_next(struct pb_reader *r, struct pb_field *f)
+PB_INLINE bool pb_next(struct pb_reader *r, struct pb_field *f)
 {
-	const uint8_t *p = r->p;
+	const uint8_t *p = r->p, *q = p;
+	uint64_t tag, v;
 
-	if (p < r->end && p[0] < 0x80 && p[0] >= 0x08) {
-		const uint8_t *q = p + 1;
-		uint64_t v;
-		uint8_t wt = p[0] & 7;
+	if (p < r->end && pb_read_varint(&q, r->end, &tag) && tag >= 0x08 &&
+	    tag <= ((uint64_t)PB_MAX_FIELD_NUMBER << 3 | 7)) {
+		uint8_t wt = tag & 7;
 		if (wt == PB_WT_VARINT && pb_read_varint(&q, r->end, &v)) {
-			f->num = p[0] >> 3;
+			f->num = (uint32_t)(tag >> 3);
 			f->wt = wt;
 			f->start = p;
 			f->val = v;
@@ -122,7 +124,7 @@ static inline bool pb_next(struct pb_reader *r, struct pb_field *f)
 		}
 		if (wt == PB_WT_LEN && pb_read_varint(&q, r->end, &v) &&
 		    v <= (uint64_t)(r->end - q)) {
-			f->num = p[0] >> 3;
+			f->num = (uint32_t)(tag >> 3);
 			f->wt = wt;
 			f->start = p;
 			f->val = 0;
@@ -152,7 +154,7 @@ static inline void pb_packed_init(struct pb_packed_iter *it, const uint8_t *data
 }
 
 /* Returns false at the end or on a malformed element (then it->bad). */
-static inline bool pb_packed_next(struct pb_packed_iter *it, uint64_t *out)
+PB_INLINE bool pb_packed_next(struct pb_packed_iter *it, uint64_t *out)
 {
 	if (it->p >= it->end)
 		return false;
@@ -187,12 +189,47 @@ struct pb_buf {
 void pb_buf_init(struct pb_buf *b);
 void pb_buf_free(struct pb_buf *b);
 static inline void pb_buf_reset(struct pb_buf *b) { b->len = 0; }
-void pb_buf_reserve(struct pb_buf *b, size_t extra);
+/* Grows the buffer (the rare case of pb_buf_reserve). */
+void pb_buf_grow(struct pb_buf *b, size_t extra);
+
+PB_INLINE void pb_buf_reserve(struct pb_buf *b, size_t extra)
+{
+	if (b->cap - b->len < extra)
+		pb_buf_grow(b, extra);
+}
+
+/* Encodes v at p (which must have room for 10 bytes); returns bytes used. */
+PB_INLINE size_t pb_encode_varint(uint8_t *p, uint64_t v)
+{
+	size_t n = 0;
+	while (v >= 0x80) {
+		p[n++] = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	p[n++] = (uint8_t)v;
+	return n;
+}
 
 void pb_put_raw(struct pb_buf *b, const void *p, size_t len);
-void pb_put_raw_varint(struct pb_buf *b, uint64_t v);
-void pb_put_tag(struct pb_buf *b, uint32_t num, enum pb_wiretype wt);
-void pb_put_varint(struct pb_buf *b, uint32_t num, uint64_t v);
+
+PB_INLINE void pb_put_raw_varint(struct pb_buf *b, uint64_t v)
+{
+	pb_buf_reserve(b, PB_MAX_VARINT_LEN);
+	b->len += pb_encode_varint(b->data + b->len, v);
+}
+
+PB_INLINE void pb_put_tag(struct pb_buf *b, uint32_t num, enum pb_wiretype wt)
+{
+	pb_put_raw_varint(b, ((uint64_t)num << 3) | (uint64_t)wt);
+}
+
+PB_INLINE void pb_put_varint(struct pb_buf *b, uint32_t num, uint64_t v)
+{
+	pb_buf_reserve(b, 2 * PB_MAX_VARINT_LEN);
+	b->len += pb_encode_varint(b->data + b->len, ((uint64_t)num << 3));
+	b->len += pb_encode_varint(b->data + b->len, v);
+}
+
 void pb_put_sint(struct pb_buf *b, uint32_t num, int64_t v); /* zigzag */
 void pb_put_fixed64(struct pb_buf *b, uint32_t num, uint64_t v);
 void pb_put_fixed32(struct pb_buf *b, uint32_t num, uint32_t v);
@@ -216,7 +253,5 @@ static inline size_t pb_varint_size(uint64_t v)
 	return n;
 }
 
-/* Encodes v at p (which must have room for 10 bytes); returns bytes used. */
-size_t pb_encode_varint(uint8_t *p, uint64_t v);
 
 #endif

@@ -5,7 +5,6 @@
  * without sync data still reach the rewriter.  Any status is fine; crashes,
  * leaks, undefined behaviour and an output left behind on failure are not.
  */
-#define _GNU_SOURCE
 #include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>

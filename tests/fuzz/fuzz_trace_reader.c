@@ -3,7 +3,6 @@
  * arbitrary file, read twice (rewind), with every record checked against
  * the file's bounds.
  */
-#define _GNU_SOURCE
 #include <stdio.h>
 #include <stdint.h>
 #include <sys/mman.h>
