@@ -92,7 +92,7 @@ fuzz() {
     --guest "$corpus/trace/guest.pb" --seed 3 --duration-s 1 --events 50 \
     --exchanges 5 >/dev/null
   local total=0 failed=0
-  for t in fuzz_pb_wire fuzz_trace_reader fuzz_merge; do
+  for t in fuzz_pb_wire fuzz_trace_reader fuzz_rewrite fuzz_merge; do
     mkdir -p "$corpus/$t"
     total=$((total + 1))
     if build-fuzz/tests/fuzz/$t -max_total_time="$secs" -max_len=65536 \
