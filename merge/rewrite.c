@@ -129,6 +129,42 @@ static void flush_run(struct pb_buf *out, const uint8_t **run,
 	*run = upto;
 }
 
+/* An edit of one nested message.  Fields stay in a pending run of input
+ * bytes; edit_replace() writes the run out and skips the field, whose
+ * replacement the caller writes next; edit_end() writes the rest and
+ * back-patches the message's length. */
+struct msg_edit {
+	struct pb_reader r;
+	struct pb_buf *out;
+	const uint8_t *run, *end;
+	size_t mark;
+};
+
+static void edit_begin(struct msg_edit *e, struct pb_buf *out,
+		       const struct pb_field *outer)
+{
+	e->out = out;
+	e->mark = pb_begin_nested(out, outer->num);
+	e->run = outer->data;
+	e->end = outer->data + outer->len;
+	pb_reader_init(&e->r, outer->data, outer->len);
+}
+
+static void edit_replace(struct msg_edit *e, const struct pb_field *f)
+{
+	flush_run(e->out, &e->run, f->start);
+	e->run = f->end;
+}
+
+static int edit_end(struct rewriter *rw, struct msg_edit *e, const char *what)
+{
+	if (e->r.err)
+		return bad(rw, &e->r, what);
+	flush_run(e->out, &e->run, e->end);
+	pb_end_nested(e->out, e->mark);
+	return 0;
+}
+
 static bool map_clock(struct rewriter *rw, uint32_t clock, uint64_t in,
 		      uint64_t *out)
 {
@@ -192,29 +228,22 @@ static int remap_pid_msg(struct rewriter *rw, struct pb_buf *out,
 			 const struct pb_field *outer, const uint32_t *pid_fields,
 			 const char *what)
 {
-	struct pb_reader r;
 	struct pb_field f;
-	size_t mark = pb_begin_nested(out, outer->num);
-	const uint8_t *run = outer->data;
+	struct msg_edit e;
 
-	pb_reader_init(&r, outer->data, outer->len);
-	while (pb_next(&r, &f)) {
+	edit_begin(&e, out, outer);
+	while (pb_next(&e.r, &f)) {
 		if (f.wt != PB_WT_VARINT)
 			continue;
 		for (const uint32_t *p = pid_fields; *p; p++) {
 			if (f.num == *p) {
-				flush_run(out, &run, f.start);
+				edit_replace(&e, &f);
 				put_pid(out, f.num, map_pid(rw, f.val));
-				run = f.end;
 				break;
 			}
 		}
 	}
-	if (r.err)
-		return bad(rw, &r, what);
-	flush_run(out, &run, outer->data + outer->len);
-	pb_end_nested(out, mark);
-	return 0;
+	return edit_end(rw, &e, what);
 }
 
 /* Applies remap_pid_msg to each entry of a repeated submessage field
@@ -229,31 +258,24 @@ static int remap_pid_lists(struct rewriter *rw, struct pb_buf *out,
 			   const struct pid_list *lists, size_t n_lists,
 			   const char *what)
 {
-	struct pb_reader r;
 	struct pb_field f;
-	size_t mark = pb_begin_nested(out, outer->num);
-	const uint8_t *run = outer->data;
+	struct msg_edit e;
 
-	pb_reader_init(&r, outer->data, outer->len);
-	while (pb_next(&r, &f)) {
+	edit_begin(&e, out, outer);
+	while (pb_next(&e.r, &f)) {
 		if (f.wt != PB_WT_LEN)
 			continue;
 		for (size_t i = 0; i < n_lists; i++) {
 			if (f.num != lists[i].list_field)
 				continue;
-			flush_run(out, &run, f.start);
+			edit_replace(&e, &f);
 			if (remap_pid_msg(rw, out, &f, lists[i].pid_fields,
 					  what) < 0)
 				return -1;
-			run = f.end;
 			break;
 		}
 	}
-	if (r.err)
-		return bad(rw, &r, what);
-	flush_run(out, &run, outer->data + outer->len);
-	pb_end_nested(out, mark);
-	return 0;
+	return edit_end(rw, &e, what);
 }
 
 /* ---- sequence-scoped clocks and ClockSnapshot ---------------------------- */
@@ -339,13 +361,12 @@ static int parse_snapshot(struct rewriter *rw, struct rw_seq *q,
 static int rewrite_snapshot(struct rewriter *rw, struct pb_buf *out,
 			    const struct pb_field *outer)
 {
-	struct pb_reader r, cr;
+	struct pb_reader cr;
 	struct pb_field f, cf;
-	size_t mark = pb_begin_nested(out, outer->num);
-	const uint8_t *run = outer->data;
+	struct msg_edit e;
 
-	pb_reader_init(&r, outer->data, outer->len);
-	while (pb_next(&r, &f)) {
+	edit_begin(&e, out, outer);
+	while (pb_next(&e.r, &f)) {
 		if (f.num != CS_CLOCKS || f.wt != PB_WT_LEN)
 			continue;
 		uint64_t id = 0;
@@ -370,20 +391,15 @@ static int rewrite_snapshot(struct rewriter *rw, struct pb_buf *out,
 			continue;
 		}
 		/* Re-encode this Clock: copy around its timestamp field. */
-		flush_run(out, &run, f.start);
+		edit_replace(&e, &f);
 		size_t m2 = pb_begin_nested(out, CS_CLOCKS);
 		pb_put_raw(out, f.data, (size_t)(tsf->start - f.data));
 		pb_put_varint(out, CLK_TIMESTAMP, mapped);
 		pb_put_raw(out, tsf->end, (size_t)(f.data + f.len - tsf->end));
 		pb_end_nested(out, m2);
-		run = f.end;
 		rw->st.ts_snapshot++;
 	}
-	if (r.err)
-		return bad(rw, &r, "clock_snapshot");
-	flush_run(out, &run, outer->data + outer->len);
-	pb_end_nested(out, mark);
-	return 0;
+	return edit_end(rw, &e, "clock_snapshot");
 }
 
 /* Maps a value of a scoped clock; for incremental clocks `v` is a delta and
@@ -435,13 +451,11 @@ static int rewrite_thread_descriptor(struct rewriter *rw, struct rw_seq *q,
 				     struct pb_buf *out,
 				     const struct pb_field *outer)
 {
-	struct pb_reader r;
 	struct pb_field f;
-	size_t mark = pb_begin_nested(out, outer->num);
-	const uint8_t *run = outer->data;
+	struct msg_edit e;
 
-	pb_reader_init(&r, outer->data, outer->len);
-	while (pb_next(&r, &f)) {
+	edit_begin(&e, out, outer);
+	while (pb_next(&e.r, &f)) {
 		if (f.wt != PB_WT_VARINT)
 			continue;
 		if (f.num == THD_REFERENCE_TIMESTAMP_US) {
@@ -450,25 +464,19 @@ static int rewrite_thread_descriptor(struct rewriter *rw, struct rw_seq *q,
 				rw->st.ts_unmapped++;
 				continue;
 			}
-			flush_run(out, &run, f.start);
+			edit_replace(&e, &f);
 			pb_put_varint(out, f.num, (uint64_t)o);
-			run = f.end;
 			q->have_legacy = true;
 			q->legacy_in_us = in;
 			q->legacy_out_us = o;
 			rw->st.ts_legacy_us++;
 		} else if (rw->cfg.remap_ids &&
 			   (f.num == THD_PID || f.num == THD_TID)) {
-			flush_run(out, &run, f.start);
+			edit_replace(&e, &f);
 			put_pid(out, f.num, map_pid(rw, f.val));
-			run = f.end;
 		}
 	}
-	if (r.err)
-		return bad(rw, &r, "thread_descriptor");
-	flush_run(out, &run, outer->data + outer->len);
-	pb_end_nested(out, mark);
-	return 0;
+	return edit_end(rw, &e, "thread_descriptor");
 }
 
 /* ---- TrackEvent ------------------------------------------------------------ */
@@ -476,13 +484,11 @@ static int rewrite_thread_descriptor(struct rewriter *rw, struct rw_seq *q,
 static int rewrite_track_event(struct rewriter *rw, struct rw_seq *q,
 			       struct pb_buf *out, const struct pb_field *outer)
 {
-	struct pb_reader r;
 	struct pb_field f;
-	size_t mark = pb_begin_nested(out, outer->num);
-	const uint8_t *run = outer->data;
+	struct msg_edit e;
 
-	pb_reader_init(&r, outer->data, outer->len);
-	while (pb_next(&r, &f)) {
+	edit_begin(&e, out, outer);
+	while (pb_next(&e.r, &f)) {
 		switch (f.num) {
 		case TE_TIMESTAMP_DELTA_US:
 		case TE_TIMESTAMP_ABSOLUTE_US: {
@@ -500,10 +506,9 @@ static int rewrite_track_event(struct rewriter *rw, struct rw_seq *q,
 				rw->st.ts_unmapped++;
 				break;
 			}
-			flush_run(out, &run, f.start);
+			edit_replace(&e, &f);
 			pb_put_varint(out, f.num,
 				      (uint64_t)(delta ? o - q->legacy_out_us : o));
-			run = f.end;
 			/* An absolute timestamp does not move the base that
 			 * later deltas count from (Perfetto's reading). */
 			if (delta) {
@@ -516,26 +521,20 @@ static int rewrite_track_event(struct rewriter *rw, struct rw_seq *q,
 		case TE_TRACK_UUID:
 			if (!rw->cfg.remap_ids || f.wt != PB_WT_VARINT)
 				break;
-			flush_run(out, &run, f.start);
+			edit_replace(&e, &f);
 			pb_put_varint(out, f.num,
 				      rewrite_remap_uuid(f.val, rw->cfg.uuid_key));
-			run = f.end;
 			break;
 		case TE_EXTRA_COUNTER_TRACK_UUIDS:
 		case TE_EXTRA_DOUBLE_COUNTER_TRACK_UUIDS:
 			if (!rw->cfg.remap_ids)
 				break;
-			flush_run(out, &run, f.start);
+			edit_replace(&e, &f);
 			put_uuids(rw, out, &f);
-			run = f.end;
 			break;
 		}
 	}
-	if (r.err)
-		return bad(rw, &r, "track_event");
-	flush_run(out, &run, outer->data + outer->len);
-	pb_end_nested(out, mark);
-	return 0;
+	return edit_end(rw, &e, "track_event");
 }
 
 /* TrackDescriptor (remap_ids only): uuid, parent_uuid, process and thread. */
@@ -545,79 +544,59 @@ static const uint32_t thread_pid_fields[] = {THD_PID, THD_TID, 0};
 static int rewrite_track_descriptor(struct rewriter *rw, struct pb_buf *out,
 				    const struct pb_field *outer)
 {
-	struct pb_reader r;
 	struct pb_field f;
-	size_t mark = pb_begin_nested(out, outer->num);
-	const uint8_t *run = outer->data;
+	struct msg_edit e;
 
-	pb_reader_init(&r, outer->data, outer->len);
-	while (pb_next(&r, &f)) {
+	edit_begin(&e, out, outer);
+	while (pb_next(&e.r, &f)) {
 		if ((f.num == TD_UUID || f.num == TD_PARENT_UUID) &&
 		    f.wt == PB_WT_VARINT) {
-			flush_run(out, &run, f.start);
+			edit_replace(&e, &f);
 			pb_put_varint(out, f.num,
 				      rewrite_remap_uuid(f.val, rw->cfg.uuid_key));
-			run = f.end;
 		} else if ((f.num == TD_PROCESS || f.num == TD_THREAD) &&
 			   f.wt == PB_WT_LEN) {
-			flush_run(out, &run, f.start);
+			edit_replace(&e, &f);
 			if (remap_pid_msg(rw, out, &f,
 					  f.num == TD_PROCESS ? process_pid_fields
 							      : thread_pid_fields,
 					  "track_descriptor") < 0)
 				return -1;
-			run = f.end;
 		}
 	}
-	if (r.err)
-		return bad(rw, &r, "track_descriptor");
-	flush_run(out, &run, outer->data + outer->len);
-	pb_end_nested(out, mark);
-	return 0;
+	return edit_end(rw, &e, "track_descriptor");
 }
 
 /* TracePacketDefaults (remap_ids only): the default track uuids. */
 static int rewrite_defaults(struct rewriter *rw, struct pb_buf *out,
 			    const struct pb_field *outer)
 {
-	struct pb_reader r, er;
 	struct pb_field f, ef;
-	size_t mark = pb_begin_nested(out, outer->num);
-	const uint8_t *run = outer->data;
+	struct msg_edit e;
 
-	pb_reader_init(&r, outer->data, outer->len);
-	while (pb_next(&r, &f)) {
+	edit_begin(&e, out, outer);
+	while (pb_next(&e.r, &f)) {
 		if (f.num != TPD_TRACK_EVENT_DEFAULTS || f.wt != PB_WT_LEN)
 			continue;
-		flush_run(out, &run, f.start);
-		size_t m2 = pb_begin_nested(out, f.num);
-		const uint8_t *run2 = f.data;
-		pb_reader_init(&er, f.data, f.len);
-		while (pb_next(&er, &ef)) {
+		struct msg_edit d;
+		edit_replace(&e, &f);
+		edit_begin(&d, out, &f);
+		while (pb_next(&d.r, &ef)) {
 			if (ef.num == TED_TRACK_UUID && ef.wt == PB_WT_VARINT) {
-				flush_run(out, &run2, ef.start);
+				edit_replace(&d, &ef);
 				pb_put_varint(out, ef.num,
 					      rewrite_remap_uuid(ef.val,
 								 rw->cfg.uuid_key));
-				run2 = ef.end;
 			} else if (ef.num == TED_EXTRA_COUNTER_TRACK_UUIDS ||
 				   ef.num == TED_EXTRA_DOUBLE_COUNTER_TRACK_UUIDS) {
-				flush_run(out, &run2, ef.start);
+				edit_replace(&d, &ef);
 				put_uuids(rw, out, &ef);
-				run2 = ef.end;
 			}
 		}
-		if (er.err)
-			return bad(rw, &er, "track_event_defaults");
-		flush_run(out, &run2, f.data + f.len);
-		pb_end_nested(out, m2);
-		run = f.end;
+		if (edit_end(rw, &d, "track_event_defaults") < 0)
+			return -1;
 	}
-	if (r.err)
-		return bad(rw, &r, "trace_packet_defaults");
-	flush_run(out, &run, outer->data + outer->len);
-	pb_end_nested(out, mark);
-	return 0;
+	return edit_end(rw, &e, "trace_packet_defaults");
 }
 
 /* ---- ftrace ---------------------------------------------------------------- */
@@ -628,46 +607,37 @@ static const uint32_t sched_wakeup_pid_fields[] = {SW_PID, 0};
 static int rewrite_ftrace_event(struct rewriter *rw, struct pb_buf *out,
 				const struct pb_field *outer, bool map_ts)
 {
-	struct pb_reader r;
 	struct pb_field f;
-	size_t mark = pb_begin_nested(out, outer->num);
-	const uint8_t *run = outer->data;
+	struct msg_edit e;
 
-	pb_reader_init(&r, outer->data, outer->len);
-	while (pb_next(&r, &f)) {
+	edit_begin(&e, out, outer);
+	while (pb_next(&e.r, &f)) {
 		uint64_t o;
 		if (f.num == FE_TIMESTAMP && f.wt == PB_WT_VARINT && map_ts) {
 			if (!map_clock(rw, BUILTIN_CLOCK_BOOTTIME, f.val, &o)) {
 				rw->st.ts_unmapped++;
 				continue;
 			}
-			flush_run(out, &run, f.start);
+			edit_replace(&e, &f);
 			pb_put_varint(out, f.num, o);
-			run = f.end;
 			rw->st.ts_ftrace++;
 		} else if (!rw->cfg.remap_ids) {
 			continue;
 		} else if (f.num == FE_PID && f.wt == PB_WT_VARINT) {
-			flush_run(out, &run, f.start);
+			edit_replace(&e, &f);
 			put_pid(out, f.num, map_pid(rw, f.val));
-			run = f.end;
 		} else if ((f.num == FE_SCHED_SWITCH || f.num == FE_SCHED_WAKEUP) &&
 			   f.wt == PB_WT_LEN) {
-			flush_run(out, &run, f.start);
+			edit_replace(&e, &f);
 			if (remap_pid_msg(rw, out, &f,
 					  f.num == FE_SCHED_SWITCH
 						  ? sched_switch_pid_fields
 						  : sched_wakeup_pid_fields,
 					  "ftrace event") < 0)
 				return -1;
-			run = f.end;
 		}
 	}
-	if (r.err)
-		return bad(rw, &r, "ftrace event");
-	flush_run(out, &run, outer->data + outer->len);
-	pb_end_nested(out, mark);
-	return 0;
+	return edit_end(rw, &e, "ftrace event");
 }
 
 /* Delta-encoded timestamp lists in compact_sched: the first value is
@@ -717,21 +687,19 @@ static void put_pid_list(struct rewriter *rw, struct pb_buf *out,
 static int rewrite_compact_sched(struct rewriter *rw, struct pb_buf *out,
 				 const struct pb_field *outer, bool map_ts)
 {
-	struct pb_reader r;
 	struct pb_field f;
 	struct delta_list sw = {0, 0}, wk = {0, 0};
-	size_t mark = pb_begin_nested(out, outer->num);
-	const uint8_t *run = outer->data;
+	struct msg_edit e;
 
-	pb_reader_init(&r, outer->data, outer->len);
-	while (pb_next(&r, &f)) {
+	edit_begin(&e, out, outer);
+	while (pb_next(&e.r, &f)) {
 		struct delta_list *d = NULL;
 		if (f.num == CSCHED_SWITCH_TIMESTAMP)
 			d = &sw;
 		else if (f.num == CSCHED_WAKING_TIMESTAMP)
 			d = &wk;
 		if (d && map_ts) {
-			flush_run(out, &run, f.start);
+			edit_replace(&e, &f);
 			if (f.wt == PB_WT_VARINT) {
 				pb_put_tag(out, f.num, PB_WT_VARINT);
 				map_delta_value(rw, d, f.val, out, true);
@@ -744,25 +712,19 @@ static int rewrite_compact_sched(struct rewriter *rw, struct pb_buf *out,
 					map_delta_value(rw, d, v, out, true);
 				pb_end_nested(out, m2);
 				if (it.bad) {
-					r.err = PB_ERR_VARINT;
-					r.err_off = (size_t)(f.data - r.base);
-					return bad(rw, &r, "compact_sched timestamps");
+					e.r.err = PB_ERR_VARINT;
+					e.r.err_off = (size_t)(f.data - e.r.base);
+					return bad(rw, &e.r, "compact_sched timestamps");
 				}
 			}
-			run = f.end;
 		} else if (rw->cfg.remap_ids &&
 			   (f.num == CSCHED_SWITCH_NEXT_PID ||
 			    f.num == CSCHED_WAKING_PID)) {
-			flush_run(out, &run, f.start);
+			edit_replace(&e, &f);
 			put_pid_list(rw, out, &f);
-			run = f.end;
 		}
 	}
-	if (r.err)
-		return bad(rw, &r, "compact_sched");
-	flush_run(out, &run, outer->data + outer->len);
-	pb_end_nested(out, mark);
-	return 0;
+	return edit_end(rw, &e, "compact_sched");
 }
 
 static int rewrite_ftrace_bundle(struct rewriter *rw, struct pb_buf *out,
@@ -782,27 +744,24 @@ static int rewrite_ftrace_bundle(struct rewriter *rw, struct pb_buf *out,
 	if (r.err)
 		return bad(rw, &r, "ftrace_events");
 
-	size_t mark = pb_begin_nested(out, outer->num);
-	const uint8_t *run = outer->data;
-	pb_reader_init(&r, outer->data, outer->len);
-	while (pb_next(&r, &f)) {
+	struct msg_edit e;
+	edit_begin(&e, out, outer);
+	while (pb_next(&e.r, &f)) {
 		uint64_t o;
 		switch (f.num) {
 		case FB_EVENT:
 			if (f.wt != PB_WT_LEN)
 				break;
-			flush_run(out, &run, f.start);
+			edit_replace(&e, &f);
 			if (rewrite_ftrace_event(rw, out, &f, boot_clock) < 0)
 				return -1;
-			run = f.end;
 			break;
 		case FB_COMPACT_SCHED:
 			if (f.wt != PB_WT_LEN)
 				break;
-			flush_run(out, &run, f.start);
+			edit_replace(&e, &f);
 			if (rewrite_compact_sched(rw, out, &f, boot_clock) < 0)
 				return -1;
-			run = f.end;
 			break;
 		case FB_LAST_READ_EVENT_TIMESTAMP:
 		case FB_PREVIOUS_BUNDLE_END_TIMESTAMP:
@@ -814,18 +773,13 @@ static int rewrite_ftrace_bundle(struct rewriter *rw, struct pb_buf *out,
 				rw->st.ts_unmapped++;
 				break;
 			}
-			flush_run(out, &run, f.start);
+			edit_replace(&e, &f);
 			pb_put_varint(out, f.num, o);
-			run = f.end;
 			rw->st.ts_ftrace++;
 			break;
 		}
 	}
-	if (r.err)
-		return bad(rw, &r, "ftrace_events");
-	flush_run(out, &run, outer->data + outer->len);
-	pb_end_nested(out, mark);
-	return 0;
+	return edit_end(rw, &e, "ftrace_events");
 }
 
 /* ---- the packet -------------------------------------------------------------- */
