@@ -593,9 +593,7 @@ int merge_run(const struct merge_opts *o, struct merge_result *res,
 	res->host_bytes = trace_writer_bytes(w);
 	res->max_host_seq = hd->max_seq_id;
 	res->n_kvm_records = hd->n_kvm;
-	if (hd->n_incremental_64)
-		warn(res, "host: %zu ClockSnapshots use clock 64 as an incremental "
-		     "SDK clock; not taken for the counter", hd->n_incremental_64);
+	res->host_incremental_64 = hd->n_incremental_64;
 
 	/* Pass 3: the host clock model. */
 	res->clock = o->clock ? o->clock

@@ -90,6 +90,8 @@ struct merge_result {
 	bool have_host_fit;
 	uint32_t max_host_seq;
 	size_t n_kvm_records;
+	size_t host_incremental_64;  /* SDK snapshots: clock 64 incremental,
+				      * not the counter */
 	struct merge_guest guests[MERGE_MAX_GUESTS];
 	size_t n_guests;
 	char warnings[MERGE_MAX_WARNINGS][256];

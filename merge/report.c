@@ -228,10 +228,11 @@ static void json_report(FILE *f, const struct merge_opts *o,
 	fprintf(f, "  \"host\": {\"path\": ");
 	json_str(f, o->host);
 	fprintf(f, ", \"packets\": %llu, \"bytes\": %llu, \"samples\": %zu, "
-		"\"kvm_tsc_records\": %zu, \"max_sequence_id\": %u",
+		"\"kvm_tsc_records\": %zu, \"max_sequence_id\": %u, "
+		"\"incremental_clock64_snapshots_ignored\": %zu",
 		(unsigned long long)res->host_packets,
 		(unsigned long long)res->host_bytes, res->host_samples,
-		res->n_kvm_records, res->max_host_seq);
+		res->n_kvm_records, res->max_host_seq, res->host_incremental_64);
 	if (res->have_host_fit) {
 		fprintf(f, ", \"fit\": ");
 		json_fit(f, &res->host_fit);
