@@ -74,6 +74,7 @@ static enum key lookup(enum table t, const uint8_t *s, size_t len)
 /* Per-sequence interning: (table, iid) -> key, for known strings only. */
 struct seq {
 	struct u64map interned;
+	size_t n_categories; /* interned categories of ours: cros, vperfetto */
 };
 
 struct sync_scanner {
@@ -210,8 +211,11 @@ static int scan_interned(struct sync_scanner *s, struct seq *q,
 		}
 		if (er.err)
 			return bad(s, &er, "interned entry");
-		if (k != K_NONE)
+		if (k != K_NONE) {
 			u64map_put(&q->interned, IID_KEY(t, iid), k);
+			if (t == T_CATEGORY)
+				q->n_categories++;
+		}
 		else if (q->interned.count) {
 			/* An iid re-used for another string forgets the old one. */
 			uint64_t old;
@@ -260,6 +264,27 @@ static int scan_annotation(struct sync_scanner *s, const struct seq *q,
 		}
 	}
 	return r.err ? bad(s, &r, "debug annotation") : 0;
+}
+
+/* A cheap filter before scan_track_event(): an event of ours has category
+ * cros or vperfetto, either interned on its sequence or written literally,
+ * and a literal category is a field 22 whose bytes are easy to look for.
+ * Most events of a trace fail this test without being parsed. */
+static bool maybe_ours(const struct seq *q, const uint8_t *te, size_t len)
+{
+	if (q->n_categories)
+		return true;
+	/* field 22 tag (0xb2 0x01), then length 4 "cros" or 9 "vperfetto" */
+	for (size_t i = 0; i + 7 <= len; i++) {
+		if (te[i] != 0xb2 || te[i + 1] != 0x01)
+			continue;
+		if (te[i + 2] == 4 && !memcmp(te + i + 3, "cros", 4))
+			return true;
+		if (te[i + 2] == 9 && i + 12 <= len &&
+		    !memcmp(te + i + 3, "vperfetto", 9))
+			return true;
+	}
+	return false;
 }
 
 /* TrackEvent: is it one of ours, and with which values? */
@@ -513,11 +538,14 @@ int sync_scan_packet(struct sync_scanner *s, const uint8_t *pkt, size_t len,
 		return 0;
 
 	struct seq *q = get_seq(s, seq_id);
-	if (cleared)
+	if (cleared) {
 		u64map_clear(&q->interned);
+		q->n_categories = 0;
+	}
 	if (interned_p && scan_interned(s, q, interned_p, interned_len) < 0)
 		return -1;
-	if (te && scan_track_event(s, q, te, te_len, ts) < 0)
+	if (te && maybe_ours(q, te, te_len) &&
+	    scan_track_event(s, q, te, te_len, ts) < 0)
 		return -1;
 	return 0;
 }
