@@ -69,23 +69,48 @@ demo() {
   cat "$w/report.json"
 }
 
+# Counts of every test run by `./run.sh test`, for the closing line.
+PASSED=0
+FAILED=0
+
+# meson_tests DIR [ENV=VALUE...]: runs a build's tests and counts them
+meson_tests() {
+  local dir=$1; shift
+  local out="$dir/meson-test.out" rc=0
+  env "$@" meson test -C "$dir" --print-errorlogs >"$out" 2>&1 || rc=$?
+  cat "$out"
+  local ok fail
+  ok=$(awk '/^Ok:/ {print $2}' "$out")
+  fail=$(awk '/^(Fail|Timeout|Unexpected Pass):/ {n += $NF} END {print n + 0}' "$out")
+  PASSED=$((PASSED + ${ok:-0}))
+  FAILED=$((FAILED + fail))
+  [ "$rc" -eq 0 ] || [ "$fail" -gt 0 ] || FAILED=$((FAILED + 1))
+}
+
 run_tests() {
   say "build and test (debugoptimized)"
   build build
-  meson test -C build --print-errorlogs
+  meson_tests build
   say "build and test under AddressSanitizer + UndefinedBehaviorSanitizer"
   build build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-    meson test -C build-asan --print-errorlogs
-  fuzz "${FUZZ_SECONDS:-20}"
+  meson_tests build-asan ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+  fuzz "${FUZZ_SECONDS:-20}" || true
+  echo
+  echo "vperfetto tests: $PASSED passed, $FAILED failed"
+  [ "$FAILED" -eq 0 ]
 }
 
 fuzz() {
   local secs=${1:-60}
   say "libFuzzer targets, ${secs}s each"
-  CC=clang build build-fuzz -Dfuzz=true -Dtests=disabled \
-    -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug
-  build build
+  if ! CC=clang build build-fuzz -Dfuzz=true -Dtests=disabled \
+         -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug ||
+     ! build build; then
+    echo "fuzz: the fuzz build failed"
+    FAILED=$((FAILED + 1))
+    return 1
+  fi
   local corpus=build-fuzz/corpus
   mkdir -p "$corpus/trace"
   build/tests/vperfetto_tracegen --host "$corpus/trace/host.pb" \
@@ -103,7 +128,9 @@ fuzz() {
       echo "fuzz: $t FAILED"; tail -40 "build-fuzz/$t.log"
     fi
   done
-  echo "fuzz: $((total - failed)) passed, $failed failed"
+  echo "fuzz targets: $((total - failed)) ran clean, $failed crashed"
+  PASSED=$((PASSED + total - failed))
+  FAILED=$((FAILED + failed))
   [ "$failed" -eq 0 ]
 }
 

@@ -349,15 +349,15 @@ static void choose_cross(const struct merge_opts *o, size_t gi,
 	     g->path);
 }
 
-static void fit_quality(const struct merge_opts *o, struct merge_guest *g,
-			const struct sync_data *gd, const struct sync_data *hd,
+/* Error bounds, frequency agreement and exchange checks of a fitted guest. */
+static void fit_quality(struct merge_guest *g, const struct sync_data *gd,
 			struct guest_map *gm, struct merge_result *res)
 {
-	(void)o;
 	struct cm_map *m = g->have_boot ? &gm->boot : &gm->mono;
 	const struct sample_vec *sv = g->have_boot ? &gd->boot : &gd->mono;
 
-	/* Error bound at each sync sample, and at the ends of the trace. */
+	/* Error bound at each sync sample (at the ends of the trace it is
+	 * computed after the rewrite, which sees the first and last packet). */
 	double *v = malloc((sv->n + 1) * sizeof(double));
 	if (!v)
 		abort();
@@ -367,7 +367,12 @@ static void fit_quality(const struct merge_opts *o, struct merge_guest *g,
 	free(v);
 
 	g->freq_mismatch = cm_map_freq_mismatch(m);
-	g->drift_ppm = g->freq_mismatch * 1e6;
+	/* Signed rate of the guest clock against the host clock: guest ns per
+	 * guest cycle, times guest cycles per host cycle, over host ns per
+	 * host cycle. */
+	const struct cm_fit *gf = g->have_boot ? &g->fit_boot : &g->fit_mono;
+	double rho = ldexp((double)g->cross.ratio, -(int)g->cross.frac_bits);
+	g->drift_ppm = (gf->seg[0].slope * rho / res->host_fit.seg[0].slope - 1) * 1e6;
 	if (g->freq_mismatch > 1e-4)
 		warn(res, "guest %s: host and guest cycles-per-ns disagree by "
 		     "%.1f ppm after the ratio (wrong --guest-tsc-scaling?)",
@@ -392,7 +397,6 @@ static void fit_quality(const struct merge_opts *o, struct merge_guest *g,
 			     "the chosen counter offset", g->path,
 			     g->n_causality_violations, gd->n_ex);
 	}
-	(void)hd;
 }
 
 /* Builds the fits and cross map of one guest.  Returns a merge_status. */
@@ -441,7 +445,7 @@ static int model_guest(const struct merge_opts *o, size_t gi,
 		cm_map_init(&gm->mono, &g->fit_mono, &g->cross, &res->host_fit);
 		gm->have_mono = true;
 	}
-	fit_quality(o, g, gd, hd, gm, res);
+	fit_quality(g, gd, gm, res);
 	return MERGE_OK;
 }
 
