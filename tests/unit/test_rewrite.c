@@ -12,6 +12,7 @@
 
 #include <string.h>
 
+#include "packet_build.h"
 #include "pb_wire.h"
 #include "perfetto_fields.h"
 #include "rewrite.h"
@@ -174,19 +175,6 @@ static void test_monotonic_relabelled(void **state)
 	pb_buf_free(&in);
 	pb_buf_free(&out);
 	rewriter_free(rw);
-}
-
-static void put_clock(struct pb_buf *b, uint32_t id, uint64_t ts, bool incr,
-		      uint64_t unit)
-{
-	size_t m = pb_begin_nested(b, CS_CLOCKS);
-	pb_put_varint(b, CLK_CLOCK_ID, id);
-	pb_put_varint(b, CLK_TIMESTAMP, ts);
-	if (incr)
-		pb_put_varint(b, CLK_IS_INCREMENTAL, 1);
-	if (unit)
-		pb_put_varint(b, CLK_UNIT_MULTIPLIER_NS, unit);
-	pb_end_nested(b, m);
 }
 
 /* A snapshot anchoring scoped clock 64 (incremental, unit 1000 ns) and 65

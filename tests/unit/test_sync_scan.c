@@ -13,6 +13,7 @@
 
 #include <string.h>
 
+#include "packet_build.h"
 #include "pb_wire.h"
 #include "perfetto_fields.h"
 #include "sync_scan.h"
@@ -27,28 +28,6 @@ static void scan(struct sync_scanner *s, struct pb_buf *b)
 	pb_buf_reset(b);
 }
 
-static void interned_entry(struct pb_buf *b, uint32_t table, uint64_t iid,
-			   const char *name)
-{
-	size_t m = pb_begin_nested(b, table);
-	pb_put_varint(b, INTERNED_IID, iid);
-	pb_put_string(b, INTERNED_NAME, name);
-	pb_end_nested(b, m);
-}
-
-/* A debug annotation with a literal (iid 0) or interned name. */
-static void annotation(struct pb_buf *b, const char *name, uint64_t iid,
-		       uint32_t value_field, uint64_t v)
-{
-	size_t m = pb_begin_nested(b, TE_DEBUG_ANNOTATIONS);
-	if (iid)
-		pb_put_varint(b, DA_NAME_IID, iid);
-	else
-		pb_put_string(b, DA_NAME, name);
-	pb_put_varint(b, value_field, v);
-	pb_end_nested(b, m);
-}
-
 static void test_literal_and_interned(void **state)
 {
 	(void)state;
@@ -61,9 +40,9 @@ static void test_literal_and_interned(void **state)
 	size_t m = pb_begin_nested(&b, TP_TRACK_EVENT);
 	pb_put_string(&b, TE_CATEGORIES, "cros");
 	pb_put_string(&b, TE_NAME, "guest_clock_sync");
-	annotation(&b, "clock_sync_boottime", 0, DA_UINT_VALUE, 1000);
-	annotation(&b, "clock_sync_monotonic", 0, DA_UINT_VALUE, 900);
-	annotation(&b, "clock_sync_cputime", 0, DA_UINT_VALUE, 3000);
+	put_annotation(&b, "clock_sync_boottime", 0, DA_UINT_VALUE, 1000);
+	put_annotation(&b, "clock_sync_monotonic", 0, DA_UINT_VALUE, 900);
+	put_annotation(&b, "clock_sync_cputime", 0, DA_UINT_VALUE, 3000);
 	pb_end_nested(&b, m);
 	scan(s, &b);
 
@@ -71,16 +50,16 @@ static void test_literal_and_interned(void **state)
 	pb_put_varint(&b, TP_TRUSTED_PACKET_SEQUENCE_ID, 2);
 	pb_put_varint(&b, TP_SEQUENCE_FLAGS, SEQ_INCREMENTAL_STATE_CLEARED);
 	m = pb_begin_nested(&b, TP_INTERNED_DATA);
-	interned_entry(&b, ID_EVENT_CATEGORIES, 1, "cros");
-	interned_entry(&b, ID_EVENT_NAMES, 5, "guest_clock_sync");
-	interned_entry(&b, ID_DEBUG_ANNOTATION_NAMES, 7, "clock_sync_boottime");
-	interned_entry(&b, ID_DEBUG_ANNOTATION_NAMES, 8, "clock_sync_cputime");
+	put_interned(&b, ID_EVENT_CATEGORIES, 1, "cros");
+	put_interned(&b, ID_EVENT_NAMES, 5, "guest_clock_sync");
+	put_interned(&b, ID_DEBUG_ANNOTATION_NAMES, 7, "clock_sync_boottime");
+	put_interned(&b, ID_DEBUG_ANNOTATION_NAMES, 8, "clock_sync_cputime");
 	pb_end_nested(&b, m);
 	m = pb_begin_nested(&b, TP_TRACK_EVENT);
 	pb_put_varint(&b, TE_CATEGORY_IIDS, 1);
 	pb_put_varint(&b, TE_NAME_IID, 5);
-	annotation(&b, NULL, 7, DA_INT_VALUE, 2000);
-	annotation(&b, NULL, 8, DA_INT_VALUE, 6000);
+	put_annotation(&b, NULL, 7, DA_INT_VALUE, 2000);
+	put_annotation(&b, NULL, 8, DA_INT_VALUE, 6000);
 	pb_end_nested(&b, m);
 	scan(s, &b);
 
@@ -89,8 +68,8 @@ static void test_literal_and_interned(void **state)
 	m = pb_begin_nested(&b, TP_TRACK_EVENT);
 	pb_put_varint(&b, TE_CATEGORY_IIDS, 1);
 	pb_put_varint(&b, TE_NAME_IID, 5);
-	annotation(&b, NULL, 7, DA_UINT_VALUE, 1);
-	annotation(&b, NULL, 8, DA_UINT_VALUE, 2);
+	put_annotation(&b, NULL, 7, DA_UINT_VALUE, 1);
+	put_annotation(&b, NULL, 8, DA_UINT_VALUE, 2);
 	pb_end_nested(&b, m);
 	scan(s, &b);
 
@@ -100,8 +79,8 @@ static void test_literal_and_interned(void **state)
 	m = pb_begin_nested(&b, TP_TRACK_EVENT);
 	pb_put_varint(&b, TE_CATEGORY_IIDS, 1);
 	pb_put_varint(&b, TE_NAME_IID, 5);
-	annotation(&b, NULL, 7, DA_UINT_VALUE, 1);
-	annotation(&b, NULL, 8, DA_UINT_VALUE, 2);
+	put_annotation(&b, NULL, 7, DA_UINT_VALUE, 1);
+	put_annotation(&b, NULL, 8, DA_UINT_VALUE, 2);
 	pb_end_nested(&b, m);
 	scan(s, &b);
 
@@ -109,8 +88,8 @@ static void test_literal_and_interned(void **state)
 	m = pb_begin_nested(&b, TP_TRACK_EVENT);
 	pb_put_string(&b, TE_CATEGORIES, "other");
 	pb_put_string(&b, TE_NAME, "guest_clock_sync");
-	annotation(&b, "clock_sync_boottime", 0, DA_UINT_VALUE, 1);
-	annotation(&b, "clock_sync_cputime", 0, DA_UINT_VALUE, 2);
+	put_annotation(&b, "clock_sync_boottime", 0, DA_UINT_VALUE, 1);
+	put_annotation(&b, "clock_sync_cputime", 0, DA_UINT_VALUE, 2);
 	pb_end_nested(&b, m);
 	scan(s, &b);
 
@@ -125,19 +104,6 @@ static void test_literal_and_interned(void **state)
 	assert_int_equal(d->max_seq_id, 3);
 	pb_buf_free(&b);
 	sync_scanner_free(s);
-}
-
-static void put_clock(struct pb_buf *b, uint32_t id, uint64_t ts, bool incr,
-		  uint64_t unit)
-{
-	size_t m = pb_begin_nested(b, CS_CLOCKS);
-	pb_put_varint(b, CLK_CLOCK_ID, id);
-	pb_put_varint(b, CLK_TIMESTAMP, ts);
-	if (incr)
-		pb_put_varint(b, CLK_IS_INCREMENTAL, 1);
-	if (unit)
-		pb_put_varint(b, CLK_UNIT_MULTIPLIER_NS, unit);
-	pb_end_nested(b, m);
 }
 
 static void test_snapshots(void **state)
@@ -202,19 +168,19 @@ static void test_exchanges_and_kvm(void **state)
 	size_t m = pb_begin_nested(&b, TP_TRACK_EVENT);
 	pb_put_string(&b, TE_CATEGORIES, "cros");
 	pb_put_string(&b, TE_NAME, "guest_clock_sync_exchange");
-	annotation(&b, "sync_seq", 0, DA_UINT_VALUE, 4);
-	annotation(&b, "guest_cputime_send", 0, DA_UINT_VALUE, 100);
-	annotation(&b, "guest_cputime_recv", 0, DA_UINT_VALUE, 180);
-	annotation(&b, "host_cputime", 0, DA_UINT_VALUE, 5000140);
+	put_annotation(&b, "sync_seq", 0, DA_UINT_VALUE, 4);
+	put_annotation(&b, "guest_cputime_send", 0, DA_UINT_VALUE, 100);
+	put_annotation(&b, "guest_cputime_recv", 0, DA_UINT_VALUE, 180);
+	put_annotation(&b, "host_cputime", 0, DA_UINT_VALUE, 5000140);
 	pb_end_nested(&b, m);
 	scan(s, &b);
 	/* recv before send: not an exchange */
 	m = pb_begin_nested(&b, TP_TRACK_EVENT);
 	pb_put_string(&b, TE_CATEGORIES, "cros");
 	pb_put_string(&b, TE_NAME, "guest_clock_sync_exchange");
-	annotation(&b, "guest_cputime_send", 0, DA_UINT_VALUE, 200);
-	annotation(&b, "guest_cputime_recv", 0, DA_UINT_VALUE, 100);
-	annotation(&b, "host_cputime", 0, DA_UINT_VALUE, 1);
+	put_annotation(&b, "guest_cputime_send", 0, DA_UINT_VALUE, 200);
+	put_annotation(&b, "guest_cputime_recv", 0, DA_UINT_VALUE, 100);
+	put_annotation(&b, "host_cputime", 0, DA_UINT_VALUE, 1);
 	pb_end_nested(&b, m);
 	scan(s, &b);
 	/* kvm_tsc with a negative offset as int_value */
@@ -222,11 +188,11 @@ static void test_exchanges_and_kvm(void **state)
 	m = pb_begin_nested(&b, TP_TRACK_EVENT);
 	pb_put_string(&b, TE_CATEGORIES, "vperfetto");
 	pb_put_string(&b, TE_NAME, "kvm_tsc");
-	annotation(&b, "vm_pid", 0, DA_INT_VALUE, 4242);
-	annotation(&b, "vcpu", 0, DA_INT_VALUE, 0);
-	annotation(&b, "tsc_offset", 0, DA_INT_VALUE, (uint64_t)-123456789ll);
-	annotation(&b, "tsc_scaling_ratio", 0, DA_UINT_VALUE, 1ull << 48);
-	annotation(&b, "tsc_scaling_frac_bits", 0, DA_UINT_VALUE, 48);
+	put_annotation(&b, "vm_pid", 0, DA_INT_VALUE, 4242);
+	put_annotation(&b, "vcpu", 0, DA_INT_VALUE, 0);
+	put_annotation(&b, "tsc_offset", 0, DA_INT_VALUE, (uint64_t)-123456789ll);
+	put_annotation(&b, "tsc_scaling_ratio", 0, DA_UINT_VALUE, 1ull << 48);
+	put_annotation(&b, "tsc_scaling_frac_bits", 0, DA_UINT_VALUE, 48);
 	pb_end_nested(&b, m);
 	scan(s, &b);
 
