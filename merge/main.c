@@ -20,6 +20,7 @@
 #include "merge.h"
 #include "perfetto_fields.h"
 #include "report.h"
+#include "trace_io.h"
 
 #ifndef VP_VERSION
 #define VP_VERSION "dev"
@@ -62,7 +63,8 @@ static void usage(FILE *f)
 "  --version                   the version\n"
 "\n"
 "exit status: 0 ok, 1 usage, 2 bad input, 3 no usable sync data,\n"
-"4 the output could not be written.  On failure no output is left behind.\n");
+"4 the output could not be written, 130 interrupted.  On failure no output\n"
+"(and no report) is left behind.\n");
 }
 
 static int usage_error(const char *fmt, const char *arg)
@@ -251,17 +253,24 @@ int main(int argc, char **argv)
 
 	struct merge_result res;
 	struct vp_error err = {{0}};
+	struct trace_writer *report_w = NULL;
+	if (report && trace_writer_open(&report_w, report, &err) < 0) {
+		fprintf(stderr, "vperfetto_merge: %s\n", err.msg);
+		return MERGE_IO_ERROR;
+	}
 	int status = merge_run(&o, &res, &err);
 	if (status != MERGE_OK) {
 		fprintf(stderr, "vperfetto_merge: %s\n", err.msg);
 		if (status == MERGE_USAGE)
 			fprintf(stderr, "Try 'vperfetto_merge --help'.\n");
+		if (report_w)
+			trace_writer_abort(report_w);
 		merge_result_free(&res);
-		return status;
+		return cancelled ? 128 + SIGINT : status;
 	}
 	if (!quiet)
 		report_summary(stderr, &o, &res);
-	if (report && report_write_json(report, &o, &res, &err) < 0) {
+	if (report_w && report_write_json(report_w, &o, &res, &err) < 0) {
 		fprintf(stderr, "vperfetto_merge: %s\n", err.msg);
 		merge_result_free(&res);
 		return MERGE_IO_ERROR;

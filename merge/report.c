@@ -253,24 +253,24 @@ static void json_report(FILE *f, const struct merge_opts *o,
 		(unsigned long long)res->bytes_out, res->seconds);
 }
 
-int report_write_json(const char *path, const struct merge_opts *o,
+int report_write_json(struct trace_writer *w, const struct merge_opts *o,
 		      const struct merge_result *res, struct vp_error *err)
 {
 	char *text = NULL;
 	size_t len = 0;
 	FILE *mem = open_memstream(&text, &len);
-	if (!mem)
-		return vp_errorf(err, "%s: out of memory", path);
+	if (!mem) {
+		trace_writer_abort(w);
+		return vp_errorf(err, "report: out of memory");
+	}
 	json_report(mem, o, res);
 	fclose(mem);
 
-	struct trace_writer *w;
-	int rc = trace_writer_open(&w, path, err);
-	if (rc == 0) {
-		rc = trace_writer_raw(w, text, len, err);
-		rc = rc < 0 ? (trace_writer_abort(w), -1)
-			    : trace_writer_commit(w, err);
-	}
+	int rc = trace_writer_raw(w, text, len, err);
+	if (rc < 0)
+		trace_writer_abort(w);
+	else
+		rc = trace_writer_commit(w, err);
 	free(text);
 	return rc;
 }

@@ -11,8 +11,12 @@
 
 void report_summary(FILE *f, const struct merge_opts *o,
 		    const struct merge_result *res);
-/* Writes the JSON report atomically (temp file + rename). */
-int report_write_json(const char *path, const struct merge_opts *o,
+struct trace_writer;
+
+/* Writes the JSON report into w (opened by the caller before the merge, so
+ * that a report that cannot be written stops the merge before it starts)
+ * and commits it; w is freed in all cases. */
+int report_write_json(struct trace_writer *w, const struct merge_opts *o,
 		      const struct merge_result *res, struct vp_error *err);
 
 #endif

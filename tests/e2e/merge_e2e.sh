@@ -167,6 +167,20 @@ expect_exit "usage: offsets not once per guest" 1 "once per guest" \
       "$MERGE" "$W/ex.host.pb" "$W/ex.guest.pb" "$W/g2.guest.pb" -o "$W/x.pb" --guest-tsc-offset 1
 expect_exit "usage: bad scaling" 1 "RATIO:FRACBITS" \
       "$MERGE" "$W/ex.host.pb" "$W/ex.guest.pb" -o "$W/x.pb" --guest-tsc-scaling 12
+expect_exit "report in a missing directory: exit 4 before merging" 4 "nodir/r.json" \
+      "$MERGE" "$W/ex.host.pb" "$W/ex.guest.pb" -o "$W/rep.out.pb" --report "$W/nodir/r.json"
+check "report in a missing directory: no output" test ! -e "$W/rep.out.pb"
+# Ctrl-C in the middle of a merge: exit 130, nothing left behind
+"$TG" --host "$W/big.host.pb" --guest "$W/big.guest.pb" --seed 5 --target-bytes 150M -q >/dev/null
+"$MERGE" -q "$W/big.host.pb" "$W/big.guest.pb" -o "$W/int.out.pb" 2>"$W/log" &
+mpid=$!
+sleep 0.3
+kill -INT "$mpid"
+wait "$mpid"; st=$?
+if [ "$st" -eq 130 ] && grep -q interrupted "$W/log" && [ ! -e "$W/int.out.pb" ] &&
+   ! ls -a "$W" | grep -q '^\.int\.out\.pb\.'; then ok "interrupted: exit 130, no output, no temporary"
+else echo "    exit $st"; bad "interrupted: exit 130, no output, no temporary"; fi
+rm -f "$W/big.host.pb" "$W/big.guest.pb"
 check "inputs never modified" bash -c "cmp -s '$W/ex.host.pb' '$W/link.pb'"
 
 echo "merge_e2e: $pass passed, $fail failed"
