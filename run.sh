@@ -5,8 +5,9 @@
 #                     an embedded default: generate sample host and guest
 #                     traces, merge them, print the sync report
 #   ./run.sh test     install what is missing, build, and pass the tests:
-#                     unit and end-to-end tests, the same under ASan+UBSan,
-#                     and a short run of every libFuzzer target
+#                     unit and end-to-end tests, the same under ASan+UBSan
+#                     and under TSan, and a short run of every libFuzzer
+#                     target
 #
 # Other verbs: ./run.sh build | bench | fuzz SECONDS
 set -euo pipefail
@@ -95,6 +96,9 @@ run_tests() {
   build build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug
   meson_tests build-asan ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+  say "end-to-end tests under ThreadSanitizer (the merge runs on two threads)"
+  CC=clang build build-tsan -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debug
+  meson_tests build-tsan TSAN_OPTIONS=halt_on_error=1
   fuzz "${FUZZ_SECONDS:-20}" || true
   echo
   echo "vperfetto tests: $PASSED passed, $FAILED failed"

@@ -58,6 +58,8 @@ static void usage(FILE *f)
 "                              its timestamps unchanged instead of failing\n"
 "  --no-machine-id             for viewers without machine_id: remap guest\n"
 "                              pids, tids and track uuids instead\n"
+"  --threads N                 1 or 2 (default: 2 when there are 2 cores);\n"
+"                              the output is the same bytes either way\n"
 "  -q, --quiet                 no summary on stderr (errors still print)\n"
 "  -h, --help                  this text\n"
 "  --version                   the version\n"
@@ -125,6 +127,7 @@ enum {
 	OPT_ALLOW_UNSYNCED,
 	OPT_NO_MACHINE_ID,
 	OPT_VERSION,
+	OPT_THREADS,
 };
 
 int main(int argc, char **argv)
@@ -141,6 +144,7 @@ int main(int argc, char **argv)
 		{"quiet", no_argument, NULL, 'q'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, OPT_VERSION},
+		{"threads", required_argument, NULL, OPT_THREADS},
 		{NULL, 0, NULL, 0},
 	};
 	struct merge_opts o;
@@ -195,6 +199,14 @@ int main(int argc, char **argv)
 		case OPT_NO_MACHINE_ID:
 			o.no_machine_id = true;
 			break;
+		case OPT_THREADS: {
+			int64_t n;
+			if (!parse_i64(optarg, &n) || n < 1 || n > 2)
+				return usage_error("bad --threads '%s' (1 or 2)",
+						   optarg);
+			o.threads = (unsigned)n;
+			break;
+		}
 		case 'q':
 			quiet = true;
 			break;
@@ -234,6 +246,9 @@ int main(int argc, char **argv)
 				   "guest trace");
 	if (report && !strcmp(report, o.out))
 		return usage_error("%s", "--report and -o name the same file");
+
+	if (!o.threads)
+		o.threads = sysconf(_SC_NPROCESSORS_ONLN) >= 2 ? 2 : 1;
 
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));

@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "partition.h"
 #include "pb_wire.h"
 #include "perfetto_fields.h"
 #include "sync_scan.h"
@@ -191,42 +192,83 @@ static int scan_fn(void *ctx, const uint8_t *pkt, size_t len, uint64_t off,
 	return sync_scan_packet(ctx, pkt, len, off, err);
 }
 
-/* ---- pass 1: a guest's sync data -------------------------------------------------- */
-
-static int scan_file(const char *path, struct sync_scanner *sc,
-		     struct trace_writer *copy_to, struct progress *pg,
-		     volatile sig_atomic_t *cancel, struct vp_error *err)
+static void progress_cb(void *ctx, uint64_t bytes)
 {
-	struct trace_reader *rd;
-	struct trace_record rec;
-	struct pb_buf scratch;
-	int rc;
+	progress_add(ctx, bytes);
+}
 
-	if (trace_reader_open(&rd, path, err) < 0)
-		return MERGE_BAD_INPUT;
-	pb_buf_init(&scratch);
-	while ((rc = trace_reader_next(rd, &rec, err)) > 0) {
-		if (cancel && *cancel) {
-			rc = vp_errorf(err, "interrupted");
-			break;
-		}
-		if (rec.field == TRACE_PACKET_FIELD && rec.wt == PB_WT_LEN &&
-		    each_packet(path, rec.data, rec.len, rec.data_offset, &scratch,
-				scan_fn, sc, err) < 0) {
-			rc = -1;
-			break;
-		}
-		if (copy_to && trace_writer_raw(copy_to, rec.raw, rec.raw_len,
-						err) < 0) {
-			pb_buf_free(&scratch);
-			trace_reader_close(rd);
-			return MERGE_IO_ERROR;
-		}
-		progress_add(pg, rec.raw_len);
+static int sink_writer(void *ctx, const void *p, size_t len,
+		       struct vp_error *err)
+{
+	return trace_writer_raw(ctx, p, len, err);
+}
+
+/* ---- pass 1: sync data ---------------------------------------------------------- */
+
+/* One thread's share of a scan. */
+struct scan_ctx {
+	const char *path;
+	struct sync_scanner *sc;
+	struct pb_buf scratch; /* inflated compressed_packets */
+	bool copy;             /* pass the record on to the output */
+};
+
+static int scan_record(void *ctx, const uint8_t *raw, size_t raw_len,
+		       uint32_t field, uint8_t wt, const uint8_t *data,
+		       size_t len, uint64_t off, struct pb_buf *out,
+		       struct vp_error *err)
+{
+	struct scan_ctx *c = ctx;
+
+	if (field == TRACE_PACKET_FIELD && wt == PB_WT_LEN &&
+	    each_packet(c->path, data, len, off, &c->scratch, scan_fn, c->sc,
+			err) < 0)
+		return -1;
+	if (c->copy)
+		pb_put_raw(out, raw, raw_len);
+	return 0;
+}
+
+/* Scans a trace on `threads` threads into *out (a new scanner; the caller
+ * frees it); with copy_to, on one thread, copies every record there. */
+static int scan_file(const char *path, unsigned threads,
+		     struct sync_scanner **out, struct trace_writer *copy_to,
+		     struct progress *pg, volatile sig_atomic_t *cancel,
+		     struct vp_error *err)
+{
+	struct scan_ctx c[PARTITION_MAX_THREADS];
+	struct partition_job job = {
+		.path = path,
+		.threads = copy_to ? 1 : threads,
+		.fn = scan_record,
+		.sink = copy_to ? sink_writer : NULL,
+		.sink_ctx = copy_to,
+		.progress = progress_cb,
+		.progress_ctx = pg,
+		.cancel = cancel,
+	};
+	int io_error;
+
+	for (unsigned t = 0; t < PARTITION_MAX_THREADS; t++) {
+		c[t].path = path;
+		c[t].sc = sync_scanner_new(path);
+		c[t].copy = copy_to != NULL;
+		pb_buf_init(&c[t].scratch);
+		job.ctx[t] = &c[t];
 	}
-	pb_buf_free(&scratch);
-	trace_reader_close(rd);
-	return rc < 0 ? MERGE_BAD_INPUT : MERGE_OK;
+	int rc = partition_run(&job, err, &io_error);
+	for (unsigned t = 1; t < PARTITION_MAX_THREADS; t++)
+		sync_data_merge(sync_scanner_data(c[0].sc),
+				sync_scanner_data(c[t].sc));
+	for (unsigned t = 0; t < PARTITION_MAX_THREADS; t++) {
+		if (t)
+			sync_scanner_free(c[t].sc);
+		pb_buf_free(&c[t].scratch);
+	}
+	*out = c[0].sc;
+	if (rc < 0)
+		return io_error ? MERGE_IO_ERROR : MERGE_BAD_INPUT;
+	return MERGE_OK;
 }
 
 /* ---- the clock model per guest ------------------------------------------------------ */
@@ -451,66 +493,84 @@ static int model_guest(const struct merge_opts *o, size_t gi,
 
 /* ---- pass 3: rewrite a guest ---------------------------------------------------------- */
 
+/* One thread's share of a rewrite. */
 struct rewrite_ctx {
+	const char *path;
 	struct rewriter *rw;
-	struct trace_writer *w;
-	struct pb_buf out;
-	bool write_failed;
+	struct pb_buf scratch; /* inflated compressed_packets */
+	struct pb_buf *out;    /* where framed packets go */
 };
 
+/* Rewrites a packet into c->out as a framed Trace.packet. */
 static int rewrite_fn(void *ctx, const uint8_t *pkt, size_t len, uint64_t off,
 		      struct vp_error *err)
 {
 	struct rewrite_ctx *c = ctx;
-	int rc = rewrite_packet(c->rw, pkt, len, off, &c->out, err);
-	if (rc != 0)
-		return rc; /* -1, or 1: compressed_packets for each_packet() */
-	if (trace_writer_packet(c->w, c->out.data, c->out.len, err) < 0) {
-		c->write_failed = true;
-		return -1;
+	size_t start = c->out->len;
+	size_t mark = pb_begin_nested(c->out, TRACE_PACKET_FIELD);
+	int rc = rewrite_packet(c->rw, pkt, len, off, c->out, err);
+
+	if (rc != 0) {
+		c->out->len = start; /* -1, or 1: compressed_packets */
+		return rc;
 	}
+	pb_end_nested(c->out, mark);
 	return 0;
 }
 
-static int rewrite_file(const char *path, const struct rewrite_cfg *cfg,
-			struct trace_writer *w, struct progress *pg,
-			volatile sig_atomic_t *cancel, struct rewrite_stats *st,
-			struct vp_error *err)
+static int rewrite_record(void *ctx, const uint8_t *raw, size_t raw_len,
+			  uint32_t field, uint8_t wt, const uint8_t *data,
+			  size_t len, uint64_t off, struct pb_buf *out,
+			  struct vp_error *err)
 {
-	struct trace_reader *rd;
-	struct trace_record rec;
-	struct pb_buf scratch;
-	struct rewrite_ctx c = {.rw = rewriter_new(cfg), .w = w};
-	int rc, status = MERGE_OK;
+	struct rewrite_ctx *c = ctx;
 
-	if (trace_reader_open(&rd, path, err) < 0) {
-		rewriter_free(c.rw);
-		return MERGE_BAD_INPUT;
+	if (field != TRACE_PACKET_FIELD || wt != PB_WT_LEN) {
+		pb_put_raw(out, raw, raw_len); /* not a packet: kept as is */
+		return 0;
 	}
-	pb_buf_init(&scratch);
-	pb_buf_init(&c.out);
-	while ((rc = trace_reader_next(rd, &rec, err)) > 0) {
-		if (cancel && *cancel) {
-			rc = vp_errorf(err, "interrupted");
-			break;
-		}
-		if (rec.field == TRACE_PACKET_FIELD && rec.wt == PB_WT_LEN)
-			rc = each_packet(path, rec.data, rec.len, rec.data_offset,
-					 &scratch, rewrite_fn, &c, err);
-		else /* not a packet: kept as it is */
-			rc = trace_writer_raw(w, rec.raw, rec.raw_len, err);
-		if (rc < 0)
-			break;
-		progress_add(pg, rec.raw_len);
+	c->out = out;
+	return each_packet(c->path, data, len, off, &c->scratch, rewrite_fn, c,
+			   err);
+}
+
+/* Rewrites a guest trace into w.  cfg[t] configures thread t's rewriter
+ * (its map context must be its own: maps keep segment hints). */
+static int rewrite_file(const char *path, unsigned threads,
+			const struct rewrite_cfg *cfg, struct trace_writer *w,
+			struct progress *pg, volatile sig_atomic_t *cancel,
+			struct rewrite_stats *st, struct vp_error *err)
+{
+	struct rewrite_ctx c[PARTITION_MAX_THREADS];
+	struct partition_job job = {
+		.path = path,
+		.threads = threads,
+		.fn = rewrite_record,
+		.sink = sink_writer,
+		.sink_ctx = w,
+		.progress = progress_cb,
+		.progress_ctx = pg,
+		.cancel = cancel,
+	};
+	int io_error;
+
+	for (unsigned t = 0; t < PARTITION_MAX_THREADS; t++) {
+		c[t].path = path;
+		c[t].rw = rewriter_new(&cfg[t]);
+		pb_buf_init(&c[t].scratch);
+		job.ctx[t] = &c[t];
+	}
+	int rc = partition_run(&job, err, &io_error);
+	*st = *rewriter_stats(c[0].rw);
+	for (unsigned t = 0; t < PARTITION_MAX_THREADS; t++) {
+		if (t)
+			rewrite_stats_add(st, rewriter_stats(c[t].rw));
+		rewriter_free(c[t].rw);
+		pb_buf_free(&c[t].scratch);
 	}
 	if (rc < 0)
-		status = c.write_failed ? MERGE_IO_ERROR : MERGE_BAD_INPUT;
-	*st = *rewriter_stats(c.rw);
-	pb_buf_free(&scratch);
-	pb_buf_free(&c.out);
-	rewriter_free(c.rw);
-	trace_reader_close(rd);
-	return status;
+		return io_error ? MERGE_IO_ERROR : MERGE_BAD_INPUT;
+	return MERGE_OK;
 }
 
 /* ---- the whole run ------------------------------------------------------------------------ */
@@ -577,18 +637,28 @@ int merge_run(const struct merge_opts *o, struct merge_result *res,
 		pg.total += 2 * file_size(o->guests[i]);
 	}
 
-	/* Pass 1: each guest's sync data. */
+	/* Pass 1: each guest's sync data.  Packets inside compressed_packets
+	 * may belong to any sequence, so a guest that has them is scanned
+	 * again, and later rewritten, on one thread. */
+	unsigned threads = o->threads ? o->threads : 1;
+	unsigned gthreads[MERGE_MAX_GUESTS];
 	for (size_t i = 0; i < o->n_guests && status == MERGE_OK; i++) {
-		gsc[i] = sync_scanner_new(o->guests[i]);
-		status = scan_file(o->guests[i], gsc[i], NULL, &pg, o->cancel, err);
+		gthreads[i] = threads;
+		status = scan_file(o->guests[i], threads, &gsc[i], NULL, &pg,
+				   o->cancel, err);
+		if (status == MERGE_OK && threads > 1 &&
+		    sync_scanner_data(gsc[i])->n_compressed) {
+			sync_scanner_free(gsc[i]);
+			gthreads[i] = 1;
+			status = scan_file(o->guests[i], 1, &gsc[i], NULL, &pg,
+					   o->cancel, err);
+		}
 	}
 	/* Pass 2: the host, copied as it is scanned. */
 	if (status == MERGE_OK && trace_writer_open(&w, o->out, err) < 0)
 		status = MERGE_IO_ERROR;
-	if (status == MERGE_OK) {
-		hsc = sync_scanner_new(o->host);
-		status = scan_file(o->host, hsc, w, &pg, o->cancel, err);
-	}
+	if (status == MERGE_OK)
+		status = scan_file(o->host, 1, &hsc, w, &pg, o->cancel, err);
 	if (status != MERGE_OK)
 		goto out;
 
@@ -628,20 +698,25 @@ int merge_run(const struct merge_opts *o, struct merge_result *res,
 		g->seq_offset = (uint32_t)seq_base;
 		seq_base += gd->max_seq_id;
 		g->machine_id = o->no_machine_id ? 0 : (uint32_t)(i + 1);
-		struct rewrite_cfg cfg = {
-			.path = g->path,
-			.map = map_guest,
-			.map_ctx = &gm[i],
-			.target_clock = res->clock,
-			.trace_clock = gd->trace_clock,
-			.seq_offset = g->seq_offset,
-			.machine_id = g->machine_id,
-			.remap_ids = o->no_machine_id,
-			.pid_offset = (uint32_t)(i + 1) << 22,
-			.uuid_key = 0x9e3779b97f4a7c15ull * (2 * i + 3),
-		};
+		/* Each thread maps through its own copy (maps keep hints). */
+		struct guest_map gm2 = gm[i];
+		struct rewrite_cfg cfg[PARTITION_MAX_THREADS];
+		for (unsigned t = 0; t < PARTITION_MAX_THREADS; t++)
+			cfg[t] = (struct rewrite_cfg){
+				.path = g->path,
+				.map = map_guest,
+				.map_ctx = t ? &gm2 : &gm[i],
+				.target_clock = res->clock,
+				.trace_clock = gd->trace_clock,
+				.seq_offset = g->seq_offset,
+				.machine_id = g->machine_id,
+				.remap_ids = o->no_machine_id,
+				.pid_offset = (uint32_t)(i + 1) << 22,
+				.uuid_key = 0x9e3779b97f4a7c15ull * (2 * i + 3),
+			};
 		uint64_t before = trace_writer_bytes(w);
-		status = rewrite_file(g->path, &cfg, w, &pg, o->cancel, &g->rw, err);
+		status = rewrite_file(g->path, gthreads[i], cfg, w, &pg, o->cancel,
+				      &g->rw, err);
 		if (status != MERGE_OK)
 			goto out;
 		g->bytes_in = file_size(g->path);

@@ -53,6 +53,7 @@ struct merge_opts {
 	bool allow_unsynced;
 	bool no_machine_id;
 	bool progress;         /* draw a progress bar on stderr */
+	unsigned threads;      /* 1 or 2 (0: 1); output is the same either way */
 	volatile sig_atomic_t *cancel; /* set by a signal handler: stop */
 };
 

@@ -84,6 +84,26 @@ const struct rewrite_stats *rewriter_stats(const struct rewriter *rw)
 	return &rw->st;
 }
 
+void rewrite_stats_add(struct rewrite_stats *dst,
+		       const struct rewrite_stats *src)
+{
+	dst->packets += src->packets;
+	dst->ts_packet += src->ts_packet;
+	dst->ts_scoped += src->ts_scoped;
+	dst->ts_legacy_us += src->ts_legacy_us;
+	dst->ts_ftrace += src->ts_ftrace;
+	dst->ts_compact += src->ts_compact;
+	dst->ts_snapshot += src->ts_snapshot;
+	dst->ts_unmapped += src->ts_unmapped;
+	dst->backwards += src->backwards;
+	dst->clamped += src->clamped;
+	dst->relabelled += src->relabelled;
+	if (src->first_boot_ts < dst->first_boot_ts)
+		dst->first_boot_ts = src->first_boot_ts;
+	if (src->last_boot_ts > dst->last_boot_ts)
+		dst->last_boot_ts = src->last_boot_ts;
+}
+
 static struct rw_seq *get_seq(struct rewriter *rw, uint32_t id)
 {
 	uint64_t idx;
@@ -913,7 +933,6 @@ int rewrite_packet(struct rewriter *rw, const uint8_t *pkt, size_t len,
 	rw->pkt = pkt;
 	rw->pkt_off = off;
 	rw->err = err;
-	pb_buf_reset(out);
 
 	if (read_packet_info(rw, pkt, len, &pi) < 0)
 		return -1;

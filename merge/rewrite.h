@@ -65,14 +65,17 @@ struct rewriter;
 
 struct rewriter *rewriter_new(const struct rewrite_cfg *cfg);
 void rewriter_free(struct rewriter *rw);
-/* Rewrites one guest packet (found at file offset off) into out, which is
- * reset first.  Returns 0, 1 when the packet holds compressed_packets
+/* Rewrites one guest packet (found at file offset off), appending it to
+ * out.  Returns 0, 1 when the packet holds compressed_packets
  * (nothing was written: the caller inflates them and rewrites each packet
  * inside), or -1 with a message naming file and byte offset on malformed
  * data. */
 int rewrite_packet(struct rewriter *rw, const uint8_t *pkt, size_t len,
 		   uint64_t off, struct pb_buf *out, struct vp_error *err);
 const struct rewrite_stats *rewriter_stats(const struct rewriter *rw);
+/* Adds src's counts to dst (the halves of a partitioned rewrite). */
+void rewrite_stats_add(struct rewrite_stats *dst,
+		       const struct rewrite_stats *src);
 
 /* The uuid permutation used by remap_ids: a bijection on 64-bit values
  * that keeps 0 at 0 (so no other uuid can become 0). */

@@ -45,6 +45,7 @@ struct sync_data {
 	size_t n_incremental_64;     /* snapshots whose clock 64 is an
 				      * incremental SDK clock: ignored */
 	size_t n_bad_sync_events;    /* sync events missing a value */
+	size_t n_compressed;         /* packets with compressed_packets */
 	struct cm_exchange *ex;
 	size_t n_ex, cap_ex;
 	struct kvm_tsc_record *kvm;
@@ -68,5 +69,7 @@ int sync_scan_packet(struct sync_scanner *s, const uint8_t *pkt, size_t len,
 struct sync_data *sync_scanner_data(struct sync_scanner *s);
 
 void sync_data_free(struct sync_data *d);
+/* Adds what src found to dst (the two halves of a partitioned scan). */
+void sync_data_merge(struct sync_data *dst, const struct sync_data *src);
 
 #endif

@@ -130,6 +130,64 @@ printf '\x0a\x05\x92\x03\x02\x78\x9c' > "$W/zbad.pb"
 expect_exit "compressed: corrupt zlib data: exit 2" 2 "zbad.pb: byte offset 2: corrupt compressed_packets" \
       "$MERGE" "$W/ex.host.pb" "$W/zbad.pb" -o "$W/bad.out.pb"
 
+# 6c. two threads write the same bytes as one
+check "threads: exchanges scenario, 1 and 2 threads identical" bash -c \
+      "'$MERGE' -q --threads 1 '$W/ex.host.pb' '$W/ex.guest.pb' -o '$W/t1.pb' &&
+       '$MERGE' -q --threads 2 '$W/ex.host.pb' '$W/ex.guest.pb' -o '$W/t2.pb' && cmp '$W/t1.pb' '$W/t2.pb'"
+check "threads: two guests, no machine id, identical" bash -c \
+      "'$MERGE' -q --threads 1 --no-machine-id '$W/ex.host.pb' '$W/ex.guest.pb' '$W/g2.guest.pb' -o '$W/t1.pb' &&
+       '$MERGE' -q --threads 2 --no-machine-id '$W/ex.host.pb' '$W/ex.guest.pb' '$W/g2.guest.pb' -o '$W/t2.pb' && cmp '$W/t1.pb' '$W/t2.pb'"
+check "threads: compressed guest, identical" bash -c \
+      "'$MERGE' -q --threads 1 '$W/zh.pb' '$W/zg.pb' -o '$W/t1.pb' &&
+       '$MERGE' -q --threads 2 '$W/zh.pb' '$W/zg.pb' -o '$W/t2.pb' && cmp '$W/t1.pb' '$W/t2.pb'"
+# a packet in the middle of the guest with a nested length past its end
+cat > "$W/corrupt.py" <<'PY'
+import sys
+b = bytearray(open(sys.argv[1], 'rb').read())
+def varint(i):
+    n = s = 0
+    while True:
+        c = b[i]; i += 1; n |= (c & 0x7f) << s; s += 7
+        if c < 0x80: return n, i
+def corrupt(start, end):
+    """Makes the packet's track_event (field 11) claim 127 bytes."""
+    i = start
+    while i < end:
+        tag, j = varint(i)
+        wt = tag & 7
+        if wt == 0:
+            _, i = varint(j)
+        elif wt == 2:
+            n, k = varint(j)
+            if tag >> 3 == 11 and n < 0x7f and k - j == 1 and end - start < 0x7f:
+                b[j] = 0x7f
+                return True
+            i = k + n
+        elif wt == 1:
+            i = j + 8
+        else:
+            i = j + 4
+    return False
+i, k, target = 0, 0, int(sys.argv[3])
+while i < len(b):
+    n, j = varint(i + 1)
+    if k >= target and corrupt(j, j + n):
+        break
+    i, k = j + n, k + 1
+else:
+    sys.exit("no packet to corrupt")
+open(sys.argv[2], 'wb').write(b)
+PY
+check "corrupt packet: made" python3 "$W/corrupt.py" "$W/ex.guest.pb" "$W/mid.pb" 3000
+expect_exit "corrupt packet mid-guest, 1 thread: exit 2 with offset" 2 "mid.pb: byte offset [0-9]+: malformed" \
+      "$MERGE" --threads 1 "$W/ex.host.pb" "$W/mid.pb" -o "$W/bad.out.pb"
+cp "$W/log" "$W/log1"
+expect_exit "corrupt packet mid-guest, 2 threads: exit 2" 2 "mid.pb: byte offset [0-9]+: malformed" \
+      "$MERGE" --threads 2 "$W/ex.host.pb" "$W/mid.pb" -o "$W/bad.out.pb"
+cp "$W/log" "$W/log2"
+check "corrupt packet: same message on 1 and 2 threads" cmp -s "$W/log1" "$W/log2"
+check "corrupt packet: no output" test ! -e "$W/bad.out.pb"
+
 # 7. bad input
 head -c $(( $(stat -c %s "$W/ex.guest.pb") - 7 )) "$W/ex.guest.pb" > "$W/trunc.pb"
 expect_exit "truncated guest: exit 2 with file and byte offset" 2 "trunc.pb: byte offset [0-9]+" \

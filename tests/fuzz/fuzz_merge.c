@@ -40,6 +40,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < 2)
 		return 0;
 	size_t split = ((size_t)data[0] << 8 | data[1]) % (size - 1);
+	unsigned threads = 1 + (data[0] >> 7);   /* both code paths */
 	data += 2;
 	size -= 2;
 
@@ -58,6 +59,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	o.n_guests = 1;
 	o.out = out;
 	o.allow_unsynced = true;
+	o.threads = threads;
 	struct merge_result res;
 	struct vp_error err;
 	int status = merge_run(&o, &res, &err);

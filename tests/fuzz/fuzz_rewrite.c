@@ -55,6 +55,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			break;
 		uint64_t off = (uint64_t)(p - data);
 		sync_scan_packet(sc, p, (size_t)len, off, &err);
+		pb_buf_reset(&out);
 		if (rewrite_packet(rw, p, (size_t)len, off, &out, &err) == 0) {
 			struct pb_reader r;
 			struct pb_field f;

@@ -89,6 +89,7 @@ static struct pb_field sub(const uint8_t *p, size_t len, uint32_t num, int nth)
 static void rewrite(struct rewriter *rw, struct pb_buf *in, struct pb_buf *out)
 {
 	struct vp_error err = {{0}};
+	pb_buf_reset(out);
 	int rc = rewrite_packet(rw, in->data, in->len, 1000, out, &err);
 	if (rc)
 		print_error("%s\n", err.msg);
@@ -508,6 +509,7 @@ static void test_malformed_offsets(void **state)
 	pb_put_raw_varint(&in, 3);
 	const uint8_t inner[] = {0x0a /* field 1 LEN */, 0x10, 0x00};
 	pb_put_raw(&in, inner, 3);
+	pb_buf_reset(&out);
 	assert_int_equal(rewrite_packet(rw, in.data, in.len, 1000, &out, &err), -1);
 	print_message("%s\n", err.msg);
 	/* packet at 1000; timestamp 2 bytes; track_event tag + len 2 bytes */

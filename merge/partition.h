@@ -1,0 +1,62 @@
+/*
+ * partition.h - runs a per-packet function over a trace file on one or two
+ * threads, partitioned by trusted_packet_sequence_id.
+ *
+ * Everything the merge keeps per packet stream (interning, clocks, legacy
+ * timestamps) is per sequence, so packets of different sequences can be
+ * handled apart: thread k owns the sequences that hash to k and keeps
+ * their state.  The first thread reads the file, peeks at each packet's
+ * sequence id and hands the second thread its packets window by window.
+ *
+ * With an output sink the result is the same bytes, in the same order, as
+ * one thread would write: the first thread interleaves the two threads'
+ * output of each window back into file order before the sink sees it.
+ */
+#ifndef VP_PARTITION_H
+#define VP_PARTITION_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pb_wire.h"
+#include "vp_error.h"
+
+#define PARTITION_MAX_THREADS 2
+
+/* Handles one top-level record the calling thread owns (a packet, field 1,
+ * or anything else).  Appends its output, if any, to out.  Returns 0, or
+ * -1 with a message. */
+typedef int (*partition_fn)(void *ctx, const uint8_t *raw, size_t raw_len,
+			    uint32_t field, uint8_t wt, const uint8_t *data,
+			    size_t len, uint64_t data_off, struct pb_buf *out,
+			    struct vp_error *err);
+
+/* Receives output, in file order. */
+typedef int (*partition_sink)(void *ctx, const void *p, size_t len,
+			      struct vp_error *err);
+
+/* Told how many input bytes were consumed (first thread only). */
+typedef void (*partition_progress)(void *ctx, uint64_t bytes);
+
+struct partition_job {
+	const char *path;
+	unsigned threads;                 /* 1 or 2 */
+	partition_fn fn;
+	void *ctx[PARTITION_MAX_THREADS]; /* one per thread */
+	partition_sink sink;              /* NULL: output is dropped */
+	void *sink_ctx;
+	partition_progress progress;
+	void *progress_ctx;
+	volatile sig_atomic_t *cancel;
+};
+
+/* Returns 0, or -1 with the message of the first failure in file order.
+ * *io_error is set when the failure came from the sink. */
+int partition_run(const struct partition_job *job, struct vp_error *err,
+		  int *io_error);
+
+/* The owner of a sequence among n threads. */
+unsigned partition_owner(uint32_t seq_id, unsigned n);
+
+#endif
