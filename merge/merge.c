@@ -205,7 +205,12 @@ static int sink_writer(void *ctx, const void *p, size_t len,
 
 /* ---- pass 1: sync data ---------------------------------------------------------- */
 
-/* One thread's share of a scan. */
+/* Per-thread state is aligned to its own cache lines: the two threads
+ * write theirs on every packet, and sharing a line would make them take
+ * turns at it. */
+#define THREAD_ALIGN __attribute__((aligned(128)))
+
+/* A scan's state. */
 struct scan_ctx {
 	const char *path;
 	struct sync_scanner *sc;
@@ -229,18 +234,22 @@ static int scan_record(void *ctx, const uint8_t *raw, size_t raw_len,
 	return 0;
 }
 
-/* Scans a trace on `threads` threads into *out (a new scanner; the caller
- * frees it); with copy_to, on one thread, copies every record there. */
-static int scan_file(const char *path, unsigned threads,
-		     struct sync_scanner **out, struct trace_writer *copy_to,
-		     struct progress *pg, volatile sig_atomic_t *cancel,
-		     struct vp_error *err)
+/* Scans a trace into *out (a new scanner; the caller frees it); with
+ * copy_to, copies every record there as it goes. */
+static int scan_file(const char *path, struct sync_scanner **out,
+		     struct trace_writer *copy_to, struct progress *pg,
+		     volatile sig_atomic_t *cancel, struct vp_error *err)
 {
-	struct scan_ctx c[PARTITION_MAX_THREADS];
+	struct scan_ctx c = {
+		.path = path,
+		.sc = sync_scanner_new(path),
+		.copy = copy_to != NULL,
+	};
 	struct partition_job job = {
 		.path = path,
-		.threads = copy_to ? 1 : threads,
+		.threads = 1,
 		.fn = scan_record,
+		.ctx = {&c},
 		.sink = copy_to ? sink_writer : NULL,
 		.sink_ctx = copy_to,
 		.progress = progress_cb,
@@ -249,23 +258,10 @@ static int scan_file(const char *path, unsigned threads,
 	};
 	int io_error;
 
-	for (unsigned t = 0; t < PARTITION_MAX_THREADS; t++) {
-		c[t].path = path;
-		c[t].sc = sync_scanner_new(path);
-		c[t].copy = copy_to != NULL;
-		pb_buf_init(&c[t].scratch);
-		job.ctx[t] = &c[t];
-	}
+	pb_buf_init(&c.scratch);
 	int rc = partition_run(&job, err, &io_error);
-	for (unsigned t = 1; t < PARTITION_MAX_THREADS; t++)
-		sync_data_merge(sync_scanner_data(c[0].sc),
-				sync_scanner_data(c[t].sc));
-	for (unsigned t = 0; t < PARTITION_MAX_THREADS; t++) {
-		if (t)
-			sync_scanner_free(c[t].sc);
-		pb_buf_free(&c[t].scratch);
-	}
-	*out = c[0].sc;
+	pb_buf_free(&c.scratch);
+	*out = c.sc;
 	if (rc < 0)
 		return io_error ? MERGE_IO_ERROR : MERGE_BAD_INPUT;
 	return MERGE_OK;
@@ -273,8 +269,10 @@ static int scan_file(const char *path, unsigned threads,
 
 /* ---- the clock model per guest ------------------------------------------------------ */
 
-/* How a guest's timestamps are mapped: one cm_map per guest clock. */
-struct guest_map {
+/* How a guest's timestamps are mapped: one cm_map per guest clock.  The
+ * maps keep segment hints that every call writes, so each thread has its
+ * own copy on its own cache lines. */
+struct __attribute__((aligned(128))) guest_map {
 	struct cm_map boot, mono;
 	bool have_boot, have_mono;
 };
@@ -494,7 +492,7 @@ static int model_guest(const struct merge_opts *o, size_t gi,
 /* ---- pass 3: rewrite a guest ---------------------------------------------------------- */
 
 /* One thread's share of a rewrite. */
-struct rewrite_ctx {
+struct THREAD_ALIGN rewrite_ctx {
 	const char *path;
 	struct rewriter *rw;
 	struct pb_buf scratch; /* inflated compressed_packets */
@@ -637,28 +635,23 @@ int merge_run(const struct merge_opts *o, struct merge_result *res,
 		pg.total += 2 * file_size(o->guests[i]);
 	}
 
-	/* Pass 1: each guest's sync data.  Packets inside compressed_packets
-	 * may belong to any sequence, so a guest that has them is scanned
-	 * again, and later rewritten, on one thread. */
+	/* Pass 1: each guest's sync data, on one thread: per packet, finding
+	 * the sync data costs about what handing a packet to another thread
+	 * would.  Packets inside compressed_packets may belong to any
+	 * sequence, so a guest that has them is rewritten on one thread. */
 	unsigned threads = o->threads ? o->threads : 1;
 	unsigned gthreads[MERGE_MAX_GUESTS];
 	for (size_t i = 0; i < o->n_guests && status == MERGE_OK; i++) {
-		gthreads[i] = threads;
-		status = scan_file(o->guests[i], threads, &gsc[i], NULL, &pg,
-				   o->cancel, err);
-		if (status == MERGE_OK && threads > 1 &&
-		    sync_scanner_data(gsc[i])->n_compressed) {
-			sync_scanner_free(gsc[i]);
-			gthreads[i] = 1;
-			status = scan_file(o->guests[i], 1, &gsc[i], NULL, &pg,
-					   o->cancel, err);
-		}
+		status = scan_file(o->guests[i], &gsc[i], NULL, &pg, o->cancel,
+				   err);
+		gthreads[i] = status == MERGE_OK &&
+			      sync_scanner_data(gsc[i])->n_compressed ? 1 : threads;
 	}
 	/* Pass 2: the host, copied as it is scanned. */
 	if (status == MERGE_OK && trace_writer_open(&w, o->out, err) < 0)
 		status = MERGE_IO_ERROR;
 	if (status == MERGE_OK)
-		status = scan_file(o->host, 1, &hsc, w, &pg, o->cancel, err);
+		status = scan_file(o->host, &hsc, w, &pg, o->cancel, err);
 	if (status != MERGE_OK)
 		goto out;
 

@@ -113,17 +113,19 @@ static int run_single(const struct partition_job *job, struct vp_error *err,
 enum { FREE, READY, DONE };
 
 struct window {
-	int state;
+	int state;              /* under pool.mu */
+	/* written by the leader */
 	struct pb_buf in;       /* worker's records, each framed */
-	struct pb_buf out;      /* worker's output, one blob per record */
 	struct pb_buf mine;     /* leader's output, one blob per record */
 	uint8_t owners[WINDOW_RECORDS];
 	uint64_t offs[WINDOW_RECORDS]; /* payload offsets of worker records */
 	size_t count;           /* records in the window */
 	size_t n_theirs;        /* of which the worker's */
+	/* written by the worker, on cache lines of their own */
+	struct pb_buf out __attribute__((aligned(128))); /* one blob per record */
 	bool failed;            /* the worker failed in this window */
 	struct vp_error err;
-};
+} __attribute__((aligned(128)));
 
 struct pool {
 	const struct partition_job *job;

@@ -134,39 +134,6 @@ void sync_data_free(struct sync_data *d)
 	memset(d, 0, sizeof(*d));
 }
 
-static void append_samples(struct sample_vec *dst, const struct sample_vec *src)
-{
-	for (size_t i = 0; i < src->n; i++)
-		push_sample(dst, src->v[i].x, src->v[i].y);
-}
-
-void sync_data_merge(struct sync_data *dst, const struct sync_data *src)
-{
-	append_samples(&dst->boot, &src->boot);
-	append_samples(&dst->mono, &src->mono);
-	dst->n_snapshot_samples += src->n_snapshot_samples;
-	dst->n_event_samples += src->n_event_samples;
-	dst->n_incremental_64 += src->n_incremental_64;
-	dst->n_bad_sync_events += src->n_bad_sync_events;
-	dst->n_compressed += src->n_compressed;
-	dst->ex = grow(dst->ex, &dst->cap_ex, dst->n_ex + src->n_ex,
-		       sizeof(*dst->ex));
-	if (src->n_ex)
-		memcpy(dst->ex + dst->n_ex, src->ex, src->n_ex * sizeof(*src->ex));
-	dst->n_ex += src->n_ex;
-	dst->kvm = grow(dst->kvm, &dst->cap_kvm, dst->n_kvm + src->n_kvm,
-			sizeof(*dst->kvm));
-	if (src->n_kvm)
-		memcpy(dst->kvm + dst->n_kvm, src->kvm,
-		       src->n_kvm * sizeof(*src->kvm));
-	dst->n_kvm += src->n_kvm;
-	if (src->max_seq_id > dst->max_seq_id)
-		dst->max_seq_id = src->max_seq_id;
-	if (src->trace_clock != BUILTIN_CLOCK_BOOTTIME)
-		dst->trace_clock = src->trace_clock;
-	dst->n_packets += src->n_packets;
-}
-
 void sync_scanner_free(struct sync_scanner *s)
 {
 	if (!s)

@@ -69,7 +69,5 @@ int sync_scan_packet(struct sync_scanner *s, const uint8_t *pkt, size_t len,
 struct sync_data *sync_scanner_data(struct sync_scanner *s);
 
 void sync_data_free(struct sync_data *d);
-/* Adds what src found to dst (the two halves of a partitioned scan). */
-void sync_data_merge(struct sync_data *dst, const struct sync_data *src);
 
 #endif

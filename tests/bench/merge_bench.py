@@ -70,21 +70,25 @@ def main():
         t = cat()
         return t + run(["sync", copy])
 
-    def do_merge():
-        return run([merge, "-q", host, guest, "-o", merged])
+    def do_merge(threads):
+        return run([merge, "-q", "--threads", str(threads), host, guest,
+                    "-o", merged])
 
-    cats, cat_syncs, merges = [], [], []
+    cats, cat_syncs, merges, merges1 = [], [], [], []
     for _ in range(a.runs):   # interleaved, so machine noise hits all alike
         cats.append(cat())
         cat_syncs.append(cat_sync())
-        merges.append(do_merge())
+        merges.append(do_merge(2))
+        merges1.append(do_merge(1))
     rss = child_peak_rss_kib([merge, "-q", host, guest, "-o", merged])
     os.unlink(copy)
 
-    c, cs, m = (statistics.median(x) for x in (cats, cat_syncs, merges))
+    c, cs, m, m1 = (statistics.median(x)
+                    for x in (cats, cat_syncs, merges, merges1))
     print(f"cat host+guest > copy:      {c:7.2f} s  {mb / c:8.0f} MB/s  (median of {a.runs})")
     print(f"cat + sync:                 {cs:7.2f} s  {mb / cs:8.0f} MB/s")
-    print(f"vperfetto_merge:            {m:7.2f} s  {mb / m:8.0f} MB/s  (incl. fsync)")
+    print(f"vperfetto_merge:            {m:7.2f} s  {mb / m:8.0f} MB/s  (2 threads, incl. fsync)")
+    print(f"vperfetto_merge --threads 1:{m1:7.2f} s  {mb / m1:8.0f} MB/s")
     print(f"merge / cat time ratio:     {m / c:7.2f}x   (target <= 2x)")
     print(f"merge / (cat+sync) ratio:   {m / cs:7.2f}x")
     print(f"merge peak RSS:             {rss / 1024:7.1f} MiB (target < 64 MiB; input {mb:.0f} MB)")
