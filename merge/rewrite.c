@@ -8,6 +8,7 @@
  */
 #include "rewrite.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -810,6 +811,8 @@ static int rewrite_ftrace_bundle(struct rewriter *rw, struct pb_buf *out,
 /* ---- the packet -------------------------------------------------------------- */
 
 /* What the first walk over a packet finds. */
+#define MAX_PACKET_FIELDS 32
+
 struct packet_info {
 	uint32_t seq_id;
 	bool have_ts, have_clock, cleared;
@@ -817,6 +820,10 @@ struct packet_info {
 	uint32_t clock;
 	struct pb_field defaults, snapshot;
 	bool have_defaults, have_snapshot, compressed;
+	/* the packet's fields as decoded, so the rewrite needs no second
+	 * decode (unless there are more than MAX_PACKET_FIELDS) */
+	struct pb_field fields[MAX_PACKET_FIELDS];
+	size_t n_fields;
 };
 
 static int read_packet_info(struct rewriter *rw, const uint8_t *pkt,
@@ -825,10 +832,14 @@ static int read_packet_info(struct rewriter *rw, const uint8_t *pkt,
 	struct pb_reader r;
 	struct pb_field f;
 
-	memset(pi, 0, sizeof(*pi));
+	memset(pi, 0, offsetof(struct packet_info, fields));
+	pi->n_fields = 0;
 	pb_reader_init(&r, pkt, len);
 	while (pb_next(&r, &f)) {
 		bool v = f.wt == PB_WT_VARINT, l = f.wt == PB_WT_LEN;
+		if (pi->n_fields < MAX_PACKET_FIELDS)
+			pi->fields[pi->n_fields] = f;
+		pi->n_fields++;
 		switch (f.num) {
 		case TP_TRUSTED_PACKET_SEQUENCE_ID:
 			if (v)
@@ -964,8 +975,13 @@ int rewrite_packet(struct rewriter *rw, const uint8_t *pkt, size_t len,
 	}
 
 	const uint8_t *run = pkt;
+	bool again = pi.n_fields > MAX_PACKET_FIELDS; /* decode a second time */
 	pb_reader_init(&r, pkt, len);
-	while (pb_next(&r, &f)) {
+	for (size_t k = 0;; k++) {
+		if (again ? !pb_next(&r, &f) : k == pi.n_fields)
+			break;
+		if (!again)
+			f = pi.fields[k];
 		bool v = f.wt == PB_WT_VARINT, l = f.wt == PB_WT_LEN;
 		int rc = 0;
 		switch (f.num) {
