@@ -81,6 +81,32 @@ enum {
 	CPU_COUNTER_CLOCK_ID = 64, /* the perCetto convention for the counter */
 };
 
+/* Perfetto's name of a builtin clock, for messages. */
+static inline const char *builtin_clock_name(unsigned id)
+{
+	switch (id) {
+	case BUILTIN_CLOCK_REALTIME:
+		return "REALTIME";
+	case BUILTIN_CLOCK_REALTIME_COARSE:
+		return "REALTIME_COARSE";
+	case BUILTIN_CLOCK_MONOTONIC:
+		return "MONOTONIC";
+	case BUILTIN_CLOCK_MONOTONIC_COARSE:
+		return "MONOTONIC_COARSE";
+	case BUILTIN_CLOCK_MONOTONIC_RAW:
+		return "MONOTONIC_RAW";
+	case BUILTIN_CLOCK_BOOTTIME:
+		return "BOOTTIME";
+	case BUILTIN_CLOCK_TSC:
+		return "TSC";
+	case BUILTIN_CLOCK_PERF:
+		return "PERF";
+	case BUILTIN_CLOCK_TRACE_FILE:
+		return "TRACE_FILE";
+	}
+	return "unknown";
+}
+
 /* TrackEvent */
 enum {
 	TE_TIMESTAMP_DELTA_US = 1,

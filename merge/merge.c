@@ -205,11 +205,6 @@ static int sink_writer(void *ctx, const void *p, size_t len,
 
 /* ---- pass 1: sync data ---------------------------------------------------------- */
 
-/* Per-thread state is aligned to its own cache lines: the two threads
- * write theirs on every packet, and sharing a line would make them take
- * turns at it. */
-#define THREAD_ALIGN __attribute__((aligned(128)))
-
 /* A scan's state. */
 struct scan_ctx {
 	const char *path;
@@ -289,12 +284,6 @@ static bool map_guest(void *ctx, uint32_t clock, uint64_t in, uint64_t *out)
 		return true;
 	}
 	return false;
-}
-
-static const char *clock_name(uint32_t c)
-{
-	return c == BUILTIN_CLOCK_BOOTTIME ? "BOOTTIME" : c == BUILTIN_CLOCK_MONOTONIC ? "MONOTONIC"
-									: "?";
 }
 
 /* Picks the counter relation for guest gi: command line, kvm_tsc in the host
@@ -491,8 +480,10 @@ static int model_guest(const struct merge_opts *o, size_t gi,
 
 /* ---- pass 3: rewrite a guest ---------------------------------------------------------- */
 
-/* One thread's share of a rewrite. */
-struct THREAD_ALIGN rewrite_ctx {
+/* One thread's share of a rewrite.  Aligned to cache lines of its own:
+ * the two threads write theirs on every packet, and sharing a line would
+ * make them take turns at it. */
+struct __attribute__((aligned(128))) rewrite_ctx {
 	const char *path;
 	struct rewriter *rw;
 	struct pb_buf scratch; /* inflated compressed_packets */
@@ -737,7 +728,7 @@ int merge_run(const struct merge_opts *o, struct merge_result *res,
 		if (g->synced && res->clock != BUILTIN_CLOCK_BOOTTIME && g->rw.ts_ftrace)
 			warn(res, "guest %s: ftrace timestamps are on BOOTTIME but "
 			     "were mapped onto host %s", g->path,
-			     clock_name(res->clock));
+			     builtin_clock_name(res->clock));
 	}
 
 	res->bytes_out = trace_writer_bytes(w);

@@ -9,13 +9,6 @@
 #include "perfetto_fields.h"
 #include "trace_io.h"
 
-static const char *clock_name(uint32_t c)
-{
-	return c == BUILTIN_CLOCK_BOOTTIME    ? "BOOTTIME"
-	       : c == BUILTIN_CLOCK_MONOTONIC ? "MONOTONIC"
-				      : "unknown";
-}
-
 static const char *source_name(enum cm_offset_source s)
 {
 	switch (s) {
@@ -56,7 +49,7 @@ void report_summary(FILE *f, const struct merge_opts *o,
 {
 	fprintf(f, "host  %s: %llu packets, %zu %s sync samples",
 		o->host, (unsigned long long)res->host_packets,
-		res->host_samples, clock_name(res->clock));
+		res->host_samples, builtin_clock_name(res->clock));
 	if (res->have_host_fit)
 		fprintf(f, ", %zu segment(s), %zu rejected, residual max %.0f ns",
 			res->host_fit.nseg, res->host_fit.n_rejected,
@@ -224,7 +217,7 @@ static void json_report(FILE *f, const struct merge_opts *o,
 			const struct merge_result *res)
 {
 	fprintf(f, "{\n  \"tool\": \"vperfetto_merge\",\n  \"clock\": \"%s\",\n",
-		clock_name(res->clock));
+		builtin_clock_name(res->clock));
 	fprintf(f, "  \"host\": {\"path\": ");
 	json_str(f, o->host);
 	fprintf(f, ", \"packets\": %llu, \"bytes\": %llu, \"samples\": %zu, "
