@@ -681,7 +681,10 @@ int merge_run(const struct merge_opts *o, struct merge_result *res,
 		}
 		g->seq_offset = (uint32_t)seq_base;
 		seq_base += gd->max_seq_id;
-		g->machine_id = o->no_machine_id ? 0 : (uint32_t)(i + 1);
+		/* Machines 1, 2, ... unless the host trace already has
+		 * machines of its own: then the guests come after them. */
+		g->machine_id = o->no_machine_id ? 0 : hd->max_machine_id + 1 +
+							(uint32_t)i;
 		/* Each thread maps through its own copy (maps keep hints). */
 		struct guest_map gm2 = gm[i];
 		struct rewrite_cfg cfg[PARTITION_MAX_THREADS];

@@ -522,6 +522,11 @@ int sync_scan_packet(struct sync_scanner *s, const uint8_t *pkt, size_t len,
 		case TP_COMPRESSED_PACKETS:
 			compressed = f.wt == PB_WT_LEN;
 			break;
+		case TP_MACHINE_ID:
+			if (f.wt == PB_WT_VARINT && f.val > s->d.max_machine_id &&
+			    f.val <= UINT32_MAX)
+				s->d.max_machine_id = (uint32_t)f.val;
+			break;
 		}
 	}
 	if (r.err)

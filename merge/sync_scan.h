@@ -51,6 +51,7 @@ struct sync_data {
 	struct kvm_tsc_record *kvm;
 	size_t n_kvm, cap_kvm;
 	uint32_t max_seq_id;
+	uint32_t max_machine_id;     /* largest TracePacket.machine_id seen */
 	uint32_t trace_clock;        /* primary_trace_clock, default BOOTTIME */
 	uint64_t n_packets;
 };

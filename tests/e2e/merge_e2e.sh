@@ -85,6 +85,19 @@ check "two guests: merge" "$MERGE" "$W/ex.host.pb" "$W/ex.guest.pb" "$W/g2.guest
 check "two guests: guest 1 within 1000 ns" "$TRUTH" "$W/ex.params" "$W/ex.guest.pb" "$W/two.out.pb" --machine 1 --tolerance-ns 1000
 check "two guests: guest 2 within 1000 ns" "$TRUTH" "$W/g2.params" "$W/g2.guest.pb" "$W/two.out.pb" --machine 2 --tolerance-ns 1000
 
+# 5b. a host trace that already has machines: the guest comes after them
+cat > "$W/addmachine.py" <<'PY'
+import sys
+b = open(sys.argv[1], 'rb').read()
+extra = b'\x0a\x05\x40\x07\x90\x06\x07'   # a packet: timestamp 7, machine_id 7
+open(sys.argv[2], 'wb').write(b + extra)
+PY
+python3 "$W/addmachine.py" "$W/ex.host.pb" "$W/hm.pb"
+check "host with machine 7: merge" "$MERGE" -q "$W/hm.pb" "$W/ex.guest.pb" -o "$W/hm.out.pb" --report "$W/hm.json"
+check "host with machine 7: the guest is machine 8" grep -q '"machine_id": 8' "$W/hm.json"
+check "host with machine 7: every guest timestamp within 1000 ns" \
+      "$TRUTH" "$W/ex.params" "$W/ex.guest.pb" "$W/hm.out.pb" --machine 8 --tolerance-ns 1000
+
 # 6. --no-machine-id
 check "no-machine-id: merge" "$MERGE" -q "$W/ex.host.pb" "$W/ex.guest.pb" -o "$W/nm.out.pb" --no-machine-id
 check "no-machine-id: no machine_id field in the output" bash -c \
