@@ -563,6 +563,32 @@ static int rewrite_track_event(struct rewriter *rw, struct rw_seq *q,
 	return edit_end(rw, &e, "track_event");
 }
 
+/* Whether a TrackEvent holds anything rewrite_track_event() changes; most
+ * do not, and stay in the packet's pending run of bytes.  Malformed ones
+ * answer true so that rewrite_track_event() reports them. */
+static bool track_event_changes(const struct rewriter *rw,
+				const struct pb_field *outer)
+{
+	struct pb_reader r;
+	struct pb_field f;
+
+	pb_reader_init(&r, outer->data, outer->len);
+	while (pb_next(&r, &f)) {
+		switch (f.num) {
+		case TE_TIMESTAMP_DELTA_US:
+		case TE_TIMESTAMP_ABSOLUTE_US:
+			return true;
+		case TE_TRACK_UUID:
+		case TE_EXTRA_COUNTER_TRACK_UUIDS:
+		case TE_EXTRA_DOUBLE_COUNTER_TRACK_UUIDS:
+			if (rw->cfg.remap_ids)
+				return true;
+			break;
+		}
+	}
+	return r.err != PB_OK;
+}
+
 /* TrackDescriptor (remap_ids only): uuid, parent_uuid, process and thread. */
 static const uint32_t process_pid_fields[] = {PD_PID, 0};
 static const uint32_t thread_pid_fields[] = {THD_PID, THD_TID, 0};
@@ -1017,7 +1043,7 @@ int rewrite_packet(struct rewriter *rw, const uint8_t *pkt, size_t len,
 			rc = rewrite_snapshot(rw, out, &f);
 			break;
 		case TP_TRACK_EVENT:
-			if (!l)
+			if (!l || !track_event_changes(rw, &f))
 				continue;
 			flush_run(out, &run, f.start);
 			rc = rewrite_track_event(rw, q, out, &f);
