@@ -17,7 +17,8 @@ ROOT=$PWD
 # Debian packages the build, the tests and the benchmarks need.
 PACKAGES=(meson ninja-build pkg-config gcc clang libclang-rt-14-dev
           protobuf-c-compiler libprotobuf-c-dev protobuf-compiler
-          libcmocka-dev zlib1g-dev python3)
+          libcmocka-dev zlib1g-dev python3 libsqlite3-dev sqlite3
+          libedit-dev)
 
 say() { printf '\n== %s\n' "$*" >&2; }
 

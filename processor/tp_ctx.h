@@ -1,0 +1,134 @@
+/*
+ * tp_ctx.h - the state of one trace being loaded, shared by the loader and
+ * the parsers.
+ *
+ * Loading has two stages, as in Perfetto's trace processor:
+ *
+ *  1. tokenize (tp_load.c): packets in file order.  The loader decodes the
+ *     packet envelope (sequence, interning, defaults, clocks, machine) into
+ *     a struct tp_packet and hands each data field to the module that owns
+ *     it (tp_<module>_tokenize).  A module either handles the field at once
+ *     (metadata, stats, descriptors) or pushes timestamped events into the
+ *     sorter (tp_sort.h).
+ *  2. parse: the sorter hands every event back in timestamp order to the
+ *     callback the module registered; that is where slices, sched rows and
+ *     counters are built.
+ *
+ * Modules: track_event (tp_track_event.c), ftrace and processes
+ * (tp_ftrace.c, tp_process.c), system probes and service packets
+ * (tp_system.c).  Each has init / tokenize / finish entry points declared
+ * in tp_modules.h and keeps its own state behind an opaque pointer here.
+ */
+#ifndef VP_TP_CTX_H
+#define VP_TP_CTX_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "pb_wire.h"
+#include "tp_db.h"
+#include "tp_schema.h"
+#include "u64map.h"
+
+struct tp_sorter;
+struct tp_clocks;
+struct tp_args_state;
+struct tp_procs;
+struct tp_tracks;
+struct tp_slices;
+struct tp_stats;
+struct tp_te_state;
+struct tp_ftrace_state;
+struct tp_system_state;
+
+/* Per trusted_packet_sequence_id state the loader keeps (file order). */
+struct tp_seq {
+	uint32_t id;        /* trusted_packet_sequence_id */
+	uint32_t machine;   /* machine table id */
+	uint32_t queue;     /* sorter queue of this sequence */
+	uint32_t gen;       /* current interning generation (tp_load.h) */
+	bool incremental_valid; /* false after loss until the next clear */
+	bool seen_any;
+	uint64_t packets;
+	uint64_t packets_lost; /* packets with previous_packet_dropped */
+	uint64_t packets_needing_state_dropped; /* SEQ_NEEDS_INCREMENTAL_STATE
+						  packets skipped: no state */
+	/* previous_packet_dropped values, bit by bit (not counting the
+	 * first packet of the sequence, where a loss is expected) */
+	uint64_t loss_bit_count[16];
+	void *te;           /* track_event tokenizer state, owned by it */
+	/* incremental clocks of this sequence (ClockSnapshot is_incremental) */
+	struct tp_incr_clock {
+		uint32_t clock_id;
+		int64_t last;      /* in the clock's units */
+		uint64_t mult_ns;  /* unit_multiplier_ns (1 if unset) */
+	} iclocks[4];
+	unsigned niclocks;
+	uint64_t clock_mult[64]; /* unit_multiplier_ns of clocks 64..127 */
+};
+
+/* One TracePacket as the loader decoded its envelope. */
+struct tp_packet {
+	const uint8_t *data; /* the whole packet */
+	size_t len;
+	uint64_t offset;     /* file offset of the packet payload */
+	struct tp_seq *seq;  /* NULL without trusted_packet_sequence_id */
+	uint32_t gen;        /* interning generation for this packet */
+	uint32_t machine;    /* machine table id (0: the tracing host) */
+	uint32_t queue;      /* sorter queue for events of this packet */
+	bool has_ts;         /* ts is valid */
+	int64_t ts;          /* packet timestamp in trace time */
+	int64_t raw_ts;      /* timestamp as written */
+	uint32_t clock_id;   /* clock of raw_ts */
+	bool has_trusted_pid;
+	int32_t trusted_pid;
+	bool has_trusted_uid;
+	int32_t trusted_uid;
+	uint32_t seq_flags;  /* TracePacket.sequence_flags */
+	bool first_on_sequence;
+	bool incremental_state_cleared;
+	bool needs_incremental_state; /* and the sequence has lost it */
+};
+
+struct tp_ctx {
+	struct tp_strpool *pool;
+	struct tp_table tables[TP_T_COUNT];
+
+	struct tp_sorter *sorter;
+	struct tp_clocks *clocks;
+	struct tp_args_state *args;
+	struct tp_procs *procs;
+	struct tp_tracks *tracks;
+	struct tp_slices *slices;
+	struct tp_stats *stats;
+	struct tp_te_state *te;
+	struct tp_ftrace_state *ftrace;
+	struct tp_system_state *sys;
+
+	struct u64map machines; /* raw machine_id -> machine table id */
+	const char *path;       /* trace file, for messages */
+	uint64_t file_size;
+	uint64_t packets;       /* packets tokenized */
+	int64_t first_ts, last_ts; /* bounds of parsed events (trace time) */
+	bool have_ts;
+	bool sorting_done;      /* true once the parse stage has run */
+};
+
+static inline struct tp_table *tp_tab(struct tp_ctx *c, enum tp_table_id t)
+{
+	return &c->tables[t];
+}
+
+static inline tp_str tp_s(struct tp_ctx *c, const char *s)
+{
+	return tp_intern_cstr(c->pool, s);
+}
+
+/* Machine table id for a raw TracePacket.machine_id (0: the host). */
+uint32_t tp_machine(struct tp_ctx *c, uint32_t raw_machine_id);
+
+/* Prints a warning about the trace on stderr (rate-limited per text). */
+void tp_warn(struct tp_ctx *c, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+#endif

@@ -1,0 +1,40 @@
+/*
+ * tp_process.h - private interface between tp_ftrace.c, tp_process.c and
+ * tp_procs.c: process_tree / process_stats packets, and the parts of the
+ * thread tracker only the ftrace and process parsers need (name
+ * priorities, thread end, thread association).
+ */
+#ifndef VP_TP_PROCESS_H
+#define VP_TP_PROCESS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tp_ctx.h"
+
+/* Thread name sources, weakest first (Perfetto's ThreadNamePriority). */
+enum {
+	TP_NAME_PRIO_OTHER = 0,
+	TP_NAME_PRIO_FTRACE = 1,
+	TP_NAME_PRIO_PROCESS_TREE = 2,
+	TP_NAME_PRIO_DESCRIPTOR = 3,
+	TP_NAME_PRIO_CONSTANT = 4,
+};
+
+void tp_thread_set_name_prio(struct tp_ctx *ctx, uint32_t utid, tp_str name,
+			     uint8_t prio);
+/* sched_process_free: ends the current thread tid (and its process when it
+ * is the main thread). */
+void tp_thread_end(struct tp_ctx *ctx, uint32_t machine, int64_t ts,
+		   int64_t tid);
+/* Two threads of one process (clone with CLONE_THREAD): when either gets
+ * a process the other gets it too. */
+void tp_threads_associate(struct tp_ctx *ctx, uint32_t utid1, uint32_t utid2);
+
+/* process_tree (TracePacket field 2) and process_stats (field 9), at
+ * tokenize time: push to the sorter. */
+void tp_process_init(struct tp_ctx *ctx);
+bool tp_process_tokenize(struct tp_ctx *ctx, const struct tp_packet *pkt,
+			 const struct pb_field *f);
+
+#endif

@@ -1,0 +1,52 @@
+/*
+ * tp_procs.h - threads and processes (utid / upid), per machine, as
+ * Perfetto's ProcessTracker keeps them.
+ *
+ * A tid or pid maps to the latest thread / process with that number on its
+ * machine.  utid 0 and upid 0 are the idle thread and process (tid 0 /
+ * pid 0) of machine 0; other machines get their own on first use.  A
+ * thread seen with a different process than before, or a process started
+ * again (pid reuse), gets a new row.
+ */
+#ifndef VP_TP_PROCS_H
+#define VP_TP_PROCS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tp_db.h"
+
+struct tp_ctx;
+
+struct tp_procs *tp_procs_new(struct tp_ctx *ctx); /* creates utid/upid 0 */
+void tp_procs_free(struct tp_procs *p);
+
+/* The current thread with this tid, created (without a process) if none. */
+uint32_t tp_thread_get(struct tp_ctx *ctx, uint32_t machine, int64_t tid);
+/* The current thread with this tid, if any. */
+bool tp_thread_find(struct tp_ctx *ctx, uint32_t machine, int64_t tid,
+		    uint32_t *utid);
+/* The thread tid of process pid: reuses the current thread if it belongs
+ * to pid (or to no process yet), else starts a new one.  Sets upid and
+ * is_main_thread (tid == pid). */
+uint32_t tp_thread_update(struct tp_ctx *ctx, uint32_t machine, int64_t tid,
+			  int64_t pid);
+/* A new thread row for tid (tid reuse), e.g. on task_newtask. */
+uint32_t tp_thread_new(struct tp_ctx *ctx, uint32_t machine, int64_t tid,
+		       int64_t start_ts, bool has_start_ts);
+void tp_thread_set_name(struct tp_ctx *ctx, uint32_t utid, tp_str name);
+void tp_thread_set_process(struct tp_ctx *ctx, uint32_t utid, uint32_t upid);
+
+/* The current process with this pid, created if none. */
+uint32_t tp_process_get(struct tp_ctx *ctx, uint32_t machine, int64_t pid);
+bool tp_process_find(struct tp_ctx *ctx, uint32_t machine, int64_t pid,
+		     uint32_t *upid);
+/* A new process row for pid (pid reuse); its main thread too. */
+uint32_t tp_process_new(struct tp_ctx *ctx, uint32_t machine, int64_t pid,
+			int64_t start_ts, bool has_start_ts);
+void tp_process_set_name(struct tp_ctx *ctx, uint32_t upid, tp_str name);
+void tp_process_set_cmdline(struct tp_ctx *ctx, uint32_t upid, tp_str cmdline);
+void tp_process_set_parent(struct tp_ctx *ctx, uint32_t upid,
+			   uint32_t parent_upid);
+
+#endif

@@ -1,0 +1,103 @@
+/*
+ * tp_schema.c - column definitions of the tables in tp_schema.h and the
+ * views that give them Perfetto's public names.
+ */
+#include "tp_schema.h"
+
+#define TP_COL_DEF(T, c, ty) {#c, TP_COL_##ty},
+
+static const struct tp_coldef slice_cols[] = {TP_SLICE_COLS(TP_COL_DEF)};
+static const struct tp_coldef track_cols[] = {TP_TRACK_COLS(TP_COL_DEF)};
+static const struct tp_coldef counter_cols[] = {TP_COUNTER_COLS(TP_COL_DEF)};
+static const struct tp_coldef thread_cols[] = {TP_THREAD_COLS(TP_COL_DEF)};
+static const struct tp_coldef process_cols[] = {TP_PROCESS_COLS(TP_COL_DEF)};
+static const struct tp_coldef args_cols[] = {TP_ARGS_COLS(TP_COL_DEF)};
+static const struct tp_coldef stats_cols[] = {TP_STATS_COLS(TP_COL_DEF)};
+static const struct tp_coldef metadata_cols[] = {TP_METADATA_COLS(TP_COL_DEF)};
+static const struct tp_coldef machine_cols[] = {TP_MACHINE_COLS(TP_COL_DEF)};
+static const struct tp_coldef clock_snapshot_cols[] = {
+	TP_CLOCK_SNAPSHOT_COLS(TP_COL_DEF)};
+static const struct tp_coldef sched_cols[] = {TP_SCHED_COLS(TP_COL_DEF)};
+static const struct tp_coldef thread_state_cols[] = {
+	TP_THREAD_STATE_COLS(TP_COL_DEF)};
+static const struct tp_coldef ftrace_event_cols[] = {
+	TP_FTRACE_EVENT_COLS(TP_COL_DEF)};
+static const struct tp_coldef flow_cols[] = {TP_FLOW_COLS(TP_COL_DEF)};
+static const struct tp_coldef cpu_cols[] = {TP_CPU_COLS(TP_COL_DEF)};
+
+#define N(a) (unsigned)(sizeof(a) / sizeof((a)[0]))
+
+static const struct {
+	const char *name;
+	const struct tp_coldef *cols;
+	unsigned ncols;
+} table_defs[TP_T_COUNT] = {
+	[TP_T_SLICE] = {"slice", slice_cols, N(slice_cols)},
+	[TP_T_TRACK] = {"__intrinsic_track", track_cols, N(track_cols)},
+	[TP_T_COUNTER] = {"counter", counter_cols, N(counter_cols)},
+	[TP_T_THREAD] = {"thread", thread_cols, N(thread_cols)},
+	[TP_T_PROCESS] = {"process", process_cols, N(process_cols)},
+	[TP_T_ARGS] = {"__intrinsic_args", args_cols, N(args_cols)},
+	[TP_T_STATS] = {"stats", stats_cols, N(stats_cols)},
+	[TP_T_METADATA] = {"metadata", metadata_cols, N(metadata_cols)},
+	[TP_T_MACHINE] = {"machine", machine_cols, N(machine_cols)},
+	[TP_T_CLOCK_SNAPSHOT] = {"clock_snapshot", clock_snapshot_cols,
+				 N(clock_snapshot_cols)},
+	[TP_T_SCHED] = {"sched_slice", sched_cols, N(sched_cols)},
+	[TP_T_THREAD_STATE] = {"thread_state", thread_state_cols,
+			       N(thread_state_cols)},
+	[TP_T_FTRACE_EVENT] = {"ftrace_event", ftrace_event_cols,
+			       N(ftrace_event_cols)},
+	[TP_T_FLOW] = {"flow", flow_cols, N(flow_cols)},
+	[TP_T_CPU] = {"cpu", cpu_cols, N(cpu_cols)},
+};
+
+void tp_schema_init(struct tp_table *tables, struct tp_strpool *pool)
+{
+	for (unsigned i = 0; i < TP_T_COUNT; i++)
+		tp_table_init(&tables[i], table_defs[i].name, table_defs[i].cols,
+			      table_defs[i].ncols, pool);
+}
+
+#define TRACK_COMMON                                                        \
+	"id, name, type, dimension_arg_set_id, parent_id, source_arg_set_id, " \
+	"machine_id, type AS classification"
+
+const char tp_schema_views_sql[] =
+	"CREATE VIEW track AS SELECT " TRACK_COMMON
+	", event_type, counter_unit FROM __intrinsic_track;\n"
+	"CREATE VIEW thread_track AS SELECT " TRACK_COMMON
+	", utid FROM __intrinsic_track"
+	" WHERE utid IS NOT NULL AND event_type = 'slice';\n"
+	"CREATE VIEW process_track AS SELECT " TRACK_COMMON
+	", upid FROM __intrinsic_track"
+	" WHERE upid IS NOT NULL AND event_type = 'slice';\n"
+	"CREATE VIEW counter_track AS SELECT " TRACK_COMMON
+	", counter_unit AS unit,"
+	" EXTRACT_ARG(source_arg_set_id, 'description') AS description"
+	" FROM __intrinsic_track WHERE event_type = 'counter';\n"
+	"CREATE VIEW cpu_counter_track AS SELECT " TRACK_COMMON
+	", counter_unit AS unit, EXTRACT_ARG(dimension_arg_set_id, 'cpu') AS cpu"
+	" FROM __intrinsic_track WHERE event_type = 'counter'"
+	" AND EXTRACT_ARG(dimension_arg_set_id, 'cpu') IS NOT NULL;\n"
+	"CREATE VIEW thread_counter_track AS SELECT " TRACK_COMMON
+	", counter_unit AS unit, utid FROM __intrinsic_track"
+	" WHERE event_type = 'counter' AND utid IS NOT NULL;\n"
+	"CREATE VIEW process_counter_track AS SELECT " TRACK_COMMON
+	", counter_unit AS unit, upid FROM __intrinsic_track"
+	" WHERE event_type = 'counter' AND upid IS NOT NULL;\n"
+	"CREATE VIEW args AS SELECT id, arg_set_id, flat_key, key, int_value,"
+	" string_value, real_value, value_type,"
+	" CASE value_type"
+	"  WHEN 'int' THEN CAST(int_value AS TEXT)"
+	"  WHEN 'uint' THEN CAST(int_value AS TEXT)"
+	"  WHEN 'bool' THEN CASE WHEN int_value THEN 'true' ELSE 'false' END"
+	"  WHEN 'pointer' THEN printf('0x%x', int_value)"
+	"  WHEN 'real' THEN CAST(real_value AS TEXT)"
+	"  WHEN 'null' THEN NULL"
+	"  ELSE string_value END AS display_value"
+	" FROM __intrinsic_args;\n"
+	"CREATE VIEW sched AS SELECT * FROM sched_slice;\n"
+	"CREATE VIEW raw AS SELECT * FROM ftrace_event;\n"
+	"CREATE VIEW slices AS SELECT * FROM slice;\n"
+	"CREATE VIEW counters AS SELECT * FROM counter;\n";
