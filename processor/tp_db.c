@@ -141,7 +141,7 @@ tp_str tp_intern(struct tp_strpool *p, const char *s, size_t len)
 			return id;
 		j = (j + 1) & (p->nslots - 1);
 	}
-	if (p->n == p->cap) {
+	if (p->n >= p->cap) {
 		p->cap = p->cap ? p->cap * 2 : 1024;
 		p->str = xrealloc(p->str, p->cap * sizeof(*p->str));
 		p->len = xrealloc(p->len, p->cap * sizeof(*p->len));
