@@ -121,8 +121,14 @@ fuzz() {
   build/tests/vperfetto_tracegen --host "$corpus/trace/host.pb" \
     --guest "$corpus/trace/guest.pb" --seed 3 --duration-s 1 --events 50 \
     --exchanges 5 >/dev/null
+  # The processor's conformance traces seed its loader's corpus.
+  if [ -d ../shared/conformance/cases ]; then
+    for d in ../shared/conformance/cases/*/; do
+      cp "$d/trace.pb" "$corpus/trace/$(basename "$d").pb"
+    done
+  fi
   local total=0 failed=0
-  for t in fuzz_pb_wire fuzz_trace_reader fuzz_rewrite fuzz_merge; do
+  for t in fuzz_pb_wire fuzz_trace_reader fuzz_rewrite fuzz_merge fuzz_tp_load; do
     mkdir -p "$corpus/$t"
     total=$((total + 1))
     if build-fuzz/tests/fuzz/$t -max_total_time="$secs" -max_len=65536 \
@@ -144,7 +150,8 @@ case "${1:-demo}" in
   demo) demo ;;
   test) run_tests ;;
   build) build build ;;
-  bench) build build && python3 tests/bench/merge_bench.py "${@:2}" ;;
+  bench) build build && python3 tests/bench/merge_bench.py "${@:2}" &&
+         python3 tests/bench/tp_bench.py --bin-dir build ;;
   fuzz) fuzz "${2:-60}" ;;
   *) echo "usage: $0 [demo|test|build|bench|fuzz SECONDS]" >&2; exit 1 ;;
 esac
