@@ -69,6 +69,15 @@ demo() {
     --machine 1 --tolerance-ns 1000
   say "sync report: $w/report.json"
   cat "$w/report.json"
+  say "vperfetto_tp $w/merged.pb: what each machine recorded"
+  build/processor/vperfetto_tp "$w/merged.pb" -Q "
+    select coalesce(m.raw_id, 0) as machine, count(*) as slices,
+           min(s.ts) as first_ts, max(s.ts + s.dur) as last_ts
+    from slice s join track t on s.track_id = t.id
+    left join machine m on t.machine_id = m.id
+    group by 1 order by 1;
+    select name, idx, severity, value from stats
+    where value > 0 and severity != 'info' order by name"
 }
 
 # Counts of every test run by `./run.sh test`, for the closing line.
