@@ -1,14 +1,1730 @@
 /*
- * tp_ftrace.c - ftrace event bundles (skeleton).
+ * tp_ftrace.c - ftrace event bundles (TracePacket.ftrace_events), as
+ * Perfetto's FtraceTokenizer / FtraceParser handle them.
+ *
+ * Tokenize (file order): each bundle's events, and the sched_switch /
+ * sched_waking columns of its compact_sched, are converted to trace time
+ * (the bundle's ftrace clock, BOOTTIME by default) and pushed one by one to
+ * the sorter queue of their (machine, cpu).  The first bundle of each cpu
+ * tells from when that cpu's data is valid; the latest such start over all
+ * cpus is ftrace_latest_data_start_ns.
+ *
+ * Parse (timestamp order): events before that start only go to the
+ * ftrace_event table.  Others also build sched slices and thread states
+ * (sched_switch, sched_waking), threads and processes (task_newtask,
+ * task_rename, sched_process_free), atrace slices and counters (print and
+ * the kernel *_tracing_mark_write events) and cpu counters (cpu_frequency,
+ * cpu_idle, cpu_frequency_limits, sched_cpu_util_cfs).
+ *
+ * process_tree and process_stats packets are tp_process.c's; they come
+ * through tp_ftrace_tokenize as the module's entry point.
  */
-#include "tp_modules.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
-void tp_ftrace_init(struct tp_ctx *ctx) { (void)ctx; }
+#include "tp_args.h"
+#include "tp_clock.h"
+#include "tp_load.h"
+#include "tp_modules.h"
+#include "tp_process.h"
+#include "tp_procs.h"
+#include "tp_slices.h"
+#include "tp_sort.h"
+#include "tp_stats.h"
+#include "tp_tracks.h"
+
+/* TracePacket, BuiltinClock */
+enum {
+	PKT_FTRACE_EVENTS = 1,
+	CLOCK_MONOTONIC_RAW = 5,
+	CLOCK_BOOTTIME = 6,
+	CLOCK_SEQ_SCOPED_FIRST = 64,
+};
+
+/* FtraceEventBundle */
+enum {
+	FEB_CPU = 1,
+	FEB_EVENT = 2,
+	FEB_LOST_EVENTS = 3,
+	FEB_COMPACT_SCHED = 4,
+	FEB_FTRACE_CLOCK = 5,
+	FEB_FTRACE_TIMESTAMP = 6,
+	FEB_BOOT_TIMESTAMP = 7,
+	FEB_LAST_READ_EVENT_TIMESTAMP = 9,
+	FEB_PREVIOUS_BUNDLE_END_TIMESTAMP = 10,
+};
+
+/* FtraceEventBundle.CompactSched */
+enum {
+	CS_SWITCH_TIMESTAMP = 1,
+	CS_SWITCH_PREV_STATE = 2,
+	CS_SWITCH_NEXT_PID = 3,
+	CS_SWITCH_NEXT_PRIO = 4,
+	CS_INTERN_TABLE = 5,
+	CS_SWITCH_NEXT_COMM_INDEX = 6,
+	CS_WAKING_TIMESTAMP = 7,
+	CS_WAKING_PID = 8,
+	CS_WAKING_TARGET_CPU = 9,
+	CS_WAKING_PRIO = 10,
+	CS_WAKING_COMM_INDEX = 11,
+	CS_WAKING_COMMON_FLAGS = 12,
+	CS_NCOLS = 13,
+};
+
+/* FtraceClock */
+enum {
+	FTRACE_CLOCK_UNSPECIFIED = 0,
+	FTRACE_CLOCK_UNKNOWN = 1,
+	FTRACE_CLOCK_GLOBAL = 2,
+	FTRACE_CLOCK_LOCAL = 3,
+	FTRACE_CLOCK_MONO_RAW = 4,
+};
+
+/* FtraceEvent: common fields and the event oneof (the ones parsed). */
+enum {
+	FE_TIMESTAMP = 1,
+	FE_PID = 2,
+	FE_COMMON_FLAGS = 5,
+	EV_PRINT = 3,
+	EV_SCHED_SWITCH = 4,
+	EV_CPU_FREQUENCY = 11,
+	EV_CPU_FREQUENCY_LIMITS = 12,
+	EV_CPU_IDLE = 13,
+	EV_SCHED_WAKEUP = 17,
+	EV_SCHED_WAKING = 20,
+	EV_TRACING_MARK_WRITE = 80, /* mdss */
+	EV_SCHED_WAKEUP_NEW = 114,
+	EV_TASK_NEWTASK = 235,
+	EV_TASK_RENAME = 236,
+	EV_SCHED_PROCESS_FREE = 240,
+	EV_ZERO = 331,
+	EV_SDE_TRACING_MARK_WRITE = 333,
+	EV_DPU_TRACING_MARK_WRITE = 348,
+	EV_G2D_TRACING_MARK_WRITE = 349,
+	EV_MALI_TRACING_MARK_WRITE = 350,
+	EV_SCHED_CPU_UTIL_CFS = 421,
+};
+
+/* Event payload fields used by the parsers (message in the comment). */
+enum {
+	PRINT_BUF = 2,                                 /* PrintFtraceEvent */
+	SS_PREV_COMM = 1, SS_PREV_PID = 2, SS_PREV_PRIO = 3,
+	SS_PREV_STATE = 4, SS_NEXT_COMM = 5, SS_NEXT_PID = 6,
+	SS_NEXT_PRIO = 7,                              /* SchedSwitchFtraceEvent */
+	SW_COMM = 1, SW_PID = 2, SW_PRIO = 3, SW_TARGET_CPU = 5, /* SchedWaking */
+	CF_STATE = 1, CF_CPU_ID = 2,     /* CpuFrequency / CpuIdleFtraceEvent */
+	CFL_MIN_FREQ = 1, CFL_MAX_FREQ = 2, CFL_CPU_ID = 3, /* CpuFrequencyLimits */
+	TN_PID = 1, TN_COMM = 2, TN_CLONE_FLAGS = 3,   /* TaskNewtaskFtraceEvent */
+	TR_PID = 1, TR_NEWCOMM = 3,                    /* TaskRenameFtraceEvent */
+	SPF_PID = 2,                            /* SchedProcessFreeFtraceEvent */
+	MDSS_PID = 1, MDSS_TRACE_NAME = 2, MDSS_TRACE_BEGIN = 3, /* TracingMarkWrite */
+	SDE_PID = 1, SDE_TRACE_NAME = 2, SDE_TRACE_TYPE = 3, SDE_VALUE = 4,
+	SDE_TRACE_BEGIN = 5,                   /* SdeTracingMarkWriteFtraceEvent */
+	DPU_PID = 1, DPU_NAME = 4, DPU_TYPE = 5, DPU_VALUE = 6, /* DpuTracingMark */
+	G2D_PID = 1, G2D_NAME = 4, G2D_TYPE = 5, G2D_VALUE = 6, /* G2dTracingMark */
+	MALI_NAME = 1, MALI_PID = 2, MALI_TYPE = 3, MALI_VALUE = 4, /* Mali... */
+	ZERO_FLAG = 1, ZERO_NAME = 2, ZERO_PID = 3, ZERO_VALUE = 4, /* Zero */
+	CFS_CAPACITY = 2, CFS_CPU = 4, CFS_CPU_UTIL = 6,
+	CFS_NR_RUNNING = 11,                    /* SchedCpuUtilCfsFtraceEvent */
+};
+
+#define MAX_CPUS 1024
+#define MAX_CPUS_PER_MACHINE 4096 /* ucpu = machine * this + cpu */
+#define NONE32 0xffffffffu
+#define CLONE_THREAD 0x00010000u
+
+/* ---- event names and fields, for the ftrace_event table --------------- */
+
+/* Field list per event: comma-separated "name:type" by field number
+ * (1-based); type s string, i signed, u unsigned; empty entries skip a
+ * number. */
+struct ev_desc {
+	uint32_t id;
+	const char *name;
+	const char *fields;
+};
+
+static const struct ev_desc ev_descs[] = {
+	{ 3, "print", "ip:u,buf:s" },
+	{ 4, "sched_switch", "prev_comm:s,prev_pid:i,prev_prio:i,prev_state:i,"
+			     "next_comm:s,next_pid:i,next_prio:i" },
+	{ 11, "cpu_frequency", "state:u,cpu_id:u" },
+	{ 12, "cpu_frequency_limits", "min_freq:u,max_freq:u,cpu_id:u" },
+	{ 13, "cpu_idle", "state:u,cpu_id:u" },
+	{ 14, "clock_enable", "name:s,state:u,cpu_id:u" },
+	{ 15, "clock_disable", "name:s,state:u,cpu_id:u" },
+	{ 16, "clock_set_rate", "name:s,state:u,cpu_id:u" },
+	{ 17, "sched_wakeup", "comm:s,pid:i,prio:i,success:i,target_cpu:i" },
+	{ 18, "sched_blocked_reason", "pid:i,caller:u,io_wait:u" },
+	{ 19, "sched_cpu_hotplug", "affected_cpu:i,error:i,status:i" },
+	{ 20, "sched_waking", "comm:s,pid:i,prio:i,success:i,target_cpu:i" },
+	{ 21, "ipi_entry", "reason:s" },
+	{ 22, "ipi_exit", "reason:s" },
+	{ 23, "ipi_raise", "target_cpus:u,reason:s" },
+	{ 24, "softirq_entry", "vec:u" },
+	{ 25, "softirq_exit", "vec:u" },
+	{ 26, "softirq_raise", "vec:u" },
+	{ 27, "i2c_read", "" },
+	{ 28, "i2c_write", "" },
+	{ 29, "i2c_result", "" },
+	{ 30, "i2c_reply", "" },
+	{ 31, "smbus_read", "" },
+	{ 32, "smbus_write", "" },
+	{ 33, "smbus_result", "" },
+	{ 34, "smbus_reply", "" },
+	{ 35, "lowmemory_kill", "comm:s,pid:i,pagecache:i,min:i,"
+				"min_adj:i,free:i" },
+	{ 36, "irq_handler_entry", "irq:i,name:s,handler:u" },
+	{ 37, "irq_handler_exit", "irq:i,ret:i" },
+	{ 38, "sync_pt", "timeline:s,value:s" },
+	{ 39, "sync_timeline", "name:s,value:s" },
+	{ 40, "sync_wait", "name:s,status:i,begin:u" },
+	{ 45, "block_rq_issue", "" },
+	{ 46, "mm_vmscan_direct_reclaim_begin", "order:i,may_writepage:i,"
+						"gfp_flags:u" },
+	{ 47, "mm_vmscan_direct_reclaim_end", "nr_reclaimed:u" },
+	{ 48, "mm_vmscan_kswapd_wake", "nid:i,order:i,zid:i" },
+	{ 49, "mm_vmscan_kswapd_sleep", "nid:i" },
+	{ 50, "binder_transaction", "" },
+	{ 51, "binder_transaction_received", "" },
+	{ 52, "binder_set_priority", "" },
+	{ 53, "binder_lock", "" },
+	{ 54, "binder_locked", "" },
+	{ 55, "binder_unlock", "" },
+	{ 56, "workqueue_activate_work", "work:u" },
+	{ 57, "workqueue_execute_end", "work:u,function:u" },
+	{ 58, "workqueue_execute_start", "work:u,function:u" },
+	{ 59, "workqueue_queue_work", "" },
+	{ 60, "regulator_disable", "name:s" },
+	{ 61, "regulator_disable_complete", "name:s" },
+	{ 62, "regulator_enable", "name:s" },
+	{ 63, "regulator_enable_complete", "name:s" },
+	{ 64, "regulator_enable_delay", "name:s" },
+	{ 65, "regulator_set_voltage", "name:s,min:i,max:i" },
+	{ 66, "regulator_set_voltage_complete", "name:s,val:u" },
+	{ 80, "tracing_mark_write", "pid:i,trace_name:s,trace_begin:u" },
+	{ 113, "suspend_resume", "action:s,val:i,start:u" },
+	{ 114, "sched_wakeup_new", "comm:s,pid:i,prio:i,success:i,"
+				   "target_cpu:i" },
+	{ 235, "task_newtask", "pid:i,comm:s,clone_flags:u,oom_score_adj:i" },
+	{ 236, "task_rename", "pid:i,oldcomm:s,newcomm:s,oom_score_adj:i" },
+	{ 237, "sched_process_exec", "filename:s,pid:i,old_pid:i" },
+	{ 238, "sched_process_exit", "comm:s,pid:i,tgid:i,prio:i" },
+	{ 239, "sched_process_fork", "parent_comm:s,parent_pid:i,"
+				     "child_comm:s,child_pid:i" },
+	{ 240, "sched_process_free", "comm:s,pid:i,prio:i" },
+	{ 241, "sched_process_hang", "comm:s,pid:i" },
+	{ 242, "sched_process_wait", "comm:s,pid:i,prio:i" },
+	{ 298, "kfree", "" },
+	{ 299, "kmalloc", "" },
+	{ 307, "mm_page_alloc", "" },
+	{ 310, "mm_page_free", "" },
+	{ 313, "rss_stat", "member:i,size:i,curr:u,mm_id:u" },
+	{ 314, "ion_heap_shrink", "heap_name:s,len:u,total_allocated:i" },
+	{ 315, "ion_heap_grow", "heap_name:s,len:u,total_allocated:i" },
+	{ 320, "clk_enable", "name:s" },
+	{ 321, "clk_disable", "name:s" },
+	{ 322, "clk_set_rate", "name:s,rate:u" },
+	{ 324, "signal_deliver", "code:i,sa_flags:u,sig:i" },
+	{ 325, "signal_generate", "code:i,comm:s,group:i,pid:i,result:i,sig:i" },
+	{ 326, "oom_score_adj_update", "comm:s,oom_score_adj:i,pid:i" },
+	{ 327, "generic", "" },
+	{ 328, "mm_event_record", "avg_lat:u,count:u,max_lat:u,type:u" },
+	{ 329, "sys_enter", "id:i" },
+	{ 330, "sys_exit", "id:i,ret:i" },
+	{ 331, "0", "flag:i,name:s,pid:i,value:i" },
+	{ 332, "gpu_frequency", "gpu_id:u,state:u" },
+	{ 333, "sde_tracing_mark_write", "pid:i,trace_name:s,trace_type:u,"
+					 "value:i,trace_begin:u" },
+	{ 334, "mark_victim", "pid:i" },
+	{ 335, "ion_stat", "buffer_id:u,len:i,total_allocated:u" },
+	{ 340, "gpu_mem_total", "gpu_id:u,pid:u,size:u" },
+	{ 341, "thermal_temperature", "id:i,temp:i,temp_prev:i,thermal_zone:s" },
+	{ 342, "cdev_update", "target:u,type:s" },
+	{ 348, "dpu_tracing_mark_write", "pid:i,trace_name:s,trace_begin:u,"
+					 "name:s,type:u,value:i" },
+	{ 349, "g2d_tracing_mark_write", "pid:i,,,name:s,type:u,value:i" },
+	{ 350, "mali_tracing_mark_write", "name:s,pid:i,type:u,value:i" },
+	{ 351, "dma_heap_stat", "inode:u,len:i,total_allocated:u" },
+	{ 404, "wakeup_source_activate", "name:s,state:u" },
+	{ 405, "wakeup_source_deactivate", "name:s,state:u" },
+	{ 408, "console", "msg:s" },
+	{ 421, "sched_cpu_util_cfs", "active:i,capacity:u,capacity_orig:u,"
+				     "cpu:u,cpu_importance:u,cpu_util:u,"
+				     "exit_lat:u,group_capacity:u,"
+				     "grp_overutilized:u,idle_cpu:u,"
+				     "nr_running:u,spare_cap:i,task_fits:u,"
+				     "wake_group_util:u,wake_util:u" },
+	{ 491, "sched_migrate_task", "" },
+};
+
+static const struct ev_desc *ev_desc_find(uint32_t id)
+{
+	size_t lo = 0, hi = sizeof ev_descs / sizeof ev_descs[0];
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (ev_descs[mid].id == id)
+			return &ev_descs[mid];
+		if (ev_descs[mid].id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+/* The name and type of field `num` in a descriptor's field list. */
+static bool ev_field(const char *fields, uint32_t num, const char **name,
+		     size_t *len, char *type)
+{
+	const char *p = fields;
+
+	for (uint32_t i = 1; i < num; i++) {
+		p = strchr(p, ',');
+		if (!p)
+			return false;
+		p++;
+	}
+	const char *end = strchr(p, ',');
+	if (!end)
+		end = p + strlen(p);
+	const char *colon = memchr(p, ':', (size_t)(end - p));
+	if (!colon || colon == p)
+		return false;
+	*name = p;
+	*len = (size_t)(colon - p);
+	*type = colon[1];
+	return true;
+}
+
+/* ---- state ------------------------------------------------------------ */
+
+/* The sched_switch state of one cpu (Perfetto's PendingSchedInfo). */
+struct cpu_sched {
+	uint32_t last_utid; /* NONE32: no switch seen yet */
+	int64_t last_pid;
+	int32_t last_prio;
+	uint32_t pending_row; /* open sched row, NONE32 if none */
+};
+
+struct ftrace_machine {
+	bool has_start;          /* ftrace_latest_data_start_ns known */
+	int64_t latest_start;
+	bool soft_drop_known;    /* computed at the first parsed event */
+	int64_t soft_drop_before;
+	uint8_t seen_first[MAX_CPUS / 8];
+	struct cpu_sched *cpus;
+	uint32_t ncpus;
+};
+
+/* Thread state rows of a thread (Perfetto's ThreadStateTracker). */
+struct ts_rows {
+	uint32_t last; /* NONE32: none */
+};
+
+/* Payload headers. */
+struct ev_hdr {
+	uint32_t cpu;
+	uint32_t machine;
+};
+
+struct cswitch {
+	uint32_t cpu, machine;
+	int64_t prev_state;
+	int64_t next_pid;
+	int32_t next_prio;
+	tp_str next_comm;
+};
+
+struct cwaking {
+	uint32_t cpu, machine;
+	int64_t pid;
+	int32_t target_cpu, prio;
+	tp_str comm;
+	uint32_t common_flags;
+	bool has_flags;
+};
+
+static struct tp_ftrace_state *st(struct tp_ctx *ctx)
+{
+	return ctx->ftrace;
+}
+
+static void *xrealloc(void *p, size_t n)
+{
+	p = realloc(p, n ? n : 1);
+	if (!p)
+		abort();
+	return p;
+}
+
+static struct ftrace_machine *fmach(struct tp_ctx *ctx, uint32_t machine)
+{
+	struct tp_ftrace_state *s = st(ctx);
+
+	if (machine >= s->nmachines) {
+		uint32_t n = machine + 1;
+		s->machines = xrealloc(s->machines, n * sizeof *s->machines);
+		memset(s->machines + s->nmachines, 0,
+		       (n - s->nmachines) * sizeof *s->machines);
+		s->nmachines = n;
+	}
+	return &s->machines[machine];
+}
+
+static struct cpu_sched *cpu_sched(struct tp_ctx *ctx, uint32_t machine,
+				   uint32_t cpu)
+{
+	struct ftrace_machine *m = fmach(ctx, machine);
+
+	if (cpu >= m->ncpus) {
+		uint32_t n = cpu + 1;
+		m->cpus = xrealloc(m->cpus, n * sizeof *m->cpus);
+		for (uint32_t i = m->ncpus; i < n; i++)
+			m->cpus[i] = (struct cpu_sched){ NONE32, 0, 0, NONE32 };
+		m->ncpus = n;
+	}
+	return &m->cpus[cpu];
+}
+
+static int64_t ucpu_of(uint32_t machine, uint32_t cpu)
+{
+	return (int64_t)machine * MAX_CPUS_PER_MACHINE + cpu;
+}
+
+/* ---- small decoding helpers ------------------------------------------ */
+
+/* A decoded flat message: the last value of each field number < 32. */
+struct msg {
+	uint32_t present;
+	uint64_t val[32];
+	const uint8_t *data[32];
+	size_t len[32];
+};
+
+static void msg_decode(struct msg *m, const uint8_t *data, size_t len)
+{
+	struct pb_reader r;
+	struct pb_field f;
+
+	m->present = 0;
+	pb_reader_init(&r, data, len);
+	while (pb_next(&r, &f)) {
+		if (f.num >= 32)
+			continue;
+		m->present |= 1u << f.num;
+		m->val[f.num] = f.val;
+		m->data[f.num] = f.data;
+		m->len[f.num] = f.len;
+	}
+}
+
+static bool has(const struct msg *m, unsigned n)
+{
+	return m->present >> n & 1;
+}
+
+static uint64_t u64(const struct msg *m, unsigned n)
+{
+	return has(m, n) ? m->val[n] : 0;
+}
+
+/* int32 / int64 fields are plain varints (two's complement). */
+static int64_t i64(const struct msg *m, unsigned n)
+{
+	return (int64_t)u64(m, n);
+}
+
+static int32_t i32(const struct msg *m, unsigned n)
+{
+	return (int32_t)(uint32_t)u64(m, n);
+}
+
+static tp_str str(struct tp_ctx *ctx, const struct msg *m, unsigned n)
+{
+	if (!has(m, n) || !m->data[n])
+		return 0;
+	return tp_intern(ctx->pool, (const char *)m->data[n], m->len[n]);
+}
+
+/* ---- tokenize --------------------------------------------------------- */
+
+static uint64_t bundle_clock(struct tp_ctx *ctx, const struct tp_packet *pkt,
+			     const struct msg *b, bool *ok)
+{
+	struct tp_ftrace_state *s = st(ctx);
+	uint64_t clock = CLOCK_BOOTTIME;
+
+	*ok = true;
+	if (!has(b, FEB_FTRACE_CLOCK))
+		return clock;
+	switch (u64(b, FEB_FTRACE_CLOCK)) {
+	case FTRACE_CLOCK_UNSPECIFIED:
+		return clock;
+	case FTRACE_CLOCK_MONO_RAW:
+		clock = CLOCK_MONOTONIC_RAW;
+		break;
+	case FTRACE_CLOCK_GLOBAL:
+	case FTRACE_CLOCK_LOCAL:
+		if (!pkt->seq) {
+			*ok = false;
+			return clock;
+		}
+		clock = CLOCK_SEQ_SCOPED_FIRST;
+		break;
+	default:
+		*ok = false;
+		return clock;
+	}
+	if (has(b, FEB_FTRACE_TIMESTAMP) && has(b, FEB_BOOT_TIMESTAMP) &&
+	    (!s->have_snapshot ||
+	     s->last_snapshot_ts != i64(b, FEB_FTRACE_TIMESTAMP))) {
+		struct tp_clock_reading rd[2];
+		rd[0].clock_id = clock == CLOCK_SEQ_SCOPED_FIRST
+					 ? tp_clock_seq_scoped(pkt->seq->id,
+							       CLOCK_SEQ_SCOPED_FIRST)
+					 : clock;
+		rd[0].ts_ns = i64(b, FEB_FTRACE_TIMESTAMP);
+		rd[1].clock_id = CLOCK_BOOTTIME;
+		rd[1].ts_ns = i64(b, FEB_BOOT_TIMESTAMP);
+		tp_clock_add_snapshot(ctx->clocks, pkt->machine, rd, 2);
+		s->have_snapshot = true;
+		s->last_snapshot_ts = i64(b, FEB_FTRACE_TIMESTAMP);
+	}
+	return clock;
+}
+
+static void push_event(struct tp_ctx *ctx, const struct tp_packet *pkt,
+		       uint32_t cpu, uint32_t clock, const uint8_t *data,
+		       size_t len)
+{
+	struct tp_ftrace_state *s = st(ctx);
+	struct pb_reader r;
+	struct pb_field f;
+	bool has_ts = false, has_id = false;
+	uint64_t raw_ts = 0;
+	int64_t ts;
+
+	pb_reader_init(&r, data, len);
+	while (pb_next(&r, &f)) {
+		if (f.num == FE_TIMESTAMP && f.wt == PB_WT_VARINT) {
+			raw_ts = f.val;
+			has_ts = true;
+		} else if (f.wt == PB_WT_LEN) {
+			has_id = true;
+		}
+	}
+	if (!has_ts) {
+		tp_stat_inc(ctx, "ftrace_bundle_tokenizer_errors");
+		return;
+	}
+	if (!has_id) {
+		tp_stat_inc(ctx, "ftrace_missing_event_id");
+		return;
+	}
+	if (!tp_to_trace_time(ctx, pkt, clock, (int64_t)raw_ts, &ts))
+		return;
+
+	size_t need = sizeof(struct ev_hdr) + len;
+	if (need > s->scratch_cap) {
+		s->scratch_cap = need * 2;
+		s->scratch = xrealloc(s->scratch, s->scratch_cap);
+	}
+	struct ev_hdr h = { cpu, pkt->machine };
+	memcpy(s->scratch, &h, sizeof h);
+	memcpy(s->scratch + sizeof h, data, len);
+	uint32_t q = tp_sort_queue(ctx->sorter,
+				   TP_QUEUE_FTRACE |
+					   (uint64_t)pkt->machine << 32 | cpu);
+	tp_sort_push(ctx->sorter, q, ts, s->kind_event, s->scratch, need);
+}
+
+/* A packed column of compact_sched, possibly split over several fields. */
+struct column {
+	uint64_t *v;
+	size_t n, cap;
+	bool bad;
+};
+
+static void column_add_packed(struct column *c, const struct pb_field *f)
+{
+	if (f->wt == PB_WT_VARINT) {
+		if (c->n == c->cap) {
+			c->cap = c->cap ? c->cap * 2 : 64;
+			c->v = xrealloc(c->v, c->cap * sizeof *c->v);
+		}
+		c->v[c->n++] = f->val;
+		return;
+	}
+	if (f->wt != PB_WT_LEN) {
+		c->bad = true;
+		return;
+	}
+	struct pb_packed_iter it;
+	uint64_t x;
+	pb_packed_init(&it, f->data, f->len);
+	while (pb_packed_next(&it, &x)) {
+		if (c->n == c->cap) {
+			c->cap = c->cap ? c->cap * 2 : 64;
+			c->v = xrealloc(c->v, c->cap * sizeof *c->v);
+		}
+		c->v[c->n++] = x;
+	}
+	if (it.bad)
+		c->bad = true;
+}
+
+static void compact_sched(struct tp_ctx *ctx, const struct tp_packet *pkt,
+			  uint32_t cpu, uint32_t clock, const uint8_t *data,
+			  size_t len)
+{
+	struct tp_ftrace_state *s = st(ctx);
+	struct column cols[CS_NCOLS];
+	tp_str *strs = NULL;
+	size_t nstrs = 0, capstrs = 0;
+	struct pb_reader r;
+	struct pb_field f;
+	bool bad = false;
+
+	memset(cols, 0, sizeof cols);
+	pb_reader_init(&r, data, len);
+	while (pb_next(&r, &f)) {
+		if (f.num == CS_INTERN_TABLE) {
+			if (f.wt != PB_WT_LEN) {
+				bad = true;
+				continue;
+			}
+			if (nstrs == capstrs) {
+				capstrs = capstrs ? capstrs * 2 : 64;
+				strs = xrealloc(strs, capstrs * sizeof *strs);
+			}
+			strs[nstrs++] = tp_intern(ctx->pool,
+						  (const char *)f.data, f.len);
+		} else if (f.num < CS_NCOLS) {
+			column_add_packed(&cols[f.num], &f);
+		}
+	}
+	if (r.err != PB_OK)
+		bad = true;
+	for (unsigned i = 0; i < CS_NCOLS; i++)
+		bad |= cols[i].bad;
+
+	uint32_t q = tp_sort_queue(ctx->sorter,
+				   TP_QUEUE_FTRACE |
+					   (uint64_t)pkt->machine << 32 | cpu);
+
+	/* sched_switch columns */
+	size_t n = cols[CS_SWITCH_TIMESTAMP].n;
+	if (cols[CS_SWITCH_PREV_STATE].n != n ||
+	    cols[CS_SWITCH_NEXT_PID].n != n ||
+	    cols[CS_SWITCH_NEXT_PRIO].n != n ||
+	    cols[CS_SWITCH_NEXT_COMM_INDEX].n != n) {
+		bad = true;
+		size_t m = cols[CS_SWITCH_PREV_STATE].n;
+		if (cols[CS_SWITCH_NEXT_PID].n < m)
+			m = cols[CS_SWITCH_NEXT_PID].n;
+		if (cols[CS_SWITCH_NEXT_PRIO].n < m)
+			m = cols[CS_SWITCH_NEXT_PRIO].n;
+		if (cols[CS_SWITCH_NEXT_COMM_INDEX].n < m)
+			m = cols[CS_SWITCH_NEXT_COMM_INDEX].n;
+		if (m < n)
+			n = m;
+	}
+	int64_t acc = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct cswitch e;
+		int64_t ts;
+		uint64_t ci = cols[CS_SWITCH_NEXT_COMM_INDEX].v[i];
+		acc += (int64_t)cols[CS_SWITCH_TIMESTAMP].v[i];
+		if (ci >= nstrs) {
+			bad = true;
+			break;
+		}
+		memset(&e, 0, sizeof e);
+		e.cpu = cpu;
+		e.machine = pkt->machine;
+		e.prev_state = (int64_t)cols[CS_SWITCH_PREV_STATE].v[i];
+		e.next_pid = (int32_t)(uint32_t)cols[CS_SWITCH_NEXT_PID].v[i];
+		e.next_prio = (int32_t)(uint32_t)cols[CS_SWITCH_NEXT_PRIO].v[i];
+		e.next_comm = strs[ci];
+		if (!tp_to_trace_time(ctx, pkt, clock, acc, &ts))
+			break;
+		tp_sort_push(ctx->sorter, q, ts, s->kind_cswitch, &e, sizeof e);
+	}
+
+	/* sched_waking columns */
+	n = cols[CS_WAKING_TIMESTAMP].n;
+	if (cols[CS_WAKING_PID].n != n || cols[CS_WAKING_TARGET_CPU].n != n ||
+	    cols[CS_WAKING_PRIO].n != n || cols[CS_WAKING_COMM_INDEX].n != n) {
+		bad = true;
+		size_t m = cols[CS_WAKING_PID].n;
+		if (cols[CS_WAKING_TARGET_CPU].n < m)
+			m = cols[CS_WAKING_TARGET_CPU].n;
+		if (cols[CS_WAKING_PRIO].n < m)
+			m = cols[CS_WAKING_PRIO].n;
+		if (cols[CS_WAKING_COMM_INDEX].n < m)
+			m = cols[CS_WAKING_COMM_INDEX].n;
+		if (m < n)
+			n = m;
+	}
+	acc = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct cwaking e;
+		int64_t ts;
+		uint64_t ci = cols[CS_WAKING_COMM_INDEX].v[i];
+		acc += (int64_t)cols[CS_WAKING_TIMESTAMP].v[i];
+		if (ci >= nstrs) {
+			bad = true;
+			break;
+		}
+		memset(&e, 0, sizeof e);
+		e.cpu = cpu;
+		e.machine = pkt->machine;
+		e.pid = (int32_t)(uint32_t)cols[CS_WAKING_PID].v[i];
+		e.target_cpu = (int32_t)(uint32_t)cols[CS_WAKING_TARGET_CPU].v[i];
+		e.prio = (int32_t)(uint32_t)cols[CS_WAKING_PRIO].v[i];
+		e.comm = strs[ci];
+		if (i < cols[CS_WAKING_COMMON_FLAGS].n) {
+			e.common_flags =
+				(uint32_t)cols[CS_WAKING_COMMON_FLAGS].v[i];
+			e.has_flags = true;
+		}
+		if (!tp_to_trace_time(ctx, pkt, clock, acc, &ts))
+			break;
+		tp_sort_push(ctx->sorter, q, ts, s->kind_cwaking, &e, sizeof e);
+	}
+
+	if (bad)
+		tp_stat_inc(ctx, "compact_sched_has_parse_errors");
+	for (unsigned i = 0; i < CS_NCOLS; i++)
+		free(cols[i].v);
+	free(strs);
+}
+
+/* The first bundle of a cpu: from when its data is valid. */
+static void first_bundle(struct tp_ctx *ctx, const struct tp_packet *pkt,
+			 uint32_t cpu, uint32_t clock, const struct msg *b)
+{
+	struct ftrace_machine *m = fmach(ctx, pkt->machine);
+	uint64_t raw;
+	int64_t ts;
+
+	if (m->seen_first[cpu / 8] >> (cpu % 8) & 1)
+		return;
+	m->seen_first[cpu / 8] |= (uint8_t)(1u << (cpu % 8));
+	if (has(b, FEB_PREVIOUS_BUNDLE_END_TIMESTAMP))
+		raw = u64(b, FEB_PREVIOUS_BUNDLE_END_TIMESTAMP);
+	else if (has(b, FEB_LAST_READ_EVENT_TIMESTAMP))
+		raw = u64(b, FEB_LAST_READ_EVENT_TIMESTAMP);
+	else
+		return;
+	if (!tp_to_trace_time(ctx, pkt, clock, (int64_t)raw, &ts))
+		return;
+	if (!m->has_start || ts > m->latest_start) {
+		m->has_start = true;
+		m->latest_start = ts;
+		tp_meta_set_int(ctx, "ftrace_latest_data_start_ns", pkt->machine,
+				ts);
+	}
+}
+
+static void tokenize_bundle(struct tp_ctx *ctx, const struct tp_packet *pkt,
+			    const uint8_t *data, size_t len)
+{
+	struct msg b;
+	struct pb_reader r;
+	struct pb_field f;
+	bool ok;
+
+	msg_decode(&b, data, len);
+	if (!has(&b, FEB_CPU)) {
+		tp_stat_inc(ctx, "ftrace_bundle_tokenizer_errors");
+		return;
+	}
+	uint64_t cpu64 = u64(&b, FEB_CPU);
+	if (cpu64 >= MAX_CPUS) {
+		tp_stat_inc(ctx, "ftrace_bundle_tokenizer_errors");
+		return;
+	}
+	uint32_t cpu = (uint32_t)cpu64;
+	if (u64(&b, FEB_LOST_EVENTS))
+		tp_stat_set(ctx, "ftrace_cpu_has_data_loss", pkt->machine, cpu,
+			    1);
+	uint32_t clock = (uint32_t)bundle_clock(ctx, pkt, &b, &ok);
+	if (!ok) {
+		tp_stat_inc(ctx, "ftrace_bundle_tokenizer_errors");
+		return;
+	}
+
+	pb_reader_init(&r, data, len);
+	while (pb_next(&r, &f)) {
+		if (f.wt != PB_WT_LEN)
+			continue;
+		if (f.num == FEB_COMPACT_SCHED)
+			compact_sched(ctx, pkt, cpu, clock, f.data, f.len);
+	}
+	pb_reader_init(&r, data, len);
+	while (pb_next(&r, &f)) {
+		if (f.wt == PB_WT_LEN && f.num == FEB_EVENT)
+			push_event(ctx, pkt, cpu, clock, f.data, f.len);
+	}
+	if (r.err != PB_OK)
+		tp_stat_inc(ctx, "ftrace_bundle_tokenizer_errors");
+	first_bundle(ctx, pkt, cpu, clock, &b);
+}
+
+/* ---- parse: common pieces -------------------------------------------- */
+
+/* Events before the latest start of valid data go to ftrace_event only. */
+static bool soft_dropped(struct tp_ctx *ctx, uint32_t machine, int64_t ts)
+{
+	struct ftrace_machine *m = fmach(ctx, machine);
+
+	if (!m->soft_drop_known) {
+		m->soft_drop_known = true;
+		m->soft_drop_before = m->has_start ? m->latest_start : 0;
+	}
+	return ts < m->soft_drop_before;
+}
+
+static uint32_t raw_row(struct tp_ctx *ctx, int64_t ts, tp_str name,
+			uint32_t cpu, uint32_t machine, uint32_t utid)
+{
+	struct tp_table *t = tp_tab(ctx, TP_T_FTRACE_EVENT);
+	uint32_t row = tp_table_add_row(t);
+
+	tp_set_int(t, TP_FTRACE_EVENT_ts, row, ts);
+	tp_set_str(t, TP_FTRACE_EVENT_name, row, name);
+	tp_set_int(t, TP_FTRACE_EVENT_cpu, row, cpu);
+	tp_set_int(t, TP_FTRACE_EVENT_utid, row, utid);
+	tp_set_int(t, TP_FTRACE_EVENT_ucpu, row, ucpu_of(machine, cpu));
+	tp_set_int(t, TP_FTRACE_EVENT_machine_id, row, machine);
+	return row;
+}
+
+static void raw_args_commit(struct tp_ctx *ctx, uint32_t row,
+			    struct tp_args_builder *b)
+{
+	int64_t id = tp_args_commit(ctx, b);
+
+	if (id >= 0)
+		tp_set_int(tp_tab(ctx, TP_T_FTRACE_EVENT),
+			   TP_FTRACE_EVENT_arg_set_id, row, id);
+}
+
+/* The event's fields as args, named by its descriptor. */
+static void raw_typed(struct tp_ctx *ctx, const struct ev_desc *d, int64_t ts,
+		      uint32_t cpu, uint32_t machine, uint32_t utid,
+		      const uint8_t *data, size_t len, bool has_flags,
+		      uint32_t flags)
+{
+	struct tp_args_builder *b = &st(ctx)->args;
+	struct pb_reader r;
+	struct pb_field f;
+	uint32_t row = raw_row(ctx, ts, tp_s(ctx, d->name), cpu, machine, utid);
+
+	if (has_flags)
+		tp_set_int(tp_tab(ctx, TP_T_FTRACE_EVENT),
+			   TP_FTRACE_EVENT_common_flags, row, flags);
+	tp_args_builder_reset(b);
+	pb_reader_init(&r, data, len);
+	while (pb_next(&r, &f)) {
+		const char *name;
+		size_t nlen;
+		char type;
+		if (!ev_field(d->fields, f.num, &name, &nlen, &type))
+			continue;
+		tp_str key = tp_intern(ctx->pool, name, nlen);
+		if (type == 's' && f.wt == PB_WT_LEN)
+			tp_args_add_str(b, key, key,
+					tp_intern(ctx->pool,
+						  (const char *)f.data, f.len));
+		else if (type == 'u' && f.wt != PB_WT_LEN)
+			tp_args_add_uint(b, key, key, f.val);
+		else if (type == 'i' && f.wt != PB_WT_LEN)
+			tp_args_add_int(b, key, key, (int64_t)f.val);
+	}
+	raw_args_commit(ctx, row, b);
+}
+
+/* ---- thread states ---------------------------------------------------- */
+
+static uint32_t *ts_last(struct tp_ctx *ctx, uint32_t utid)
+{
+	struct tp_ftrace_state *s = st(ctx);
+
+	if (utid >= s->nts) {
+		uint32_t n = s->nts ? s->nts : 64;
+		while (n <= utid)
+			n *= 2;
+		s->ts_last = xrealloc(s->ts_last, n * sizeof *s->ts_last);
+		for (uint32_t i = s->nts; i < n; i++)
+			s->ts_last[i] = NONE32;
+		s->nts = n;
+	}
+	return &s->ts_last[utid];
+}
+
+static bool state_is(struct tp_ctx *ctx, tp_str state, const char *what)
+{
+	const char *p = tp_str_get(ctx->pool, state);
+	return p && strcmp(p, what) == 0;
+}
+
+static bool state_running(struct tp_ctx *ctx, tp_str s)
+{
+	return state_is(ctx, s, "Running");
+}
+
+static bool state_blocked(struct tp_ctx *ctx, tp_str s)
+{
+	return !state_running(ctx, s) && !state_is(ctx, s, "R") &&
+	       !state_is(ctx, s, "R+");
+}
+
+static void ts_close(struct tp_ctx *ctx, int64_t ts, uint32_t utid,
+		     bool data_loss)
+{
+	struct tp_table *t = tp_tab(ctx, TP_T_THREAD_STATE);
+	uint32_t row = *ts_last(ctx, utid);
+
+	if (row == NONE32 || data_loss)
+		return;
+	tp_set_int(t, TP_THREAD_STATE_dur, row,
+		   ts - tp_get_int(t, TP_THREAD_STATE_ts, row));
+}
+
+static void ts_open(struct tp_ctx *ctx, int64_t ts, uint32_t utid,
+		    tp_str state, int64_t cpu, uint32_t machine,
+		    int64_t waker_utid)
+{
+	struct tp_table *t = tp_tab(ctx, TP_T_THREAD_STATE);
+	uint32_t row;
+
+	if (utid == 0)
+		return;
+	row = tp_table_add_row(t);
+	tp_set_int(t, TP_THREAD_STATE_ts, row, ts);
+	tp_set_int(t, TP_THREAD_STATE_dur, row, -1);
+	tp_set_int(t, TP_THREAD_STATE_utid, row, utid);
+	tp_set_str(t, TP_THREAD_STATE_state, row, state);
+	tp_set_int(t, TP_THREAD_STATE_machine_id, row, machine);
+	if (cpu >= 0) {
+		tp_set_int(t, TP_THREAD_STATE_cpu, row, cpu);
+		tp_set_int(t, TP_THREAD_STATE_ucpu, row,
+			   ucpu_of(machine, (uint32_t)cpu));
+	}
+	if (waker_utid >= 0) {
+		tp_set_int(t, TP_THREAD_STATE_waker_utid, row, waker_utid);
+		uint32_t wrow = *ts_last(ctx, (uint32_t)waker_utid);
+		if (wrow != NONE32 &&
+		    state_running(ctx, tp_get_str(t, TP_THREAD_STATE_state,
+						  wrow)))
+			tp_set_int(t, TP_THREAD_STATE_waker_id, row, wrow);
+	}
+	*ts_last(ctx, utid) = row;
+}
+
+static void ts_switch(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,
+		      uint32_t machine, uint32_t prev_utid, tp_str prev_state,
+		      uint32_t next_utid)
+{
+	struct tp_table *t = tp_tab(ctx, TP_T_THREAD_STATE);
+	uint32_t last = *ts_last(ctx, prev_utid);
+	bool loss = last != NONE32 &&
+		    !state_running(ctx, tp_get_str(t, TP_THREAD_STATE_state,
+						   last));
+
+	ts_close(ctx, ts, prev_utid, loss);
+	ts_open(ctx, ts, prev_utid, prev_state, -1, machine, -1);
+	ts_close(ctx, ts, next_utid, false);
+	ts_open(ctx, ts, next_utid, st(ctx)->s_running, cpu, machine, -1);
+}
+
+static void ts_waking(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
+		      uint32_t utid, uint32_t waker)
+{
+	struct tp_table *t = tp_tab(ctx, TP_T_THREAD_STATE);
+	uint32_t last = *ts_last(ctx, utid);
+
+	if (last != NONE32) {
+		if (!state_blocked(ctx, tp_get_str(t, TP_THREAD_STATE_state,
+						   last)))
+			return;
+		ts_close(ctx, ts, utid, false);
+	}
+	ts_open(ctx, ts, utid, st(ctx)->s_runnable, -1, machine, waker);
+}
+
+/* ---- sched ------------------------------------------------------------ */
+
+/* Perfetto's TaskState text for a raw prev_state (the 4.4 kernel layout,
+ * Perfetto's default when the kernel version is unknown). */
+static tp_str task_state(struct tp_ctx *ctx, int64_t raw)
+{
+	static const struct {
+		uint32_t bit;
+		char c;
+	} atoms[] = {
+		{ 1, 'S' }, { 2, 'D' }, { 4, 'T' }, { 8, 't' }, { 16, 'X' },
+		{ 32, 'Z' }, { 64, 'x' }, { 128, 'K' }, { 256, 'W' },
+		{ 512, 'P' }, { 1024, 'N' },
+	};
+	char buf[24];
+	size_t n = 0;
+	uint32_t v;
+
+	if (raw < 0 || raw > 0xffff || (uint32_t)raw > 2048) {
+		tp_stat_inc(ctx, "task_state_invalid");
+		return 0;
+	}
+	v = (uint32_t)raw;
+	if ((v & 2047) == 0) {
+		buf[n++] = 'R';
+	} else {
+		for (size_t i = 0; i < sizeof atoms / sizeof atoms[0]; i++)
+			if (v & atoms[i].bit)
+				buf[n++] = atoms[i].c;
+	}
+	if (v & 2048)
+		buf[n++] = '+';
+	return tp_intern(ctx->pool, buf, n);
+}
+
+static uint32_t sched_start(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,
+			    uint32_t machine, uint32_t utid, int32_t prio)
+{
+	struct tp_table *t = tp_tab(ctx, TP_T_SCHED);
+	uint32_t row = tp_table_add_row(t);
+
+	tp_set_int(t, TP_SCHED_ts, row, ts);
+	tp_set_int(t, TP_SCHED_dur, row, -1);
+	tp_set_int(t, TP_SCHED_cpu, row, cpu);
+	tp_set_int(t, TP_SCHED_utid, row, utid);
+	tp_set_int(t, TP_SCHED_priority, row, prio);
+	tp_set_int(t, TP_SCHED_ucpu, row, ucpu_of(machine, cpu));
+	tp_set_int(t, TP_SCHED_machine_id, row, machine);
+	return row;
+}
+
+static void sched_close(struct tp_ctx *ctx, uint32_t row, int64_t ts,
+			tp_str end_state)
+{
+	struct tp_table *t = tp_tab(ctx, TP_T_SCHED);
+
+	tp_set_int(t, TP_SCHED_dur, row, ts - tp_get_int(t, TP_SCHED_ts, row));
+	if (end_state)
+		tp_set_str(t, TP_SCHED_end_state, row, end_state);
+}
+
+static uint32_t thread_named(struct tp_ctx *ctx, uint32_t machine,
+			     int64_t tid, tp_str comm)
+{
+	uint32_t utid = tp_thread_get(ctx, machine, tid);
+
+	tp_thread_set_name_prio(ctx, utid, comm, TP_NAME_PRIO_FTRACE);
+	return utid;
+}
+
+static void raw_sched_switch(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,
+			     uint32_t machine, uint32_t prev_utid,
+			     int64_t prev_pid, tp_str prev_comm,
+			     int32_t prev_prio, int64_t prev_state,
+			     int64_t next_pid, tp_str next_comm,
+			     int32_t next_prio)
+{
+	struct tp_ftrace_state *s = st(ctx);
+	struct tp_args_builder *b = &s->args;
+	uint32_t row = raw_row(ctx, ts, tp_s(ctx, "sched_switch"), cpu,
+			       machine, prev_utid);
+	tp_str k;
+
+	tp_args_builder_reset(b);
+	k = tp_s(ctx, "prev_comm");
+	tp_args_add_str(b, k, k, prev_comm);
+	k = tp_s(ctx, "prev_pid");
+	tp_args_add_int(b, k, k, prev_pid);
+	k = tp_s(ctx, "prev_prio");
+	tp_args_add_int(b, k, k, prev_prio);
+	k = tp_s(ctx, "prev_state");
+	tp_args_add_int(b, k, k, prev_state);
+	k = tp_s(ctx, "next_comm");
+	tp_args_add_str(b, k, k, next_comm);
+	k = tp_s(ctx, "next_pid");
+	tp_args_add_int(b, k, k, next_pid);
+	k = tp_s(ctx, "next_prio");
+	tp_args_add_int(b, k, k, next_prio);
+	raw_args_commit(ctx, row, b);
+}
+
+static void parse_sched_switch(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,
+			       uint32_t machine, const struct msg *m,
+			       bool raw_only)
+{
+	struct cpu_sched *cs = cpu_sched(ctx, machine, cpu);
+	int64_t prev_pid = i32(m, SS_PREV_PID), next_pid = i32(m, SS_NEXT_PID);
+	int64_t prev_state = i64(m, SS_PREV_STATE);
+	int32_t next_prio = i32(m, SS_NEXT_PRIO);
+	tp_str next_comm = str(ctx, m, SS_NEXT_COMM);
+	tp_str prev_comm = str(ctx, m, SS_PREV_COMM);
+	uint32_t next_utid = thread_named(ctx, machine, next_pid, next_comm);
+	uint32_t prev_utid;
+	tp_str state = task_state(ctx, prev_state);
+
+	if (raw_only) {
+		prev_utid = thread_named(ctx, machine, prev_pid, prev_comm);
+		raw_sched_switch(ctx, ts, cpu, machine, prev_utid, prev_pid,
+				 prev_comm, i32(m, SS_PREV_PRIO), prev_state,
+				 next_pid, next_comm, next_prio);
+		return;
+	}
+	if (cs->pending_row != NONE32) {
+		if (prev_pid == cs->last_pid)
+			sched_close(ctx, cs->pending_row, ts, state);
+		else
+			tp_stat_inc(ctx, "mismatched_sched_switch_tids");
+	}
+	prev_utid = thread_named(ctx, machine, prev_pid, prev_comm);
+	raw_sched_switch(ctx, ts, cpu, machine, prev_utid, prev_pid, prev_comm,
+			 i32(m, SS_PREV_PRIO), prev_state, next_pid, next_comm,
+			 next_prio);
+	cs->pending_row = sched_start(ctx, ts, cpu, machine, next_utid,
+				      next_prio);
+	cs->last_pid = next_pid;
+	cs->last_utid = next_utid;
+	cs->last_prio = next_prio;
+	ts_switch(ctx, ts, cpu, machine, prev_utid, state, next_utid);
+}
+
+static void parse_cswitch(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
+			  size_t len)
+{
+	struct cswitch e;
+
+	if (len != sizeof e)
+		return;
+	memcpy(&e, p, sizeof e);
+	bool raw_only = soft_dropped(ctx, e.machine, ts);
+	struct cpu_sched *cs = cpu_sched(ctx, e.machine, e.cpu);
+	uint32_t next_utid = thread_named(ctx, e.machine, e.next_pid,
+					  e.next_comm);
+
+	if (cs->last_utid == NONE32) {
+		tp_stat_inc(ctx, "compact_sched_switch_skipped");
+		cs->last_pid = e.next_pid;
+		cs->last_utid = next_utid;
+		cs->last_prio = e.next_prio;
+		return;
+	}
+	tp_str state = task_state(ctx, e.prev_state);
+	if (cs->pending_row != NONE32)
+		sched_close(ctx, cs->pending_row, ts, state);
+	cs->pending_row = NONE32;
+
+	uint32_t prev_utid = cs->last_utid;
+	tp_str prev_comm = tp_get_str(tp_tab(ctx, TP_T_THREAD), TP_THREAD_name,
+				      prev_utid);
+	raw_sched_switch(ctx, ts, e.cpu, e.machine, prev_utid, cs->last_pid,
+			 prev_comm, cs->last_prio, e.prev_state, e.next_pid,
+			 e.next_comm, e.next_prio);
+	cs->last_pid = e.next_pid;
+	cs->last_utid = next_utid;
+	cs->last_prio = e.next_prio;
+	if (raw_only)
+		return;
+	cs->pending_row = sched_start(ctx, ts, e.cpu, e.machine, next_utid,
+				      e.next_prio);
+	ts_switch(ctx, ts, e.cpu, e.machine, prev_utid, state, next_utid);
+}
+
+static void parse_cwaking(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
+			  size_t len)
+{
+	struct tp_ftrace_state *s = st(ctx);
+	struct tp_args_builder *b = &s->args;
+	struct cwaking e;
+	tp_str k;
+
+	if (len != sizeof e)
+		return;
+	memcpy(&e, p, sizeof e);
+	bool raw_only = soft_dropped(ctx, e.machine, ts);
+	struct cpu_sched *cs = cpu_sched(ctx, e.machine, e.cpu);
+	if (cs->last_utid == NONE32) {
+		tp_stat_inc(ctx, "compact_sched_waking_skipped");
+		return;
+	}
+	uint32_t row = raw_row(ctx, ts, tp_s(ctx, "sched_waking"), e.cpu,
+			       e.machine, cs->last_utid);
+	if (e.has_flags)
+		tp_set_int(tp_tab(ctx, TP_T_FTRACE_EVENT),
+			   TP_FTRACE_EVENT_common_flags, row, e.common_flags);
+	tp_args_builder_reset(b);
+	k = tp_s(ctx, "comm");
+	tp_args_add_str(b, k, k, e.comm);
+	k = tp_s(ctx, "pid");
+	tp_args_add_int(b, k, k, e.pid);
+	k = tp_s(ctx, "prio");
+	tp_args_add_int(b, k, k, e.prio);
+	k = tp_s(ctx, "target_cpu");
+	tp_args_add_int(b, k, k, e.target_cpu);
+	raw_args_commit(ctx, row, b);
+	if (raw_only)
+		return;
+	uint32_t wakee = tp_thread_get(ctx, e.machine, e.pid);
+	ts_waking(ctx, ts, e.machine, wakee, cs->last_utid);
+}
+
+static void parse_waking(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
+			 int64_t pid, const struct msg *m)
+{
+	uint32_t wakee = thread_named(ctx, machine, i32(m, SW_PID),
+				      str(ctx, m, SW_COMM));
+	uint32_t waker = tp_thread_get(ctx, machine, pid);
+
+	ts_waking(ctx, ts, machine, wakee, waker);
+}
+
+/* ---- processes -------------------------------------------------------- */
+
+static void parse_newtask(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
+			  int64_t source_tid, const struct msg *m)
+{
+	int64_t new_tid = i32(m, TN_PID);
+	tp_str comm = str(ctx, m, TN_COMM);
+	uint64_t flags = u64(m, TN_CLONE_FLAGS);
+	uint32_t source_utid, new_utid;
+
+	/* Boot-time traces show init creating the swapper tasks. */
+	if (new_tid == 0)
+		return;
+	if (!(flags & CLONE_THREAD)) {
+		/* A fork: a new process with comm as its name. */
+		uint32_t upid = tp_process_new(ctx, machine, new_tid, ts, true);
+		uint32_t main_utid;
+		if (tp_thread_find(ctx, machine, new_tid, &main_utid))
+			tp_thread_set_name_prio(ctx, main_utid, comm,
+						TP_NAME_PRIO_FTRACE);
+		tp_process_set_name(ctx, upid, comm);
+		source_utid = tp_thread_get(ctx, machine, source_tid);
+		struct tp_table *tt = tp_tab(ctx, TP_T_THREAD);
+		if (!tp_is_null(tt, TP_THREAD_upid, source_utid))
+			tp_process_set_parent(
+				ctx, upid,
+				(uint32_t)tp_get_int(tt, TP_THREAD_upid,
+						     source_utid));
+		new_utid = tp_thread_get(ctx, machine, new_tid);
+		ts_open(ctx, ts, new_utid, st(ctx)->s_runnable, -1, machine,
+			source_utid);
+		return;
+	}
+	/* A new thread of the source's process. */
+	source_utid = tp_thread_get(ctx, machine, source_tid);
+	new_utid = tp_thread_new(ctx, machine, new_tid, ts, true);
+	tp_thread_set_name_prio(ctx, new_utid, comm, TP_NAME_PRIO_FTRACE);
+	tp_threads_associate(ctx, source_utid, new_utid);
+	ts_open(ctx, ts, new_utid, st(ctx)->s_runnable, -1, machine,
+		source_utid);
+}
+
+static void parse_rename(struct tp_ctx *ctx, uint32_t machine,
+			 const struct msg *m)
+{
+	int64_t tid = i32(m, TR_PID);
+	tp_str comm = str(ctx, m, TR_NEWCOMM);
+	uint32_t utid = thread_named(ctx, machine, tid, comm);
+	struct tp_table *tt = tp_tab(ctx, TP_T_THREAD);
+
+	if (!comm || tp_is_null(tt, TP_THREAD_upid, utid))
+		return;
+	uint32_t upid = (uint32_t)tp_get_int(tt, TP_THREAD_upid, utid);
+	if (tp_get_int(tp_tab(ctx, TP_T_PROCESS), TP_PROCESS_pid, upid) == tid)
+		tp_process_set_name(ctx, upid, comm);
+}
+
+/* ---- atrace ----------------------------------------------------------- */
+
+struct sys_point {
+	char phase;
+	int64_t tgid;
+	const char *name;
+	size_t name_len;
+	int64_t value;
+};
+
+static bool parse_i64(const char *s, size_t n, int64_t *out)
+{
+	char buf[32];
+	char *end;
+
+	if (n == 0 || n >= sizeof buf)
+		return false;
+	memcpy(buf, s, n);
+	buf[n] = 0;
+	long long v = strtoll(buf, &end, 10);
+	if (*end)
+		return false;
+	*out = v;
+	return true;
+}
+
+/* Next '|'-separated field of s[*off .. len). */
+static const char *next_field(const char *s, size_t len, size_t *off,
+			      size_t *flen)
+{
+	size_t start = *off, i = *off;
+
+	while (i < len && s[i] != '|')
+		i++;
+	*flen = i > start ? i - start : 0;
+	*off = i + 1;
+	return s + (start < len ? start : len);
+}
+
+/* Parses an atrace marker: B|tgid|name, E[|tgid], C|tgid|name|value,
+ * S|tgid|name|cookie, F|tgid|name|cookie, I|tgid|name.  0: not one. */
+static bool parse_sys_point(const char *s, size_t len, struct sys_point *p)
+{
+	size_t off = 0, n;
+	const char *f;
+	int64_t v;
+
+	memset(p, 0, sizeof *p);
+	while (len > 0 && (s[len - 1] == '\n' || s[len - 1] == '\0'))
+		len--;
+	f = next_field(s, len, &off, &n);
+	if (n == 0)
+		return false;
+	p->phase = f[0];
+	f = next_field(s, len, &off, &n);
+	bool has_tgid = parse_i64(f, n, &v) && v >= 0 && v <= UINT32_MAX;
+	p->tgid = has_tgid ? v : 0;
+	switch (p->phase) {
+	case 'B':
+		if (!has_tgid)
+			return false;
+		if (off < len) {
+			p->name = s + off;
+			p->name_len = len - off;
+		} else {
+			p->name = "[empty slice name]";
+			p->name_len = strlen(p->name);
+		}
+		return true;
+	case 'E':
+		return true;
+	case 'S':
+	case 'F':
+	case 'C': {
+		size_t vn;
+		f = next_field(s, len, &off, &n);
+		const char *vf = next_field(s, len, &off, &vn);
+		if (!has_tgid || n == 0 || !parse_i64(vf, vn, &p->value))
+			return false;
+		p->name = f;
+		p->name_len = n;
+		return true;
+	}
+	case 'I':
+		f = next_field(s, len, &off, &n);
+		if (!has_tgid || n == 0)
+			return false;
+		p->name = f;
+		p->name_len = n;
+		return true;
+	default:
+		return false;
+	}
+}
+
+static uint32_t process_counter_track(struct tp_ctx *ctx, uint32_t machine,
+				      int64_t upid, tp_str name)
+{
+	struct tp_track_spec s;
+
+	tp_track_spec_init(&s, machine);
+	s.name = name;
+	s.type = tp_s(ctx, "atrace_counter");
+	s.event_type = tp_s(ctx, "counter");
+	s.upid = upid;
+	return tp_track_intern(ctx, &s);
+}
+
+static uint32_t async_track(struct tp_ctx *ctx, uint32_t machine,
+			    uint32_t upid, tp_str name, int64_t cookie)
+{
+	struct tp_track_spec s;
+	struct tp_args_builder b;
+	tp_str k = tp_s(ctx, "cookie");
+
+	tp_track_spec_init(&s, machine);
+	s.name = name;
+	s.type = tp_s(ctx, "atrace_async_slice");
+	s.upid = upid;
+	tp_args_builder_init(&b);
+	tp_args_add_int(&b, k, k, cookie);
+	s.dimension_arg_set_id = tp_args_commit(ctx, &b);
+	tp_args_builder_free(&b);
+	return tp_track_intern(ctx, &s);
+}
+
+static void sys_point(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
+		      int64_t pid, const struct sys_point *p)
+{
+	tp_str name = p->name ? tp_intern(ctx->pool, p->name, p->name_len) : 0;
+	uint32_t utid, upid;
+
+	switch (p->phase) {
+	case 'B':
+		utid = tp_thread_update(ctx, machine, pid, p->tgid);
+		tp_slice_begin(ctx, tp_track_thread(ctx, utid), ts, 0, name,
+			       -1);
+		break;
+	case 'E':
+		if (p->tgid == 0) {
+			if (!tp_thread_find(ctx, machine, pid, &utid))
+				break;
+		} else {
+			utid = tp_thread_update(ctx, machine, pid, p->tgid);
+		}
+		tp_slice_end(ctx, tp_track_thread(ctx, utid), ts, 0, 0, -1);
+		break;
+	case 'I':
+		utid = tp_thread_update(ctx, machine, pid, p->tgid);
+		tp_slice_complete(ctx, tp_track_thread(ctx, utid), ts, 0, 0,
+				  name, -1);
+		break;
+	case 'S':
+	case 'F': {
+		upid = tp_process_get(ctx, machine, p->tgid);
+		uint32_t track = async_track(ctx, machine, upid, name,
+					     p->value);
+		if (p->phase == 'S') {
+			if (tp_slice_top(ctx, track) < 0)
+				tp_slice_begin(ctx, track, ts, 0, name, -1);
+		} else {
+			tp_slice_end(ctx, track, ts, 0, name, -1);
+		}
+		break;
+	}
+	case 'C': {
+		int64_t u = -1;
+		if (p->tgid != 0)
+			u = tp_process_get(ctx, machine, p->tgid);
+		uint32_t track = process_counter_track(ctx, machine, u, name);
+		tp_counter_add(ctx, track, ts, (double)p->value, -1);
+		break;
+	}
+	default:
+		break;
+	}
+}
+
+static void parse_print(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
+			int64_t pid, const struct msg *m)
+{
+	struct sys_point p;
+
+	if (!has(m, PRINT_BUF) || !m->data[PRINT_BUF])
+		return;
+	const char *s = (const char *)m->data[PRINT_BUF];
+	size_t len = m->len[PRINT_BUF];
+	if (!parse_sys_point(s, len, &p)) {
+		if (!(len >= 23 && memcmp(s, "trace_event_clock_sync:", 23) == 0))
+			tp_stat_inc(ctx, "systrace_parse_failure");
+		return;
+	}
+	sys_point(ctx, ts, machine, pid, &p);
+}
+
+/* The kernel's tracing_mark_write look-alikes: either a B/E/C type or a
+ * begin flag. */
+static void kernel_mark(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
+			int64_t pid, char type, bool begin, tp_str name,
+			int64_t tgid, int64_t value)
+{
+	struct sys_point p;
+	const char *n = name ? tp_str_get(ctx->pool, name) : "";
+
+	memset(&p, 0, sizeof p);
+	p.tgid = tgid;
+	p.name = n;
+	p.name_len = n ? strlen(n) : 0;
+	p.value = value;
+	if (type == 0)
+		p.phase = begin ? 'B' : 'E';
+	else if (type == 'B' || type == 'E' || type == 'C')
+		p.phase = type;
+	else
+		return;
+	sys_point(ctx, ts, machine, pid, &p);
+}
+
+static void parse_mark_write(struct tp_ctx *ctx, int64_t ts,
+			     uint32_t machine, int64_t pid, uint32_t id,
+			     const struct msg *m)
+{
+	switch (id) {
+	case EV_TRACING_MARK_WRITE:
+		kernel_mark(ctx, ts, machine, pid, 0,
+			    u64(m, MDSS_TRACE_BEGIN) != 0,
+			    str(ctx, m, MDSS_TRACE_NAME), i32(m, MDSS_PID), 0);
+		break;
+	case EV_SDE_TRACING_MARK_WRITE:
+		if (!has(m, SDE_TRACE_TYPE) && !has(m, SDE_TRACE_BEGIN)) {
+			tp_stat_inc(ctx, "systrace_parse_failure");
+			return;
+		}
+		kernel_mark(ctx, ts, machine, pid,
+			    (char)u64(m, SDE_TRACE_TYPE),
+			    u64(m, SDE_TRACE_BEGIN) != 0,
+			    str(ctx, m, SDE_TRACE_NAME), i32(m, SDE_PID),
+			    i32(m, SDE_VALUE));
+		break;
+	case EV_DPU_TRACING_MARK_WRITE:
+	case EV_G2D_TRACING_MARK_WRITE:
+		if (!u64(m, DPU_TYPE)) {
+			tp_stat_inc(ctx, "systrace_parse_failure");
+			return;
+		}
+		kernel_mark(ctx, ts, machine, pid, (char)u64(m, DPU_TYPE),
+			    false, str(ctx, m, DPU_NAME), i32(m, DPU_PID),
+			    i32(m, DPU_VALUE));
+		break;
+	case EV_MALI_TRACING_MARK_WRITE:
+		if (!u64(m, MALI_TYPE)) {
+			tp_stat_inc(ctx, "systrace_parse_failure");
+			return;
+		}
+		kernel_mark(ctx, ts, machine, pid, (char)u64(m, MALI_TYPE),
+			    false, str(ctx, m, MALI_NAME), i32(m, MALI_PID),
+			    i32(m, MALI_VALUE));
+		break;
+	case EV_ZERO:
+		kernel_mark(ctx, ts, machine, pid, (char)i32(m, ZERO_FLAG),
+			    false, str(ctx, m, ZERO_NAME), i32(m, ZERO_PID),
+			    i64(m, ZERO_VALUE));
+		break;
+	default:
+		break;
+	}
+}
+
+/* ---- cpu counters ----------------------------------------------------- */
+
+static void cpu_counter(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
+			const char *type, const char *name, int64_t cpu,
+			double v)
+{
+	uint32_t track = tp_track_counter(ctx, machine, tp_s(ctx, type),
+					  tp_s(ctx, name), cpu, 0);
+	tp_counter_add(ctx, track, ts, v, -1);
+}
+
+static void cpu_named_counter(struct tp_ctx *ctx, int64_t ts,
+			      uint32_t machine, const char *type,
+			      const char *fmt, uint32_t cpu, double v)
+{
+	char name[64];
+
+	snprintf(name, sizeof name, fmt, cpu);
+	cpu_counter(ctx, ts, machine, type, name, cpu, v);
+}
+
+static void parse_cpu_event(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
+			    uint32_t id, const struct msg *m)
+{
+	uint32_t cpu;
+
+	switch (id) {
+	case EV_CPU_FREQUENCY:
+		cpu_counter(ctx, ts, machine, "cpu_frequency", "cpufreq",
+			    (uint32_t)u64(m, CF_CPU_ID),
+			    (double)(uint32_t)u64(m, CF_STATE));
+		break;
+	case EV_CPU_IDLE:
+		cpu_counter(ctx, ts, machine, "cpu_idle", "cpuidle",
+			    (uint32_t)u64(m, CF_CPU_ID),
+			    (double)(uint32_t)u64(m, CF_STATE));
+		break;
+	case EV_CPU_FREQUENCY_LIMITS:
+		cpu = (uint32_t)u64(m, CFL_CPU_ID);
+		cpu_named_counter(ctx, ts, machine, "cpu_max_frequency_limit",
+				  "Cpu %u Max Freq Limit", cpu,
+				  (double)(uint32_t)u64(m, CFL_MAX_FREQ));
+		cpu_named_counter(ctx, ts, machine, "cpu_min_frequency_limit",
+				  "Cpu %u Min Freq Limit", cpu,
+				  (double)(uint32_t)u64(m, CFL_MIN_FREQ));
+		break;
+	case EV_SCHED_CPU_UTIL_CFS:
+		cpu = (uint32_t)u64(m, CFS_CPU);
+		cpu_named_counter(ctx, ts, machine, "cpu_utilization",
+				  "Cpu %u Util", cpu,
+				  (double)u64(m, CFS_CPU_UTIL));
+		cpu_named_counter(ctx, ts, machine, "cpu_capacity",
+				  "Cpu %u Cap", cpu,
+				  (double)u64(m, CFS_CAPACITY));
+		cpu_named_counter(ctx, ts, machine, "cpu_nr_running",
+				  "Cpu %u Nr Running", cpu,
+				  (double)u64(m, CFS_NR_RUNNING));
+		break;
+	default:
+		break;
+	}
+}
+
+/* ---- parse: one event ------------------------------------------------- */
+
+static void parse_typed(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,
+			uint32_t machine, int64_t pid, uint32_t id,
+			const uint8_t *data, size_t len, bool raw_only)
+{
+	struct msg m;
+
+	msg_decode(&m, data, len);
+	if (id == EV_SCHED_SWITCH) {
+		parse_sched_switch(ctx, ts, cpu, machine, &m, raw_only);
+		return;
+	}
+	if (raw_only)
+		return;
+	switch (id) {
+	case EV_SCHED_WAKING:
+	case EV_SCHED_WAKEUP:
+	case EV_SCHED_WAKEUP_NEW:
+		parse_waking(ctx, ts, machine, pid, &m);
+		break;
+	case EV_SCHED_PROCESS_FREE:
+		tp_thread_end(ctx, machine, ts, i32(&m, SPF_PID));
+		break;
+	case EV_TASK_NEWTASK:
+		parse_newtask(ctx, ts, machine, pid, &m);
+		break;
+	case EV_TASK_RENAME:
+		parse_rename(ctx, machine, &m);
+		break;
+	case EV_PRINT:
+		parse_print(ctx, ts, machine, pid, &m);
+		break;
+	case EV_TRACING_MARK_WRITE:
+	case EV_SDE_TRACING_MARK_WRITE:
+	case EV_DPU_TRACING_MARK_WRITE:
+	case EV_G2D_TRACING_MARK_WRITE:
+	case EV_MALI_TRACING_MARK_WRITE:
+	case EV_ZERO:
+		parse_mark_write(ctx, ts, machine, pid, id, &m);
+		break;
+	case EV_CPU_FREQUENCY:
+	case EV_CPU_IDLE:
+	case EV_CPU_FREQUENCY_LIMITS:
+	case EV_SCHED_CPU_UTIL_CFS:
+		parse_cpu_event(ctx, ts, machine, id, &m);
+		break;
+	default:
+		break;
+	}
+}
+
+static void parse_event(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
+			size_t len)
+{
+	struct ev_hdr h;
+	struct pb_reader r;
+	struct pb_field f;
+	bool has_pid = false, has_flags = false;
+	int64_t pid = 0;
+	uint32_t flags = 0;
+
+	if (len < sizeof h)
+		return;
+	memcpy(&h, p, sizeof h);
+	p += sizeof h;
+	len -= sizeof h;
+
+	pb_reader_init(&r, p, len);
+	while (pb_next(&r, &f)) {
+		if (f.num == FE_PID && f.wt == PB_WT_VARINT) {
+			pid = (uint32_t)f.val;
+			has_pid = true;
+		} else if (f.num == FE_COMMON_FLAGS && f.wt == PB_WT_VARINT) {
+			flags = (uint32_t)f.val;
+			has_flags = true;
+		}
+	}
+	bool raw_only = soft_dropped(ctx, h.machine, ts);
+	pb_reader_init(&r, p, len);
+	while (pb_next(&r, &f)) {
+		if (f.wt != PB_WT_LEN || f.num == FE_TIMESTAMP ||
+		    f.num == FE_PID)
+			continue;
+		if (!has_pid) {
+			tp_stat_inc(ctx, "ftrace_bundle_tokenizer_errors");
+			return;
+		}
+		if (f.num != EV_SCHED_SWITCH) {
+			const struct ev_desc *d = ev_desc_find(f.num);
+			if (d) {
+				uint32_t utid = tp_thread_get(ctx, h.machine,
+							      pid);
+				raw_typed(ctx, d, ts, h.cpu, h.machine, utid,
+					  f.data, f.len, has_flags, flags);
+			}
+		}
+		parse_typed(ctx, ts, h.cpu, h.machine, pid, f.num, f.data,
+			    f.len, raw_only);
+	}
+}
+
+/* ---- module entry points ---------------------------------------------- */
+
+void tp_ftrace_init(struct tp_ctx *ctx)
+{
+	struct tp_ftrace_state *s = calloc(1, sizeof *s);
+
+	if (!s)
+		abort();
+	ctx->ftrace = s;
+	s->kind_event = tp_sort_register(ctx->sorter, parse_event);
+	s->kind_cswitch = tp_sort_register(ctx->sorter, parse_cswitch);
+	s->kind_cwaking = tp_sort_register(ctx->sorter, parse_cwaking);
+	s->s_running = tp_s(ctx, "Running");
+	s->s_runnable = tp_s(ctx, "R");
+	tp_args_builder_init(&s->args);
+	tp_process_init(ctx);
+}
+
 bool tp_ftrace_tokenize(struct tp_ctx *ctx, const struct tp_packet *pkt,
 			const struct pb_field *f)
 {
-	(void)ctx; (void)pkt; (void)f;
-	return false;
+	if (f->num == PKT_FTRACE_EVENTS) {
+		if (f->wt == PB_WT_LEN)
+			tokenize_bundle(ctx, pkt, f->data, f->len);
+		else
+			tp_stat_inc(ctx, "ftrace_bundle_tokenizer_errors");
+		return true;
+	}
+	return tp_process_tokenize(ctx, pkt, f);
 }
-void tp_ftrace_finish(struct tp_ctx *ctx) { (void)ctx; }
-void tp_ftrace_free(struct tp_ctx *ctx) { (void)ctx; }
+
+void tp_ftrace_finish(struct tp_ctx *ctx)
+{
+	(void)ctx;
+}
+
+void tp_ftrace_free(struct tp_ctx *ctx)
+{
+	struct tp_ftrace_state *s = ctx->ftrace;
+
+	if (!s)
+		return;
+	for (uint32_t i = 0; i < s->nmachines; i++)
+		free(s->machines[i].cpus);
+	free(s->machines);
+	free(s->ts_last);
+	free(s->scratch);
+	tp_args_builder_free(&s->args);
+	free(s);
+	ctx->ftrace = NULL;
+}

@@ -1,4 +1,457 @@
 /*
- * tp_process.c - process_tree and process_stats packets (skeleton).
+ * tp_process.c - process_tree and process_stats packets, as Perfetto's
+ * SystemProbesParser handles them.
+ *
+ * Both are pushed to the sorter with the packet's timestamp and parsed in
+ * timestamp order: process_tree names processes (argv0, the joined cmdline,
+ * uid, start time) and binds threads to them; process_stats adds the
+ * per-process memory counters (mem.rss, mem.virt ...) and binds the
+ * threads it lists.
  */
-#include "tp_modules.h"
+#include <stdlib.h>
+#include <string.h>
+
+#include "tp_clock.h"
+#include "tp_process.h"
+#include "tp_procs.h"
+#include "tp_sort.h"
+#include "tp_stats.h"
+#include "tp_tracks.h"
+
+/* TracePacket */
+enum {
+	PKT_PROCESS_TREE = 2,
+	PKT_PROCESS_STATS = 9,
+};
+
+/* ProcessTree, ProcessTree.Process, ProcessTree.Thread */
+enum {
+	PT_PROCESSES = 1,
+	PT_THREADS = 2,
+	PTP_PID = 1,
+	PTP_PPID = 2,
+	PTP_CMDLINE = 3,
+	PTP_UID = 5,
+	PTP_PROCESS_START_FROM_BOOT = 7,
+	PTP_CMDLINE_IS_COMM = 9,
+	PTT_TID = 1,
+	PTT_NAME = 2,
+	PTT_TGID = 3,
+};
+
+/* ProcessStats, ProcessStats.Process, ProcessStats.Thread */
+enum {
+	PS_PROCESSES = 1,
+	PSP_PID = 1,
+	PSP_VM_SIZE_KB = 2,
+	PSP_VM_RSS_KB = 3,
+	PSP_RSS_ANON_KB = 4,
+	PSP_RSS_FILE_KB = 5,
+	PSP_RSS_SHMEM_KB = 6,
+	PSP_VM_SWAP_KB = 7,
+	PSP_VM_LOCKED_KB = 8,
+	PSP_VM_HWM_KB = 9,
+	PSP_OOM_SCORE_ADJ = 10,
+	PSP_THREADS = 11,
+	PSP_IS_PEAK_RSS_RESETTABLE = 12,
+	PSP_CHROME_PRIVATE_FOOTPRINT_KB = 13,
+	PSP_CHROME_PEAK_RESIDENT_SET_KB = 14,
+	PSP_FDS = 15,
+	PSP_SMR_RSS_KB = 16,
+	PSP_SMR_PSS_KB = 17,
+	PSP_SMR_PSS_ANON_KB = 18,
+	PSP_SMR_PSS_FILE_KB = 19,
+	PSP_SMR_PSS_SHMEM_KB = 20,
+	PSP_RUNTIME_USER_MODE = 21,
+	PSP_RUNTIME_KERNEL_MODE = 22,
+	PSP_SMR_SWAP_PSS_KB = 23,
+	PST_TID = 1,
+};
+
+#define CLOCK_BOOTTIME 6
+#define KTHREADD_PID 2
+
+struct proc_hdr {
+	uint32_t machine;
+};
+
+static void *xrealloc(void *p, size_t n)
+{
+	p = realloc(p, n ? n : 1);
+	if (!p)
+		abort();
+	return p;
+}
+
+/* ---- process_tree ----------------------------------------------------- */
+
+struct cmdline {
+	char *buf;
+	size_t len, cap;
+	const uint8_t *argv0;
+	size_t argv0_len;
+	unsigned nargs;
+};
+
+static void cmdline_add(struct cmdline *c, const uint8_t *p, size_t n)
+{
+	if (c->len + n + 2 > c->cap) {
+		c->cap = (c->len + n + 2) * 2;
+		c->buf = xrealloc(c->buf, c->cap);
+	}
+	if (c->nargs++)
+		c->buf[c->len++] = ' ';
+	else {
+		c->argv0 = p;
+		c->argv0_len = n;
+	}
+	memcpy(c->buf + c->len, p, n);
+	c->len += n;
+}
+
+static size_t find_from(const uint8_t *p, size_t n, size_t from, char ch)
+{
+	for (size_t i = from; i < n; i++)
+		if (p[i] == ch)
+			return i;
+	return n;
+}
+
+static void tree_process(struct tp_ctx *ctx, uint32_t machine,
+			 const uint8_t *data, size_t len)
+{
+	struct pb_reader r;
+	struct pb_field f;
+	struct cmdline c;
+	int64_t pid = 0, ppid = 0;
+	bool has_uid = false, has_start = false, is_comm = false;
+	uint64_t uid = 0, start = 0;
+
+	memset(&c, 0, sizeof c);
+	pb_reader_init(&r, data, len);
+	while (pb_next(&r, &f)) {
+		switch (f.num) {
+		case PTP_PID:
+			pid = (int32_t)(uint32_t)f.val;
+			break;
+		case PTP_PPID:
+			ppid = (int32_t)(uint32_t)f.val;
+			break;
+		case PTP_CMDLINE:
+			if (f.wt == PB_WT_LEN)
+				cmdline_add(&c, f.data, f.len);
+			break;
+		case PTP_UID:
+			uid = f.val;
+			has_uid = true;
+			break;
+		case PTP_PROCESS_START_FROM_BOOT:
+			start = f.val;
+			has_start = true;
+			break;
+		case PTP_CMDLINE_IS_COMM:
+			is_comm = f.val != 0;
+			break;
+		default:
+			break;
+		}
+	}
+	if (!c.nargs) {
+		free(c.buf);
+		return;
+	}
+
+	const uint8_t *argv0 = c.argv0;
+	size_t argv0_len = c.argv0_len;
+	const char *joined = c.buf;
+	size_t joined_len = c.len;
+	/* kworker/45:2-mm_percpu_wq: keep the worker, drop the queue. */
+	if (ppid == KTHREADD_PID && argv0_len > 8 &&
+	    memcmp(argv0, "kworker/", 8) == 0) {
+		size_t a = find_from(argv0, argv0_len, 8, '+');
+		size_t b = find_from(argv0, argv0_len, 8, '-');
+		size_t d = a < b ? a : b;
+		if (d < argv0_len) {
+			argv0_len = d;
+			joined = (const char *)argv0;
+			joined_len = d;
+		}
+	}
+	/* One cmdline element with spaces: argv0 is its first word. */
+	if (c.nargs == 1)
+		argv0_len = find_from(argv0, argv0_len, 0, ' ');
+
+	uint32_t pupid = tp_process_get(ctx, machine, ppid);
+	uint32_t upid = tp_process_get(ctx, machine, pid);
+	struct tp_table *pt = tp_tab(ctx, TP_T_PROCESS);
+	if (!tp_is_null(pt, TP_PROCESS_parent_upid, upid) &&
+	    tp_get_int(pt, TP_PROCESS_parent_upid, upid) != pupid) {
+		/* Another parent: the pid was reused. */
+		upid = tp_process_new(ctx, machine, pid, 0, false);
+	}
+	tp_process_set_parent(ctx, upid, pupid);
+	tp_process_set_name(ctx, upid,
+			    tp_intern(ctx->pool, (const char *)argv0,
+				      argv0_len));
+	tp_process_set_cmdline(ctx, upid,
+			       tp_intern(ctx->pool, joined, joined_len));
+	if (is_comm) {
+		uint32_t utid = tp_thread_get(ctx, machine, pid);
+		tp_thread_set_name_prio(ctx, utid,
+					tp_intern(ctx->pool, joined, joined_len),
+					TP_NAME_PRIO_PROCESS_TREE);
+	}
+	if (has_uid) {
+		uint32_t u = (uint32_t)uid;
+		tp_set_int(pt, TP_PROCESS_uid, upid, u);
+		tp_set_int(pt, TP_PROCESS_android_appid, upid, u % 100000);
+	}
+	if (has_start && tp_is_null(pt, TP_PROCESS_start_ts, upid)) {
+		int64_t ts;
+		if (tp_clock_to_trace(ctx->clocks, machine, CLOCK_BOOTTIME,
+				      (int64_t)start, &ts))
+			tp_set_int(pt, TP_PROCESS_start_ts, upid, ts);
+		else
+			tp_stat_add(ctx, "clock_sync_failure", machine, -1, 1);
+	}
+	free(c.buf);
+}
+
+static void tree_thread(struct tp_ctx *ctx, uint32_t machine,
+			const uint8_t *data, size_t len)
+{
+	struct pb_reader r;
+	struct pb_field f;
+	int64_t tid = 0, tgid = 0;
+	const uint8_t *name = NULL;
+	size_t name_len = 0;
+	bool has_name = false;
+
+	pb_reader_init(&r, data, len);
+	while (pb_next(&r, &f)) {
+		if (f.num == PTT_TID && f.wt == PB_WT_VARINT)
+			tid = (int32_t)(uint32_t)f.val;
+		else if (f.num == PTT_TGID && f.wt == PB_WT_VARINT)
+			tgid = (int32_t)(uint32_t)f.val;
+		else if (f.num == PTT_NAME && f.wt == PB_WT_LEN) {
+			name = f.data;
+			name_len = f.len;
+			has_name = true;
+		}
+	}
+	tp_thread_update(ctx, machine, tid, tgid);
+	if (has_name) {
+		uint32_t utid = tp_thread_get(ctx, machine, tid);
+		tp_thread_set_name_prio(ctx, utid,
+					tp_intern(ctx->pool,
+						  (const char *)name, name_len),
+					TP_NAME_PRIO_PROCESS_TREE);
+	}
+}
+
+static void parse_tree(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
+		       size_t len)
+{
+	struct proc_hdr h;
+	struct pb_reader r;
+	struct pb_field f;
+
+	(void)ts;
+	if (len < sizeof h)
+		return;
+	memcpy(&h, p, sizeof h);
+	p += sizeof h;
+	len -= sizeof h;
+	pb_reader_init(&r, p, len);
+	while (pb_next(&r, &f))
+		if (f.num == PT_PROCESSES && f.wt == PB_WT_LEN)
+			tree_process(ctx, h.machine, f.data, f.len);
+	pb_reader_init(&r, p, len);
+	while (pb_next(&r, &f))
+		if (f.num == PT_THREADS && f.wt == PB_WT_LEN)
+			tree_thread(ctx, h.machine, f.data, f.len);
+}
+
+/* ---- process_stats ---------------------------------------------------- */
+
+static const char *memory_key(uint32_t num)
+{
+	switch (num) {
+	case PSP_VM_SIZE_KB:
+		return "mem.virt";
+	case PSP_VM_RSS_KB:
+		return "mem.rss";
+	case PSP_RSS_ANON_KB:
+		return "mem.rss.anon";
+	case PSP_RSS_FILE_KB:
+		return "mem.rss.file";
+	case PSP_RSS_SHMEM_KB:
+		return "mem.rss.shmem";
+	case PSP_VM_SWAP_KB:
+		return "mem.swap";
+	case PSP_VM_LOCKED_KB:
+		return "mem.locked";
+	case PSP_VM_HWM_KB:
+		return "mem.rss.watermark";
+	default:
+		return NULL;
+	}
+}
+
+static const char *smaps_key(uint32_t num)
+{
+	switch (num) {
+	case PSP_SMR_RSS_KB:
+		return "mem.smaps.rss";
+	case PSP_SMR_PSS_KB:
+		return "mem.smaps.pss";
+	case PSP_SMR_PSS_ANON_KB:
+		return "mem.smaps.pss.anon";
+	case PSP_SMR_PSS_FILE_KB:
+		return "mem.smaps.pss.file";
+	case PSP_SMR_PSS_SHMEM_KB:
+		return "mem.smaps.pss.shmem";
+	case PSP_SMR_SWAP_PSS_KB:
+		return "mem.smaps.swap.pss";
+	default:
+		return NULL;
+	}
+}
+
+static void process_counter(struct tp_ctx *ctx, uint32_t machine,
+			    uint32_t upid, const char *type, const char *name,
+			    int64_t ts, double v)
+{
+	struct tp_track_spec s;
+
+	tp_track_spec_init(&s, machine);
+	s.name = tp_s(ctx, name);
+	s.type = tp_s(ctx, type);
+	s.event_type = tp_s(ctx, "counter");
+	s.upid = upid;
+	tp_counter_add(ctx, tp_track_intern(ctx, &s), ts, v, -1);
+}
+
+static void stats_process(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
+			  const uint8_t *data, size_t len)
+{
+	struct pb_reader r;
+	struct pb_field f;
+	int64_t pid = 0;
+	const char *k;
+
+	pb_reader_init(&r, data, len);
+	while (pb_next(&r, &f))
+		if (f.num == PSP_PID && f.wt == PB_WT_VARINT)
+			pid = (int32_t)(uint32_t)f.val;
+
+	pb_reader_init(&r, data, len);
+	while (pb_next(&r, &f)) {
+		switch (f.num) {
+		case PSP_PID:
+		case PSP_IS_PEAK_RSS_RESETTABLE:
+		case PSP_CHROME_PRIVATE_FOOTPRINT_KB:
+		case PSP_CHROME_PEAK_RESIDENT_SET_KB:
+			continue;
+		case PSP_THREADS: {
+			struct pb_reader tr;
+			struct pb_field tf;
+			if (f.wt != PB_WT_LEN)
+				continue;
+			pb_reader_init(&tr, f.data, f.len);
+			while (pb_next(&tr, &tf))
+				if (tf.num == PST_TID && tf.wt == PB_WT_VARINT)
+					tp_thread_update(
+						ctx, machine,
+						(int32_t)(uint32_t)tf.val, pid);
+			continue;
+		}
+		case PSP_FDS:
+			tp_process_get(ctx, machine, pid);
+			continue;
+		default:
+			break;
+		}
+		if (f.wt != PB_WT_VARINT)
+			continue;
+		uint32_t upid = tp_process_get(ctx, machine, pid);
+		if (f.num == PSP_OOM_SCORE_ADJ) {
+			process_counter(ctx, machine, upid, "oom_score_adj",
+					"oom_score_adj", ts, (double)(int64_t)f.val);
+		} else if ((k = memory_key(f.num))) {
+			process_counter(ctx, machine, upid, "process_memory", k,
+					ts, (double)((int64_t)f.val * 1024));
+		} else if ((k = smaps_key(f.num))) {
+			process_counter(ctx, machine, upid, "smaps", k, ts,
+					(double)((int64_t)f.val * 1024));
+		} else if (f.num == PSP_RUNTIME_USER_MODE) {
+			process_counter(ctx, machine, upid, "proc_stat_runtime",
+					"runtime.user_ns", ts,
+					(double)(int64_t)f.val);
+		} else if (f.num == PSP_RUNTIME_KERNEL_MODE) {
+			process_counter(ctx, machine, upid, "proc_stat_runtime",
+					"runtime.kernel_ns", ts,
+					(double)(int64_t)f.val);
+		} else {
+			tp_stat_inc(ctx, "proc_stat_unknown_counters");
+		}
+	}
+}
+
+static void parse_stats(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
+			size_t len)
+{
+	struct proc_hdr h;
+	struct pb_reader r;
+	struct pb_field f;
+
+	if (len < sizeof h)
+		return;
+	memcpy(&h, p, sizeof h);
+	p += sizeof h;
+	len -= sizeof h;
+	pb_reader_init(&r, p, len);
+	while (pb_next(&r, &f))
+		if (f.num == PS_PROCESSES && f.wt == PB_WT_LEN)
+			stats_process(ctx, ts, h.machine, f.data, f.len);
+}
+
+/* ---- entry points ----------------------------------------------------- */
+
+void tp_process_init(struct tp_ctx *ctx)
+{
+	struct tp_ftrace_state *s = ctx->ftrace;
+
+	s->kind_ptree = tp_sort_register(ctx->sorter, parse_tree);
+	s->kind_pstats = tp_sort_register(ctx->sorter, parse_stats);
+}
+
+static void push(struct tp_ctx *ctx, const struct tp_packet *pkt,
+		 uint8_t kind, const struct pb_field *f)
+{
+	struct tp_ftrace_state *s = ctx->ftrace;
+	struct proc_hdr h = { pkt->machine };
+	size_t need = sizeof h + f->len;
+	int64_t ts = pkt->has_ts ? pkt->ts : (ctx->have_ts ? ctx->last_ts : 0);
+
+	if (need > s->scratch_cap) {
+		s->scratch_cap = need * 2;
+		s->scratch = xrealloc(s->scratch, s->scratch_cap);
+	}
+	memcpy(s->scratch, &h, sizeof h);
+	memcpy(s->scratch + sizeof h, f->data, f->len);
+	tp_sort_push(ctx->sorter, pkt->queue, ts, kind, s->scratch, need);
+}
+
+bool tp_process_tokenize(struct tp_ctx *ctx, const struct tp_packet *pkt,
+			 const struct pb_field *f)
+{
+	if (f->num != PKT_PROCESS_TREE && f->num != PKT_PROCESS_STATS)
+		return false;
+	if (f->wt != PB_WT_LEN)
+		return true;
+	push(ctx, pkt, f->num == PKT_PROCESS_TREE ? ctx->ftrace->kind_ptree
+						  : ctx->ftrace->kind_pstats,
+	     f);
+	return true;
+}

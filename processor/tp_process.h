@@ -10,7 +10,26 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "tp_args.h"
 #include "tp_ctx.h"
+
+struct ftrace_machine;
+
+/* The ftrace module's state (ctx->ftrace); tp_ftrace.c allocates it. */
+struct tp_ftrace_state {
+	uint8_t kind_event, kind_cswitch, kind_cwaking; /* sorter kinds */
+	uint8_t kind_ptree, kind_pstats;
+	struct ftrace_machine *machines;
+	uint32_t nmachines;
+	uint32_t *ts_last; /* per utid: its latest thread_state row */
+	uint32_t nts;
+	uint8_t *scratch;  /* payload being pushed */
+	size_t scratch_cap;
+	bool have_snapshot;       /* an ftrace clock snapshot was added */
+	int64_t last_snapshot_ts; /* its ftrace_timestamp */
+	tp_str s_running, s_runnable;
+	struct tp_args_builder args;
+};
 
 /* Thread name sources, weakest first (Perfetto's ThreadNamePriority). */
 enum {

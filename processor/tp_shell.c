@@ -250,8 +250,12 @@ static int run_table(sqlite3_stmt *stmt, uint64_t *rows)
 			free(row[c]);
 		free(row);
 	}
-	if (t.ncols > 0 && !flushed)
+	if (t.ncols > 0 && !flushed && rc == SQLITE_DONE) {
 		table_flush(&t, stmt);
+	} else if (!flushed) { /* an error: show nothing of a partial set */
+		for (size_t i = 0; i < t.nrows * (size_t)t.ncols; i++)
+			free(t.cells[i]);
+	}
 	free(t.cells);
 	free(t.width);
 	return rc == SQLITE_DONE ? SQLITE_OK : rc;

@@ -10,6 +10,7 @@
 #ifndef VP_TP_STATS_H
 #define VP_TP_STATS_H
 
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdint.h>
 

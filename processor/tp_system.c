@@ -1,9 +1,2572 @@
 /*
- * tp_system.c - system probes and service packets (skeleton).
+ * tp_system.c - system probes and packets written by the tracing service:
+ * sys_stats counters, system_info and cpu_info (metadata, machine and cpu
+ * tables), trace_stats and ftrace_stats (stats), trace_config (metadata,
+ * including the config printed as protobuf text), service events, triggers,
+ * chrome metadata, trace uuid and trace attributes, initial display state.
+ *
+ * Counters are written at tokenize time with the packet timestamp; trigger
+ * slices go through the sorter because slices must arrive in time order
+ * (and the first trigger in time order names the trace).
  */
-#include "tp_modules.h"
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
-void tp_system_init(struct tp_ctx *ctx) { (void)ctx; }
-bool tp_system_tokenize(struct tp_ctx *ctx, const struct tp_packet *pkt, const struct pb_field *f) { (void)ctx; (void)pkt; (void)f; return false; }
-void tp_system_finish(struct tp_ctx *ctx) { (void)ctx; }
-void tp_system_free(struct tp_ctx *ctx) { (void)ctx; }
+#include "tp_args.h"
+#include "tp_load.h"
+#include "tp_modules.h"
+#include "tp_slices.h"
+#include "tp_sort.h"
+#include "tp_stats.h"
+#include "tp_tracks.h"
+
+/* TracePacket fields handled here. */
+enum {
+	PKT_SYS_STATS = 7,
+	PKT_TRACE_CONFIG = 33,
+	PKT_FTRACE_STATS = 34,
+	PKT_TRACE_STATS = 35,
+	PKT_SYSTEM_INFO = 45,
+	PKT_TRIGGER = 46,
+	PKT_CHROME_METADATA = 51,
+	PKT_CPU_INFO = 67,
+	PKT_SERVICE_EVENT = 69,
+	PKT_INITIAL_DISPLAY_STATE = 70,
+	PKT_TRACE_UUID = 89,
+	PKT_CHROME_TRIGGER = 109,
+	PKT_CLONE_SNAPSHOT_TRIGGER = 113,
+	PKT_TRACE_ATTRIBUTES = 126,
+};
+
+/* SysStats and its nested messages. */
+enum {
+	SS_MEMINFO = 1, SS_VMSTAT = 2, SS_CPU_STAT = 3, SS_NUM_FORKS = 4,
+	SS_NUM_IRQ_TOTAL = 5, SS_NUM_IRQ = 6, SS_NUM_SOFTIRQ_TOTAL = 7,
+	SS_NUM_SOFTIRQ = 8, SS_DEVFREQ = 10, SS_CPUFREQ_KHZ = 11,
+	SS_BUDDY_INFO = 12, SS_DISK_STAT = 13, SS_PSI = 14,
+	SS_THERMAL_ZONE = 15, SS_CPUIDLE_STATE = 16, SS_GPUFREQ_MHZ = 17,
+	KV_KEY = 1, KV_VALUE = 2,           /* Meminfo/Vmstat/Devfreq value */
+	CT_CPU_ID = 1,                      /* CpuTimes, then 2..9 */
+	IC_IRQ = 1, IC_COUNT = 2,           /* InterruptCount */
+	BI_NODE = 1, BI_ZONE = 2, BI_ORDER_PAGES = 3,   /* BuddyInfo */
+	DS_DEVICE_NAME = 1, DS_READ_SECTORS = 2, DS_READ_TIME_MS = 3,
+	DS_WRITE_SECTORS = 4, DS_WRITE_TIME_MS = 5, DS_DISCARD_SECTORS = 6,
+	DS_DISCARD_TIME_MS = 7, DS_FLUSH_COUNT = 8, DS_FLUSH_TIME_MS = 9,
+	PSI_RESOURCE = 1, PSI_TOTAL_NS = 2, /* PsiSample */
+	TZ_NAME = 1, TZ_TEMP = 2, TZ_TYPE = 3,          /* ThermalZone */
+	CIS_CPU_ID = 1, CIS_ENTRY = 2, CISE_STATE = 1, CISE_DURATION_US = 2,
+};
+
+/* SystemInfo, Utsname. */
+enum {
+	SI_UTSNAME = 1, SI_ANDROID_BUILD_FINGERPRINT = 2,
+	SI_TRACING_SERVICE_VERSION = 4, SI_ANDROID_SDK_VERSION = 5,
+	SI_PAGE_SIZE = 6, SI_TIMEZONE_OFF_MINS = 7, SI_NUM_CPUS = 8,
+	SI_ANDROID_SOC_MODEL = 9, SI_ANDROID_HARDWARE_REVISION = 10,
+	SI_ANDROID_STORAGE_MODEL = 11, SI_ANDROID_RAM_MODEL = 12,
+	SI_ANDROID_GUEST_SOC_MODEL = 13, SI_ANDROID_DEVICE_MANUFACTURER = 14,
+	SI_ANDROID_SERIAL_CONSOLE = 15, SI_SYSTEM_RAM_BYTES = 16,
+	SI_MACHINE_NAME = 17,
+	UTS_SYSNAME = 1, UTS_VERSION = 2, UTS_RELEASE = 3, UTS_MACHINE = 4,
+};
+
+/* CpuInfo, CpuInfo.Cpu, CpuInfo.ArmCpuIdentifier. */
+enum {
+	CI_CPUS = 1,
+	CPU_PROCESSOR = 1, CPU_FREQUENCIES = 2, CPU_CAPACITY = 3,
+	CPU_ARM_IDENTIFIER = 4, CPU_FEATURES = 5,
+};
+
+/* TraceStats, BufferStats, WriterStats, FilterStats. */
+enum {
+	TS_BUFFER_STATS = 1, TS_PRODUCERS_CONNECTED = 2, TS_PRODUCERS_SEEN = 3,
+	TS_DATA_SOURCES_REGISTERED = 4, TS_DATA_SOURCES_SEEN = 5,
+	TS_TRACING_SESSIONS = 6, TS_TOTAL_BUFFERS = 7,
+	TS_CHUNKS_DISCARDED = 8, TS_PATCHES_DISCARDED = 9,
+	TS_FILTER_STATS = 11, TS_FLUSHES_REQUESTED = 12,
+	TS_FLUSHES_SUCCEEDED = 13, TS_FLUSHES_FAILED = 14,
+	TS_FINAL_FLUSH_OUTCOME = 15, TS_WRITER_STATS = 18,
+	BS_BYTES_OVERWRITTEN = 13,
+	WS_SEQUENCE_ID = 1, WS_BUFFER = 4,
+	FS_INPUT_PACKETS = 1, FS_INPUT_BYTES = 2, FS_OUTPUT_BYTES = 3,
+	FS_ERRORS = 4, FS_TIME_TAKEN_NS = 5, FS_BYTES_DISCARDED_PER_BUFFER = 20,
+};
+
+/* FtraceStats, FtraceCpuStats. */
+enum {
+	FS_PHASE = 1, FS_CPU_STATS = 2, FS_KERNEL_SYMBOLS_PARSED = 3,
+	FS_KERNEL_SYMBOLS_MEM_KB = 4, FS_FTRACE_PARSE_ERRORS = 9,
+	FCS_CPU = 1, FCS_ENTRIES = 2, FCS_OVERRUN = 3, FCS_COMMIT_OVERRUN = 4,
+	FCS_BYTES_READ = 5, FCS_OLDEST_EVENT_TS = 6, FCS_NOW_TS = 7,
+	FCS_DROPPED_EVENTS = 8, FCS_READ_EVENTS = 9,
+	FTRACE_PHASE_START = 1, FTRACE_PHASE_END = 2,
+	FTRACE_STATUS_ABI_ZERO_DATA_LENGTH = 12,
+};
+
+/* TraceConfig (the fields acted on), BufferConfig, TraceAttributes. */
+enum {
+	TC_BUFFERS = 1, TC_WRITE_INTO_FILE = 8, TC_FILE_WRITE_PERIOD_MS = 9,
+	TC_FLUSH_PERIOD_MS = 13, TC_UNIQUE_SESSION_NAME = 22,
+	TC_TRACE_UUID_MSB = 27, TC_TRACE_UUID_LSB = 28,
+	TC_TRACE_ATTRIBUTES = 48,
+	BC_FILL_POLICY = 4, FILL_DISCARD = 2,
+	TA_ATTRIBUTE = 1, ATTR_KEY = 1, ATTR_LONG = 2, ATTR_STRING = 3,
+};
+
+/* TracingServiceEvent, DataSources. */
+enum {
+	SE_ALL_DATA_SOURCES_STARTED = 1, SE_TRACING_STARTED = 2,
+	SE_ALL_DATA_SOURCES_FLUSHED = 3, SE_READ_TRACING_BUFFERS_COMPLETED = 4,
+	SE_TRACING_DISABLED = 5, SE_SLOW_STARTING_DATA_SOURCES = 7,
+	SE_LAST_FLUSH_SLOW_DATA_SOURCES = 8,
+	DSS_DATA_SOURCE = 1, DSS_PRODUCER_NAME = 1, DSS_DATA_SOURCE_NAME = 2,
+};
+
+/* Trigger, ChromeTrigger, TraceUuid, InitialDisplayState. */
+enum {
+	TRG_TRIGGER_NAME = 1, TRG_PRODUCER_NAME = 2,
+	TRG_TRUSTED_PRODUCER_UID = 3,
+	CTRG_TRIGGER_NAME = 1, CTRG_TRIGGER_NAME_HASH = 2,
+	UUID_MSB = 1, UUID_LSB = 2,
+	IDS_DISPLAY_STATE = 1,
+};
+
+/* ChromeMetadataPacket, BackgroundTracingMetadata. */
+enum {
+	CM_BACKGROUND_TRACING_METADATA = 1, CM_CHROME_VERSION_CODE = 2,
+	CM_ENABLED_CATEGORIES = 3, CM_FIELD_TRIAL_HASHES = 4,
+	CM_APP_PACKAGE_NAME = 5, CM_APP_VERSION = 6, CM_CHANNEL = 7,
+	CM_OS_NAME = 8, FH_NAME = 1, FH_GROUP = 2,
+	BTM_TRIGGERED_RULE = 1, BTM_SCENARIO_NAME_HASH = 3,
+	TR_NAME_HASH = 4,
+};
+
+/* What the sorter carries for the parse stage. */
+enum {
+	EV_TRIGGER = 1,
+	EV_CLONE_SNAPSHOT_TRIGGER = 2,
+	EV_CHROME_TRIGGER = 3,
+};
+
+enum { TRIGGER_NONE, TRIGGER_TRACE, TRIGGER_CLONE_SNAPSHOT };
+
+#define MAX_DISKS 256
+
+struct disk_state {
+	tp_str name;
+	uint32_t machine;
+	int64_t prev[8]; /* read/write/discard sectors, flush count, times */
+};
+
+struct tp_system_state {
+	uint8_t kind;               /* sorter kind of our events */
+	uint32_t page_size;
+	bool uuid_found;
+	int trigger_type;
+	uint32_t chrome_metadata_count;
+	/* From the trace config, for the streaming-mode stats. */
+	bool write_into_file;
+	uint64_t file_write_period_ms;
+	/* trace_attribute.* keys set by a TracePacket.trace_attributes. */
+	struct u64map packet_attrs;
+	struct disk_state *disks;
+	uint32_t ndisks, disks_cap;
+	struct tp_args_builder args;
+};
+
+/* ---- small helpers --------------------------------------------------------- */
+
+static struct tp_system_state *sys(struct tp_ctx *ctx)
+{
+	return ctx->sys;
+}
+
+static tp_str str_of(struct tp_ctx *ctx, const struct pb_field *f)
+{
+	return tp_intern(ctx->pool, (const char *)f->data, f->len);
+}
+
+static tp_str tp_fmt(struct tp_ctx *ctx, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static tp_str tp_fmt(struct tp_ctx *ctx, const char *fmt, ...)
+{
+	char buf[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		n = 0;
+	if ((size_t)n >= sizeof(buf))
+		n = sizeof(buf) - 1;
+	return tp_intern(ctx->pool, buf, (size_t)n);
+}
+
+static uint64_t hash_bytes(const void *p, size_t n)
+{
+	const uint8_t *b = p;
+	uint64_t h = 14695981039346656037ull;
+	for (size_t i = 0; i < n; i++) {
+		h ^= b[i];
+		h *= 1099511628211ull;
+	}
+	return h;
+}
+
+/* A counter track of `type` named `name` with the dimension args in
+ * st->args (machine-scoped). */
+static uint32_t dim_counter_track(struct tp_ctx *ctx, uint32_t machine,
+				  const char *type, tp_str name, const char *unit)
+{
+	struct tp_track_spec spec;
+	tp_track_spec_init(&spec, machine);
+	spec.name = name;
+	spec.type = tp_s(ctx, type);
+	spec.event_type = tp_s(ctx, "counter");
+	spec.counter_unit = unit ? tp_s(ctx, unit) : 0;
+	spec.dimension_arg_set_id = tp_args_commit(ctx, &sys(ctx)->args);
+	return tp_track_intern(ctx, &spec);
+}
+
+static void dim_reset(struct tp_ctx *ctx)
+{
+	tp_args_builder_reset(&sys(ctx)->args);
+}
+
+static void dim_str(struct tp_ctx *ctx, const char *key, tp_str v)
+{
+	tp_str k = tp_s(ctx, key);
+	tp_args_add_str(&sys(ctx)->args, k, k, v);
+}
+
+static void dim_uint(struct tp_ctx *ctx, const char *key, uint64_t v)
+{
+	tp_str k = tp_s(ctx, key);
+	tp_args_add_uint(&sys(ctx)->args, k, k, v);
+}
+
+/* A counter track with no dimensions. */
+static uint32_t plain_counter_track(struct tp_ctx *ctx, uint32_t machine,
+				    const char *type, const char *name)
+{
+	dim_reset(ctx);
+	return dim_counter_track(ctx, machine, type, tp_s(ctx, name), NULL);
+}
+
+/* ---- sys_stats ---------------------------------------------------------------- */
+
+/* /proc/meminfo keys (MeminfoCounters), as the counter names Perfetto
+ * gives them. */
+static const char *const meminfo_names[] = {
+	"mem.unspecified", "mem.total", "mem.free", "mem.available",
+	"mem.buffers", "mem.cached", "mem.swap_cached", "mem.active",
+	"mem.inactive", "mem.active_anon", "mem.inactive_anon",
+	"mem.active_file", "mem.inactive_file", "mem.unevictable",
+	"mem.mlocked", "mem.swap_total", "mem.swap_free", "mem.dirty",
+	"mem.writeback", "mem.anon_pages", "mem.mapped", "mem.shmem",
+	"mem.slab", "mem.slab_reclaimable", "mem.slab_unreclaimable",
+	"mem.kernel_stack", "mem.page_tables", "mem.commit_limit",
+	"mem.committed_as", "mem.vmalloc_total", "mem.vmalloc_used",
+	"mem.vmalloc_chunk", "mem.cma_total", "mem.cma_free", "mem.gpu",
+	"mem.zram", "mem.misc", "mem.ion_heap", "mem.ion_heap_pool",
+};
+
+/* /proc/vmstat keys (VmstatCounters), in enum order. */
+static const char *const vmstat_names[] = {
+	"unspecified", "nr_free_pages", "nr_alloc_batch", "nr_inactive_anon",
+	"nr_active_anon", "nr_inactive_file", "nr_active_file",
+	"nr_unevictable", "nr_mlock", "nr_anon_pages", "nr_mapped",
+	"nr_file_pages", "nr_dirty", "nr_writeback", "nr_slab_reclaimable",
+	"nr_slab_unreclaimable", "nr_page_table_pages", "nr_kernel_stack",
+	"nr_overhead", "nr_unstable", "nr_bounce", "nr_vmscan_write",
+	"nr_vmscan_immediate_reclaim", "nr_writeback_temp",
+	"nr_isolated_anon", "nr_isolated_file", "nr_shmem", "nr_dirtied",
+	"nr_written", "nr_pages_scanned", "workingset_refault",
+	"workingset_activate", "workingset_nodereclaim",
+	"nr_anon_transparent_hugepages", "nr_free_cma", "nr_swapcache",
+	"nr_dirty_threshold", "nr_dirty_background_threshold", "pgpgin",
+	"pgpgout", "pgpgoutclean", "pswpin", "pswpout", "pgalloc_dma",
+	"pgalloc_normal", "pgalloc_movable", "pgfree", "pgactivate",
+	"pgdeactivate", "pgfault", "pgmajfault", "pgrefill_dma",
+	"pgrefill_normal", "pgrefill_movable", "pgsteal_kswapd_dma",
+	"pgsteal_kswapd_normal", "pgsteal_kswapd_movable",
+	"pgsteal_direct_dma", "pgsteal_direct_normal",
+	"pgsteal_direct_movable", "pgscan_kswapd_dma", "pgscan_kswapd_normal",
+	"pgscan_kswapd_movable", "pgscan_direct_dma", "pgscan_direct_normal",
+	"pgscan_direct_movable", "pgscan_direct_throttle", "pginodesteal",
+	"slabs_scanned", "kswapd_inodesteal", "kswapd_low_wmark_hit_quickly",
+	"kswapd_high_wmark_hit_quickly", "pageoutrun", "allocstall",
+	"pgrotated", "drop_pagecache", "drop_slab", "pgmigrate_success",
+	"pgmigrate_fail", "compact_migrate_scanned", "compact_free_scanned",
+	"compact_isolated", "compact_stall", "compact_fail",
+	"compact_success", "compact_daemon_wake", "unevictable_pgs_culled",
+	"unevictable_pgs_scanned", "unevictable_pgs_rescued",
+	"unevictable_pgs_mlocked", "unevictable_pgs_munlocked",
+	"unevictable_pgs_cleared", "unevictable_pgs_stranded", "nr_zspages",
+	"nr_ion_heap", "nr_gpu_heap", "allocstall_dma", "allocstall_movable",
+	"allocstall_normal", "compact_daemon_free_scanned",
+	"compact_daemon_migrate_scanned", "nr_fastrpc",
+	"nr_indirectly_reclaimable", "nr_ion_heap_pool",
+	"nr_kernel_misc_reclaimable", "nr_shadow_call_stack_bytes",
+	"nr_shmem_hugepages", "nr_shmem_pmdmapped", "nr_unreclaimable_pages",
+	"nr_zone_active_anon", "nr_zone_active_file", "nr_zone_inactive_anon",
+	"nr_zone_inactive_file", "nr_zone_unevictable",
+	"nr_zone_write_pending", "oom_kill", "pglazyfree", "pglazyfreed",
+	"pgrefill", "pgscan_direct", "pgscan_kswapd", "pgskip_dma",
+	"pgskip_movable", "pgskip_normal", "pgsteal_direct", "pgsteal_kswapd",
+	"swap_ra", "swap_ra_hit", "workingset_restore", "allocstall_device",
+	"allocstall_dma32", "balloon_deflate", "balloon_inflate",
+	"balloon_migrate", "cma_alloc_fail", "cma_alloc_success",
+	"nr_file_hugepages", "nr_file_pmdmapped", "nr_foll_pin_acquired",
+	"nr_foll_pin_released", "nr_sec_page_table_pages",
+	"nr_shadow_call_stack", "nr_swapcached", "nr_throttled_written",
+	"pgalloc_device", "pgalloc_dma32", "pgdemote_direct",
+	"pgdemote_kswapd", "pgreuse", "pgscan_anon", "pgscan_file",
+	"pgskip_device", "pgskip_dma32", "pgsteal_anon", "pgsteal_file",
+	"thp_collapse_alloc", "thp_collapse_alloc_failed",
+	"thp_deferred_split_page", "thp_fault_alloc", "thp_fault_fallback",
+	"thp_fault_fallback_charge", "thp_file_alloc", "thp_file_fallback",
+	"thp_file_fallback_charge", "thp_file_mapped", "thp_migration_fail",
+	"thp_migration_split", "thp_migration_success",
+	"thp_scan_exceed_none_pte", "thp_scan_exceed_share_pte",
+	"thp_scan_exceed_swap_pte", "thp_split_page",
+	"thp_split_page_failed", "thp_split_pmd", "thp_swpout",
+	"thp_swpout_fallback", "thp_zero_page_alloc",
+	"thp_zero_page_alloc_failed", "vma_lock_abort", "vma_lock_miss",
+	"vma_lock_retry", "vma_lock_success", "workingset_activate_anon",
+	"workingset_activate_file", "workingset_nodes",
+	"workingset_refault_anon", "workingset_refault_file",
+	"workingset_restore_anon", "workingset_restore_file",
+};
+
+#define NELEM(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Reads the key (varint) and value (varint) of a {key = 1, value = 2}
+ * message; false if malformed. */
+static bool read_kv(const struct pb_field *f, uint64_t *key, uint64_t *val,
+		    bool *has_key)
+{
+	struct pb_reader r;
+	struct pb_field g;
+	*key = *val = 0;
+	*has_key = false;
+	pb_reader_init(&r, f->data, f->len);
+	while (pb_next(&r, &g)) {
+		if (g.num == KV_KEY && g.wt == PB_WT_VARINT) {
+			*key = g.val;
+			*has_key = true;
+		} else if (g.num == KV_VALUE && g.wt == PB_WT_VARINT) {
+			*val = g.val;
+		}
+	}
+	return r.err == PB_OK;
+}
+
+static void sys_meminfo(struct tp_ctx *ctx, const struct tp_packet *pkt,
+			const struct pb_field *f)
+{
+	uint64_t key, val;
+	bool has_key;
+	if (!read_kv(f, &key, &val, &has_key))
+		return;
+	if (key >= NELEM(meminfo_names)) {
+		tp_stat_add(ctx, "meminfo_unknown_keys", pkt->machine, -1, 1);
+		return;
+	}
+	tp_str name = tp_s(ctx, meminfo_names[key]);
+	dim_reset(ctx);
+	dim_str(ctx, "meminfo_key", name);
+	uint32_t t = dim_counter_track(ctx, pkt->machine, "meminfo", name,
+				       "bytes");
+	tp_counter_add(ctx, t, pkt->ts, (double)val * 1024.0, -1);
+}
+
+static void sys_vmstat(struct tp_ctx *ctx, const struct tp_packet *pkt,
+		       const struct pb_field *f)
+{
+	uint64_t key, val;
+	bool has_key;
+	if (!read_kv(f, &key, &val, &has_key))
+		return;
+	if (key >= NELEM(vmstat_names)) {
+		tp_stat_add(ctx, "vmstat_unknown_keys", pkt->machine, -1, 1);
+		return;
+	}
+	tp_str name = tp_s(ctx, vmstat_names[key]);
+	dim_reset(ctx);
+	dim_str(ctx, "vmstat_key", name);
+	uint32_t t = dim_counter_track(ctx, pkt->machine, "vmstat", name, NULL);
+	tp_counter_add(ctx, t, pkt->ts, (double)val, -1);
+}
+
+static const char *const cpustat_keys[] = {
+	"user_ns", "user_nice_ns", "system_mode_ns", "idle_ns",
+	"io_wait_ns", "irq_ns", "softirq_ns", "steal_ns",
+};
+
+static void sys_cpu_stat(struct tp_ctx *ctx, const struct tp_packet *pkt,
+			 const struct pb_field *f)
+{
+	struct pb_reader r;
+	struct pb_field g;
+	uint64_t v[8] = { 0 };
+	uint64_t cpu = 0;
+	bool has_cpu = false;
+	pb_reader_init(&r, f->data, f->len);
+	while (pb_next(&r, &g)) {
+		if (g.wt != PB_WT_VARINT)
+			continue;
+		if (g.num == CT_CPU_ID) {
+			cpu = g.val;
+			has_cpu = true;
+		} else if (g.num >= 2 && g.num <= 9) {
+			v[g.num - 2] = g.val;
+		}
+	}
+	if (!has_cpu || r.err != PB_OK) {
+		tp_stat_add(ctx, "invalid_cpu_times", pkt->machine, -1, 1);
+		return;
+	}
+	for (unsigned i = 0; i < 8; i++) {
+		dim_reset(ctx);
+		dim_uint(ctx, "cpu", (uint32_t)cpu);
+		dim_str(ctx, "cpustat_key", tp_s(ctx, cpustat_keys[i]));
+		tp_str name = tp_fmt(ctx, "cpu.times.%s", cpustat_keys[i]);
+		uint32_t t = dim_counter_track(ctx, pkt->machine, "cpustat",
+					       name, NULL);
+		tp_counter_add(ctx, t, pkt->ts, (double)v[i], -1);
+	}
+}
+
+static void sys_irq(struct tp_ctx *ctx, const struct tp_packet *pkt,
+		    const struct pb_field *f, bool soft)
+{
+	struct pb_reader r;
+	struct pb_field g;
+	int64_t irq = 0;
+	uint64_t count = 0;
+	pb_reader_init(&r, f->data, f->len);
+	while (pb_next(&r, &g)) {
+		if (g.num == IC_IRQ && g.wt == PB_WT_VARINT)
+			irq = (int32_t)g.val;
+		else if (g.num == IC_COUNT && g.wt == PB_WT_VARINT)
+			count = g.val;
+	}
+	const char *type = soft ? "num_softirq" : "num_irq";
+	dim_reset(ctx);
+	dim_uint(ctx, "irq", (uint32_t)irq);
+	tp_str name = tp_fmt(ctx, "%s (id: %u)", type, (uint32_t)irq);
+	uint32_t t = dim_counter_track(ctx, pkt->machine, type, name, NULL);
+	tp_counter_add(ctx, t, pkt->ts, (double)count, -1);
+}
+
+static void sys_devfreq(struct tp_ctx *ctx, const struct tp_packet *pkt,
+			const struct pb_field *f)
+{
+	struct pb_reader r;
+	struct pb_field g;
+	tp_str key = 0;
+	uint64_t val = 0;
+	pb_reader_init(&r, f->data, f->len);
+	while (pb_next(&r, &g)) {
+		if (g.num == KV_KEY && g.wt == PB_WT_LEN)
+			key = str_of(ctx, &g);
+		else if (g.num == KV_VALUE && g.wt == PB_WT_VARINT)
+			val = g.val;
+	}
+	if (!key)
+		key = tp_intern(ctx->pool, "", 0);
+	dim_reset(ctx);
+	dim_str(ctx, "clock_name", key);
+	tp_str name = tp_fmt(ctx, "%s Frequency", tp_str_get(ctx->pool, key));
+	uint32_t t = dim_counter_track(ctx, pkt->machine, "clock_frequency",
+				       name, NULL);
+	tp_counter_add(ctx, t, pkt->ts, (double)val, -1);
+}
+
+static void sys_buddyinfo(struct tp_ctx *ctx, const struct tp_packet *pkt,
+			  const struct pb_field *f)
+{
+	struct pb_reader r;
+	struct pb_field g;
+	tp_str node = 0, zone = 0;
+	pb_reader_init(&r, f->data, f->len);
+	while (pb_next(&r, &g)) {
+		if (g.num == BI_NODE && g.wt == PB_WT_LEN)
+			node = str_of(ctx, &g);
+		else if (g.num == BI_ZONE && g.wt == PB_WT_LEN)
+			zone = str_of(ctx, &g);
+	}
+	if (!node)
+		node = tp_intern(ctx->pool, "", 0);
+	if (!zone)
+		zone = tp_intern(ctx->pool, "", 0);
+	/* order_pages may be packed or not: walk again. */
+	unsigned order = 0;
+	pb_reader_init(&r, f->data, f->len);
+	while (pb_next(&r, &g) && order < 64) {
+		if (g.num != BI_ORDER_PAGES)
+			continue;
+		uint64_t v;
+		struct pb_packed_iter it;
+		if (g.wt == PB_WT_LEN) {
+			pb_packed_init(&it, g.data, g.len);
+		} else if (g.wt == PB_WT_VARINT) {
+			pb_packed_init(&it, NULL, 0);
+		} else {
+			continue;
+		}
+		bool single = g.wt == PB_WT_VARINT;
+		while (order < 64 && (single || pb_packed_next(&it, &v))) {
+			if (single)
+				v = g.val;
+			uint64_t kb = order < 40 ? ((1ull << order) *
+						    sys(ctx)->page_size) / 1024
+						 : 0;
+			dim_reset(ctx);
+			dim_str(ctx, "buddyinfo_node", node);
+			dim_str(ctx, "buddyinfo_zone", zone);
+			dim_uint(ctx, "buddyinfo_chunk_size_kb", (uint32_t)kb);
+			tp_str name = tp_fmt(ctx, "mem.buddyinfo[%s][%s][%u kB]",
+					     tp_str_get(ctx->pool, node),
+					     tp_str_get(ctx->pool, zone),
+					     (uint32_t)kb);
+			uint32_t t = dim_counter_track(ctx, pkt->machine,
+						       "buddyinfo", name, NULL);
+			tp_counter_add(ctx, t, pkt->ts, (double)(uint32_t)v, -1);
+			order++;
+			if (single)
+				break;
+		}
+	}
+}
+
+static struct disk_state *disk_find(struct tp_ctx *ctx, uint32_t machine,
+				    tp_str name)
+{
+	struct tp_system_state *st = sys(ctx);
+	for (uint32_t i = 0; i < st->ndisks; i++)
+		if (st->disks[i].name == name && st->disks[i].machine == machine)
+			return &st->disks[i];
+	if (st->ndisks >= MAX_DISKS)
+		return NULL;
+	if (st->ndisks == st->disks_cap) {
+		st->disks_cap = st->disks_cap ? st->disks_cap * 2 : 8;
+		void *p = realloc(st->disks, st->disks_cap * sizeof(*st->disks));
+		if (!p)
+			abort();
+		st->disks = p;
+	}
+	struct disk_state *d = &st->disks[st->ndisks++];
+	d->name = name;
+	d->machine = machine;
+	for (unsigned i = 0; i < 8; i++)
+		d->prev[i] = -1;
+	return d;
+}
+
+static void disk_counter(struct tp_ctx *ctx, const struct tp_packet *pkt,
+			 tp_str dev, const char *counter, const char *unit,
+			 double value)
+{
+	dim_reset(ctx);
+	dim_str(ctx, "device_name", dev);
+	dim_str(ctx, "counter_name", tp_s(ctx, counter));
+	tp_str name = tp_fmt(ctx, "diskstat.[%s].%s", tp_str_get(ctx->pool, dev),
+			     counter);
+	uint32_t t = dim_counter_track(ctx, pkt->machine, "diskstat", name, unit);
+	tp_counter_add(ctx, t, pkt->ts, value, -1);
+}
+
+static double throughput(double amount, int64_t ms)
+{
+	return ms == 0 ? 0 : amount * 1000.0 / (double)ms;
+}
+
+/* /proc/diskstats deltas between two samples: amounts in MB (512-byte
+ * sectors), throughputs in MB/s, flush count and time. */
+static void sys_diskstat(struct tp_ctx *ctx, const struct tp_packet *pkt,
+			 const struct pb_field *f)
+{
+	struct pb_reader r;
+	struct pb_field g;
+	tp_str dev = 0;
+	/* read, write, discard sectors, flush count, read, write, discard,
+	 * flush time */
+	int64_t cur[8] = { 0 };
+	static const uint8_t slot_of[10] = { 0, 0, 0, 4, 1, 5, 2, 6, 3, 7 };
+	pb_reader_init(&r, f->data, f->len);
+	while (pb_next(&r, &g)) {
+		if (g.num == DS_DEVICE_NAME && g.wt == PB_WT_LEN)
+			dev = str_of(ctx, &g);
+		else if (g.num >= DS_READ_SECTORS && g.num <= DS_FLUSH_TIME_MS &&
+			 g.wt == PB_WT_VARINT)
+			cur[slot_of[g.num]] = (int64_t)g.val;
+	}
+	if (!dev)
+		dev = tp_intern(ctx->pool, "", 0);
+	struct disk_state *d = disk_find(ctx, pkt->machine, dev);
+	if (!d)
+		return;
+	if (d->prev[0] != -1) {
+		const double sectors_per_mb = 2048.0;
+		double rd = (double)(cur[0] - d->prev[0]) / sectors_per_mb;
+		double wr = (double)(cur[1] - d->prev[1]) / sectors_per_mb;
+		double dc = (double)(cur[2] - d->prev[2]) / sectors_per_mb;
+		double fl = (double)(cur[3] - d->prev[3]);
+		int64_t rt = cur[4] - d->prev[4], wt = cur[5] - d->prev[5];
+		int64_t dt = cur[6] - d->prev[6];
+		double ft = (double)(cur[7] - d->prev[7]);
+		disk_counter(ctx, pkt, dev, "read_amount", "MB", rd);
+		disk_counter(ctx, pkt, dev, "read_throughput", "MB/s",
+			     throughput(rd, rt));
+		disk_counter(ctx, pkt, dev, "write_amount", "MB", wr);
+		disk_counter(ctx, pkt, dev, "write_throughput", "MB/s",
+			     throughput(wr, wt));
+		disk_counter(ctx, pkt, dev, "discard_amount", "MB", dc);
+		disk_counter(ctx, pkt, dev, "discard_throughput", "MB/s",
+			     throughput(dc, dt));
+		disk_counter(ctx, pkt, dev, "flush_amount", "count", fl);
+		disk_counter(ctx, pkt, dev, "flush_time", "ms", ft);
+	}
+	memcpy(d->prev, cur, sizeof(cur));
+}
+
+static const char *const psi_resources[] = {
+	"resource.unspecified", "cpu.some", "cpu.full", "io.some",
+	"io.full", "mem.some", "mem.full",
+};
+
+static void sys_psi(struct tp_ctx *ctx, const struct tp_packet *pkt,
+		    const struct pb_field *f)
+{
+	uint64_t res = 0, total = 0;
+	struct pb_reader r;
+	struct pb_field g;
+	pb_reader_init(&r, f->data, f->len);
+	while (pb_next(&r, &g)) {
+		if (g.num == PSI_RESOURCE && g.wt == PB_WT_VARINT)
+			res = g.val;
+		else if (g.num == PSI_TOTAL_NS && g.wt == PB_WT_VARINT)
+			total = g.val;
+	}
+	if (res >= NELEM(psi_resources)) {
+		tp_stat_add(ctx, "psi_unknown_resource", pkt->machine, -1, 1);
+		return;
+	}
+	tp_str key = tp_s(ctx, psi_resources[res]);
+	dim_reset(ctx);
+	dim_str(ctx, "psi_resource", key);
+	tp_str name = tp_fmt(ctx, "psi.%s", psi_resources[res]);
+	uint32_t t = dim_counter_track(ctx, pkt->machine, "psi", name, NULL);
+	tp_counter_add(ctx, t, pkt->ts, (double)total, -1);
+}
+
+static void sys_thermal(struct tp_ctx *ctx, const struct tp_packet *pkt,
+			const struct pb_field *f)
+{
+	struct pb_reader r;
+	struct pb_field g;
+	tp_str type = 0;
+	uint64_t temp = 0;
+	pb_reader_init(&r, f->data, f->len);
+	while (pb_next(&r, &g)) {
+		if (g.num == TZ_TYPE && g.wt == PB_WT_LEN)
+			type = str_of(ctx, &g);
+		else if (g.num == TZ_TEMP && g.wt == PB_WT_VARINT)
+			temp = g.val;
+	}
+	if (!type)
+		type = tp_intern(ctx->pool, "", 0);
+	dim_reset(ctx);
+	dim_str(ctx, "thermal_zone", type);
+	uint32_t t = dim_counter_track(ctx, pkt->machine,
+				       "thermal_temperature_sys", type, "C");
+	tp_counter_add(ctx, t, pkt->ts, (double)temp, -1);
+}
+
+static void sys_cpuidle(struct tp_ctx *ctx, const struct tp_packet *pkt,
+			const struct pb_field *f)
+{
+	struct pb_reader r;
+	struct pb_field g;
+	uint32_t cpu = 0;
+	pb_reader_init(&r, f->data, f->len);
+	while (pb_next(&r, &g))
+		if (g.num == CIS_CPU_ID && g.wt == PB_WT_VARINT)
+			cpu = (uint32_t)g.val;
+	pb_reader_init(&r, f->data, f->len);
+	while (pb_next(&r, &g)) {
+		if (g.num != CIS_ENTRY || g.wt != PB_WT_LEN)
+			continue;
+		struct pb_reader e;
+		struct pb_field h;
+		tp_str state = 0;
+		uint64_t dur = 0;
+		pb_reader_init(&e, g.data, g.len);
+		while (pb_next(&e, &h)) {
+			if (h.num == CISE_STATE && h.wt == PB_WT_LEN)
+				state = str_of(ctx, &h);
+			else if (h.num == CISE_DURATION_US &&
+				 h.wt == PB_WT_VARINT)
+				dur = h.val;
+		}
+		if (!state)
+			state = tp_intern(ctx->pool, "", 0);
+		dim_reset(ctx);
+		dim_uint(ctx, "cpu", cpu);
+		dim_str(ctx, "state", state);
+		tp_str name = tp_fmt(ctx, "cpuidle%u.%s", cpu,
+				     tp_str_get(ctx->pool, state));
+		uint32_t t = dim_counter_track(ctx, pkt->machine,
+					       "cpu_idle_state", name, "us");
+		tp_counter_add(ctx, t, pkt->ts, (double)dur, -1);
+	}
+}
+
+/* Calls fn for each value of a repeated varint field, packed or not. */
+static void each_varint(const struct pb_field *f,
+			void (*fn)(struct tp_ctx *, const struct tp_packet *,
+				   uint32_t, uint64_t),
+			struct tp_ctx *ctx, const struct tp_packet *pkt,
+			uint32_t *i)
+{
+	if (f->wt == PB_WT_VARINT) {
+		fn(ctx, pkt, (*i)++, f->val);
+		return;
+	}
+	if (f->wt != PB_WT_LEN)
+		return;
+	struct pb_packed_iter it;
+	uint64_t v;
+	pb_packed_init(&it, f->data, f->len);
+	while (pb_packed_next(&it, &v))
+		fn(ctx, pkt, (*i)++, v);
+}
+
+static void cpufreq_value(struct tp_ctx *ctx, const struct tp_packet *pkt,
+			  uint32_t cpu, uint64_t v)
+{
+	uint32_t t = tp_track_counter(ctx, pkt->machine,
+				      tp_s(ctx, "cpu_frequency"),
+				      tp_s(ctx, "cpufreq"), cpu, 0);
+	tp_counter_add(ctx, t, pkt->ts, (double)(uint32_t)v, -1);
+}
+
+static void gpufreq_value(struct tp_ctx *ctx, const struct tp_packet *pkt,
+			  uint32_t i, uint64_t v)
+{
+	(void)i;
+	dim_reset(ctx);
+	dim_uint(ctx, "gpu", 0);
+	uint32_t t = dim_counter_track(ctx, pkt->machine, "gpu_frequency",
+				       tp_s(ctx, "gpufreq"), NULL);
+	tp_counter_add(ctx, t, pkt->ts, (double)v, -1);
+}
+
+static void parse_sys_stats(struct tp_ctx *ctx, const struct tp_packet *pkt,
+			    const struct pb_field *f)
+{
+	struct pb_reader r;
+	struct pb_field g;
+	uint32_t cpu_i = 0, gpu_i = 0;
+	if (!pkt->has_ts)
+		return;
+	pb_reader_init(&r, f->data, f->len);
+	while (pb_next(&r, &g)) {
+		bool len = g.wt == PB_WT_LEN, vi = g.wt == PB_WT_VARINT;
+		switch (g.num) {
+		case SS_MEMINFO:
+			if (len)
+				sys_meminfo(ctx, pkt, &g);
+			break;
+		case SS_VMSTAT:
+			if (len)
+				sys_vmstat(ctx, pkt, &g);
+			break;
+		case SS_CPU_STAT:
+			if (len)
+				sys_cpu_stat(ctx, pkt, &g);
+			break;
+		case SS_NUM_IRQ:
+		case SS_NUM_SOFTIRQ:
+			if (len)
+				sys_irq(ctx, pkt, &g, g.num == SS_NUM_SOFTIRQ);
+			break;
+		case SS_NUM_FORKS:
+		case SS_NUM_IRQ_TOTAL:
+		case SS_NUM_SOFTIRQ_TOTAL:
+			if (vi) {
+				const char *n = g.num == SS_NUM_FORKS ? "num_forks"
+					: g.num == SS_NUM_IRQ_TOTAL ? "num_irq_total"
+					: "num_softirq_total";
+				uint32_t t = plain_counter_track(ctx, pkt->machine,
+								 n, n);
+				tp_counter_add(ctx, t, pkt->ts, (double)g.val, -1);
+			}
+			break;
+		case SS_DEVFREQ:
+			if (len)
+				sys_devfreq(ctx, pkt, &g);
+			break;
+		case SS_CPUFREQ_KHZ:
+			each_varint(&g, cpufreq_value, ctx, pkt, &cpu_i);
+			break;
+		case SS_BUDDY_INFO:
+			if (len)
+				sys_buddyinfo(ctx, pkt, &g);
+			break;
+		case SS_DISK_STAT:
+			if (len)
+				sys_diskstat(ctx, pkt, &g);
+			break;
+		case SS_PSI:
+			if (len)
+				sys_psi(ctx, pkt, &g);
+			break;
+		case SS_THERMAL_ZONE:
+			if (len)
+				sys_thermal(ctx, pkt, &g);
+			break;
+		case SS_CPUIDLE_STATE:
+			if (len)
+				sys_cpuidle(ctx, pkt, &g);
+			break;
+		case SS_GPUFREQ_MHZ:
+			each_varint(&g, gpufreq_value, ctx, pkt, &gpu_i);
+			break;
+		default:
+			break;
+		}
+	}
+}
+
+/* ---- system_info ------------------------------------------------------------ */
+
+/* Android version (from the build fingerprint) to SDK level. */
+static int64_t sdk_of_version(const char *v, size_t n)
+{
+	static const struct {
+		const char *v;
+		int sdk;
+	} map[] = {
+		{ "12", 31 }, { "11", 30 },  { "10", 29 },    { "9", 28 },
+		{ "8.1", 27 }, { "8.0", 26 }, { "7.1", 25 },  { "7.0", 24 },
+		{ "6.0", 23 }, { "5.1", 22 }, { "5.1.1", 22 }, { "5.0", 21 },
+		{ "5.0.1", 21 }, { "5.0.2", 21 },
+	};
+	if (n > 0 && (v[0] == 'S' || v[0] == 'T'))
+		return 31;
+	for (size_t i = 0; i < NELEM(map); i++)
+		if (strlen(map[i].v) == n && memcmp(map[i].v, v, n) == 0)
+			return map[i].sdk;
+	return -1;
+}
+
+/* brand/product/device:VERSION/BUILD_ID/INCREMENTAL:type/tags */
+static int64_t fingerprint_sdk(const char *fp, size_t n)
+{
+	const char *colon = memchr(fp, ':', n);
+	if (!colon)
+		return -1;
+	const char *v = colon + 1, *end = fp + n;
+	const char *slash = memchr(v, '/', (size_t)(end - v));
+	if (!slash)
+		return -1;
+	return sdk_of_version(v, (size_t)(slash - v));
+}
+
+static bool fingerprint_incremental(const char *fp, size_t n, const char **s,
+				    size_t *len)
+{
+	const char *end = fp + n;
+	const char *p = memchr(fp, ':', n);
+	if (!p)
+		return false;
+	for (int i = 0; i < 2; i++) {
+		p = memchr(p, '/', (size_t)(end - p));
+		if (!p)
+			return false;
+		p++;
+	}
+	const char *q = memchr(p, ':', (size_t)(end - p));
+	if (!q)
+		return false;
+	*s = p;
+	*len = (size_t)(q - p);
+	return true;
+}
+
+static bool machine_row(struct tp_ctx *ctx, uint32_t machine, uint32_t *row)
+{
+	struct tp_table *t = tp_tab(ctx, TP_T_MACHINE);
+	if (machine >= t->nrows)
+		return false;
+	*row = machine;
+	return true;
+}
+
+static void meta_str_field(struct tp_ctx *ctx, const char *name,
+			   int64_t machine, const struct pb_field *g)
+{
+	tp_meta_set_str(ctx, name, machine, (const char *)g->data, g->len);
+}
+
+static void parse_utsname(struct tp_ctx *ctx, const struct tp_packet *pkt,
+			  const struct pb_field *f)
+{
+	static const char *const meta[] = {
+		[UTS_SYSNAME] = "system_name", [UTS_VERSION] = "system_version",
+		[UTS_RELEASE] = "system_release", [UTS_MACHINE] = "system_machine",
+	};
+	static const unsigned col[] = {
+		[UTS_SYSNAME] = TP_MACHINE_sysname,
+		[UTS_VERSION] = TP_MACHINE_version,
+		[UTS_RELEASE] = TP_MACHINE_release,
+		[UTS_MACHINE] = TP_MACHINE_arch,
+	};
+	struct pb_reader r;
+	struct pb_field g;
+	tp_str v[5] = { 0 };
+	pb_reader_init(&r, f->data, f->len);
+	while (pb_next(&r, &g))
+		if (g.num >= UTS_SYSNAME && g.num <= UTS_MACHINE &&
+		    g.wt == PB_WT_LEN)
+			v[g.num] = str_of(ctx, &g);
+	uint32_t row = 0;
+	bool have_row = machine_row(ctx, pkt->machine, &row);
+	for (unsigned i = UTS_SYSNAME; i <= UTS_MACHINE; i++) {
+		tp_str s = v[i] ? v[i] : tp_intern(ctx->pool, "", 0);
+		tp_meta_set_str(ctx, meta[i], pkt->machine,
+				tp_str_get(ctx->pool, s), tp_str_len(ctx->pool, s));
+		if (have_row && v[i])
+			tp_set_str(tp_tab(ctx, TP_T_MACHINE), col[i], row, v[i]);
+	}
+}
+
+static void parse_system_info(struct tp_ctx *ctx, const struct tp_packet *pkt,
+			      const struct pb_field *f)
+{
+	struct pb_reader r;
+	struct pb_field g;
+	int64_t m = pkt->machine;
+	struct tp_table *mt = tp_tab(ctx, TP_T_MACHINE);
+	uint32_t row = 0;
+	bool have_row = machine_row(ctx, pkt->machine, &row);
+	bool has_sdk = false;
+	const uint8_t *fp = NULL;
+	size_t fp_len = 0;
+	uint32_t page_size = 0;
+	pb_reader_init(&r, f->data, f->len);
+	while (pb_next(&r, &g)) {
+		bool len = g.wt == PB_WT_LEN, vi = g.wt == PB_WT_VARINT;
+		switch (g.num) {
+		case SI_UTSNAME:
+			if (len)
+				parse_utsname(ctx, pkt, &g);
+			break;
+		case SI_ANDROID_BUILD_FINGERPRINT:
+			if (!len)
+				break;
+			meta_str_field(ctx, "android_build_fingerprint", m, &g);
+			fp = g.data;
+			fp_len = g.len;
+			if (have_row)
+				tp_set_str(mt, TP_MACHINE_android_build_fingerprint,
+					   row, str_of(ctx, &g));
+			break;
+		case SI_TRACING_SERVICE_VERSION:
+			if (len)
+				meta_str_field(ctx, "tracing_service_version", m,
+					       &g);
+			break;
+		case SI_ANDROID_SDK_VERSION:
+			if (!vi)
+				break;
+			has_sdk = true;
+			tp_meta_set_int(ctx, "android_sdk_version", m,
+					(int64_t)g.val);
+			if (have_row)
+				tp_set_int(mt, TP_MACHINE_android_sdk_version, row,
+					   (int64_t)g.val);
+			break;
+		case SI_PAGE_SIZE:
+			if (vi)
+				page_size = (uint32_t)g.val;
+			break;
+		case SI_TIMEZONE_OFF_MINS:
+			if (vi)
+				tp_meta_set_int(ctx, "timezone_off_mins", m,
+						(int32_t)g.val);
+			break;
+		case SI_NUM_CPUS:
+			if (vi && have_row)
+				tp_set_int(mt, TP_MACHINE_num_cpus, row,
+					   (uint32_t)g.val);
+			break;
+		case SI_ANDROID_SOC_MODEL:
+			if (len)
+				meta_str_field(ctx, "android_soc_model", m, &g);
+			break;
+		case SI_ANDROID_HARDWARE_REVISION:
+			if (len)
+				meta_str_field(ctx, "android_hardware_revision",
+					       m, &g);
+			break;
+		case SI_ANDROID_STORAGE_MODEL:
+			if (len)
+				meta_str_field(ctx, "android_storage_model", m,
+					       &g);
+			break;
+		case SI_ANDROID_RAM_MODEL:
+			if (len)
+				meta_str_field(ctx, "android_ram_model", m, &g);
+			break;
+		case SI_ANDROID_GUEST_SOC_MODEL:
+			if (len)
+				meta_str_field(ctx, "android_guest_soc_model", m,
+					       &g);
+			break;
+		case SI_ANDROID_DEVICE_MANUFACTURER:
+			if (len)
+				meta_str_field(ctx, "android_device_manufacturer",
+					       m, &g);
+			break;
+		case SI_ANDROID_SERIAL_CONSOLE:
+			if (len)
+				meta_str_field(ctx, "android_serial_console", m,
+					       &g);
+			break;
+		case SI_SYSTEM_RAM_BYTES:
+			if (!vi)
+				break;
+			tp_meta_set_int(ctx, "system_ram_bytes", m,
+					(int64_t)g.val);
+			tp_meta_set_int(ctx, "system_ram_gb", m,
+					(int64_t)((g.val + 500000000ull) /
+						  1000000000ull));
+			if (have_row)
+				tp_set_int(mt, TP_MACHINE_system_ram_bytes, row,
+					   (int64_t)g.val);
+			break;
+		case SI_MACHINE_NAME:
+			if (len && have_row)
+				tp_set_str(mt, TP_MACHINE_name, row,
+					   str_of(ctx, &g));
+			break;
+		default:
+			break;
+		}
+	}
+	sys(ctx)->page_size = page_size ? page_size : 4096;
+	if (fp) {
+		const char *inc;
+		size_t inc_len;
+		if (fingerprint_incremental((const char *)fp, fp_len, &inc,
+					    &inc_len))
+			tp_meta_set_str(ctx, "android_incremental_build", m, inc,
+					inc_len);
+		int64_t sdk = has_sdk ? -1
+				      : fingerprint_sdk((const char *)fp, fp_len);
+		if (sdk >= 0) {
+			tp_meta_set_int(ctx, "android_sdk_version", m, sdk);
+			if (have_row)
+				tp_set_int(mt, TP_MACHINE_android_sdk_version,
+					   row, sdk);
+		}
+	}
+}
+
+/* ---- cpu_info ------------------------------------------------------------------ */
+
+#define MAX_CPUS 4096
+
+struct cpu_desc {
+	tp_str processor;
+	bool has_capacity;
+	uint32_t capacity;
+	uint32_t max_freq;
+	bool has_freq;
+	int64_t arg_set;
+	uint32_t cluster;
+};
+
+/* Feature bits of CpuInfo.Cpu.features this version knows. */
+static const char *const cpu_feature_names[] = { "mte", "mte3" };
+
+static int64_t cpu_args(struct tp_ctx *ctx, const struct pb_field *arm,
+			uint64_t features, bool has_features)
+{
+	static const char *const arm_keys[] = {
+		NULL, "arm_cpu_implementer", "arm_cpu_architecture",
+		"arm_cpu_variant", "arm_cpu_part", "arm_cpu_revision",
+	};
+	struct tp_args_builder *b = &sys(ctx)->args;
+	tp_args_builder_reset(b);
+	if (arm) {
+		uint64_t v[6] = { 0 };
+		struct pb_reader r;
+		struct pb_field g;
+		pb_reader_init(&r, arm->data, arm->len);
+		while (pb_next(&r, &g))
+			if (g.num >= 1 && g.num <= 5 && g.wt == PB_WT_VARINT)
+				v[g.num] = g.val;
+		for (unsigned i = 1; i <= 5; i++) {
+			tp_str k = tp_s(ctx, arm_keys[i]);
+			tp_args_add_uint(b, k, k, (uint32_t)v[i]);
+		}
+	}
+	if (has_features) {
+		for (unsigned i = 0; i < NELEM(cpu_feature_names); i++) {
+			if (!(features >> i & 1))
+				continue;
+			tp_str k = tp_fmt(ctx, "cpu_features.%s",
+					  cpu_feature_names[i]);
+			tp_args_add_bool(b, k, k, true);
+		}
+		if (features >> NELEM(cpu_feature_names)) {
+			tp_str k = tp_s(ctx, "cpu_features.raw_bitmap");
+			tp_args_add_uint(b, k, k, features);
+		}
+	}
+	return tp_args_commit(ctx, b);
+}
+
+static void parse_one_cpu(struct tp_ctx *ctx, const struct tp_packet *pkt,
+			  const struct pb_field *f, struct cpu_desc *c)
+{
+	struct pb_reader r;
+	struct pb_field g;
+	const struct pb_field *arm = NULL;
+	struct pb_field arm_f;
+	uint64_t features = 0;
+	bool has_features = false;
+	memset(c, 0, sizeof(*c));
+	c->arg_set = -1;
+	pb_reader_init(&r, f->data, f->len);
+	while (pb_next(&r, &g)) {
+		if (g.num == CPU_PROCESSOR && g.wt == PB_WT_LEN) {
+			c->processor = str_of(ctx, &g);
+		} else if (g.num == CPU_FREQUENCIES) {
+			struct pb_packed_iter it;
+			uint64_t v;
+			if (g.wt == PB_WT_VARINT) {
+				c->has_freq = true;
+				if ((uint32_t)g.val > c->max_freq)
+					c->max_freq = (uint32_t)g.val;
+			} else if (g.wt == PB_WT_LEN) {
+				pb_packed_init(&it, g.data, g.len);
+				while (pb_packed_next(&it, &v)) {
+					c->has_freq = true;
+					if ((uint32_t)v > c->max_freq)
+						c->max_freq = (uint32_t)v;
+				}
+			}
+		} else if (g.num == CPU_CAPACITY && g.wt == PB_WT_VARINT) {
+			c->has_capacity = true;
+			c->capacity = (uint32_t)g.val;
+		} else if (g.num == CPU_ARM_IDENTIFIER && g.wt == PB_WT_LEN) {
+			arm_f = g;
+			arm = &arm_f;
+		} else if (g.num == CPU_FEATURES && g.wt == PB_WT_VARINT) {
+			features = g.val;
+			has_features = true;
+		}
+	}
+	if (has_features && features >> NELEM(cpu_feature_names))
+		tp_stat_add(ctx, "cpu_info_unknown_cpu_features", pkt->machine,
+			    -1, 1);
+	if (arm || has_features)
+		c->arg_set = cpu_args(ctx, arm, features, has_features);
+}
+
+/* Cluster ids: cpus ranked by capacity when every cpu has one, else by
+ * max frequency when every cpu has frequencies; equal values share. */
+static void cpu_clusters(struct cpu_desc *c, uint32_t n)
+{
+	bool caps = true, freqs = true;
+	for (uint32_t i = 0; i < n; i++) {
+		caps &= c[i].has_capacity;
+		freqs &= c[i].has_freq;
+	}
+	if (!caps && !freqs)
+		return;
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t vi = caps ? c[i].capacity : c[i].max_freq;
+		/* Cluster = number of distinct smaller values. */
+		uint32_t cluster = 0;
+		for (uint32_t j = 0; j < n; j++) {
+			uint32_t vj = caps ? c[j].capacity : c[j].max_freq;
+			if (vj >= vi)
+				continue;
+			bool first = true;
+			for (uint32_t k = 0; k < j; k++) {
+				uint32_t vk = caps ? c[k].capacity : c[k].max_freq;
+				if (vk == vj)
+					first = false;
+			}
+			cluster += first;
+		}
+		c[i].cluster = cluster;
+	}
+}
+
+static uint32_t cpu_table_row(struct tp_ctx *ctx, uint32_t machine,
+			      uint32_t cpu)
+{
+	struct tp_table *t = tp_tab(ctx, TP_T_CPU);
+	for (uint32_t r = 0; r < t->nrows; r++)
+		if (!tp_is_null(t, TP_CPU_cpu, r) &&
+		    tp_get_int(t, TP_CPU_cpu, r) == cpu &&
+		    tp_get_int(t, TP_CPU_machine_id, r) == machine)
+			return r;
+	uint32_t r = tp_table_add_row(t);
+	tp_set_int(t, TP_CPU_cpu, r, cpu);
+	tp_set_int(t, TP_CPU_machine_id, r, machine);
+	return r;
+}
+
+static void parse_cpu_info(struct tp_ctx *ctx, const struct tp_packet *pkt,
+			   const struct pb_field *f)
+{
+	struct pb_reader r;
+	struct pb_field g;
+	uint32_t n = 0;
+	pb_reader_init(&r, f->data, f->len);
+	while (pb_next(&r, &g))
+		if (g.num == CI_CPUS && g.wt == PB_WT_LEN && n < MAX_CPUS)
+			n++;
+	if (n == 0) {
+		tp_stat_add(ctx, "cpu_info_empty", pkt->machine, -1, 1);
+		return;
+	}
+	struct cpu_desc *c = calloc(n, sizeof(*c));
+	if (!c)
+		abort();
+	uint32_t i = 0;
+	pb_reader_init(&r, f->data, f->len);
+	while (pb_next(&r, &g) && i < n)
+		if (g.num == CI_CPUS && g.wt == PB_WT_LEN)
+			parse_one_cpu(ctx, pkt, &g, &c[i++]);
+	cpu_clusters(c, n);
+	struct tp_table *t = tp_tab(ctx, TP_T_CPU);
+	for (i = 0; i < n; i++) {
+		uint32_t row = cpu_table_row(ctx, pkt->machine, i);
+		tp_set_int(t, TP_CPU_cluster_id, row, c[i].cluster);
+		if (c[i].processor)
+			tp_set_str(t, TP_CPU_processor, row, c[i].processor);
+		if (c[i].has_capacity)
+			tp_set_int(t, TP_CPU_capacity, row, c[i].capacity);
+		if (c[i].arg_set >= 0)
+			tp_set_int(t, TP_CPU_arg_set_id, row, c[i].arg_set);
+	}
+	free(c);
+}
+
+/* ---- trace_stats ----------------------------------------------------------------- */
+
+/* BufferStats field number -> indexed stat. */
+static const char *const buffer_stat_names[] = {
+	[1] = "traced_buf_bytes_written",
+	[2] = "traced_buf_chunks_written",
+	[3] = "traced_buf_chunks_overwritten",
+	[4] = "traced_buf_write_wrap_count",
+	[5] = "traced_buf_patches_succeeded",
+	[6] = "traced_buf_patches_failed",
+	[7] = "traced_buf_readaheads_succeeded",
+	[8] = "traced_buf_readaheads_failed",
+	[9] = "traced_buf_abi_violations",
+	[10] = "traced_buf_chunks_rewritten",
+	[11] = "traced_buf_chunks_committed_out_of_order",
+	[12] = "traced_buf_buffer_size",
+	[13] = "traced_buf_bytes_overwritten",
+	[14] = "traced_buf_bytes_read",
+	[15] = "traced_buf_padding_bytes_written",
+	[16] = "traced_buf_padding_bytes_cleared",
+	[17] = "traced_buf_chunks_read",
+	[18] = "traced_buf_chunks_discarded",
+	[19] = "traced_buf_trace_writer_packet_loss",
+};
+
+/* TraceStats field number -> single stat. */
+static const char *const trace_stat_names[] = {
+	[TS_PRODUCERS_CONNECTED] = "traced_producers_connected",
+	[TS_PRODUCERS_SEEN] = "traced_producers_seen",
+	[TS_DATA_SOURCES_REGISTERED] = "traced_data_sources_registered",
+	[TS_DATA_SOURCES_SEEN] = "traced_data_sources_seen",
+	[TS_TRACING_SESSIONS] = "traced_tracing_sessions",
+	[TS_TOTAL_BUFFERS] = "traced_total_buffers",
+	[TS_CHUNKS_DISCARDED] = "traced_chunks_discarded",
+	[TS_PATCHES_DISCARDED] = "traced_patches_discarded",
+	[TS_FLUSHES_REQUESTED] = "traced_flushes_requested",
+	[TS_FLUSHES_SUCCEEDED] = "traced_flushes_succeeded",
+	[TS_FLUSHES_FAILED] = "traced_flushes_failed",
+};
+
+static void parse_buffer_stats(struct tp_ctx *ctx, const struct tp_packet *pkt,
+			       const struct pb_field *f, int64_t buf)
+{
+	struct pb_reader r;
+	struct pb_field g;
+	uint64_t v[NELEM(buffer_stat_names)] = { 0 };
+	pb_reader_init(&r, f->data, f->len);
+	while (pb_next(&r, &g))
+		if (g.num < NELEM(buffer_stat_names) && g.wt == PB_WT_VARINT)
+			v[g.num] = g.val;
+	for (unsigned i = 1; i < NELEM(buffer_stat_names); i++)
+		tp_stat_set(ctx, buffer_stat_names[i], pkt->machine, buf,
+			    (int64_t)v[i]);
+	/* Streaming mode: whatever a buffer overwrote never reached the
+	 * file. */
+	struct tp_system_state *st = sys(ctx);
+	if (st->write_into_file && st->file_write_period_ms > 0 &&
+	    v[BS_BYTES_OVERWRITTEN] > 0)
+		tp_stat_set(ctx, "long_trace_mode_bytes_overwritten",
+			    pkt->machine, buf, (int64_t)v[BS_BYTES_OVERWRITTEN]);
+}
+
+static void parse_filter_stats(struct tp_ctx *ctx, const struct tp_packet *pkt,
+			       const struct pb_field *f)
+{
+	static const char *const names[] = {
+		[FS_INPUT_PACKETS] = "filter_input_packets",
+		[FS_INPUT_BYTES] = "filter_input_bytes",
+		[FS_OUTPUT_BYTES] = "filter_output_bytes",
+		[FS_ERRORS] = "filter_errors",
+		[FS_TIME_TAKEN_NS] = "filter_time_taken_ns",
+	};
+	struct pb_reader r;
+	struct pb_field g;
+	int64_t buf = 0;
+	pb_reader_init(&r, f->data, f->len);
+	while (pb_next(&r, &g)) {
+		if (g.num < NELEM(names) && names[g.num] &&
+		    g.wt == PB_WT_VARINT) {
+			tp_stat_set(ctx, names[g.num], pkt->machine, -1,
+				    (int64_t)g.val);
+		} else if (g.num == FS_BYTES_DISCARDED_PER_BUFFER) {
+			struct pb_packed_iter it;
+			uint64_t v;
+			if (g.wt == PB_WT_VARINT) {
+				tp_stat_set(ctx, "traced_buf_bytes_filtered_out",
+					    pkt->machine, buf++, (int64_t)g.val);
+			} else if (g.wt == PB_WT_LEN) {
+				pb_packed_init(&it, g.data, g.len);
+				while (pb_packed_next(&it, &v))
+					tp_stat_set(ctx,
+						    "traced_buf_bytes_filtered_out",
+						    pkt->machine, buf++,
+						    (int64_t)v);
+			}
+		}
+	}
+}
+
+/* Bits of TracePacket.previous_packet_dropped -> cause stat. */
+static const char *const loss_cause_stats[] = {
+	[1] = "traced_buf_data_loss_read_gap",
+	[2] = "traced_buf_data_loss_chunk_corrupted",
+	[3] = "traced_buf_data_loss_orphan_continuation",
+	[4] = "traced_buf_data_loss_reassembly_gap",
+	[5] = "traced_buf_data_loss_reassembly_broken_chain",
+	[6] = "traced_buf_data_loss_overwrite",
+	[7] = "traced_buf_data_loss_writer_abort",
+	[8] = "traced_buf_data_loss_smb_full",
+};
+
+/* Per-sequence losses the loader counted, attributed to the buffer the
+ * sequence wrote into. */
+static void parse_writer_stats(struct tp_ctx *ctx, const struct tp_packet *pkt,
+			       const struct pb_field *f)
+{
+	struct pb_reader r;
+	struct pb_field g;
+	uint64_t seq_id = 0, buffer = 0;
+	pb_reader_init(&r, f->data, f->len);
+	while (pb_next(&r, &g)) {
+		if (g.num == WS_SEQUENCE_ID && g.wt == PB_WT_VARINT)
+			seq_id = g.val;
+		else if (g.num == WS_BUFFER && g.wt == PB_WT_VARINT)
+			buffer = (uint32_t)g.val;
+	}
+	int64_t buf = (int64_t)buffer;
+	tp_stat_add(ctx, "traced_buf_sequence_packet_loss", pkt->machine, buf,
+		    0);
+	tp_stat_add(ctx, "traced_buf_incremental_sequences_dropped",
+		    pkt->machine, buf, 0);
+	if (seq_id > UINT32_MAX)
+		return;
+	struct tp_seq *seq = tp_seq_find(ctx, pkt->machine, (uint32_t)seq_id);
+	if (!seq)
+		return;
+	tp_stat_add(ctx, "traced_buf_sequence_packet_loss", pkt->machine, buf,
+		    (int64_t)seq->packets_lost);
+	/* previous_packet_dropped is a bit mask: bit 0 says "something was
+	 * lost", the next bits say why. */
+	for (unsigned b = 1; b < NELEM(loss_cause_stats) &&
+			     b < NELEM(seq->loss_bit_count); b++)
+		if (seq->loss_bit_count[b])
+			tp_stat_add(ctx, loss_cause_stats[b], pkt->machine, buf,
+				    (int64_t)seq->loss_bit_count[b]);
+	if (seq->packets > 0 &&
+	    seq->packets_needing_state_dropped == seq->packets)
+		tp_stat_add(ctx, "traced_buf_incremental_sequences_dropped",
+			    pkt->machine, buf, 1);
+}
+
+static void parse_trace_stats(struct tp_ctx *ctx, const struct tp_packet *pkt,
+			      const struct pb_field *f)
+{
+	struct pb_reader r;
+	struct pb_field g;
+	int64_t buf = 0;
+	pb_reader_init(&r, f->data, f->len);
+	while (pb_next(&r, &g)) {
+		if (g.num == TS_BUFFER_STATS && g.wt == PB_WT_LEN) {
+			parse_buffer_stats(ctx, pkt, &g, buf++);
+		} else if (g.num < NELEM(trace_stat_names) &&
+			   trace_stat_names[g.num] && g.wt == PB_WT_VARINT) {
+			tp_stat_set(ctx, trace_stat_names[g.num], pkt->machine,
+				    -1, (int64_t)g.val);
+		} else if (g.num == TS_FILTER_STATS && g.wt == PB_WT_LEN) {
+			parse_filter_stats(ctx, pkt, &g);
+		} else if (g.num == TS_FINAL_FLUSH_OUTCOME &&
+			   g.wt == PB_WT_VARINT) {
+			if (g.val == 1)
+				tp_stat_set(ctx, "traced_final_flush_succeeded",
+					    pkt->machine, -1, 1);
+			else if (g.val == 2)
+				tp_stat_set(ctx, "traced_final_flush_failed",
+					    pkt->machine, -1, 1);
+		} else if (g.num == TS_WRITER_STATS && g.wt == PB_WT_LEN) {
+			parse_writer_stats(ctx, pkt, &g);
+		}
+	}
+}
+
+/* ---- ftrace_stats ------------------------------------------------------------------ */
+
+static void parse_ftrace_cpu_stats(struct tp_ctx *ctx,
+				   const struct tp_packet *pkt,
+				   const struct pb_field *f, bool end)
+{
+	static const char *const names[] = {
+		[FCS_ENTRIES] = "ftrace_cpu_entries",
+		[FCS_OVERRUN] = "ftrace_cpu_overrun",
+		[FCS_COMMIT_OVERRUN] = "ftrace_cpu_commit_overrun",
+		[FCS_BYTES_READ] = "ftrace_cpu_bytes",
+		[FCS_OLDEST_EVENT_TS] = "ftrace_cpu_oldest_event_ts",
+		[FCS_NOW_TS] = "ftrace_cpu_now_ts",
+		[FCS_DROPPED_EVENTS] = "ftrace_cpu_dropped_events",
+		[FCS_READ_EVENTS] = "ftrace_cpu_read_events",
+	};
+	struct pb_reader r;
+	struct pb_field g;
+	int64_t v[NELEM(names)] = { 0 };
+	uint64_t cpu = 0;
+	pb_reader_init(&r, f->data, f->len);
+	while (pb_next(&r, &g)) {
+		if (g.num == FCS_CPU && g.wt == PB_WT_VARINT) {
+			cpu = g.val;
+		} else if ((g.num == FCS_OLDEST_EVENT_TS || g.num == FCS_NOW_TS) &&
+			   g.wt == PB_WT_FIXED64) {
+			double d;
+			memcpy(&d, &g.val, sizeof(d));
+			if (isfinite(d) && fabs(d) < 9.2e9)
+				v[g.num] = (int64_t)(d * 1e9);
+		} else if (g.num < NELEM(names) && names[g.num] &&
+			   g.wt == PB_WT_VARINT) {
+			v[g.num] = (int64_t)g.val;
+		}
+	}
+	if (cpu > 1u << 20)
+		return;
+	char name[96];
+	for (unsigned i = 1; i < NELEM(names); i++) {
+		if (!names[i])
+			continue;
+		snprintf(name, sizeof(name), "%s_%s", names[i],
+			 end ? "end" : "begin");
+		tp_stat_set(ctx, name, pkt->machine, (int64_t)cpu, v[i]);
+	}
+	if (!end)
+		return;
+	/* With both phases, the deltas over the trace. */
+	static const unsigned delta_fields[] = {
+		FCS_ENTRIES, FCS_OVERRUN, FCS_COMMIT_OVERRUN, FCS_BYTES_READ,
+		FCS_DROPPED_EVENTS, FCS_READ_EVENTS,
+	};
+	for (unsigned k = 0; k < NELEM(delta_fields); k++) {
+		unsigned i = delta_fields[k];
+		snprintf(name, sizeof(name), "%s_begin", names[i]);
+		int64_t begin = tp_stat_get(ctx, name, pkt->machine,
+					    (int64_t)cpu);
+		snprintf(name, sizeof(name), "%s_delta", names[i]);
+		tp_stat_set(ctx, name, pkt->machine, (int64_t)cpu,
+			    v[i] - begin);
+		if (i == FCS_OVERRUN && v[i] - begin > 0)
+			tp_stat_set(ctx, "ftrace_cpu_has_data_loss",
+				    pkt->machine, (int64_t)cpu, 1);
+	}
+}
+
+static void parse_ftrace_stats(struct tp_ctx *ctx, const struct tp_packet *pkt,
+			       const struct pb_field *f)
+{
+	struct pb_reader r;
+	struct pb_field g;
+	uint64_t phase = 0;
+	pb_reader_init(&r, f->data, f->len);
+	while (pb_next(&r, &g))
+		if (g.num == FS_PHASE && g.wt == PB_WT_VARINT)
+			phase = g.val;
+	if (phase != FTRACE_PHASE_START && phase != FTRACE_PHASE_END)
+		return;
+	bool end = phase == FTRACE_PHASE_END;
+	pb_reader_init(&r, f->data, f->len);
+	while (pb_next(&r, &g)) {
+		if (g.num == FS_CPU_STATS && g.wt == PB_WT_LEN) {
+			parse_ftrace_cpu_stats(ctx, pkt, &g, end);
+		} else if (g.num == FS_FTRACE_PARSE_ERRORS) {
+			struct pb_packed_iter it;
+			uint64_t v;
+			if (g.wt == PB_WT_LEN)
+				pb_packed_init(&it, g.data, g.len);
+			else
+				pb_packed_init(&it, NULL, 0);
+			bool single = g.wt == PB_WT_VARINT;
+			while (single || pb_packed_next(&it, &v)) {
+				if (single)
+					v = g.val;
+				if (v == FTRACE_STATUS_ABI_ZERO_DATA_LENGTH)
+					tp_stat_add(ctx,
+						    "ftrace_abi_errors_skipped_zero_data_length",
+						    pkt->machine, -1, 1);
+				if (single)
+					break;
+			}
+		}
+	}
+}
+
+/* ---- trace_config as protobuf text ------------------------------------------------- */
+
+enum pbtxt_type { PT_INT, PT_UINT, PT_BOOL, PT_STR, PT_MSG, PT_ENUM, PT_DOUBLE };
+
+struct pbtxt_msg;
+
+struct pbtxt_field {
+	uint32_t num;
+	const char *name;
+	uint8_t type;
+	const struct pbtxt_msg *msg;        /* PT_MSG */
+	const char *const *enum_names;     /* PT_ENUM, indexed by value */
+	uint32_t n_enum;
+};
+
+struct pbtxt_msg {
+	const struct pbtxt_field *fields;
+	size_t n;
+};
+
+#define PF(num, name, type) { num, name, type, NULL, NULL, 0 }
+#define PM(num, name, msg) { num, name, PT_MSG, &msg, NULL, 0 }
+#define PE(num, name, names) { num, name, PT_ENUM, NULL, names, NELEM(names) }
+#define PMSG(var, arr) static const struct pbtxt_msg var = { arr, NELEM(arr) }
+
+static const struct pbtxt_field f_compact_sched[] = {
+	PF(1, "enabled", PT_BOOL),
+};
+PMSG(m_compact_sched, f_compact_sched);
+
+static const char *const e_ksyms_mem[] = {
+	"KSYMS_UNSPECIFIED", "KSYMS_CLEANUP_ON_STOP", "KSYMS_RETAIN",
+};
+static const struct pbtxt_field f_ftrace_config[] = {
+	PF(1, "ftrace_events", PT_STR), PF(2, "atrace_categories", PT_STR),
+	PF(3, "atrace_apps", PT_STR), PF(10, "buffer_size_kb", PT_UINT),
+	PF(11, "drain_period_ms", PT_UINT),
+	PM(12, "compact_sched", m_compact_sched),
+	PF(13, "symbolize_ksyms", PT_BOOL),
+	PF(14, "initialize_ksyms_synchronously_for_testing", PT_BOOL),
+	PF(15, "throttle_rss_stat", PT_BOOL),
+	PF(16, "disable_generic_events", PT_BOOL),
+	PE(17, "ksyms_mem_policy", e_ksyms_mem),
+	PF(18, "syscall_events", PT_STR),
+	PF(19, "enable_function_graph", PT_BOOL),
+	PF(20, "function_filters", PT_STR),
+	PF(21, "function_graph_roots", PT_STR),
+	PF(23, "preserve_ftrace_buffer", PT_BOOL),
+	PF(24, "use_monotonic_raw_clock", PT_BOOL),
+	PF(25, "instance_name", PT_STR),
+	PF(27, "buffer_size_lower_bound", PT_BOOL),
+	PF(28, "atrace_categories_prefer_sdk", PT_STR),
+	PF(29, "drain_buffer_percent", PT_UINT),
+	PF(31, "debug_ftrace_abi", PT_BOOL),
+	PF(32, "denser_generic_event_encoding", PT_BOOL),
+	PF(33, "function_graph_max_depth", PT_UINT),
+	PF(34, "atrace_userspace_only", PT_BOOL),
+};
+PMSG(m_ftrace_config, f_ftrace_config);
+
+static const char *const e_ps_quirks[] = {
+	"QUIRKS_UNSPECIFIED", "DISABLE_INITIAL_DUMP", "DISABLE_ON_DEMAND",
+};
+static const struct pbtxt_field f_process_stats_config[] = {
+	PE(1, "quirks", e_ps_quirks),
+	PF(2, "scan_all_processes_on_start", PT_BOOL),
+	PF(3, "record_thread_names", PT_BOOL),
+	PF(4, "proc_stats_poll_ms", PT_UINT),
+	PF(6, "proc_stats_cache_ttl_ms", PT_UINT),
+	PF(9, "resolve_process_fds", PT_BOOL),
+	PF(10, "scan_smaps_rollup", PT_BOOL),
+	PF(11, "record_process_age", PT_BOOL),
+	PF(12, "record_process_runtime", PT_BOOL),
+};
+PMSG(m_process_stats_config, f_process_stats_config);
+
+static const char *const e_stat_counters[] = {
+	"STAT_UNSPECIFIED", "STAT_CPU_TIMES", "STAT_IRQ_COUNTS",
+	"STAT_SOFTIRQ_COUNTS", "STAT_FORK_COUNT",
+};
+static const struct pbtxt_field f_sys_stats_config[] = {
+	PF(1, "meminfo_period_ms", PT_UINT),
+	PF(2, "meminfo_counters", PT_UINT),
+	PF(3, "vmstat_period_ms", PT_UINT),
+	PF(4, "vmstat_counters", PT_UINT),
+	PF(5, "stat_period_ms", PT_UINT),
+	PE(6, "stat_counters", e_stat_counters),
+	PF(7, "devfreq_period_ms", PT_UINT),
+	PF(8, "cpufreq_period_ms", PT_UINT),
+	PF(9, "buddyinfo_period_ms", PT_UINT),
+	PF(10, "diskstat_period_ms", PT_UINT),
+	PF(11, "psi_period_ms", PT_UINT),
+	PF(12, "thermal_period_ms", PT_UINT),
+	PF(13, "cpuidle_period_ms", PT_UINT),
+	PF(14, "gpufreq_period_ms", PT_UINT),
+};
+PMSG(m_sys_stats_config, f_sys_stats_config);
+
+static const struct pbtxt_field f_track_event_config[] = {
+	PF(1, "disabled_categories", PT_STR),
+	PF(2, "enabled_categories", PT_STR),
+	PF(3, "disabled_tags", PT_STR), PF(4, "enabled_tags", PT_STR),
+	PF(5, "disable_incremental_timestamps", PT_BOOL),
+	PF(6, "timestamp_unit_multiplier", PT_UINT),
+	PF(7, "filter_debug_annotations", PT_BOOL),
+	PF(8, "enable_thread_time_sampling", PT_BOOL),
+	PF(9, "filter_dynamic_event_names", PT_BOOL),
+};
+PMSG(m_track_event_config, f_track_event_config);
+
+static const struct pbtxt_field f_system_info_config[] = {
+	PF(1, "irq_names", PT_BOOL),
+};
+PMSG(m_system_info_config, f_system_info_config);
+
+static const char *const e_session_initiator[] = {
+	"SESSION_INITIATOR_UNSPECIFIED", "SESSION_INITIATOR_TRUSTED_SYSTEM",
+};
+static const char *const e_buffer_exhausted[] = {
+	"BUFFER_EXHAUSTED_UNSPECIFIED", "BUFFER_EXHAUSTED_DROP",
+	"BUFFER_EXHAUSTED_STALL_THEN_ABORT", "BUFFER_EXHAUSTED_STALL_THEN_DROP",
+};
+static const struct pbtxt_field f_data_source_config[] = {
+	PF(1, "name", PT_STR), PF(2, "target_buffer", PT_UINT),
+	PF(3, "trace_duration_ms", PT_UINT),
+	PF(4, "tracing_session_id", PT_UINT),
+	PF(6, "enable_extra_guardrails", PT_BOOL),
+	PF(7, "stop_timeout_ms", PT_UINT),
+	PE(8, "session_initiator", e_session_initiator),
+	PE(9, "buffer_exhausted_policy", e_buffer_exhausted),
+	PF(11, "target_buffer_name", PT_STR),
+	PM(100, "ftrace_config", m_ftrace_config),
+	PM(103, "process_stats_config", m_process_stats_config),
+	PM(104, "sys_stats_config", m_sys_stats_config),
+	PM(113, "track_event_config", m_track_event_config),
+	PM(119, "system_info_config", m_system_info_config),
+	PF(122, "prefer_suspend_clock_for_duration", PT_BOOL),
+	PF(1000, "legacy_config", PT_STR),
+};
+PMSG(m_data_source_config, f_data_source_config);
+
+static const char *const e_fill_policy[] = {
+	"UNSPECIFIED", "RING_BUFFER", "DISCARD",
+};
+static const struct pbtxt_field f_buffer_config[] = {
+	PF(1, "size_kb", PT_UINT), PE(4, "fill_policy", e_fill_policy),
+	PF(5, "transfer_on_clone", PT_BOOL),
+	PF(6, "clear_before_clone", PT_BOOL), PF(7, "name", PT_STR),
+};
+PMSG(m_buffer_config, f_buffer_config);
+
+static const struct pbtxt_field f_data_source[] = {
+	PM(1, "config", m_data_source_config),
+	PF(2, "producer_name_filter", PT_STR),
+	PF(3, "producer_name_regex_filter", PT_STR),
+	PF(4, "machine_name_filter", PT_STR),
+};
+PMSG(m_data_source, f_data_source);
+
+static const char *const e_builtin_clock[] = {
+	"BUILTIN_CLOCK_UNKNOWN", "BUILTIN_CLOCK_REALTIME",
+	"BUILTIN_CLOCK_REALTIME_COARSE", "BUILTIN_CLOCK_MONOTONIC",
+	"BUILTIN_CLOCK_MONOTONIC_COARSE", "BUILTIN_CLOCK_MONOTONIC_RAW",
+	"BUILTIN_CLOCK_BOOTTIME",
+};
+static const struct pbtxt_field f_builtin_data_source[] = {
+	PF(1, "disable_clock_snapshotting", PT_BOOL),
+	PF(2, "disable_trace_config", PT_BOOL),
+	PF(3, "disable_system_info", PT_BOOL),
+	PF(4, "disable_service_events", PT_BOOL),
+	PE(5, "primary_trace_clock", e_builtin_clock),
+	PF(6, "snapshot_interval_ms", PT_UINT),
+	PF(7, "prefer_suspend_clock_for_snapshot", PT_BOOL),
+	PF(8, "disable_chunk_usage_histograms", PT_BOOL),
+};
+PMSG(m_builtin_data_source, f_builtin_data_source);
+
+static const struct pbtxt_field f_producer_config[] = {
+	PF(1, "producer_name", PT_STR), PF(2, "shm_size_kb", PT_UINT),
+	PF(3, "page_size_kb", PT_UINT),
+};
+PMSG(m_producer_config, f_producer_config);
+
+static const struct pbtxt_field f_trigger[] = {
+	PF(1, "name", PT_STR), PF(2, "producer_name_regex", PT_STR),
+	PF(3, "stop_delay_ms", PT_UINT), PF(4, "max_per_24_h", PT_UINT),
+	PF(5, "skip_probability", PT_DOUBLE),
+};
+PMSG(m_trigger, f_trigger);
+
+static const char *const e_trigger_mode[] = {
+	"UNSPECIFIED", "START_TRACING", "STOP_TRACING", NULL, "CLONE_SNAPSHOT",
+};
+static const struct pbtxt_field f_trigger_config[] = {
+	PE(1, "trigger_mode", e_trigger_mode), PM(2, "triggers", m_trigger),
+	PF(3, "trigger_timeout_ms", PT_UINT),
+	PF(5, "use_clone_snapshot_if_available", PT_BOOL),
+};
+PMSG(m_trigger_config, f_trigger_config);
+
+static const struct pbtxt_field f_incremental_state_config[] = {
+	PF(1, "clear_period_ms", PT_UINT),
+};
+PMSG(m_incremental_state_config, f_incremental_state_config);
+
+static const struct pbtxt_field f_note[] = {
+	PF(1, "key", PT_STR), PF(2, "value", PT_STR),
+};
+PMSG(m_note, f_note);
+
+static const struct pbtxt_field f_attribute[] = {
+	PF(1, "key", PT_STR), PF(2, "long_value", PT_INT),
+	PF(3, "string_value", PT_STR),
+};
+PMSG(m_attribute, f_attribute);
+
+static const struct pbtxt_field f_trace_attributes[] = {
+	PM(1, "attribute", m_attribute),
+};
+PMSG(m_trace_attributes, f_trace_attributes);
+
+static const char *const e_lockdown[] = {
+	"LOCKDOWN_UNCHANGED", "LOCKDOWN_CLEAR", "LOCKDOWN_SET",
+};
+static const char *const e_compression[] = {
+	"COMPRESSION_TYPE_UNSPECIFIED", "COMPRESSION_TYPE_DEFLATE",
+};
+static const char *const e_write_flush[] = {
+	"WRITE_FLUSH_UNSPECIFIED", "WRITE_FLUSH_AUTO", "WRITE_FLUSH_DISABLED",
+	"WRITE_FLUSH_ENABLED",
+};
+static const char *const e_fflush[] = {
+	"FFLUSH_UNSPECIFIED", "FFLUSH_DISABLED", "FFLUSH_ENABLED",
+};
+static const struct pbtxt_field f_trace_config[] = {
+	PM(1, "buffers", m_buffer_config),
+	PM(2, "data_sources", m_data_source),
+	PF(3, "duration_ms", PT_UINT),
+	PF(4, "enable_extra_guardrails", PT_BOOL),
+	PE(5, "lockdown_mode", e_lockdown),
+	PM(6, "producers", m_producer_config),
+	PF(8, "write_into_file", PT_BOOL),
+	PF(9, "file_write_period_ms", PT_UINT),
+	PF(10, "max_file_size_bytes", PT_UINT),
+	PF(12, "deferred_start", PT_BOOL),
+	PF(13, "flush_period_ms", PT_UINT),
+	PF(14, "flush_timeout_ms", PT_UINT),
+	PF(16, "notify_traceur", PT_BOOL),
+	PM(17, "trigger_config", m_trigger_config),
+	PF(18, "activate_triggers", PT_STR),
+	PF(19, "allow_user_build_tracing", PT_BOOL),
+	PM(20, "builtin_data_sources", m_builtin_data_source),
+	PM(21, "incremental_state_config", m_incremental_state_config),
+	PF(22, "unique_session_name", PT_STR),
+	PF(23, "data_source_stop_timeout_ms", PT_UINT),
+	PE(24, "compression_type", e_compression),
+	PF(27, "trace_uuid_msb", PT_INT),
+	PF(28, "trace_uuid_lsb", PT_INT),
+	PF(29, "output_path", PT_STR),
+	PF(30, "bugreport_score", PT_INT),
+	PF(36, "prefer_suspend_clock_for_duration", PT_BOOL),
+	PF(38, "bugreport_filename", PT_STR),
+	PF(41, "exclusive_prio", PT_UINT),
+	PF(43, "trace_all_machines", PT_BOOL),
+	PE(44, "write_flush_mode", e_write_flush),
+	PE(45, "fflush_post_write", e_fflush),
+	PM(46, "notes", m_note),
+	PM(48, "trace_attributes", m_trace_attributes),
+};
+PMSG(m_trace_config, f_trace_config);
+
+/* A growable text buffer. */
+struct text {
+	char *p;
+	size_t len, cap;
+};
+
+static void text_put(struct text *t, const char *s, size_t n)
+{
+	if (t->cap - t->len < n + 1) {
+		size_t cap = t->cap ? t->cap : 256;
+		while (cap - t->len < n + 1)
+			cap *= 2;
+		char *q = realloc(t->p, cap);
+		if (!q)
+			abort();
+		t->p = q;
+		t->cap = cap;
+	}
+	memcpy(t->p + t->len, s, n);
+	t->len += n;
+	t->p[t->len] = 0;
+}
+
+static void text_cstr(struct text *t, const char *s)
+{
+	text_put(t, s, strlen(s));
+}
+
+static void text_line_start(struct text *t, int depth)
+{
+	if (t->len)
+		text_put(t, "\n", 1);
+	for (int i = 0; i < depth; i++)
+		text_put(t, "  ", 2);
+}
+
+static void text_quoted(struct text *t, const uint8_t *s, size_t n)
+{
+	text_put(t, "\"", 1);
+	for (size_t i = 0; i < n; i++) {
+		char buf[8];
+		uint8_t c = s[i];
+		switch (c) {
+		case '"': text_cstr(t, "\\\""); break;
+		case '\\': text_cstr(t, "\\\\"); break;
+		case '\n': text_cstr(t, "\\n"); break;
+		case '\r': text_cstr(t, "\\r"); break;
+		case '\t': text_cstr(t, "\\t"); break;
+		default:
+			if (c < 0x20 || c == 0x7f) {
+				snprintf(buf, sizeof(buf), "\\%03o", c);
+				text_cstr(t, buf);
+			} else {
+				text_put(t, (const char *)&c, 1);
+			}
+		}
+	}
+	text_put(t, "\"", 1);
+}
+
+static const struct pbtxt_field *pbtxt_find(const struct pbtxt_msg *m,
+					    uint32_t num)
+{
+	for (size_t i = 0; m && i < m->n; i++)
+		if (m->fields[i].num == num)
+			return &m->fields[i];
+	return NULL;
+}
+
+static void pbtxt_msg_print(struct text *t, const struct pbtxt_msg *m,
+			    const uint8_t *data, size_t len, int depth);
+
+static void pbtxt_scalar(struct text *t, const struct pbtxt_field *fd,
+			 uint64_t v)
+{
+	char buf[48];
+	switch (fd->type) {
+	case PT_INT:
+		snprintf(buf, sizeof(buf), "%lld", (long long)(int64_t)v);
+		break;
+	case PT_BOOL:
+		snprintf(buf, sizeof(buf), "%s", v ? "true" : "false");
+		break;
+	case PT_ENUM:
+		if (v < fd->n_enum && fd->enum_names[v]) {
+			text_cstr(t, fd->enum_names[v]);
+			return;
+		}
+		snprintf(buf, sizeof(buf), "%llu", (unsigned long long)v);
+		break;
+	default:
+		snprintf(buf, sizeof(buf), "%llu", (unsigned long long)v);
+		break;
+	}
+	text_cstr(t, buf);
+}
+
+/* One field, known or not. */
+static void pbtxt_field_print(struct text *t, const struct pbtxt_msg *m,
+			      const struct pb_field *g, int depth)
+{
+	const struct pbtxt_field *fd = pbtxt_find(m, g->num);
+	char buf[48];
+	text_line_start(t, depth);
+	if (fd)
+		text_cstr(t, fd->name);
+	else {
+		snprintf(buf, sizeof(buf), "%u", g->num);
+		text_cstr(t, buf);
+	}
+	if (fd && fd->type == PT_MSG && g->wt == PB_WT_LEN) {
+		text_cstr(t, " {");
+		if (depth < 32)
+			pbtxt_msg_print(t, fd->msg, g->data, g->len, depth + 1);
+		text_line_start(t, depth);
+		text_cstr(t, "}");
+		return;
+	}
+	text_cstr(t, ": ");
+	switch (g->wt) {
+	case PB_WT_VARINT:
+		if (fd) {
+			pbtxt_scalar(t, fd, g->val);
+		} else {
+			snprintf(buf, sizeof(buf), "%llu",
+				 (unsigned long long)g->val);
+			text_cstr(t, buf);
+		}
+		break;
+	case PB_WT_FIXED64:
+		if (fd && fd->type == PT_DOUBLE) {
+			double d;
+			memcpy(&d, &g->val, sizeof(d));
+			snprintf(buf, sizeof(buf), "%.17g", d);
+		} else {
+			snprintf(buf, sizeof(buf), "%llu",
+				 (unsigned long long)g->val);
+		}
+		text_cstr(t, buf);
+		break;
+	case PB_WT_FIXED32:
+		snprintf(buf, sizeof(buf), "%u", (uint32_t)g->val);
+		text_cstr(t, buf);
+		break;
+	default:
+		text_quoted(t, g->data, g->len);
+		break;
+	}
+}
+
+static void pbtxt_msg_print(struct text *t, const struct pbtxt_msg *m,
+			    const uint8_t *data, size_t len, int depth)
+{
+	struct pb_reader r;
+	struct pb_field g;
+	pb_reader_init(&r, data, len);
+	while (pb_next(&r, &g)) {
+		const struct pbtxt_field *fd = pbtxt_find(m, g.num);
+		/* Packed repeated scalars: one line per value. */
+		if (fd && g.wt == PB_WT_LEN && fd->type != PT_STR &&
+		    fd->type != PT_MSG) {
+			struct pb_packed_iter it;
+			uint64_t v;
+			pb_packed_init(&it, g.data, g.len);
+			while (pb_packed_next(&it, &v)) {
+				struct pb_field e = g;
+				e.wt = PB_WT_VARINT;
+				e.val = v;
+				pbtxt_field_print(t, m, &e, depth);
+			}
+			continue;
+		}
+		pbtxt_field_print(t, m, &g, depth);
+	}
+}
+
+/* ---- trace_config, trace_uuid, trace_attributes --------------------------------- */
+
+static void set_uuid(struct tp_ctx *ctx, uint64_t msb, uint64_t lsb)
+{
+	char s[40];
+	snprintf(s, sizeof(s), "%08x-%04x-%04x-%04x-%012llx",
+		 (unsigned)(msb >> 32), (unsigned)(msb >> 16 & 0xffff),
+		 (unsigned)(msb & 0xffff), (unsigned)(lsb >> 48),
+		 (unsigned long long)(lsb & 0xffffffffffffull));
+	tp_meta_set_str(ctx, "trace_uuid", -1, s, strlen(s));
+	sys(ctx)->uuid_found = true;
+}
+
+static void parse_trace_uuid(struct tp_ctx *ctx, const struct pb_field *f)
+{
+	struct pb_reader r;
+	struct pb_field g;
+	uint64_t msb = 0, lsb = 0;
+	pb_reader_init(&r, f->data, f->len);
+	while (pb_next(&r, &g)) {
+		if (g.num == UUID_MSB && g.wt == PB_WT_VARINT)
+			msb = g.val;
+		else if (g.num == UUID_LSB && g.wt == PB_WT_VARINT)
+			lsb = g.val;
+	}
+	if (msb || lsb)
+		set_uuid(ctx, msb, lsb);
+}
+
+/* trace_attribute.KEY metadata; attributes of a TracePacket win over the
+ * config's. */
+static void parse_attributes(struct tp_ctx *ctx, const struct pb_field *f,
+			     bool from_packet)
+{
+	struct tp_system_state *st = sys(ctx);
+	struct pb_reader r;
+	struct pb_field g;
+	pb_reader_init(&r, f->data, f->len);
+	while (pb_next(&r, &g)) {
+		if (g.num != TA_ATTRIBUTE || g.wt != PB_WT_LEN)
+			continue;
+		struct pb_reader a;
+		struct pb_field h, key = { 0 }, sval = { 0 };
+		bool has_key = false, has_s = false, has_i = false;
+		int64_t ival = 0;
+		pb_reader_init(&a, g.data, g.len);
+		while (pb_next(&a, &h)) {
+			if (h.num == ATTR_KEY && h.wt == PB_WT_LEN) {
+				key = h;
+				has_key = true;
+			} else if (h.num == ATTR_LONG && h.wt == PB_WT_VARINT) {
+				ival = (int64_t)h.val;
+				has_i = true;
+			} else if (h.num == ATTR_STRING && h.wt == PB_WT_LEN) {
+				sval = h;
+				has_s = true;
+			}
+		}
+		if (!has_key || key.len > 1000 || (!has_s && !has_i))
+			continue;
+		char name[1100];
+		snprintf(name, sizeof(name), "trace_attribute.%.*s",
+			 (int)key.len, (const char *)key.data);
+		uint64_t h64 = hash_bytes(name, strlen(name)), dummy;
+		if (from_packet)
+			u64map_put(&st->packet_attrs, h64, 1);
+		else if (u64map_get(&st->packet_attrs, h64, &dummy))
+			continue;
+		if (has_s)
+			tp_meta_set_str(ctx, name, -1, (const char *)sval.data,
+					sval.len);
+		else
+			tp_meta_set_int(ctx, name, -1, ival);
+	}
+}
+
+static void config_buffers(struct tp_ctx *ctx, const struct tp_packet *pkt,
+			   const struct pb_field *f, bool write_into_file,
+			   bool has_flush_period)
+{
+	struct pb_reader r;
+	struct pb_field g;
+	int64_t buf = 0;
+	if (!write_into_file)
+		return;
+	if (!has_flush_period)
+		tp_stat_set(ctx, "config_write_into_file_no_flush", pkt->machine,
+			    -1, 1);
+	pb_reader_init(&r, f->data, f->len);
+	while (pb_next(&r, &g)) {
+		if (g.num != TC_BUFFERS || g.wt != PB_WT_LEN)
+			continue;
+		struct pb_reader b;
+		struct pb_field h;
+		pb_reader_init(&b, g.data, g.len);
+		while (pb_next(&b, &h))
+			if (h.num == BC_FILL_POLICY && h.wt == PB_WT_VARINT &&
+			    h.val == FILL_DISCARD)
+				tp_stat_set(ctx, "config_write_into_file_discard",
+					    pkt->machine, buf, 1);
+		buf++;
+	}
+}
+
+static void parse_trace_config(struct tp_ctx *ctx, const struct tp_packet *pkt,
+			       const struct pb_field *f)
+{
+	struct tp_system_state *st = sys(ctx);
+	struct pb_reader r;
+	struct pb_field g;
+	uint64_t msb = 0, lsb = 0;
+	bool write_into_file = false, has_flush_period = false;
+	uint64_t period = 0;
+	pb_reader_init(&r, f->data, f->len);
+	while (pb_next(&r, &g)) {
+		bool vi = g.wt == PB_WT_VARINT;
+		if (g.num == TC_TRACE_UUID_MSB && vi)
+			msb = g.val;
+		else if (g.num == TC_TRACE_UUID_LSB && vi)
+			lsb = g.val;
+		else if (g.num == TC_WRITE_INTO_FILE && vi)
+			write_into_file = g.val != 0;
+		else if (g.num == TC_FILE_WRITE_PERIOD_MS && vi)
+			period = g.val;
+		else if (g.num == TC_FLUSH_PERIOD_MS && vi)
+			has_flush_period = g.val != 0;
+		else if (g.num == TC_UNIQUE_SESSION_NAME && g.wt == PB_WT_LEN)
+			meta_str_field(ctx, "unique_session_name", -1, &g);
+		else if (g.num == TC_TRACE_ATTRIBUTES && g.wt == PB_WT_LEN)
+			parse_attributes(ctx, &g, false);
+	}
+	st->write_into_file = write_into_file;
+	st->file_write_period_ms = period;
+	config_buffers(ctx, pkt, f, write_into_file, has_flush_period);
+	if (!st->uuid_found && (msb || lsb))
+		set_uuid(ctx, msb, lsb);
+	struct text t = { 0 };
+	pbtxt_msg_print(&t, &m_trace_config, f->data, f->len, 0);
+	tp_meta_set_str(ctx, "trace_config_pbtxt", -1, t.p ? t.p : "", t.len);
+	free(t.p);
+}
+
+/* ---- service events ---------------------------------------------------------------- */
+
+static void data_sources_meta(struct tp_ctx *ctx, const struct pb_field *f,
+			      const char *name)
+{
+	struct pb_reader r;
+	struct pb_field g;
+	pb_reader_init(&r, f->data, f->len);
+	while (pb_next(&r, &g)) {
+		if (g.num != DSS_DATA_SOURCE || g.wt != PB_WT_LEN)
+			continue;
+		struct pb_reader d;
+		struct pb_field h, prod = { 0 }, ds = { 0 };
+		pb_reader_init(&d, g.data, g.len);
+		while (pb_next(&d, &h)) {
+			if (h.num == DSS_PRODUCER_NAME && h.wt == PB_WT_LEN)
+				prod = h;
+			else if (h.num == DSS_DATA_SOURCE_NAME &&
+				 h.wt == PB_WT_LEN)
+				ds = h;
+		}
+		struct text t = { 0 };
+		if (prod.len)
+			text_put(&t, (const char *)prod.data, prod.len);
+		text_put(&t, " ", 1);
+		if (ds.len)
+			text_put(&t, (const char *)ds.data, ds.len);
+		tp_meta_append_str(ctx, name, -1, t.p, t.len);
+		free(t.p);
+	}
+}
+
+static void parse_service_event(struct tp_ctx *ctx, const struct tp_packet *pkt,
+				const struct pb_field *f)
+{
+	static const char *const ts_names[] = {
+		[SE_ALL_DATA_SOURCES_STARTED] = "all_data_source_started_ns",
+		[SE_TRACING_STARTED] = "tracing_started_ns",
+		[SE_ALL_DATA_SOURCES_FLUSHED] = "all_data_source_flushed_ns",
+		[SE_TRACING_DISABLED] = "tracing_disabled_ns",
+	};
+	struct pb_reader r;
+	struct pb_field g;
+	pb_reader_init(&r, f->data, f->len);
+	while (pb_next(&r, &g)) {
+		if (g.num < NELEM(ts_names) && ts_names[g.num] &&
+		    g.wt == PB_WT_VARINT && g.val && pkt->has_ts)
+			tp_meta_set_int(ctx, ts_names[g.num], -1, pkt->ts);
+		else if (g.num == SE_SLOW_STARTING_DATA_SOURCES &&
+			 g.wt == PB_WT_LEN)
+			data_sources_meta(ctx, &g, "slow_start_data_source");
+		else if (g.num == SE_LAST_FLUSH_SLOW_DATA_SOURCES &&
+			 g.wt == PB_WT_LEN)
+			data_sources_meta(ctx, &g, "last_flush_slow_data_source");
+	}
+}
+
+/* ---- triggers (parse stage) -------------------------------------------------------- */
+
+static void push_event(struct tp_ctx *ctx, const struct tp_packet *pkt,
+		       uint8_t type, const struct pb_field *f)
+{
+	if (!pkt->has_ts || !ctx->sorter)
+		return;
+	size_t n = 1 + 4 + f->len;
+	uint8_t *buf = malloc(n);
+	if (!buf)
+		abort();
+	buf[0] = type;
+	memcpy(buf + 1, &pkt->machine, 4);
+	memcpy(buf + 5, f->data, f->len);
+	tp_sort_push(ctx->sorter, pkt->queue, pkt->ts, sys(ctx)->kind, buf, n);
+	free(buf);
+}
+
+static uint32_t triggers_track(struct tp_ctx *ctx)
+{
+	struct tp_track_spec spec;
+	tp_track_spec_init(&spec, 0);
+	spec.name = tp_s(ctx, "Trace Triggers");
+	spec.type = tp_s(ctx, "triggers");
+	return tp_track_intern(ctx, &spec);
+}
+
+static void parse_trigger_event(struct tp_ctx *ctx, int64_t ts,
+				const uint8_t *msg, size_t len, bool clone)
+{
+	struct tp_system_state *st = sys(ctx);
+	struct pb_reader r;
+	struct pb_field g;
+	tp_str name = 0, producer = 0;
+	bool has_uid = false;
+	int64_t uid = 0;
+	pb_reader_init(&r, msg, len);
+	while (pb_next(&r, &g)) {
+		if (g.num == TRG_TRIGGER_NAME && g.wt == PB_WT_LEN)
+			name = str_of(ctx, &g);
+		else if (g.num == TRG_PRODUCER_NAME && g.wt == PB_WT_LEN)
+			producer = str_of(ctx, &g);
+		else if (g.num == TRG_TRUSTED_PRODUCER_UID &&
+			 g.wt == PB_WT_VARINT) {
+			uid = (int32_t)g.val;
+			has_uid = true;
+		}
+	}
+	if (!name)
+		name = tp_intern(ctx->pool, "", 0);
+	struct tp_args_builder *b = &st->args;
+	tp_args_builder_reset(b);
+	if (producer && tp_str_len(ctx->pool, producer)) {
+		tp_str k = tp_s(ctx, "producer_name");
+		tp_args_add_str(b, k, k, producer);
+	}
+	if (has_uid) {
+		tp_str k = tp_s(ctx, "trusted_producer_uid");
+		tp_args_add_int(b, k, k, uid);
+	}
+	int64_t args = tp_args_commit(ctx, b);
+	tp_slice_complete(ctx, triggers_track(ctx), ts, 0, 0, name, args);
+	const char *s = tp_str_get(ctx->pool, name);
+	if (clone && st->trigger_type != TRIGGER_CLONE_SNAPSHOT) {
+		st->trigger_type = TRIGGER_CLONE_SNAPSHOT;
+		tp_meta_set_str(ctx, "trace_trigger", -1, s, strlen(s));
+		tp_stat_set(ctx, "traced_clone_trigger_timestamp_ns", 0, -1, ts);
+	} else if (!clone && st->trigger_type == TRIGGER_NONE) {
+		st->trigger_type = TRIGGER_TRACE;
+		tp_meta_set_str(ctx, "trace_trigger", -1, s, strlen(s));
+	}
+}
+
+static void parse_chrome_trigger_event(struct tp_ctx *ctx, int64_t ts,
+				       const uint8_t *msg, size_t len)
+{
+	struct pb_reader r;
+	struct pb_field g;
+	tp_str name = 0;
+	uint32_t hash = 0;
+	pb_reader_init(&r, msg, len);
+	while (pb_next(&r, &g)) {
+		if (g.num == CTRG_TRIGGER_NAME && g.wt == PB_WT_LEN)
+			name = str_of(ctx, &g);
+		else if (g.num == CTRG_TRIGGER_NAME_HASH &&
+			 (g.wt == PB_WT_FIXED32 || g.wt == PB_WT_VARINT))
+			hash = (uint32_t)g.val;
+	}
+	struct tp_args_builder *b = &sys(ctx)->args;
+	tp_args_builder_reset(b);
+	tp_str k = tp_s(ctx, "chrome_trigger.name_hash");
+	tp_args_add_uint(b, k, k, hash);
+	if (name) {
+		k = tp_s(ctx, "chrome_trigger.name");
+		tp_args_add_str(b, k, k, name);
+	}
+	int64_t args = tp_args_commit(ctx, b);
+	tp_slice_complete(ctx, triggers_track(ctx), ts, 0, 0,
+			  name ? name : tp_s(ctx, "chrome_trigger"), args);
+	tp_meta_set_int(ctx, "cr-triggered_rule_name_hash", -1, hash);
+}
+
+static void system_parse(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
+			 size_t len)
+{
+	if (len < 5)
+		return;
+	const uint8_t *msg = p + 5;
+	size_t n = len - 5;
+	switch (p[0]) {
+	case EV_TRIGGER:
+		parse_trigger_event(ctx, ts, msg, n, false);
+		break;
+	case EV_CLONE_SNAPSHOT_TRIGGER:
+		parse_trigger_event(ctx, ts, msg, n, true);
+		break;
+	case EV_CHROME_TRIGGER:
+		parse_chrome_trigger_event(ctx, ts, msg, n);
+		break;
+	default:
+		break;
+	}
+}
+
+/* ---- chrome metadata ----------------------------------------------------------------- */
+
+static void base64_encode(struct text *t, const uint8_t *s, size_t n)
+{
+	static const char tab[] =
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	for (size_t i = 0; i < n; i += 3) {
+		uint32_t v = (uint32_t)s[i] << 16;
+		if (i + 1 < n)
+			v |= (uint32_t)s[i + 1] << 8;
+		if (i + 2 < n)
+			v |= s[i + 2];
+		char out[4] = { tab[v >> 18 & 63], tab[v >> 12 & 63],
+				i + 1 < n ? tab[v >> 6 & 63] : '=',
+				i + 2 < n ? tab[v & 63] : '=' };
+		text_put(t, out, 4);
+	}
+}
+
+static void chrome_btm(struct tp_ctx *ctx, const struct pb_field *f)
+{
+	struct text t = { 0 };
+	base64_encode(&t, f->data, f->len);
+	tp_meta_set_str(ctx, "cr-background_tracing_metadata", -1,
+			t.p ? t.p : "", t.len);
+	free(t.p);
+	struct pb_reader r;
+	struct pb_field g;
+	pb_reader_init(&r, f->data, f->len);
+	while (pb_next(&r, &g)) {
+		if (g.num == BTM_SCENARIO_NAME_HASH &&
+		    (g.wt == PB_WT_FIXED32 || g.wt == PB_WT_VARINT)) {
+			tp_meta_set_int(ctx, "cr-scenario_name_hash", -1,
+					(uint32_t)g.val);
+		} else if (g.num == BTM_TRIGGERED_RULE && g.wt == PB_WT_LEN) {
+			struct pb_reader tr;
+			struct pb_field h;
+			pb_reader_init(&tr, g.data, g.len);
+			while (pb_next(&tr, &h))
+				if (h.num == TR_NAME_HASH &&
+				    (h.wt == PB_WT_FIXED32 ||
+				     h.wt == PB_WT_VARINT))
+					tp_meta_set_int(ctx,
+							"cr-triggered_rule_name_hash",
+							-1, (uint32_t)h.val);
+		}
+	}
+}
+
+static void parse_chrome_metadata(struct tp_ctx *ctx, const struct pb_field *f)
+{
+	struct tp_system_state *st = sys(ctx);
+	char prefix[8], name[64];
+	snprintf(prefix, sizeof(prefix), "cr-%c-",
+		 'a' + (int)(st->chrome_metadata_count % 26));
+	st->chrome_metadata_count++;
+	struct text trials = { 0 };
+	int line = 0;
+	bool has_trials = false;
+	struct pb_reader r;
+	struct pb_field g;
+	pb_reader_init(&r, f->data, f->len);
+	while (pb_next(&r, &g)) {
+		bool len = g.wt == PB_WT_LEN, vi = g.wt == PB_WT_VARINT;
+		const char *key = NULL;
+		switch (g.num) {
+		case CM_BACKGROUND_TRACING_METADATA:
+			if (len)
+				chrome_btm(ctx, &g);
+			break;
+		case CM_CHROME_VERSION_CODE:
+			if (vi) {
+				snprintf(name, sizeof(name), "%splaystore_version_code",
+					 prefix);
+				tp_meta_set_int(ctx, name, -1, (int32_t)g.val);
+			}
+			break;
+		case CM_CHANNEL:
+			if (vi) {
+				snprintf(name, sizeof(name), "%schannel", prefix);
+				tp_meta_set_int(ctx, name, -1, (int64_t)g.val);
+			}
+			break;
+		case CM_ENABLED_CATEGORIES:
+			key = "enabled_categories";
+			break;
+		case CM_APP_PACKAGE_NAME:
+			key = "package-name";
+			break;
+		case CM_APP_VERSION:
+			key = "product-version";
+			break;
+		case CM_OS_NAME:
+			key = "os-name";
+			break;
+		case CM_FIELD_TRIAL_HASHES:
+			if (len) {
+				uint64_t fn = 0, fg = 0;
+				struct pb_reader h;
+				struct pb_field e;
+				pb_reader_init(&h, g.data, g.len);
+				while (pb_next(&h, &e)) {
+					if (e.num == FH_NAME)
+						fn = e.val;
+					else if (e.num == FH_GROUP)
+						fg = e.val;
+				}
+				if (line == 2) {
+					text_put(&trials, "\n", 1);
+					line = 1;
+				} else {
+					line++;
+				}
+				char buf[64];
+				snprintf(buf, sizeof(buf),
+					 "{ name: %u, group: %u } ",
+					 (uint32_t)fn, (uint32_t)fg);
+				text_cstr(&trials, buf);
+				has_trials = true;
+			}
+			break;
+		default:
+			break;
+		}
+		if (key && len) {
+			snprintf(name, sizeof(name), "%s%s", prefix, key);
+			meta_str_field(ctx, name, -1, &g);
+		}
+	}
+	if (has_trials) {
+		snprintf(name, sizeof(name), "%sfield_trial_hashes", prefix);
+		tp_meta_set_str(ctx, name, -1, trials.p, trials.len);
+	}
+	free(trials.p);
+}
+
+/* ---- initial display state ---------------------------------------------------------- */
+
+static void parse_initial_display_state(struct tp_ctx *ctx,
+					const struct tp_packet *pkt,
+					const struct pb_field *f)
+{
+	struct pb_reader r;
+	struct pb_field g;
+	bool has = false;
+	int64_t state = 0;
+	pb_reader_init(&r, f->data, f->len);
+	while (pb_next(&r, &g))
+		if (g.num == IDS_DISPLAY_STATE && g.wt == PB_WT_VARINT) {
+			state = (int32_t)g.val;
+			has = true;
+		}
+	if (!has || !pkt->has_ts)
+		return;
+	uint32_t t = tp_track_counter(ctx, pkt->machine,
+				      tp_s(ctx, "screen_state"),
+				      tp_s(ctx, "ScreenState"), -1, 0);
+	tp_counter_add(ctx, t, pkt->ts, (double)state, -1);
+}
+
+/* ---- entry points -------------------------------------------------------------------- */
+
+void tp_system_init(struct tp_ctx *ctx)
+{
+	struct tp_system_state *st = calloc(1, sizeof(*st));
+	if (!st)
+		abort();
+	st->page_size = 4096;
+	u64map_init(&st->packet_attrs);
+	tp_args_builder_init(&st->args);
+	if (ctx->sorter)
+		st->kind = tp_sort_register(ctx->sorter, system_parse);
+	ctx->sys = st;
+}
+
+bool tp_system_tokenize(struct tp_ctx *ctx, const struct tp_packet *pkt,
+			const struct pb_field *f)
+{
+	if (!ctx->sys)
+		return false;
+	if (f->wt != PB_WT_LEN)
+		return false;
+	switch (f->num) {
+	case PKT_SYS_STATS:
+		parse_sys_stats(ctx, pkt, f);
+		return true;
+	case PKT_TRACE_CONFIG:
+		parse_trace_config(ctx, pkt, f);
+		return true;
+	case PKT_FTRACE_STATS:
+		parse_ftrace_stats(ctx, pkt, f);
+		return true;
+	case PKT_TRACE_STATS:
+		parse_trace_stats(ctx, pkt, f);
+		return true;
+	case PKT_SYSTEM_INFO:
+		parse_system_info(ctx, pkt, f);
+		return true;
+	case PKT_TRIGGER:
+		push_event(ctx, pkt, EV_TRIGGER, f);
+		return true;
+	case PKT_CLONE_SNAPSHOT_TRIGGER:
+		push_event(ctx, pkt, EV_CLONE_SNAPSHOT_TRIGGER, f);
+		return true;
+	case PKT_CHROME_TRIGGER:
+		push_event(ctx, pkt, EV_CHROME_TRIGGER, f);
+		return true;
+	case PKT_CHROME_METADATA:
+		parse_chrome_metadata(ctx, f);
+		return true;
+	case PKT_CPU_INFO:
+		parse_cpu_info(ctx, pkt, f);
+		return true;
+	case PKT_SERVICE_EVENT:
+		parse_service_event(ctx, pkt, f);
+		return true;
+	case PKT_INITIAL_DISPLAY_STATE:
+		parse_initial_display_state(ctx, pkt, f);
+		return true;
+	case PKT_TRACE_UUID:
+		parse_trace_uuid(ctx, f);
+		return true;
+	case PKT_TRACE_ATTRIBUTES:
+		parse_attributes(ctx, f, true);
+		return true;
+	default:
+		return false;
+	}
+}
+
+void tp_system_finish(struct tp_ctx *ctx)
+{
+	(void)ctx;
+}
+
+void tp_system_free(struct tp_ctx *ctx)
+{
+	struct tp_system_state *st = ctx->sys;
+	if (!st)
+		return;
+	u64map_free(&st->packet_attrs);
+	tp_args_builder_free(&st->args);
+	free(st->disks);
+	free(st);
+	ctx->sys = NULL;
+}

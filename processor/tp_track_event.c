@@ -1,16 +1,2931 @@
 /*
- * tp_track_event.c - the track_event module (skeleton).
+ * tp_track_event.c - the track_event module: TrackEvent, TrackDescriptor,
+ * the legacy ThreadDescriptor / ProcessDescriptor packets, the delta
+ * timestamps of StreamingProfilePacket and the range of interest.
+ *
+ * Tokenize (file order): track descriptors are reserved by uuid (their
+ * kind, pid / tid, parent, counter settings), the legacy per-sequence
+ * state is kept (pid / tid of the sequence's thread, delta timestamp
+ * references), every event's timestamp is resolved and the event is
+ * pushed to the sorter with a small header and a copy of its TrackEvent
+ * bytes.  Descriptors are pushed too, so that names land in timestamp
+ * order.
+ *
+ * Parse (timestamp order): descriptors are resolved into tracks on first
+ * use (thread / process association, pid and tid reuse, parents), events
+ * go to their track (explicit uuid, sequence default, legacy pid / tid
+ * fallback, legacy async ids, instant scopes) and become slices, counter
+ * values and flows, with their debug annotations as args.
  */
-#include "tp_modules.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
-void tp_te_init(struct tp_ctx *ctx) { (void)ctx; }
+#include "pb_wire.h"
+#include "tp_args.h"
+#include "tp_ctx.h"
+#include "tp_json.h"
+#include "tp_load.h"
+#include "tp_modules.h"
+#include "tp_procs.h"
+#include "tp_slices.h"
+#include "tp_sort.h"
+#include "tp_stats.h"
+#include "tp_tracks.h"
+
+/* TracePacket */
+enum {
+	PKT_TRACK_EVENT = 11,
+	PKT_PROCESS_DESCRIPTOR = 43,
+	PKT_THREAD_DESCRIPTOR = 44,
+	PKT_STREAMING_PROFILE_PACKET = 54,
+	PKT_TRACK_DESCRIPTOR = 60,
+	PKT_TRACK_EVENT_RANGE_OF_INTEREST = 90,
+};
+
+/* TrackEvent */
+enum {
+	EV_TIMESTAMP_DELTA_US = 1,
+	EV_THREAD_TIME_DELTA_US = 2,
+	EV_CATEGORY_IIDS = 3,
+	EV_DEBUG_ANNOTATIONS = 4,
+	EV_LEGACY_EVENT = 6,
+	EV_THREAD_INSTRUCTION_COUNT_DELTA = 8,
+	EV_TYPE = 9,
+	EV_NAME_IID = 10,
+	EV_TRACK_UUID = 11,
+	EV_EXTRA_COUNTER_VALUES = 12,
+	EV_TIMESTAMP_ABSOLUTE_US = 16,
+	EV_THREAD_TIME_ABSOLUTE_US = 17,
+	EV_THREAD_INSTRUCTION_COUNT_ABSOLUTE = 20,
+	EV_CATEGORIES = 22,
+	EV_NAME = 23,
+	EV_COUNTER_VALUE = 30,
+	EV_EXTRA_COUNTER_TRACK_UUIDS = 31,
+	EV_FLOW_IDS_OLD = 36,
+	EV_TERMINATING_FLOW_IDS_OLD = 42,
+	EV_DOUBLE_COUNTER_VALUE = 44,
+	EV_EXTRA_DOUBLE_COUNTER_TRACK_UUIDS = 45,
+	EV_EXTRA_DOUBLE_COUNTER_VALUES = 46,
+	EV_FLOW_IDS = 47,
+	EV_TERMINATING_FLOW_IDS = 48,
+};
+
+/* TrackEvent.Type */
+enum {
+	TYPE_SLICE_BEGIN = 1,
+	TYPE_SLICE_END = 2,
+	TYPE_INSTANT = 3,
+	TYPE_COUNTER = 4,
+};
+
+/* TrackEvent.LegacyEvent */
+enum {
+	LE_NAME_IID = 1,
+	LE_PHASE = 2,
+	LE_DURATION_US = 3,
+	LE_THREAD_DURATION_US = 4,
+	LE_UNSCOPED_ID = 6,
+	LE_ID_SCOPE = 7,
+	LE_BIND_ID = 8,
+	LE_USE_ASYNC_TTS = 9,
+	LE_LOCAL_ID = 10,
+	LE_GLOBAL_ID = 11,
+	LE_BIND_TO_ENCLOSING = 12,
+	LE_FLOW_DIRECTION = 13,
+	LE_INSTANT_EVENT_SCOPE = 14,
+	LE_THREAD_INSTRUCTION_DELTA = 15,
+	LE_PID_OVERRIDE = 18,
+	LE_TID_OVERRIDE = 19,
+};
+
+/* LegacyEvent.FlowDirection, LegacyEvent.InstantEventScope */
+enum { FLOW_IN = 1, FLOW_OUT = 2, FLOW_INOUT = 3 };
+enum { SCOPE_GLOBAL = 1, SCOPE_PROCESS = 2, SCOPE_THREAD = 3 };
+
+/* DebugAnnotation, DebugAnnotation.NestedValue */
+enum {
+	DA_NAME_IID = 1,
+	DA_BOOL_VALUE = 2,
+	DA_UINT_VALUE = 3,
+	DA_INT_VALUE = 4,
+	DA_DOUBLE_VALUE = 5,
+	DA_STRING_VALUE = 6,
+	DA_POINTER_VALUE = 7,
+	DA_NESTED_VALUE = 8,
+	DA_LEGACY_JSON_VALUE = 9,
+	DA_NAME = 10,
+	DA_DICT_ENTRIES = 11,
+	DA_ARRAY_VALUES = 12,
+	DA_STRING_VALUE_IID = 17,
+	NV_NESTED_TYPE = 1,
+	NV_DICT_KEYS = 2,
+	NV_DICT_VALUES = 3,
+	NV_ARRAY_VALUES = 4,
+	NV_INT_VALUE = 5,
+	NV_DOUBLE_VALUE = 6,
+	NV_BOOL_VALUE = 7,
+	NV_STRING_VALUE = 8,
+	NV_DICT = 1,
+	NV_ARRAY = 2,
+};
+
+/* InternedData fields and the name field of their entries */
+enum {
+	IN_EVENT_CATEGORIES = 1,
+	IN_EVENT_NAMES = 2,
+	IN_DEBUG_ANNOTATION_NAMES = 3,
+	IN_DEBUG_ANNOTATION_STRING_VALUES = 29,
+	IN_NAME = 2, /* EventName.name, EventCategory.name, InternedString.str */
+};
+
+/* TrackDescriptor */
+enum {
+	TD_UUID = 1,
+	TD_NAME = 2,
+	TD_PROCESS = 3,
+	TD_THREAD = 4,
+	TD_PARENT_UUID = 5,
+	TD_CHROME_PROCESS = 6,
+	TD_CHROME_THREAD = 7,
+	TD_COUNTER = 8,
+	TD_DISALLOW_MERGING = 9,
+	TD_STATIC_NAME = 10,
+	TD_CHILD_ORDERING = 11,
+	TD_SIBLING_ORDER_RANK = 12,
+	TD_ATRACE_NAME = 13,
+	TD_DESCRIPTION = 14,
+	TD_SIBLING_MERGE_BEHAVIOR = 15,
+};
+
+/* ProcessDescriptor, ThreadDescriptor, ChromeProcessDescriptor,
+ * ChromeThreadDescriptor, CounterDescriptor */
+enum {
+	PD_PID = 1,
+	PD_CMDLINE = 2,
+	PD_PROCESS_NAME = 6,
+	THD_PID = 1,
+	THD_TID = 2,
+	THD_THREAD_NAME = 5,
+	THD_REFERENCE_TIMESTAMP_US = 6,
+	THD_REFERENCE_THREAD_TIME_US = 7,
+	THD_REFERENCE_THREAD_INSTRUCTION_COUNT = 8,
+	CPD_PROCESS_TYPE = 1,
+	CPD_PROCESS_PRIORITY = 2,
+	CPD_LEGACY_SORT_INDEX = 3,
+	CPD_HOST_APP_PACKAGE_NAME = 4,
+	CTD_THREAD_TYPE = 1,
+	CTD_LEGACY_SORT_INDEX = 2,
+	CD_TYPE = 1,
+	CD_CATEGORIES = 2,
+	CD_UNIT = 3,
+	CD_UNIT_MULTIPLIER = 4,
+	CD_IS_INCREMENTAL = 5,
+	CD_UNIT_NAME = 6,
+};
+
+/* TrackEventDefaults, StreamingProfilePacket, TrackEventRangeOfInterest */
+enum {
+	TED_TRACK_UUID = 11,
+	TED_EXTRA_COUNTER_TRACK_UUIDS = 31,
+	TED_EXTRA_DOUBLE_COUNTER_TRACK_UUIDS = 45,
+	TPD_TRACK_EVENT_DEFAULTS = 11,
+	SPP_TIMESTAMP_DELTA_US = 2,
+	ROI_START_US = 1,
+};
+
+#define MONOTONIC_CLOCK 3
+#define MAX_ANCESTORS 10
+#define MAX_NESTING 64
+#define MAX_EXTRA_COUNTERS 32
+#define CACHE_SIZE 1024
+
+/* ---- state -------------------------------------------------------------- */
+
+enum res_kind { RES_CHILD, RES_THREAD, RES_PROCESS, RES_COUNTER };
+enum scope { SCOPE_G, SCOPE_T, SCOPE_P };
+
+/* A descriptor track, reserved at tokenize and resolved at parse. */
+struct res {
+	uint64_t uuid, parent_uuid;
+	uint8_t kind;
+	bool use_separate;
+	bool is_incremental;
+	bool has_rank;
+	uint8_t child_ordering;
+	int32_t rank;
+	int64_t pid, tid;
+	int64_t unit_multiplier;
+	double latest_value;
+	uint32_t seq_id;
+	uint32_t machine;
+	tp_str category, description;
+	/* parse stage */
+	bool resolving, resolved, failed, got_event;
+	uint8_t scope;
+	bool is_root;
+	uint32_t utid, upid;
+	int64_t track;
+};
+
+/* Per-sequence tokenizer state (tp_seq.te). */
+enum { TS_NONE, TS_VALID, TS_INVALID };
+struct te_seq {
+	bool pid_tid_valid;
+	int64_t pid, tid;
+	uint8_t ts_state;
+	int64_t ts_ns, thread_ts_ns, tic;
+	bool defaults_cached;
+	uint32_t defaults_gen;
+	bool has_default_uuid;
+	uint64_t default_uuid;
+};
+
+struct cache_ent {
+	uint32_t gen, field;
+	uint64_t iid;
+	tp_str s;
+};
+
+/* Args of an open slice, committed when it ends (as Perfetto does), so
+ * that end-event args merge into one set. */
+struct pending {
+	uint32_t slice;
+	uint32_t next_free;
+	bool used;
+	struct tp_args_builder b;
+};
+
+struct tp_te_state {
+	uint8_t kind_event, kind_desc;
+	struct u64map res_by_uuid; /* uuid -> index in res */
+	struct res *res;
+	size_t nres, capres;
+	struct u64map uuid_by_utid, uuid_by_upid; /* descriptor owners */
+	struct u64map separate_thread_tracks;     /* utid -> track */
+	struct u64map flows;                       /* flow id -> slice + 1 */
+	struct u64map v1_flows;                    /* v1 key -> flow id */
+	uint64_t next_v1_flow;
+	bool has_roi;
+	int64_t roi_start_ns;
+	struct pb_buf buf;
+	struct tp_args_builder b, b2;
+	struct u64map async_tracks;  /* legacy async identity -> track + 1 */
+	struct u64map pending_by_slice; /* slice -> pending slot + 1 */
+	struct pending *pending;
+	size_t npending, cappending;
+	uint32_t free_pending; /* free slot list head + 1 */
+	struct cache_ent cache[CACHE_SIZE];
+	/* frequent strings */
+	tp_str s_slice, s_counter, s_thread, s_process;
+};
+
+static struct tp_te_state *S(struct tp_ctx *ctx)
+{
+	return ctx->te;
+}
+
+static void parse_event(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
+			size_t len);
+static void parse_desc(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
+		       size_t len);
+
+void tp_te_init(struct tp_ctx *ctx)
+{
+	struct tp_te_state *s = calloc(1, sizeof *s);
+	if (!s)
+		abort();
+	ctx->te = s;
+	s->kind_event = tp_sort_register(ctx->sorter, parse_event);
+	s->kind_desc = tp_sort_register(ctx->sorter, parse_desc);
+	u64map_init(&s->res_by_uuid);
+	u64map_init(&s->uuid_by_utid);
+	u64map_init(&s->uuid_by_upid);
+	u64map_init(&s->separate_thread_tracks);
+	u64map_init(&s->flows);
+	u64map_init(&s->v1_flows);
+	pb_buf_init(&s->buf);
+	tp_args_builder_init(&s->b);
+	tp_args_builder_init(&s->b2);
+	u64map_init(&s->async_tracks);
+	u64map_init(&s->pending_by_slice);
+	s->s_slice = tp_s(ctx, "slice");
+	s->s_counter = tp_s(ctx, "counter");
+	s->s_thread = tp_s(ctx, "thread");
+	s->s_process = tp_s(ctx, "process");
+}
+
+void tp_te_free(struct tp_ctx *ctx)
+{
+	struct tp_te_state *s = S(ctx);
+	if (!s)
+		return;
+	u64map_free(&s->res_by_uuid);
+	u64map_free(&s->uuid_by_utid);
+	u64map_free(&s->uuid_by_upid);
+	u64map_free(&s->separate_thread_tracks);
+	u64map_free(&s->flows);
+	u64map_free(&s->v1_flows);
+	free(s->res);
+	pb_buf_free(&s->buf);
+	tp_args_builder_free(&s->b);
+	tp_args_builder_free(&s->b2);
+	u64map_free(&s->async_tracks);
+	u64map_free(&s->pending_by_slice);
+	for (size_t i = 0; i < s->npending; i++)
+		tp_args_builder_free(&s->pending[i].b);
+	free(s->pending);
+	free(s);
+	ctx->te = NULL;
+}
+
+static void commit_pending(struct tp_ctx *ctx, uint32_t slot);
+
+/* Slices still open (or closed by nesting repair) get their args now. */
+void tp_te_finish(struct tp_ctx *ctx)
+{
+	struct tp_te_state *s = S(ctx);
+	for (size_t i = 0; i < s->npending; i++)
+		if (s->pending[i].used)
+			commit_pending(ctx, (uint32_t)i);
+}
+
+static struct te_seq *seq_state(struct tp_seq *seq)
+{
+	if (!seq)
+		return NULL;
+	if (!seq->te) {
+		struct te_seq *t = calloc(1, sizeof *t);
+		if (!t)
+			abort();
+		seq->te = t;
+	}
+	return seq->te;
+}
+
+void tp_te_seq_reset(struct tp_ctx *ctx, struct tp_seq *seq)
+{
+	struct te_seq *t = seq->te;
+	struct tp_te_state *s = S(ctx);
+
+	if (t)
+		t->defaults_cached = false;
+	/* Incremental counters of this sequence restart from 0. */
+	for (size_t i = 0; i < s->nres; i++)
+		if (s->res[i].kind == RES_COUNTER && s->res[i].is_incremental &&
+		    s->res[i].seq_id == seq->id)
+			s->res[i].latest_value = 0;
+}
+
+void tp_te_seq_free(struct tp_ctx *ctx, struct tp_seq *seq)
+{
+	(void)ctx;
+	free(seq->te);
+	seq->te = NULL;
+}
+
+/* ---- small helpers ---------------------------------------------------- */
+
+static bool mul_overflow_us(int64_t us, int64_t *ns)
+{
+	return __builtin_mul_overflow(us, (int64_t)1000, ns);
+}
+
+static tp_str intern_bytes(struct tp_ctx *ctx, const uint8_t *p, size_t n)
+{
+	return tp_intern(ctx->pool, (const char *)p, strnlen((const char *)p, n));
+}
+
+/* Interned string (InternedData field, iid) of generation gen, cached. */
+static tp_str interned(struct tp_ctx *ctx, uint32_t gen, uint32_t field,
+		       uint64_t iid)
+{
+	struct tp_te_state *s = S(ctx);
+	uint64_t h = (iid * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)gen << 20) ^
+		     field;
+	struct cache_ent *e = &s->cache[(h ^ (h >> 32)) & (CACHE_SIZE - 1)];
+
+	if (e->s && e->gen == gen && e->field == field && e->iid == iid)
+		return e->s;
+	tp_str r = tp_interned_str(ctx, gen, field, iid, IN_NAME);
+	if (r) {
+		e->gen = gen;
+		e->field = field;
+		e->iid = iid;
+		e->s = r;
+	}
+	return r;
+}
+
+/* "debug.<name>" for an interned annotation name, cached. */
+static tp_str interned_debug_key(struct tp_ctx *ctx, uint32_t gen,
+				 uint64_t iid)
+{
+	const uint32_t field = 0x10000 | IN_DEBUG_ANNOTATION_NAMES;
+	struct tp_te_state *s = S(ctx);
+	uint64_t h = (iid * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)gen << 20) ^
+		     field;
+	struct cache_ent *e = &s->cache[(h ^ (h >> 32)) & (CACHE_SIZE - 1)];
+
+	if (e->s && e->gen == gen && e->field == field && e->iid == iid)
+		return e->s;
+	tp_str name = tp_interned_str(ctx, gen, IN_DEBUG_ANNOTATION_NAMES, iid,
+				      IN_NAME);
+	if (!name)
+		return 0;
+	const char *n = tp_str_get(ctx->pool, name);
+	size_t len = tp_str_len(ctx->pool, name);
+	char *k = malloc(len + 7);
+	if (!k)
+		abort();
+	memcpy(k, "debug.", 6);
+	memcpy(k + 6, n, len);
+	tp_str r = tp_intern(ctx->pool, k, len + 6);
+	free(k);
+	e->gen = gen;
+	e->field = field;
+	e->iid = iid;
+	e->s = r;
+	return r;
+}
+
+static uint32_t thread_upid(struct tp_ctx *ctx, uint32_t utid, bool *ok)
+{
+	struct tp_table *t = tp_tab(ctx, TP_T_THREAD);
+	*ok = utid < t->nrows && !tp_is_null(t, TP_THREAD_upid, utid);
+	return *ok ? (uint32_t)tp_get_int(t, TP_THREAD_upid, utid) : 0;
+}
+
+/* ---- reservations (tokenize) ------------------------------------------ */
+
+static struct res *res_find(struct tp_te_state *s, uint64_t uuid)
+{
+	uint64_t i;
+	return u64map_get(&s->res_by_uuid, uuid, &i) ? &s->res[i] : NULL;
+}
+
+static struct res *res_add(struct tp_te_state *s, uint64_t uuid)
+{
+	if (s->nres == s->capres) {
+		size_t cap = s->capres ? s->capres * 2 : 64;
+		struct res *p = realloc(s->res, cap * sizeof *p);
+		if (!p)
+			abort();
+		s->res = p;
+		s->capres = cap;
+	}
+	struct res *r = &s->res[s->nres];
+	memset(r, 0, sizeof *r);
+	r->uuid = uuid;
+	r->track = -1;
+	u64map_put(&s->res_by_uuid, uuid, s->nres++);
+	return r;
+}
+
+struct desc {
+	uint64_t uuid, parent_uuid;
+	bool has_uuid;
+	const uint8_t *name;
+	size_t name_len;
+	bool has_name;
+	const uint8_t *process, *thread, *counter, *chrome_process,
+		*chrome_thread, *description;
+	size_t process_len, thread_len, counter_len, chrome_process_len,
+		chrome_thread_len, description_len;
+	bool disallow_merging;
+	bool has_child_ordering, has_rank;
+	uint64_t child_ordering;
+	int32_t rank;
+};
+
+static bool desc_decode(const uint8_t *p, size_t len, struct desc *d)
+{
+	struct pb_reader r;
+	struct pb_field f;
+
+	memset(d, 0, sizeof *d);
+	pb_reader_init(&r, p, len);
+	while (pb_next(&r, &f)) {
+		bool lenf = f.wt == PB_WT_LEN;
+		switch (f.num) {
+		case TD_UUID: d->uuid = f.val; d->has_uuid = true; break;
+		case TD_PARENT_UUID: d->parent_uuid = f.val; break;
+		case TD_NAME:
+		case TD_STATIC_NAME:
+		case TD_ATRACE_NAME:
+			if (lenf) {
+				d->name = f.data;
+				d->name_len = f.len;
+				d->has_name = true;
+			}
+			break;
+		case TD_PROCESS:
+			if (lenf) { d->process = f.data; d->process_len = f.len; }
+			break;
+		case TD_THREAD:
+			if (lenf) { d->thread = f.data; d->thread_len = f.len; }
+			break;
+		case TD_COUNTER:
+			if (lenf) { d->counter = f.data; d->counter_len = f.len; }
+			break;
+		case TD_CHROME_PROCESS:
+			if (lenf) {
+				d->chrome_process = f.data;
+				d->chrome_process_len = f.len;
+			}
+			break;
+		case TD_CHROME_THREAD:
+			if (lenf) {
+				d->chrome_thread = f.data;
+				d->chrome_thread_len = f.len;
+			}
+			break;
+		case TD_DESCRIPTION:
+			if (lenf) {
+				d->description = f.data;
+				d->description_len = f.len;
+			}
+			break;
+		case TD_DISALLOW_MERGING: d->disallow_merging = f.val != 0; break;
+		case TD_CHILD_ORDERING:
+			d->child_ordering = f.val;
+			d->has_child_ordering = true;
+			break;
+		case TD_SIBLING_ORDER_RANK:
+			d->rank = (int32_t)f.val;
+			d->has_rank = true;
+			break;
+		default: break;
+		}
+	}
+	return r.err == PB_OK;
+}
+
+/* Reads the pid / tid of a Process- or ThreadDescriptor. */
+static void pid_tid(const uint8_t *p, size_t len, bool *has_pid, int64_t *pid,
+		    bool *has_tid, int64_t *tid)
+{
+	struct pb_reader r;
+	struct pb_field f;
+
+	*has_pid = *has_tid = false;
+	*pid = *tid = 0;
+	pb_reader_init(&r, p, len);
+	while (pb_next(&r, &f)) {
+		if (f.wt != PB_WT_VARINT)
+			continue;
+		if (f.num == 1) {
+			*has_pid = true;
+			*pid = (int32_t)f.val;
+		} else if (f.num == 2) {
+			*has_tid = true;
+			*tid = (int64_t)f.val;
+		}
+	}
+}
+
+static void set_seq_thread(struct te_seq *t, const uint8_t *p, size_t len)
+{
+	struct pb_reader r;
+	struct pb_field f;
+	int64_t ref = 0, tref = 0, iref = 0;
+
+	t->pid_tid_valid = true;
+	t->pid = t->tid = 0;
+	pb_reader_init(&r, p, len);
+	while (pb_next(&r, &f)) {
+		if (f.wt != PB_WT_VARINT)
+			continue;
+		switch (f.num) {
+		case THD_PID: t->pid = (int32_t)f.val; break;
+		case THD_TID: t->tid = (int64_t)f.val; break;
+		case THD_REFERENCE_TIMESTAMP_US: ref = (int64_t)f.val; break;
+		case THD_REFERENCE_THREAD_TIME_US: tref = (int64_t)f.val; break;
+		case THD_REFERENCE_THREAD_INSTRUCTION_COUNT:
+			iref = (int64_t)f.val;
+			break;
+		default: break;
+		}
+	}
+	t->ts_state = mul_overflow_us(ref, &t->ts_ns) ? TS_INVALID : TS_VALID;
+	if (mul_overflow_us(tref, &t->thread_ts_ns))
+		t->thread_ts_ns = 0;
+	t->tic = iref;
+}
+
+static void reserve(struct tp_ctx *ctx, const struct tp_packet *pkt,
+		    const struct desc *d)
+{
+	struct tp_te_state *s = S(ctx);
+	struct res nr;
+	bool has_pid = false, has_tid = false;
+
+	memset(&nr, 0, sizeof nr);
+	nr.parent_uuid = d->parent_uuid;
+	nr.kind = RES_CHILD;
+	if (d->thread) {
+		pid_tid(d->thread, d->thread_len, &has_pid, &nr.pid, &has_tid,
+			&nr.tid);
+		if (!has_pid || !has_tid) {
+			tp_stat_inc(ctx, "track_event_tokenizer_errors");
+			return;
+		}
+		nr.kind = RES_THREAD;
+		nr.use_separate = d->disallow_merging;
+	} else if (d->process) {
+		pid_tid(d->process, d->process_len, &has_pid, &nr.pid, &has_tid,
+			&nr.tid);
+		if (!has_pid) {
+			tp_stat_inc(ctx, "track_event_tokenizer_errors");
+			return;
+		}
+		nr.kind = RES_PROCESS;
+		nr.tid = 0;
+		nr.parent_uuid = 0;
+	} else if (d->counter) {
+		struct pb_reader r;
+		struct pb_field f;
+		nr.kind = RES_COUNTER;
+		pb_reader_init(&r, d->counter, d->counter_len);
+		while (pb_next(&r, &f)) {
+			if (f.num == CD_UNIT_MULTIPLIER && f.wt == PB_WT_VARINT)
+				nr.unit_multiplier = (int64_t)f.val;
+			else if (f.num == CD_IS_INCREMENTAL &&
+				 f.wt == PB_WT_VARINT)
+				nr.is_incremental = f.val != 0;
+		}
+		if (nr.is_incremental)
+			nr.seq_id = pkt->seq ? pkt->seq->id : 0;
+	}
+
+	struct res *r = res_find(s, d->uuid);
+	if (r) {
+		if (r->kind != nr.kind || r->pid != nr.pid || r->tid != nr.tid ||
+		    (nr.kind != RES_PROCESS &&
+		     r->parent_uuid != nr.parent_uuid)) {
+			tp_stat_inc(ctx, "track_event_tokenizer_errors");
+			return;
+		}
+	} else {
+		r = res_add(s, d->uuid);
+		r->parent_uuid = nr.parent_uuid;
+		r->kind = nr.kind;
+		r->pid = nr.pid;
+		r->tid = nr.tid;
+		r->use_separate = nr.use_separate;
+		r->unit_multiplier = nr.unit_multiplier;
+		r->is_incremental = nr.is_incremental;
+		r->seq_id = nr.seq_id;
+		r->machine = pkt->machine;
+	}
+	if (d->description)
+		r->description =
+			intern_bytes(ctx, d->description, d->description_len);
+	if (d->has_child_ordering)
+		r->child_ordering = (uint8_t)d->child_ordering;
+	if (d->has_rank) {
+		r->has_rank = true;
+		r->rank = d->rank;
+	}
+}
+
+/* ---- tokenize ----------------------------------------------------------- */
+
+static int64_t packet_ts(struct tp_ctx *ctx, const struct tp_packet *pkt)
+{
+	if (pkt->has_ts)
+		return pkt->ts;
+	return ctx->have_ts ? ctx->last_ts : 0;
+}
+
+enum { DESC_TRACK = 'D', DESC_THREAD = 'T', DESC_PROCESS = 'P' };
+
+static void push_desc(struct tp_ctx *ctx, const struct tp_packet *pkt,
+		      uint8_t what, const uint8_t *p, size_t len)
+{
+	struct tp_te_state *s = S(ctx);
+	struct pb_buf *b = &s->buf;
+
+	pb_buf_reset(b);
+	pb_put_raw(b, &what, 1);
+	pb_put_raw_varint(b, pkt->machine);
+	pb_put_raw_varint(b, pkt->seq ? pkt->seq->id : 0);
+	pb_put_raw(b, p, len);
+	tp_sort_push(ctx->sorter, pkt->queue, packet_ts(ctx, pkt),
+		     s->kind_desc, b->data, b->len);
+}
+
+static void tokenize_track_descriptor(struct tp_ctx *ctx,
+				      const struct tp_packet *pkt,
+				      const uint8_t *p, size_t len)
+{
+	struct desc d;
+
+	if (!desc_decode(p, len, &d) || !d.has_uuid) {
+		tp_stat_inc(ctx, "track_event_tokenizer_errors");
+		return;
+	}
+	if (d.thread && pkt->seq && pkt->seq->incremental_valid) {
+		bool hp, ht;
+		int64_t pid, tid;
+		pid_tid(d.thread, d.thread_len, &hp, &pid, &ht, &tid);
+		if (hp && ht)
+			set_seq_thread(seq_state(pkt->seq), d.thread,
+				       d.thread_len);
+	}
+	reserve(ctx, pkt, &d);
+	push_desc(ctx, pkt, DESC_TRACK, p, len);
+}
+
+static void tokenize_thread_descriptor(struct tp_ctx *ctx,
+				       const struct tp_packet *pkt,
+				       const uint8_t *p, size_t len)
+{
+	if (!pkt->seq) {
+		tp_stat_inc(ctx, "track_event_tokenizer_errors");
+		return;
+	}
+	if (!pkt->seq->incremental_valid) {
+		tp_stat_inc(ctx, "tokenizer_skipped_packets");
+		return;
+	}
+	set_seq_thread(seq_state(pkt->seq), p, len);
+	push_desc(ctx, pkt, DESC_THREAD, p, len);
+}
+
+static void tokenize_streaming_profile(struct tp_ctx *ctx,
+				       const struct tp_packet *pkt,
+				       const uint8_t *p, size_t len)
+{
+	struct te_seq *t = seq_state(pkt->seq);
+	struct pb_reader r;
+	struct pb_field f;
+
+	if (!t)
+		return;
+	pb_reader_init(&r, p, len);
+	while (pb_next(&r, &f)) {
+		if (f.num != SPP_TIMESTAMP_DELTA_US)
+			continue;
+		struct pb_packed_iter it;
+		uint64_t v;
+		if (f.wt == PB_WT_LEN) {
+			pb_packed_init(&it, f.data, f.len);
+		} else if (f.wt == PB_WT_VARINT) {
+			it.p = it.end = NULL;
+			it.bad = false;
+		} else {
+			continue;
+		}
+		bool single = f.wt == PB_WT_VARINT, done = false;
+		while (!done) {
+			if (single) {
+				v = f.val;
+				done = true;
+			} else if (!pb_packed_next(&it, &v)) {
+				break;
+			}
+			int64_t dns, nts;
+			if (t->ts_state != TS_VALID ||
+			    mul_overflow_us((int64_t)v, &dns) ||
+			    __builtin_add_overflow(t->ts_ns, dns, &nts)) {
+				if (t->ts_state == TS_VALID)
+					t->ts_state = TS_INVALID;
+				tp_stat_inc(ctx,
+					    "streaming_profile_invalid_timestamp");
+				continue;
+			}
+			t->ts_ns = nts;
+		}
+	}
+}
+
+/* The sequence's TrackEventDefaults.track_uuid, cached per generation. */
+static bool default_uuid(struct tp_ctx *ctx, const struct tp_packet *pkt,
+			 struct te_seq *t, uint64_t *uuid)
+{
+	if (!t->defaults_cached || t->defaults_gen != pkt->gen) {
+		const uint8_t *d;
+		size_t dlen;
+		struct pb_reader r, r2;
+		struct pb_field f, g;
+
+		t->defaults_cached = true;
+		t->defaults_gen = pkt->gen;
+		t->has_default_uuid = false;
+		tp_packet_defaults(ctx, pkt->gen, &d, &dlen);
+		pb_reader_init(&r, d, dlen);
+		while (pb_next(&r, &f)) {
+			if (f.num != TPD_TRACK_EVENT_DEFAULTS ||
+			    f.wt != PB_WT_LEN)
+				continue;
+			pb_reader_init(&r2, f.data, f.len);
+			while (pb_next(&r2, &g))
+				if (g.num == TED_TRACK_UUID &&
+				    g.wt == PB_WT_VARINT) {
+					t->has_default_uuid = true;
+					t->default_uuid = g.val;
+				}
+		}
+	}
+	*uuid = t->default_uuid;
+	return t->has_default_uuid;
+}
+
+/* Extra counter track uuids of the defaults (field num), into out. */
+static size_t default_extra_uuids(struct tp_ctx *ctx, uint32_t gen,
+				  uint32_t num, uint64_t *out, size_t max)
+{
+	const uint8_t *d;
+	size_t dlen, n = 0;
+	struct pb_reader r, r2;
+	struct pb_field f, g;
+
+	tp_packet_defaults(ctx, gen, &d, &dlen);
+	pb_reader_init(&r, d, dlen);
+	while (pb_next(&r, &f)) {
+		if (f.num != TPD_TRACK_EVENT_DEFAULTS || f.wt != PB_WT_LEN)
+			continue;
+		pb_reader_init(&r2, f.data, f.len);
+		while (pb_next(&r2, &g)) {
+			if (g.num != num)
+				continue;
+			if (g.wt == PB_WT_VARINT) {
+				if (n < max)
+					out[n++] = g.val;
+			} else if (g.wt == PB_WT_LEN) {
+				struct pb_packed_iter it;
+				uint64_t v;
+				pb_packed_init(&it, g.data, g.len);
+				while (pb_packed_next(&it, &v))
+					if (n < max)
+						out[n++] = v;
+			}
+		}
+	}
+	return n;
+}
+
+/* Counter value in absolute units for a counter track (tokenize order). */
+static bool counter_value(struct tp_ctx *ctx, const struct tp_packet *pkt,
+			  uint64_t uuid, double v, double *out)
+{
+	struct res *r = res_find(S(ctx), uuid);
+	if (!r || r->kind != RES_COUNTER)
+		return false;
+	if (r->unit_multiplier > 0)
+		v *= (double)r->unit_multiplier;
+	if (r->is_incremental) {
+		if (!pkt->seq || r->seq_id != pkt->seq->id)
+			return false;
+		r->latest_value += v;
+		v = r->latest_value;
+	}
+	*out = v;
+	return true;
+}
+
+/* Collects values (repeated int64 or double, packed or not) of field num. */
+static size_t collect_values(const uint8_t *p, size_t len, uint32_t num,
+			     bool is_double, double *out, size_t max)
+{
+	struct pb_reader r;
+	struct pb_field f;
+	size_t n = 0;
+
+	pb_reader_init(&r, p, len);
+	while (pb_next(&r, &f)) {
+		if (f.num != num)
+			continue;
+		if (!is_double && f.wt == PB_WT_VARINT) {
+			if (n < max)
+				out[n++] = (double)(int64_t)f.val;
+		} else if (is_double && f.wt == PB_WT_FIXED64) {
+			double d;
+			memcpy(&d, &f.val, 8);
+			if (n < max)
+				out[n++] = d;
+		} else if (f.wt == PB_WT_LEN && !is_double) {
+			struct pb_packed_iter it;
+			uint64_t v;
+			pb_packed_init(&it, f.data, f.len);
+			while (pb_packed_next(&it, &v))
+				if (n < max)
+					out[n++] = (double)(int64_t)v;
+		} else if (f.wt == PB_WT_LEN && is_double) {
+			for (size_t i = 0; i + 8 <= f.len; i += 8) {
+				double d;
+				memcpy(&d, f.data + i, 8);
+				if (n < max)
+					out[n++] = d;
+			}
+		}
+	}
+	return n;
+}
+
+static size_t collect_uuids(const uint8_t *p, size_t len, uint32_t num,
+			    uint64_t *out, size_t max)
+{
+	struct pb_reader r;
+	struct pb_field f;
+	size_t n = 0;
+
+	pb_reader_init(&r, p, len);
+	while (pb_next(&r, &f)) {
+		if (f.num != num)
+			continue;
+		if (f.wt == PB_WT_VARINT) {
+			if (n < max)
+				out[n++] = f.val;
+		} else if (f.wt == PB_WT_LEN) {
+			struct pb_packed_iter it;
+			uint64_t v;
+			pb_packed_init(&it, f.data, f.len);
+			while (pb_packed_next(&it, &v))
+				if (n < max)
+					out[n++] = v;
+		}
+	}
+	return n;
+}
+
+/* Payload header flags. */
+enum {
+	F_THREAD_TS = 1,
+	F_TIC = 2,
+	F_PIDTID = 4,
+	F_DEFAULT_UUID = 8,
+	F_COUNTER = 16,
+	F_EXTRA = 32,
+	F_MACHINE = 64,
+};
+
+static void put_double(struct pb_buf *b, double d)
+{
+	pb_put_raw(b, &d, 8);
+}
+
+/* Extra counter values of an event: appended to the payload as n pairs. */
+static bool tokenize_extra_counters(struct tp_ctx *ctx,
+				    const struct tp_packet *pkt,
+				    const uint8_t *p, size_t len,
+				    struct pb_buf *out, size_t *count)
+{
+	uint64_t uuids[MAX_EXTRA_COUNTERS];
+	double vals[MAX_EXTRA_COUNTERS];
+	static const struct {
+		uint32_t values, uuids, defaults;
+		bool is_double;
+	} kinds[2] = {
+		{ EV_EXTRA_COUNTER_VALUES, EV_EXTRA_COUNTER_TRACK_UUIDS,
+		  TED_EXTRA_COUNTER_TRACK_UUIDS, false },
+		{ EV_EXTRA_DOUBLE_COUNTER_VALUES,
+		  EV_EXTRA_DOUBLE_COUNTER_TRACK_UUIDS,
+		  TED_EXTRA_DOUBLE_COUNTER_TRACK_UUIDS, true },
+	};
+
+	*count = 0;
+	for (int k = 0; k < 2; k++) {
+		size_t nv = collect_values(p, len, kinds[k].values,
+					   kinds[k].is_double, vals,
+					   MAX_EXTRA_COUNTERS);
+		if (!nv)
+			continue;
+		size_t nu = collect_uuids(p, len, kinds[k].uuids, uuids,
+					  MAX_EXTRA_COUNTERS);
+		if (!nu)
+			nu = default_extra_uuids(ctx, pkt->gen,
+						 kinds[k].defaults, uuids,
+						 MAX_EXTRA_COUNTERS);
+		if (nu < nv)
+			return false;
+		for (size_t i = 0; i < nv; i++) {
+			double v;
+			if (!counter_value(ctx, pkt, uuids[i], vals[i], &v))
+				return false;
+			pb_put_raw_varint(out, uuids[i]);
+			put_double(out, v);
+			(*count)++;
+		}
+	}
+	return true;
+}
+
+static void tokenize_track_event(struct tp_ctx *ctx,
+				 const struct tp_packet *pkt,
+				 const uint8_t *p, size_t len)
+{
+	struct tp_te_state *s = S(ctx);
+	struct te_seq *t = seq_state(pkt->seq);
+	struct pb_reader r;
+	struct pb_field f;
+	bool has_delta = false, has_abs = false, has_tdelta = false,
+	     has_tabs = false, has_idelta = false, has_iabs = false,
+	     has_track_uuid = false, has_counter = false, has_extra = false;
+	int64_t delta = 0, abs_us = 0, tdelta = 0, tabs = 0, idelta = 0,
+		iabs = 0;
+	uint64_t type = 0, track_uuid = 0;
+	double cval = 0;
+
+	if (!t) {
+		tp_stat_inc(ctx, "track_event_tokenizer_errors");
+		return;
+	}
+	pb_reader_init(&r, p, len);
+	while (pb_next(&r, &f)) {
+		switch (f.num) {
+		case EV_TIMESTAMP_DELTA_US:
+			has_delta = true;
+			delta = (int64_t)f.val;
+			break;
+		case EV_TIMESTAMP_ABSOLUTE_US:
+			has_abs = true;
+			abs_us = (int64_t)f.val;
+			break;
+		case EV_THREAD_TIME_DELTA_US:
+			has_tdelta = true;
+			tdelta = (int64_t)f.val;
+			break;
+		case EV_THREAD_TIME_ABSOLUTE_US:
+			has_tabs = true;
+			tabs = (int64_t)f.val;
+			break;
+		case EV_THREAD_INSTRUCTION_COUNT_DELTA:
+			has_idelta = true;
+			idelta = (int64_t)f.val;
+			break;
+		case EV_THREAD_INSTRUCTION_COUNT_ABSOLUTE:
+			has_iabs = true;
+			iabs = (int64_t)f.val;
+			break;
+		case EV_TYPE: type = f.val; break;
+		case EV_TRACK_UUID:
+			has_track_uuid = true;
+			track_uuid = f.val;
+			break;
+		case EV_COUNTER_VALUE:
+			has_counter = true;
+			cval = (double)(int64_t)f.val;
+			break;
+		case EV_DOUBLE_COUNTER_VALUE:
+			if (f.wt == PB_WT_FIXED64) {
+				has_counter = true;
+				memcpy(&cval, &f.val, 8);
+			}
+			break;
+		case EV_EXTRA_COUNTER_VALUES:
+		case EV_EXTRA_DOUBLE_COUNTER_VALUES:
+			has_extra = true;
+			break;
+		default: break;
+		}
+	}
+	if (r.err != PB_OK) {
+		tp_stat_inc(ctx, "track_event_tokenizer_errors");
+		return;
+	}
+
+	/* Timestamp. */
+	int64_t ts;
+	if (has_delta) {
+		int64_t dns, nts;
+		if (t->ts_state == TS_NONE) {
+			tp_stat_inc(ctx, "tokenizer_skipped_packets");
+			return;
+		}
+		if (t->ts_state == TS_INVALID || mul_overflow_us(delta, &dns) ||
+		    __builtin_add_overflow(t->ts_ns, dns, &nts)) {
+			t->ts_state = TS_INVALID;
+			tp_stat_inc(ctx, "track_event_invalid_timestamp");
+			return;
+		}
+		t->ts_ns = nts;
+		if (!tp_to_trace_time(ctx, pkt, MONOTONIC_CLOCK, nts, &ts))
+			return;
+	} else if (has_abs && abs_us) {
+		int64_t ns;
+		if (mul_overflow_us(abs_us, &ns)) {
+			tp_stat_inc(ctx, "track_event_invalid_timestamp");
+			return;
+		}
+		if (!tp_to_trace_time(ctx, pkt, MONOTONIC_CLOCK, ns, &ts))
+			return;
+	} else if (pkt->has_ts) {
+		ts = pkt->ts;
+	} else {
+		tp_stat_inc(ctx, "track_event_tokenizer_errors");
+		return;
+	}
+
+	uint32_t flags = 0;
+	int64_t thread_ts = 0, tic = 0;
+	if (has_tdelta) {
+		int64_t dns;
+		if (t->ts_state != TS_VALID) {
+			tp_stat_inc(ctx, "tokenizer_skipped_packets");
+			return;
+		}
+		if (!mul_overflow_us(tdelta, &dns) &&
+		    !__builtin_add_overflow(t->thread_ts_ns, dns, &thread_ts)) {
+			t->thread_ts_ns = thread_ts;
+			flags |= F_THREAD_TS;
+		}
+	} else if (has_tabs) {
+		if (!mul_overflow_us(tabs, &thread_ts))
+			flags |= F_THREAD_TS;
+	}
+	if (has_idelta) {
+		if (t->ts_state != TS_VALID) {
+			tp_stat_inc(ctx, "tokenizer_skipped_packets");
+			return;
+		}
+		t->tic += idelta;
+		tic = t->tic;
+		flags |= F_TIC;
+	} else if (has_iabs) {
+		tic = iabs;
+		flags |= F_TIC;
+	}
+
+	uint64_t duuid = 0;
+	if (default_uuid(ctx, pkt, t, &duuid))
+		flags |= F_DEFAULT_UUID;
+	if (t->pid_tid_valid)
+		flags |= F_PIDTID;
+	if (pkt->machine)
+		flags |= F_MACHINE;
+
+	if (type == TYPE_COUNTER) {
+		uint64_t cu = has_track_uuid ? track_uuid : duuid;
+		if ((!has_track_uuid && !(flags & F_DEFAULT_UUID)) ||
+		    !has_counter || !counter_value(ctx, pkt, cu, cval, &cval)) {
+			tp_stat_inc(ctx, "track_event_tokenizer_errors");
+			return;
+		}
+		flags |= F_COUNTER;
+	}
+
+	struct pb_buf *b = &s->buf;
+	pb_buf_reset(b);
+	pb_buf_reserve(b, 64 + len);
+	if (has_extra)
+		flags |= F_EXTRA;
+	pb_put_raw_varint(b, flags);
+	pb_put_raw_varint(b, pkt->seq ? pkt->seq->id : 0);
+	pb_put_raw_varint(b, pkt->gen);
+	if (flags & F_MACHINE)
+		pb_put_raw_varint(b, pkt->machine);
+	if (flags & F_THREAD_TS)
+		pb_put_raw_varint(b, pb_zigzag_encode(thread_ts));
+	if (flags & F_TIC)
+		pb_put_raw_varint(b, pb_zigzag_encode(tic));
+	if (flags & F_PIDTID) {
+		pb_put_raw_varint(b, pb_zigzag_encode(t->pid));
+		pb_put_raw_varint(b, pb_zigzag_encode(t->tid));
+	}
+	if (flags & F_DEFAULT_UUID)
+		pb_put_raw_varint(b, duuid);
+	if (flags & F_COUNTER)
+		put_double(b, cval);
+	if (flags & F_EXTRA) {
+		struct pb_buf tmp;
+		size_t n;
+		pb_buf_init(&tmp);
+		if (!tokenize_extra_counters(ctx, pkt, p, len, &tmp, &n)) {
+			pb_buf_free(&tmp);
+			tp_stat_inc(ctx, "track_event_tokenizer_errors");
+			return;
+		}
+		pb_put_raw_varint(b, n);
+		pb_put_raw(b, tmp.data, tmp.len);
+		pb_buf_free(&tmp);
+	}
+	pb_put_raw(b, p, len);
+	tp_sort_push(ctx->sorter, pkt->queue, ts, s->kind_event, b->data,
+		     b->len);
+}
+
 bool tp_te_tokenize(struct tp_ctx *ctx, const struct tp_packet *pkt,
 		    const struct pb_field *f)
 {
-	(void)ctx; (void)pkt; (void)f;
-	return false;
+	if (f->wt != PB_WT_LEN) {
+		switch (f->num) {
+		case PKT_TRACK_EVENT:
+		case PKT_PROCESS_DESCRIPTOR:
+		case PKT_THREAD_DESCRIPTOR:
+		case PKT_STREAMING_PROFILE_PACKET:
+		case PKT_TRACK_DESCRIPTOR:
+		case PKT_TRACK_EVENT_RANGE_OF_INTEREST:
+			return true;
+		default:
+			return false;
+		}
+	}
+	switch (f->num) {
+	case PKT_TRACK_EVENT:
+		if (!pkt->seq) {
+			tp_stat_inc(ctx, "track_event_tokenizer_errors");
+			return true;
+		}
+		tokenize_track_event(ctx, pkt, f->data, f->len);
+		return true;
+	case PKT_TRACK_DESCRIPTOR:
+		tokenize_track_descriptor(ctx, pkt, f->data, f->len);
+		return true;
+	case PKT_THREAD_DESCRIPTOR:
+		tokenize_thread_descriptor(ctx, pkt, f->data, f->len);
+		return true;
+	case PKT_PROCESS_DESCRIPTOR:
+		push_desc(ctx, pkt, DESC_PROCESS, f->data, f->len);
+		return true;
+	case PKT_STREAMING_PROFILE_PACKET:
+		tokenize_streaming_profile(ctx, pkt, f->data, f->len);
+		return false; /* samples belong to the profiling module */
+	case PKT_TRACK_EVENT_RANGE_OF_INTEREST: {
+		struct pb_reader r;
+		struct pb_field g;
+		bool found = false;
+		pb_reader_init(&r, f->data, f->len);
+		while (pb_next(&r, &g))
+			if (g.num == ROI_START_US && g.wt == PB_WT_VARINT) {
+				struct tp_te_state *s = S(ctx);
+				int64_t us = (int64_t)g.val;
+				found = true;
+				if (mul_overflow_us(us, &s->roi_start_ns))
+					s->roi_start_ns =
+						us < 0 ? INT64_MIN : INT64_MAX;
+				s->has_roi = true;
+				tp_meta_set_int(ctx, "range_of_interest_start_us",
+						-1, us);
+			}
+		if (!found)
+			tp_stat_inc(ctx, "track_event_tokenizer_errors");
+		return true;
+	}
+	default:
+		return false;
+	}
 }
-void tp_te_seq_reset(struct tp_ctx *ctx, struct tp_seq *seq) { (void)ctx; (void)seq; }
-void tp_te_seq_free(struct tp_ctx *ctx, struct tp_seq *seq) { (void)ctx; (void)seq; }
-void tp_te_finish(struct tp_ctx *ctx) { (void)ctx; }
-void tp_te_free(struct tp_ctx *ctx) { (void)ctx; }
+
+/* ---- resolving descriptor tracks (parse) -------------------------------- */
+
+static struct res *res_get_or_unknown(struct tp_ctx *ctx, uint64_t uuid,
+				      uint32_t machine)
+{
+	struct tp_te_state *s = S(ctx);
+	struct res *r = res_find(s, uuid);
+	if (!r) {
+		r = res_add(s, uuid);
+		r->kind = RES_CHILD;
+		r->machine = machine;
+	}
+	return r;
+}
+
+static int64_t create_track(struct tp_ctx *ctx, struct res *r,
+			    struct res *parent);
+
+/* Resolves r (and its ancestors); false when it cannot be. */
+static bool resolve(struct tp_ctx *ctx, struct res *r, int depth, int64_t ts)
+{
+	struct tp_te_state *s = S(ctx);
+
+	if (r->resolved)
+		return true;
+	if (r->failed || r->resolving || depth > MAX_ANCESTORS)
+		return false;
+	r->resolving = true;
+
+	struct res *parent = NULL;
+	size_t ridx = (size_t)(r - s->res);
+	if (r->parent_uuid && r->parent_uuid != r->uuid) {
+		struct res *pr = res_find(s, r->parent_uuid);
+		if (pr) {
+			size_t pidx = (size_t)(pr - s->res);
+			bool ok = resolve(ctx, pr, depth + 1, ts);
+			r = &s->res[ridx]; /* res may have moved */
+			pr = &s->res[pidx];
+			if (ok)
+				parent = pr;
+		}
+	}
+
+	if (r->kind == RES_THREAD) {
+		uint32_t utid = tp_thread_update(ctx, r->machine, r->tid, r->pid);
+		uint64_t owner;
+		if (u64map_get(&s->uuid_by_utid, utid, &owner) &&
+		    owner != r->uuid) {
+			tp_thread_new(ctx, r->machine, r->tid, ts, false);
+			utid = tp_thread_update(ctx, r->machine, r->tid, r->pid);
+		}
+		u64map_put(&s->uuid_by_utid, utid, r->uuid);
+		r->scope = SCOPE_T;
+		r->utid = utid;
+		r->is_root = true;
+	} else if (r->kind == RES_PROCESS) {
+		uint32_t upid = tp_process_get(ctx, r->machine, r->pid);
+		uint64_t owner;
+		if (u64map_get(&s->uuid_by_upid, upid, &owner) &&
+		    owner != r->uuid)
+			upid = tp_process_new(ctx, r->machine, r->pid, ts, false);
+		u64map_put(&s->uuid_by_upid, upid, r->uuid);
+		r->scope = SCOPE_P;
+		r->upid = upid;
+		r->is_root = true;
+	} else if (parent && parent->scope == SCOPE_T) {
+		r->scope = SCOPE_T;
+		r->utid = parent->utid;
+		r->use_separate = parent->use_separate;
+	} else if (parent && parent->scope == SCOPE_P) {
+		r->scope = SCOPE_P;
+		r->upid = parent->upid;
+	} else {
+		r->scope = SCOPE_G;
+		r->is_root = r->uuid == 0 && !parent;
+	}
+	r->resolving = false;
+	r->resolved = true;
+	r->track = create_track(ctx, r, parent);
+	return true;
+}
+
+static const char *ordering_name(uint8_t o)
+{
+	switch (o) {
+	case 1: return "lexicographic";
+	case 2: return "chronological";
+	case 3: return "explicit";
+	default: return NULL;
+	}
+}
+
+static int64_t source_args(struct tp_ctx *ctx, const struct res *r)
+{
+	struct tp_args_builder *b = &S(ctx)->b;
+	tp_str k;
+
+	tp_args_builder_reset(b);
+	if (r->description) {
+		k = tp_s(ctx, "description");
+		tp_args_add_str(b, k, k, r->description);
+	}
+	const char *o = ordering_name(r->child_ordering);
+	if (o) {
+		k = tp_s(ctx, "child_ordering");
+		tp_args_add_str(b, k, k, tp_s(ctx, o));
+	}
+	if (r->has_rank) {
+		k = tp_s(ctx, "sibling_order_rank");
+		tp_args_add_int(b, k, k, r->rank);
+	}
+	return tp_args_commit(ctx, b);
+}
+
+static int64_t create_track(struct tp_ctx *ctx, struct res *r,
+			    struct res *parent)
+{
+	struct tp_te_state *s = S(ctx);
+	struct tp_track_spec sp;
+	int64_t track;
+	bool counter = r->kind == RES_COUNTER;
+
+	tp_track_spec_init(&sp, r->machine);
+	sp.event_type = counter ? s->s_counter : s->s_slice;
+	if (r->is_root && r->scope == SCOPE_T && !r->use_separate) {
+		track = tp_track_thread(ctx, r->utid);
+	} else if (r->is_root && r->scope == SCOPE_T) {
+		uint64_t v;
+		if (u64map_get(&s->separate_thread_tracks, r->utid, &v)) {
+			track = (int64_t)v;
+		} else {
+			sp.type = s->s_thread;
+			sp.utid = r->utid;
+			track = tp_track_new(ctx, &sp);
+			u64map_put(&s->separate_thread_tracks, r->utid,
+				   (uint64_t)track);
+		}
+	} else if (r->is_root && r->scope == SCOPE_P) {
+		track = tp_track_process(ctx, r->upid);
+	} else {
+		sp.type = tp_s(ctx, counter ? "counter" : "track_event");
+		if (r->scope == SCOPE_T)
+			sp.utid = r->utid;
+		else if (r->scope == SCOPE_P)
+			sp.upid = r->upid;
+		if (parent && parent->track >= 0 && !parent->is_root)
+			sp.parent_id = parent->track;
+		else if (parent && parent->track >= 0 &&
+			 parent->scope == SCOPE_G)
+			sp.parent_id = parent->track;
+		track = tp_track_new(ctx, &sp);
+	}
+	int64_t args = source_args(ctx, r);
+	if (args >= 0)
+		tp_set_int(tp_tab(ctx, TP_T_TRACK), TP_TRACK_source_arg_set_id,
+			   (uint32_t)track, args);
+	return track;
+}
+
+/* The track of uuid for an event (creating an unknown uuid's track). */
+static struct res *event_track(struct tp_ctx *ctx, uint64_t uuid,
+			       uint32_t machine, int64_t ts)
+{
+	struct tp_te_state *s = S(ctx);
+	struct res *r = res_find(s, uuid);
+
+	if (r && r->resolved)
+		return r;
+	if (!r) {
+		r = res_get_or_unknown(ctx, uuid, machine);
+		if (uuid == 0) {
+			size_t i = (size_t)(r - s->res);
+			if (!resolve(ctx, r, 0, ts))
+				return NULL;
+			r = &s->res[i];
+			tp_set_str(tp_tab(ctx, TP_T_TRACK), TP_TRACK_name,
+				   (uint32_t)r->track,
+				   tp_s(ctx, "Default Track"));
+			return r;
+		}
+	}
+	size_t i = (size_t)(r - s->res);
+	if (!resolve(ctx, r, 0, ts))
+		return NULL;
+	return &s->res[i];
+}
+
+/* ---- parse: descriptors ------------------------------------------------- */
+
+static void set_process_arg(struct tp_ctx *ctx, uint32_t upid,
+			    const char *key, tp_str value)
+{
+	struct tp_table *t = tp_tab(ctx, TP_T_PROCESS);
+	struct tp_args_builder *b = &S(ctx)->b;
+
+	if (upid >= t->nrows)
+		return;
+	tp_args_builder_reset(b);
+	if (!tp_is_null(t, TP_PROCESS_arg_set_id, upid))
+		tp_args_load(ctx, tp_get_int(t, TP_PROCESS_arg_set_id, upid), b);
+	tp_str k = tp_s(ctx, key);
+	tp_args_add_str(b, k, k, value);
+	int64_t id = tp_args_commit(ctx, b);
+	if (id >= 0)
+		tp_set_int(t, TP_PROCESS_arg_set_id, upid, id);
+}
+
+static void apply_process_descriptor(struct tp_ctx *ctx, uint32_t upid,
+				     const uint8_t *p, size_t len)
+{
+	struct pb_reader r;
+	struct pb_field f;
+	char cmd[4096];
+	size_t n = 0;
+	tp_str name = 0;
+
+	pb_reader_init(&r, p, len);
+	while (pb_next(&r, &f)) {
+		if (f.wt != PB_WT_LEN)
+			continue;
+		if (f.num == PD_PROCESS_NAME) {
+			name = intern_bytes(ctx, f.data, f.len);
+		} else if (f.num == PD_CMDLINE) {
+			size_t l = strnlen((const char *)f.data, f.len);
+			if (n && n < sizeof cmd)
+				cmd[n++] = ' ';
+			if (l > sizeof cmd - n)
+				l = sizeof cmd - n;
+			memcpy(cmd + n, f.data, l);
+			n += l;
+		}
+	}
+	if (n) {
+		tp_str c = tp_intern(ctx->pool, cmd, n);
+		tp_process_set_cmdline(ctx, upid, c);
+		if (!name) {
+			size_t first = 0;
+			while (first < n && cmd[first] != ' ')
+				first++;
+			name = tp_intern(ctx->pool, cmd, first);
+		}
+	}
+	if (name)
+		tp_process_set_name(ctx, upid, name);
+}
+
+static void apply_chrome_process(struct tp_ctx *ctx, uint32_t upid,
+				 const uint8_t *p, size_t len)
+{
+	struct pb_reader r;
+	struct pb_field f;
+
+	pb_reader_init(&r, p, len);
+	while (pb_next(&r, &f))
+		if (f.num == CPD_HOST_APP_PACKAGE_NAME && f.wt == PB_WT_LEN)
+			set_process_arg(ctx, upid, "chrome.host_app_package_name",
+					intern_bytes(ctx, f.data, f.len));
+}
+
+static void apply_thread_name(struct tp_ctx *ctx, uint32_t utid,
+			      const uint8_t *p, size_t len)
+{
+	struct pb_reader r;
+	struct pb_field f;
+
+	pb_reader_init(&r, p, len);
+	while (pb_next(&r, &f))
+		if (f.num == THD_THREAD_NAME && f.wt == PB_WT_LEN)
+			tp_thread_set_name(ctx, utid,
+					   intern_bytes(ctx, f.data, f.len));
+}
+
+static void parse_track_descriptor(struct tp_ctx *ctx, int64_t ts,
+				   uint32_t machine, const uint8_t *p,
+				   size_t len)
+{
+	struct tp_te_state *s = S(ctx);
+	struct desc d;
+
+	if (!desc_decode(p, len, &d) || !d.has_uuid)
+		return;
+	struct res *r = res_find(s, d.uuid);
+	if (!r)
+		return;
+	size_t i = (size_t)(r - s->res);
+	if (!resolve(ctx, r, 0, ts))
+		return;
+	r = &s->res[i];
+
+	if (d.thread && r->kind == RES_THREAD) {
+		bool hp, ht;
+		int64_t pid, tid;
+		uint32_t utid = r->utid;
+		pid_tid(d.thread, d.thread_len, &hp, &pid, &ht, &tid);
+		if (pid != r->pid || tid != r->tid)
+			utid = tp_thread_update(ctx, machine, tid, pid);
+		apply_thread_name(ctx, utid, d.thread, d.thread_len);
+	}
+	if (d.process && r->kind == RES_PROCESS) {
+		apply_process_descriptor(ctx, r->upid, d.process, d.process_len);
+		if (d.chrome_process)
+			apply_chrome_process(ctx, r->upid, d.chrome_process,
+					     d.chrome_process_len);
+	}
+	if (d.has_name && !r->got_event && r->track >= 0)
+		tp_set_str(tp_tab(ctx, TP_T_TRACK), TP_TRACK_name,
+			   (uint32_t)r->track,
+			   intern_bytes(ctx, d.name, d.name_len));
+}
+
+static void parse_desc(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
+		       size_t len)
+{
+	const uint8_t *end = p + len;
+	uint64_t machine, seq_id;
+
+	if (len < 1)
+		return;
+	uint8_t what = *p++;
+	if (!pb_read_varint(&p, end, &machine) ||
+	    !pb_read_varint(&p, end, &seq_id))
+		return;
+	size_t n = (size_t)(end - p);
+	if (what == DESC_TRACK) {
+		parse_track_descriptor(ctx, ts, (uint32_t)machine, p, n);
+	} else if (what == DESC_THREAD) {
+		bool hp, ht;
+		int64_t pid, tid;
+		pid_tid(p, n, &hp, &pid, &ht, &tid);
+		if (!ht)
+			return;
+		uint32_t utid = hp ? tp_thread_update(ctx, (uint32_t)machine,
+						      tid, pid)
+				   : tp_thread_get(ctx, (uint32_t)machine, tid);
+		apply_thread_name(ctx, utid, p, n);
+	} else if (what == DESC_PROCESS) {
+		bool hp, ht;
+		int64_t pid, tid;
+		pid_tid(p, n, &hp, &pid, &ht, &tid);
+		if (!hp)
+			return;
+		apply_process_descriptor(
+			ctx, tp_process_get(ctx, (uint32_t)machine, pid), p, n);
+	}
+}
+
+/* ---- parse: events ------------------------------------------------------ */
+
+struct legacy {
+	bool present;
+	uint64_t name_iid;
+	int32_t phase;
+	bool has_phase;
+	int64_t duration_us, thread_duration_us;
+	bool has_unscoped_id, has_local_id, has_global_id;
+	uint64_t unscoped_id, local_id, global_id;
+	const uint8_t *id_scope;
+	size_t id_scope_len;
+	bool has_bind_id, has_flow_direction, bind_to_enclosing;
+	uint64_t bind_id, flow_direction;
+	uint64_t instant_event_scope;
+	bool has_pid_override, has_tid_override;
+	int64_t pid_override, tid_override;
+};
+
+struct ev {
+	/* header */
+	uint32_t flags, seq_id, gen, machine;
+	int64_t thread_ts, tic, pid, tid;
+	uint64_t default_uuid;
+	double counter;
+	const uint8_t *extra;
+	uint64_t nextra;
+	const uint8_t *te;
+	size_t te_len;
+	/* TrackEvent */
+	bool has_type, has_track_uuid, has_debug;
+	uint64_t type, track_uuid;
+	uint64_t name_iid;
+	const uint8_t *name;
+	size_t name_len;
+	bool has_name;
+	unsigned ncat_iids, ncats;
+	uint64_t cat_iid;
+	const uint8_t *cat;
+	size_t cat_len;
+	bool has_flows;
+	struct legacy le;
+	/* importing */
+	tp_str category_id, name_id;
+	bool has_utid, has_upid;
+	uint32_t utid, upid;
+	bool has_passthrough;
+	uint32_t passthrough_utid;
+	bool has_source_id;
+	int64_t source_id;
+};
+
+static bool read_header(const uint8_t **pp, const uint8_t *end, struct ev *e)
+{
+	uint64_t v;
+	const uint8_t *p = *pp;
+
+#define RD(x)                                   \
+	do {                                    \
+		if (!pb_read_varint(&p, end, &v)) \
+			return false;           \
+		x;                              \
+	} while (0)
+	RD(e->flags = (uint32_t)v);
+	RD(e->seq_id = (uint32_t)v);
+	RD(e->gen = (uint32_t)v);
+	if (e->flags & F_MACHINE)
+		RD(e->machine = (uint32_t)v);
+	if (e->flags & F_THREAD_TS)
+		RD(e->thread_ts = pb_zigzag_decode(v));
+	if (e->flags & F_TIC)
+		RD(e->tic = pb_zigzag_decode(v));
+	if (e->flags & F_PIDTID) {
+		RD(e->pid = pb_zigzag_decode(v));
+		RD(e->tid = pb_zigzag_decode(v));
+	}
+	if (e->flags & F_DEFAULT_UUID)
+		RD(e->default_uuid = v);
+	if (e->flags & F_COUNTER) {
+		if (end - p < 8)
+			return false;
+		memcpy(&e->counter, p, 8);
+		p += 8;
+	}
+	if (e->flags & F_EXTRA) {
+		RD(e->nextra = v);
+		e->extra = p;
+		for (uint64_t i = 0; i < e->nextra; i++) {
+			if (!pb_read_varint(&p, end, &v) || end - p < 8)
+				return false;
+			p += 8;
+		}
+	}
+#undef RD
+	*pp = p;
+	return true;
+}
+
+static void decode_legacy(const uint8_t *p, size_t len, struct legacy *le)
+{
+	struct pb_reader r;
+	struct pb_field f;
+
+	le->present = true;
+	pb_reader_init(&r, p, len);
+	while (pb_next(&r, &f)) {
+		switch (f.num) {
+		case LE_NAME_IID: le->name_iid = f.val; break;
+		case LE_PHASE:
+			le->phase = (int32_t)f.val;
+			le->has_phase = true;
+			break;
+		case LE_DURATION_US: le->duration_us = (int64_t)f.val; break;
+		case LE_THREAD_DURATION_US:
+			le->thread_duration_us = (int64_t)f.val;
+			break;
+		case LE_UNSCOPED_ID:
+			le->has_unscoped_id = true;
+			le->unscoped_id = f.val;
+			break;
+		case LE_LOCAL_ID:
+			le->has_local_id = true;
+			le->local_id = f.val;
+			break;
+		case LE_GLOBAL_ID:
+			le->has_global_id = true;
+			le->global_id = f.val;
+			break;
+		case LE_ID_SCOPE:
+			if (f.wt == PB_WT_LEN) {
+				le->id_scope = f.data;
+				le->id_scope_len = f.len;
+			}
+			break;
+		case LE_BIND_ID:
+			le->has_bind_id = true;
+			le->bind_id = f.val;
+			break;
+		case LE_BIND_TO_ENCLOSING:
+			le->bind_to_enclosing = f.val != 0;
+			break;
+		case LE_FLOW_DIRECTION:
+			le->has_flow_direction = true;
+			le->flow_direction = f.val;
+			break;
+		case LE_INSTANT_EVENT_SCOPE:
+			le->instant_event_scope = f.val;
+			break;
+		case LE_PID_OVERRIDE:
+			le->has_pid_override = true;
+			le->pid_override = (int32_t)f.val;
+			break;
+		case LE_TID_OVERRIDE:
+			le->has_tid_override = true;
+			le->tid_override = (int32_t)f.val;
+			break;
+		default: break;
+		}
+	}
+}
+
+static bool decode_event(struct ev *e)
+{
+	struct pb_reader r;
+	struct pb_field f;
+
+	pb_reader_init(&r, e->te, e->te_len);
+	while (pb_next(&r, &f)) {
+		switch (f.num) {
+		case EV_TYPE:
+			e->has_type = true;
+			e->type = f.val;
+			break;
+		case EV_TRACK_UUID:
+			e->has_track_uuid = true;
+			e->track_uuid = f.val;
+			break;
+		case EV_NAME_IID:
+			e->name_iid = f.val;
+			e->has_name = false;
+			break;
+		case EV_NAME:
+			if (f.wt == PB_WT_LEN) {
+				e->name = f.data;
+				e->name_len = f.len;
+				e->has_name = true;
+			}
+			break;
+		case EV_CATEGORY_IIDS:
+			if (f.wt == PB_WT_VARINT) {
+				if (!e->ncat_iids)
+					e->cat_iid = f.val;
+				e->ncat_iids++;
+			} else if (f.wt == PB_WT_LEN) {
+				struct pb_packed_iter it;
+				uint64_t v;
+				pb_packed_init(&it, f.data, f.len);
+				while (pb_packed_next(&it, &v)) {
+					if (!e->ncat_iids)
+						e->cat_iid = v;
+					e->ncat_iids++;
+				}
+			}
+			break;
+		case EV_CATEGORIES:
+			if (f.wt == PB_WT_LEN) {
+				if (!e->ncats) {
+					e->cat = f.data;
+					e->cat_len = f.len;
+				}
+				e->ncats++;
+			}
+			break;
+		case EV_DEBUG_ANNOTATIONS: e->has_debug = true; break;
+		case EV_LEGACY_EVENT:
+			if (f.wt == PB_WT_LEN)
+				decode_legacy(f.data, f.len, &e->le);
+			break;
+		case EV_FLOW_IDS:
+		case EV_FLOW_IDS_OLD:
+		case EV_TERMINATING_FLOW_IDS:
+		case EV_TERMINATING_FLOW_IDS_OLD:
+			e->has_flows = true;
+			break;
+		default: break;
+		}
+	}
+	return r.err == PB_OK;
+}
+
+/* Categories joined with ',' (the multi-category slow path). */
+static tp_str join_categories(struct tp_ctx *ctx, const struct ev *e)
+{
+	struct pb_reader r;
+	struct pb_field f;
+	char buf[4096];
+	size_t n = 0;
+
+	pb_reader_init(&r, e->te, e->te_len);
+	while (pb_next(&r, &f)) {
+		const char *s = NULL;
+		size_t l = 0;
+		uint64_t iids[64];
+		size_t ni = 0;
+		if (f.num == EV_CATEGORIES && f.wt == PB_WT_LEN && !e->ncat_iids) {
+			s = (const char *)f.data;
+			l = strnlen(s, f.len);
+		} else if (f.num == EV_CATEGORY_IIDS && f.wt == PB_WT_VARINT) {
+			iids[ni++] = f.val;
+		} else if (f.num == EV_CATEGORY_IIDS && f.wt == PB_WT_LEN) {
+			struct pb_packed_iter it;
+			uint64_t v;
+			pb_packed_init(&it, f.data, f.len);
+			while (pb_packed_next(&it, &v) && ni < 64)
+				iids[ni++] = v;
+		} else {
+			continue;
+		}
+		for (size_t k = 0; k <= ni; k++) {
+			if (k < ni) {
+				tp_str c = interned(ctx, e->gen,
+						    IN_EVENT_CATEGORIES, iids[k]);
+				if (!c)
+					continue;
+				s = tp_str_get(ctx->pool, c);
+				l = tp_str_len(ctx->pool, c);
+			} else if (ni) {
+				break;
+			}
+			if (!s)
+				continue;
+			if (n && n < sizeof buf)
+				buf[n++] = ',';
+			if (l > sizeof buf - n)
+				l = sizeof buf - n;
+			memcpy(buf + n, s, l);
+			n += l;
+		}
+	}
+	return n ? tp_intern(ctx->pool, buf, n) : 0;
+}
+
+static void resolve_names(struct tp_ctx *ctx, struct ev *e)
+{
+	if (e->ncat_iids + e->ncats > 1)
+		e->category_id = join_categories(ctx, e);
+	else if (e->ncat_iids)
+		e->category_id = interned(ctx, e->gen, IN_EVENT_CATEGORIES,
+					  e->cat_iid);
+	else if (e->ncats)
+		e->category_id = intern_bytes(ctx, e->cat, e->cat_len);
+
+	if (e->has_name)
+		e->name_id = intern_bytes(ctx, e->name, e->name_len);
+	else if (e->name_iid)
+		e->name_id = interned(ctx, e->gen, IN_EVENT_NAMES, e->name_iid);
+	else if (e->le.name_iid)
+		e->name_id =
+			interned(ctx, e->gen, IN_EVENT_NAMES, e->le.name_iid);
+}
+
+/* ---- args ---------------------------------------------------------------- */
+
+#define KEY_MAX 1024
+
+static void nested_value(struct tp_ctx *ctx, const uint8_t *p, size_t len,
+			 const char *flat, const char *key, int depth,
+			 struct tp_args_builder *b);
+
+static void add_arg(struct tp_ctx *ctx, struct tp_args_builder *b,
+		    const char *flat, const char *key, struct tp_arg *a)
+{
+	a->flat_key = tp_s(ctx, flat);
+	a->key = strcmp(flat, key) == 0 ? a->flat_key : tp_s(ctx, key);
+	tp_args_add(b, a);
+}
+
+/* The value of a DebugAnnotation (or a dict entry / array element). */
+static void annotation_value(struct tp_ctx *ctx, uint32_t gen,
+			     const uint8_t *p, size_t len, const char *flat,
+			     const char *key, tp_str key_id, int depth,
+			     struct tp_args_builder *b)
+{
+	struct pb_reader r;
+	struct pb_field f;
+	struct tp_arg a;
+	char fk[KEY_MAX], k[KEY_MAX];
+	unsigned idx = 0;
+
+	if (depth > MAX_NESTING) {
+		tp_stat_inc(ctx, "track_event_parser_errors");
+		return;
+	}
+	memset(&a, 0, sizeof a);
+	pb_reader_init(&r, p, len);
+	while (pb_next(&r, &f)) {
+		bool have = true;
+		switch (f.num) {
+		case DA_BOOL_VALUE:
+			a.type = TP_ARG_BOOL;
+			a.i = f.val != 0;
+			break;
+		case DA_UINT_VALUE:
+			a.type = TP_ARG_UINT;
+			a.i = (int64_t)f.val;
+			break;
+		case DA_INT_VALUE:
+			a.type = TP_ARG_INT;
+			a.i = (int64_t)f.val;
+			break;
+		case DA_DOUBLE_VALUE:
+			if (f.wt != PB_WT_FIXED64)
+				continue;
+			a.type = TP_ARG_REAL;
+			memcpy(&a.d, &f.val, 8);
+			break;
+		case DA_STRING_VALUE:
+			if (f.wt != PB_WT_LEN)
+				continue;
+			a.type = TP_ARG_STRING;
+			a.s = intern_bytes(ctx, f.data, f.len);
+			break;
+		case DA_STRING_VALUE_IID:
+			a.type = TP_ARG_STRING;
+			a.s = interned(ctx, gen, IN_DEBUG_ANNOTATION_STRING_VALUES,
+				       f.val);
+			if (!a.s) {
+				tp_stat_inc(ctx, "track_event_parser_errors");
+				continue;
+			}
+			break;
+		case DA_POINTER_VALUE:
+			a.type = TP_ARG_POINTER;
+			a.i = (int64_t)f.val;
+			break;
+		case DA_LEGACY_JSON_VALUE:
+			if (f.wt == PB_WT_LEN)
+				tp_json_to_args(ctx, (const char *)f.data, f.len,
+						flat, key, b);
+			have = false;
+			break;
+		case DA_NESTED_VALUE:
+			if (f.wt == PB_WT_LEN)
+				nested_value(ctx, f.data, f.len, flat, key,
+					     depth + 1, b);
+			have = false;
+			break;
+		case DA_DICT_ENTRIES: {
+			if (f.wt != PB_WT_LEN)
+				continue;
+			/* The entry's own name. */
+			struct pb_reader r2;
+			struct pb_field g;
+			const char *cn = NULL;
+			size_t cl = 0;
+			pb_reader_init(&r2, f.data, f.len);
+			while (pb_next(&r2, &g)) {
+				if (g.num == DA_NAME && g.wt == PB_WT_LEN) {
+					cn = (const char *)g.data;
+					cl = strnlen(cn, g.len);
+				} else if (g.num == DA_NAME_IID) {
+					tp_str s = interned(
+						ctx, gen,
+						IN_DEBUG_ANNOTATION_NAMES, g.val);
+					if (s) {
+						cn = tp_str_get(ctx->pool, s);
+						cl = tp_str_len(ctx->pool, s);
+					}
+				}
+			}
+			if (!cn)
+				continue;
+			snprintf(fk, sizeof fk, "%s.%.*s", flat, (int)cl, cn);
+			snprintf(k, sizeof k, "%s.%.*s", key, (int)cl, cn);
+			annotation_value(ctx, gen, f.data, f.len, fk, k, 0,
+					 depth + 1, b);
+			have = false;
+			break;
+		}
+		case DA_ARRAY_VALUES:
+			if (f.wt != PB_WT_LEN)
+				continue;
+			snprintf(k, sizeof k, "%s[%u]", key, idx++);
+			annotation_value(ctx, gen, f.data, f.len, flat, k, 0,
+					 depth + 1, b);
+			have = false;
+			break;
+		default:
+			have = false;
+			break;
+		}
+		if (!have)
+			continue;
+		if (key_id) {
+			a.flat_key = a.key = key_id;
+			tp_args_add(b, &a);
+		} else {
+			add_arg(ctx, b, flat, key, &a);
+		}
+	}
+}
+
+static void nested_value(struct tp_ctx *ctx, const uint8_t *p, size_t len,
+			 const char *flat, const char *key, int depth,
+			 struct tp_args_builder *b)
+{
+	struct pb_reader r;
+	struct pb_field f;
+	uint64_t type = 0;
+	struct tp_arg a;
+	bool have = false;
+	char fk[KEY_MAX], k[KEY_MAX];
+
+	if (depth > MAX_NESTING) {
+		tp_stat_inc(ctx, "track_event_parser_errors");
+		return;
+	}
+	memset(&a, 0, sizeof a);
+	pb_reader_init(&r, p, len);
+	while (pb_next(&r, &f)) {
+		switch (f.num) {
+		case NV_NESTED_TYPE: type = f.val; break;
+		case NV_INT_VALUE:
+			a.type = TP_ARG_INT;
+			a.i = (int64_t)f.val;
+			have = true;
+			break;
+		case NV_DOUBLE_VALUE:
+			if (f.wt == PB_WT_FIXED64) {
+				a.type = TP_ARG_REAL;
+				memcpy(&a.d, &f.val, 8);
+				have = true;
+			}
+			break;
+		case NV_BOOL_VALUE:
+			a.type = TP_ARG_BOOL;
+			a.i = f.val != 0;
+			have = true;
+			break;
+		case NV_STRING_VALUE:
+			if (f.wt == PB_WT_LEN) {
+				a.type = TP_ARG_STRING;
+				a.s = intern_bytes(ctx, f.data, f.len);
+				have = true;
+			}
+			break;
+		default: break;
+		}
+	}
+	if (type == NV_DICT) {
+		/* dict_keys[i] pairs with dict_values[i]. */
+		struct pb_reader rk, rv;
+		struct pb_field fk_f, fv;
+		pb_reader_init(&rk, p, len);
+		pb_reader_init(&rv, p, len);
+		for (;;) {
+			bool gk = false, gv = false;
+			while (pb_next(&rk, &fk_f))
+				if (fk_f.num == NV_DICT_KEYS &&
+				    fk_f.wt == PB_WT_LEN) {
+					gk = true;
+					break;
+				}
+			while (pb_next(&rv, &fv))
+				if (fv.num == NV_DICT_VALUES &&
+				    fv.wt == PB_WT_LEN) {
+					gv = true;
+					break;
+				}
+			if (!gk || !gv)
+				break;
+			int cl = (int)strnlen((const char *)fk_f.data, fk_f.len);
+			snprintf(fk, sizeof fk, "%s.%.*s", flat, cl,
+				 (const char *)fk_f.data);
+			snprintf(k, sizeof k, "%s.%.*s", key, cl,
+				 (const char *)fk_f.data);
+			nested_value(ctx, fv.data, fv.len, fk, k, depth + 1, b);
+		}
+		return;
+	}
+	if (type == NV_ARRAY) {
+		unsigned idx = 0;
+		pb_reader_init(&r, p, len);
+		while (pb_next(&r, &f)) {
+			if (f.num != NV_ARRAY_VALUES || f.wt != PB_WT_LEN)
+				continue;
+			snprintf(k, sizeof k, "%s[%u]", key, idx++);
+			nested_value(ctx, f.data, f.len, flat, k, depth + 1, b);
+		}
+		return;
+	}
+	if (have)
+		add_arg(ctx, b, flat, key, &a);
+}
+
+static void debug_annotation(struct tp_ctx *ctx, const struct ev *e,
+			     const uint8_t *p, size_t len,
+			     struct tp_args_builder *b)
+{
+	struct pb_reader r;
+	struct pb_field f;
+	tp_str key = 0;
+	char buf[KEY_MAX];
+
+	pb_reader_init(&r, p, len);
+	while (pb_next(&r, &f)) {
+		if (f.num == DA_NAME_IID && f.wt == PB_WT_VARINT) {
+			key = interned_debug_key(ctx, e->gen, f.val);
+			if (!key) {
+				tp_stat_inc(ctx, "track_event_parser_errors");
+				return;
+			}
+		} else if (f.num == DA_NAME && f.wt == PB_WT_LEN) {
+			int l = (int)strnlen((const char *)f.data, f.len);
+			snprintf(buf, sizeof buf, "debug.%.*s", l,
+				 (const char *)f.data);
+			key = tp_s(ctx, buf);
+		}
+	}
+	if (!key) {
+		tp_stat_inc(ctx, "track_event_parser_errors");
+		return;
+	}
+	const char *ks = tp_str_get(ctx->pool, key);
+	annotation_value(ctx, e->gen, p, len, ks, ks, key, 0, b);
+}
+
+/* Builds the args of an event into b. */
+static void build_event_args(struct tp_ctx *ctx, const struct ev *e,
+			     bool async_phase, struct tp_args_builder *b)
+{
+	tp_str k;
+
+	tp_args_builder_reset(b);
+	if (!e->has_debug && !e->has_passthrough && !e->has_source_id)
+		return;
+	if (e->has_source_id) {
+		k = tp_s(ctx, "legacy_trace_source_id");
+		tp_args_add_int(b, k, k, e->source_id);
+	}
+	if (e->has_debug) {
+		struct pb_reader r;
+		struct pb_field f;
+		pb_reader_init(&r, e->te, e->te_len);
+		while (pb_next(&r, &f))
+			if (f.num == EV_DEBUG_ANNOTATIONS && f.wt == PB_WT_LEN)
+				debug_annotation(ctx, e, f.data, f.len, b);
+	}
+	if (e->has_passthrough) {
+		k = tp_s(ctx, "legacy_event.passthrough_utid");
+		tp_args_add_uint(b, k, k, e->passthrough_utid);
+	}
+	if (async_phase && e->le.has_phase &&
+	    (e->le.phase == 'S' || e->le.phase == 'T' || e->le.phase == 'p')) {
+		char ph[2] = { (char)e->le.phase, 0 };
+		k = tp_s(ctx, "legacy_event.phase");
+		tp_args_add_str(b, k, k, tp_s(ctx, ph));
+	}
+}
+
+/* The arg set of an event (-1 if empty). */
+static int64_t event_args(struct tp_ctx *ctx, const struct ev *e,
+			  bool async_phase)
+{
+	struct tp_args_builder *b = &S(ctx)->b;
+	build_event_args(ctx, e, async_phase, b);
+	return b->n ? tp_args_commit(ctx, b) : -1;
+}
+
+/* ---- flows --------------------------------------------------------------- */
+
+static void flow_row(struct tp_ctx *ctx, uint32_t out, uint32_t in)
+{
+	struct tp_table *t = tp_tab(ctx, TP_T_FLOW);
+	uint32_t row = tp_table_add_row(t);
+	tp_set_int(t, TP_FLOW_slice_out, row, out);
+	tp_set_int(t, TP_FLOW_slice_in, row, in);
+}
+
+static bool flow_active(struct tp_ctx *ctx, uint64_t id, uint32_t *slice)
+{
+	uint64_t v;
+	if (!u64map_get(&S(ctx)->flows, id, &v) || !v)
+		return false;
+	*slice = (uint32_t)(v - 1);
+	return true;
+}
+
+static void flow_begin(struct tp_ctx *ctx, uint64_t id, int64_t slice)
+{
+	uint32_t prev;
+	if (slice < 0) {
+		tp_stat_inc(ctx, "flow_no_enclosing_slice");
+		return;
+	}
+	if (flow_active(ctx, id, &prev)) {
+		tp_stat_inc(ctx, "flow_duplicate_id");
+		return;
+	}
+	u64map_put(&S(ctx)->flows, id, (uint64_t)slice + 1);
+}
+
+static void flow_step(struct tp_ctx *ctx, uint64_t id, int64_t slice)
+{
+	uint32_t prev;
+	if (slice < 0) {
+		tp_stat_inc(ctx, "flow_no_enclosing_slice");
+		return;
+	}
+	if (!flow_active(ctx, id, &prev)) {
+		tp_stat_inc(ctx, "flow_step_without_start");
+		return;
+	}
+	flow_row(ctx, prev, (uint32_t)slice);
+	u64map_put(&S(ctx)->flows, id, (uint64_t)slice + 1);
+}
+
+static void flow_end(struct tp_ctx *ctx, uint64_t id, int64_t slice,
+		     bool close)
+{
+	uint32_t prev;
+	if (slice < 0) {
+		tp_stat_inc(ctx, "flow_no_enclosing_slice");
+		return;
+	}
+	if (!flow_active(ctx, id, &prev)) {
+		tp_stat_inc(ctx, "flow_end_without_start");
+		return;
+	}
+	flow_row(ctx, prev, (uint32_t)slice);
+	if (close)
+		u64map_put(&S(ctx)->flows, id, 0);
+}
+
+/* Flow ids from v2 legacy bind ids live apart from track event flow ids. */
+#define V2_BIND_KEY(id) ((id) ^ 0x5bd1e9955bd1e995ull)
+
+static void event_flows(struct tp_ctx *ctx, const struct ev *e, int64_t slice)
+{
+	if (e->le.has_bind_id) {
+		uint64_t id = V2_BIND_KEY(e->le.bind_id);
+		if (!e->le.has_flow_direction) {
+			tp_stat_inc(ctx, "flow_without_direction");
+		} else {
+			switch (e->le.flow_direction) {
+			case FLOW_OUT: flow_begin(ctx, id, slice); break;
+			case FLOW_INOUT: flow_step(ctx, id, slice); break;
+			case FLOW_IN: flow_end(ctx, id, slice, false); break;
+			default:
+				tp_stat_inc(ctx, "flow_without_direction");
+			}
+		}
+	}
+	if (!e->has_flows)
+		return;
+	struct pb_reader r;
+	struct pb_field f;
+	for (int pass = 0; pass < 2; pass++) {
+		pb_reader_init(&r, e->te, e->te_len);
+		while (pb_next(&r, &f)) {
+			bool term = f.num == EV_TERMINATING_FLOW_IDS ||
+				    f.num == EV_TERMINATING_FLOW_IDS_OLD;
+			bool flow = f.num == EV_FLOW_IDS ||
+				    f.num == EV_FLOW_IDS_OLD;
+			if ((pass == 0 && !flow) || (pass == 1 && !term))
+				continue;
+			uint64_t ids[64];
+			size_t n = 0;
+			if (f.wt == PB_WT_VARINT || f.wt == PB_WT_FIXED64) {
+				ids[n++] = f.val;
+			} else if (f.wt == PB_WT_LEN &&
+				   (f.num == EV_FLOW_IDS ||
+				    f.num == EV_TERMINATING_FLOW_IDS)) {
+				for (size_t i = 0; i + 8 <= f.len && n < 64;
+				     i += 8)
+					memcpy(&ids[n++], f.data + i, 8);
+			} else if (f.wt == PB_WT_LEN) {
+				struct pb_packed_iter it;
+				uint64_t v;
+				pb_packed_init(&it, f.data, f.len);
+				while (n < 64 && pb_packed_next(&it, &v))
+					ids[n++] = v;
+			}
+			for (size_t i = 0; i < n; i++) {
+				uint32_t prev;
+				bool active = flow_active(ctx, ids[i], &prev);
+				if (flow && !active)
+					flow_begin(ctx, ids[i], slice);
+				else if (flow)
+					flow_step(ctx, ids[i], slice);
+				else if (active)
+					flow_end(ctx, ids[i], slice, true);
+			}
+		}
+	}
+}
+
+static void flow_v1(struct tp_ctx *ctx, const struct ev *e, uint32_t track)
+{
+	struct tp_te_state *s = S(ctx);
+	if (!e->le.has_unscoped_id) {
+		tp_stat_inc(ctx, "flow_invalid_id");
+		return;
+	}
+	uint64_t key = e->le.unscoped_id * 0x9e3779b97f4a7c15ull ^
+		       (uint64_t)e->category_id << 32 ^ e->name_id;
+	uint64_t id;
+	if (!u64map_get(&s->v1_flows, key, &id)) {
+		id = (1ull << 62) | s->next_v1_flow++;
+		u64map_put(&s->v1_flows, key, id);
+	}
+	int64_t slice = tp_slice_top(ctx, track);
+	switch (e->le.phase) {
+	case 's': flow_begin(ctx, id, slice); break;
+	case 't': flow_step(ctx, id, slice); break;
+	case 'f': flow_end(ctx, id, slice, false); break;
+	default: break;
+	}
+}
+
+/* ---- event import --------------------------------------------------------- */
+
+static void parser_error(struct tp_ctx *ctx)
+{
+	tp_stat_inc(ctx, "track_event_parser_errors");
+}
+
+static uint32_t legacy_async_track(struct tp_ctx *ctx, const struct ev *e,
+				   bool process_scoped)
+{
+	struct tp_te_state *s = S(ctx);
+	struct tp_args_builder *b = &s->b2;
+	tp_str scope = e->category_id;
+	tp_str k;
+	uint32_t upid = e->has_upid ? e->upid : 0;
+
+	if (e->le.id_scope) {
+		char buf[KEY_MAX];
+		const char *c = e->category_id
+					? tp_str_get(ctx->pool, e->category_id)
+					: "";
+		snprintf(buf, sizeof buf, "%s:%.*s", c,
+			 (int)strnlen((const char *)e->le.id_scope,
+				      e->le.id_scope_len),
+			 (const char *)e->le.id_scope);
+		scope = tp_s(ctx, buf);
+	}
+	uint64_t h = (uint64_t)e->source_id * 0x9e3779b97f4a7c15ull;
+	h ^= ((uint64_t)scope << 32 | e->machine) * 0xff51afd7ed558ccdull;
+	if (process_scoped)
+		h ^= ((uint64_t)upid + 1) * 0xc4ceb9fe1a85ec53ull;
+	h ^= h >> 31;
+	uint64_t v;
+	if (u64map_get(&s->async_tracks, h, &v))
+		return (uint32_t)(v - 1);
+
+	struct tp_track_spec sp;
+	tp_track_spec_init(&sp, e->machine);
+	sp.type = tp_s(ctx, "legacy_async_event");
+	sp.name = e->name_id;
+	if (process_scoped && e->has_upid)
+		sp.upid = e->upid;
+	tp_args_builder_reset(b);
+	if (e->name_id) {
+		k = tp_s(ctx, "name");
+		tp_args_add_str(b, k, k, e->name_id);
+	}
+	if (scope) {
+		k = tp_s(ctx, "scope");
+		tp_args_add_str(b, k, k, scope);
+	}
+	k = tp_s(ctx, "source");
+	tp_args_add_str(b, k, k, tp_s(ctx, "chrome"));
+	if (scope) {
+		k = tp_s(ctx, "source_scope");
+		tp_args_add_str(b, k, k, scope);
+	}
+	k = tp_s(ctx, "trace_id_is_process_scoped");
+	tp_args_add_bool(b, k, k, process_scoped);
+	k = tp_s(ctx, "track_compressor_idx");
+	tp_args_add_int(b, k, k, 0);
+	k = tp_s(ctx, "upid");
+	tp_args_add_int(b, k, k, upid);
+	sp.source_arg_set_id = tp_args_commit(ctx, b);
+	uint32_t track = tp_track_new(ctx, &sp);
+	u64map_put(&s->async_tracks, h, (uint64_t)track + 1);
+	return track;
+}
+
+/* ---- pending slice args ---------------------------------------------------- */
+
+static uint32_t pending_new(struct tp_ctx *ctx, uint32_t slice)
+{
+	struct tp_te_state *s = S(ctx);
+	uint32_t slot;
+
+	if (s->free_pending) {
+		slot = s->free_pending - 1;
+		s->free_pending = s->pending[slot].next_free;
+	} else {
+		if (s->npending == s->cappending) {
+			size_t cap = s->cappending ? s->cappending * 2 : 64;
+			struct pending *p =
+				realloc(s->pending, cap * sizeof *p);
+			if (!p)
+				abort();
+			s->pending = p;
+			s->cappending = cap;
+		}
+		slot = (uint32_t)s->npending++;
+		tp_args_builder_init(&s->pending[slot].b);
+	}
+	struct pending *p = &s->pending[slot];
+	p->slice = slice;
+	p->used = true;
+	p->next_free = 0;
+	tp_args_builder_reset(&p->b);
+	u64map_put(&s->pending_by_slice, slice, (uint64_t)slot + 1);
+	return slot;
+}
+
+static void commit_pending(struct tp_ctx *ctx, uint32_t slot)
+{
+	struct tp_te_state *s = S(ctx);
+	struct pending *p = &s->pending[slot];
+	int64_t id = tp_args_commit(ctx, &p->b);
+
+	if (id >= 0)
+		tp_set_int(tp_tab(ctx, TP_T_SLICE), TP_SLICE_arg_set_id,
+			   p->slice, id);
+	u64map_put(&s->pending_by_slice, p->slice, 0);
+	p->used = false;
+	p->next_free = s->free_pending;
+	s->free_pending = slot + 1;
+}
+
+static bool pending_find(struct tp_ctx *ctx, uint32_t slice, uint32_t *slot)
+{
+	uint64_t v;
+	if (!u64map_get(&S(ctx)->pending_by_slice, slice, &v) || !v)
+		return false;
+	*slot = (uint32_t)(v - 1);
+	return true;
+}
+
+/* Next index of array `prefix` (key text before '[') in b. */
+static unsigned next_array_index(struct tp_ctx *ctx,
+				 const struct tp_args_builder *b,
+				 const char *prefix, size_t plen)
+{
+	unsigned next = 0;
+	for (size_t i = 0; i < b->n; i++) {
+		const char *k = tp_str_get(ctx->pool, b->v[i].key);
+		if (!k || strncmp(k, prefix, plen) != 0 || k[plen] != '[')
+			continue;
+		unsigned idx = (unsigned)strtoul(k + plen + 1, NULL, 10);
+		if (idx + 1 > next)
+			next = idx + 1;
+	}
+	return next;
+}
+
+/* Merges end-event args (e_b) into the pending set of the slice: array
+ * entries continue after the existing ones, the passthrough utid of the
+ * begin stays. */
+static void merge_end_args(struct tp_ctx *ctx, struct tp_args_builder *into,
+			   const struct tp_args_builder *eb)
+{
+	tp_str passthrough = tp_s(ctx, "legacy_event.passthrough_utid");
+	size_t base_n = into->n;
+	struct tp_args_builder orig = { into->v, base_n, base_n };
+
+	for (size_t i = 0; i < eb->n; i++) {
+		struct tp_arg a = eb->v[i];
+		if (a.key == passthrough) {
+			bool have = false;
+			for (size_t j = 0; j < into->n; j++)
+				if (into->v[j].key == passthrough)
+					have = true;
+			if (have)
+				continue;
+		}
+		const char *k = tp_str_get(ctx->pool, a.key);
+		const char *br = k ? strchr(k, '[') : NULL;
+		if (br) {
+			size_t plen = (size_t)(br - k);
+			unsigned base = next_array_index(ctx, &orig, k, plen);
+			if (base) {
+				char buf[KEY_MAX];
+				unsigned idx =
+					(unsigned)strtoul(br + 1, NULL, 10);
+				const char *rest = strchr(br, ']');
+				snprintf(buf, sizeof buf, "%.*s[%u]%s",
+					 (int)plen, k, idx + base,
+					 rest ? rest + 1 : "");
+				a.key = tp_s(ctx, buf);
+			}
+		}
+		tp_args_add(into, &a);
+		orig.v = into->v; /* may have moved */
+	}
+}
+
+static void set_thread(struct tp_ctx *ctx, struct ev *e, uint32_t utid)
+{
+	bool ok;
+	e->has_utid = true;
+	e->utid = utid;
+	e->upid = thread_upid(ctx, utid, &ok);
+	e->has_upid = ok;
+}
+
+/* Picks the event's track; false (parser error counted) when it cannot. */
+static bool event_track_for(struct tp_ctx *ctx, struct ev *e, int64_t ts,
+			    uint32_t *track, struct res **rout)
+{
+	uint64_t uuid = 0;
+	*rout = NULL;
+
+	if (e->has_track_uuid)
+		uuid = e->track_uuid;
+	else if (e->flags & F_DEFAULT_UUID)
+		uuid = e->default_uuid;
+
+	if (uuid) {
+		struct res *r = event_track(ctx, uuid, e->machine, ts);
+		if (!r || r->track < 0)
+			return false;
+		*track = (uint32_t)r->track;
+		*rout = r;
+		if (r->scope == SCOPE_T)
+			set_thread(ctx, e, r->utid);
+		else if (r->scope == SCOPE_P) {
+			e->has_upid = true;
+			e->upid = r->upid;
+		}
+		return true;
+	}
+
+	bool pid_tid_valid = (e->flags & F_PIDTID) != 0;
+	bool fallback = (!e->has_track_uuid || !e->has_type) && pid_tid_valid;
+	int64_t pid = e->pid, tid = e->tid;
+	if (e->le.has_pid_override) {
+		pid = e->le.pid_override;
+		fallback = true;
+	}
+	if (e->le.has_tid_override) {
+		tid = e->le.tid_override;
+		fallback = true;
+	}
+	if (fallback) {
+		uint32_t utid = tp_thread_update(ctx, e->machine, tid, pid);
+		set_thread(ctx, e, utid);
+		*track = UINT32_MAX; /* the thread's track, made on demand */
+		return true;
+	}
+	struct res *r = event_track(ctx, 0, e->machine, ts);
+	if (!r || r->track < 0)
+		return false;
+	*track = (uint32_t)r->track;
+	*rout = r;
+	return true;
+}
+
+static bool is_async_phase(int32_t ph)
+{
+	return ph == 'b' || ph == 'e' || ph == 'n' || ph == 'S' || ph == 'F' ||
+	       ph == 'T' || ph == 'p';
+}
+
+/* Legacy phases may move the event to another track. */
+static bool legacy_track(struct tp_ctx *ctx, struct ev *e, uint32_t *track)
+{
+	int32_t ph = e->le.phase;
+
+	if (!e->le.has_phase)
+		return true;
+	if (is_async_phase(ph)) {
+		bool process_scoped = false;
+		if (e->le.has_unscoped_id) {
+			e->source_id = (int64_t)e->le.unscoped_id;
+		} else if (e->le.has_global_id) {
+			e->source_id = (int64_t)e->le.global_id;
+		} else if (e->le.has_local_id) {
+			if (!e->has_upid)
+				return false;
+			e->source_id = (int64_t)e->le.local_id;
+			process_scoped = true;
+		} else {
+			return false;
+		}
+		e->has_source_id = true;
+		*track = legacy_async_track(ctx, e, process_scoped);
+		if (e->has_utid) {
+			e->has_passthrough = true;
+			e->passthrough_utid = e->utid;
+		}
+		return true;
+	}
+	if (ph == 'i' || ph == 'I') {
+		struct tp_track_spec sp;
+		switch (e->le.instant_event_scope) {
+		case SCOPE_GLOBAL:
+			tp_track_spec_init(&sp, e->machine);
+			sp.type = tp_s(ctx, "legacy_chrome_global_instants");
+			*track = tp_track_intern(ctx, &sp);
+			break;
+		case SCOPE_PROCESS:
+			if (!e->has_upid)
+				return false;
+			tp_track_spec_init(&sp, e->machine);
+			sp.type = tp_s(ctx, "chrome_process_instant");
+			sp.upid = e->upid;
+			*track = tp_track_intern(ctx, &sp);
+			break;
+		default:
+			return e->has_utid;
+		}
+		if (e->has_utid) {
+			e->has_passthrough = true;
+			e->passthrough_utid = e->utid;
+		}
+		e->has_utid = false;
+	}
+	return true;
+}
+
+static int32_t phase_of(const struct ev *e)
+{
+	if (e->le.has_phase)
+		return e->le.phase;
+	switch (e->type) {
+	case TYPE_SLICE_BEGIN: return e->has_utid ? 'B' : 'b';
+	case TYPE_SLICE_END: return e->has_utid ? 'E' : 'e';
+	case TYPE_INSTANT: return e->has_utid ? 'i' : 'n';
+	case TYPE_COUNTER: return 'C';
+	default: return 0;
+	}
+}
+
+static void metadata_event(struct tp_ctx *ctx, const struct ev *e)
+{
+	if (!e->name_id) {
+		parser_error(ctx);
+		return;
+	}
+	const char *n = tp_str_get(ctx->pool, e->name_id);
+	bool thread = strcmp(n, "thread_name") == 0;
+	bool process = strcmp(n, "process_name") == 0;
+	if (!thread && !process)
+		return;
+	/* The first annotation's string value is the name. */
+	struct pb_reader r, r2;
+	struct pb_field f, g;
+	tp_str v = 0;
+	pb_reader_init(&r, e->te, e->te_len);
+	while (!v && pb_next(&r, &f)) {
+		if (f.num != EV_DEBUG_ANNOTATIONS || f.wt != PB_WT_LEN)
+			continue;
+		pb_reader_init(&r2, f.data, f.len);
+		while (pb_next(&r2, &g))
+			if (g.num == DA_STRING_VALUE && g.wt == PB_WT_LEN &&
+			    g.len)
+				v = intern_bytes(ctx, g.data, g.len);
+		break;
+	}
+	if (!v)
+		return;
+	if (thread) {
+		if (!e->has_utid) {
+			parser_error(ctx);
+			return;
+		}
+		tp_thread_set_name(ctx, e->utid, v);
+	} else {
+		if (!e->has_upid) {
+			parser_error(ctx);
+			return;
+		}
+		struct tp_table *t = tp_tab(ctx, TP_T_PROCESS);
+		if (e->upid < t->nrows && !tp_get_str(t, TP_PROCESS_name, e->upid))
+			tp_process_set_name(ctx, e->upid, v);
+	}
+}
+
+static void extra_counters(struct tp_ctx *ctx, const struct ev *e, int64_t ts)
+{
+	const uint8_t *p = e->extra, *end = e->te;
+	for (uint64_t i = 0; i < e->nextra; i++) {
+		uint64_t uuid;
+		double v;
+		if (!pb_read_varint(&p, end, &uuid) || end - p < 8)
+			return;
+		memcpy(&v, p, 8);
+		p += 8;
+		struct res *r = event_track(ctx, uuid, e->machine, ts);
+		if (r && r->track >= 0)
+			tp_counter_add(ctx, (uint32_t)r->track, ts, v, -1);
+	}
+}
+
+static bool before_roi(struct tp_ctx *ctx, int64_t ts)
+{
+	struct tp_te_state *s = S(ctx);
+	return s->has_roi && ts < s->roi_start_ns;
+}
+
+static void parse_event(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
+			size_t len)
+{
+	struct ev e;
+	const uint8_t *end = p + len;
+
+	memset(&e, 0, sizeof e);
+	if (!read_header(&p, end, &e)) {
+		parser_error(ctx);
+		return;
+	}
+	e.te = p;
+	e.te_len = (size_t)(end - p);
+	if (!decode_event(&e)) {
+		parser_error(ctx);
+		return;
+	}
+	resolve_names(ctx, &e);
+
+	uint32_t track;
+	struct res *r;
+	if (!event_track_for(ctx, &e, ts, &track, &r)) {
+		parser_error(ctx);
+		return;
+	}
+	if (e.nextra)
+		extra_counters(ctx, &e, ts);
+
+	if (e.has_type && e.type == TYPE_COUNTER && !e.le.has_phase) {
+		if (!r || r->kind != RES_COUNTER || !(e.flags & F_COUNTER)) {
+			parser_error(ctx);
+			return;
+		}
+		r->got_event = true;
+		tp_counter_add(ctx, track, ts, e.counter, -1);
+		return;
+	}
+	if (r && r->kind == RES_COUNTER) {
+		parser_error(ctx);
+		return;
+	}
+	if (!legacy_track(ctx, &e, &track)) {
+		parser_error(ctx);
+		return;
+	}
+	if (track == UINT32_MAX)
+		track = tp_track_thread(ctx, e.utid);
+	int32_t ph = phase_of(&e);
+	if (!ph || ph == 'C') {
+		parser_error(ctx);
+		return;
+	}
+
+	/* The first event names an unnamed track without thread / process. */
+	if (r) {
+		if (!r->got_event && e.name_id && r->kind == RES_CHILD &&
+		    (uint32_t)r->track == track) {
+			struct tp_table *t = tp_tab(ctx, TP_T_TRACK);
+			if (tp_is_null(t, TP_TRACK_name, track))
+				tp_set_str(t, TP_TRACK_name, track, e.name_id);
+		}
+		r->got_event = true;
+	}
+
+	bool async = e.le.has_phase && is_async_phase(ph);
+	int64_t slice = -1;
+	switch (ph) {
+	case 'B':
+	case 'b':
+	case 'S':
+		if (before_roi(ctx, ts))
+			return;
+		slice = tp_slice_begin(ctx, track, ts, e.category_id, e.name_id,
+				       -1);
+		if (e.has_debug || e.has_passthrough || e.has_source_id) {
+			uint32_t slot = pending_new(ctx, (uint32_t)slice);
+			build_event_args(ctx, &e, async,
+					 &S(ctx)->pending[slot].b);
+		}
+		if (e.flags & F_THREAD_TS)
+			tp_slice_set_thread_ts(ctx, (uint32_t)slice, e.thread_ts);
+		event_flows(ctx, &e, slice);
+		break;
+	case 'E':
+	case 'e':
+	case 'F':
+		slice = tp_slice_end(ctx, track, ts, e.category_id, e.name_id,
+				     -1);
+		if (slice >= 0) {
+			struct tp_te_state *s = S(ctx);
+			uint32_t slot;
+			build_event_args(ctx, &e, async, &s->b);
+			if (pending_find(ctx, (uint32_t)slice, &slot)) {
+				merge_end_args(ctx, &s->pending[slot].b, &s->b);
+				commit_pending(ctx, slot);
+			} else if (s->b.n) {
+				struct tp_table *t = tp_tab(ctx, TP_T_SLICE);
+				uint32_t sl = (uint32_t)slice;
+				int64_t id;
+				if (!tp_is_null(t, TP_SLICE_arg_set_id, sl)) {
+					tp_args_builder_reset(&s->b2);
+					tp_args_load(ctx,
+						     tp_get_int(t,
+								TP_SLICE_arg_set_id,
+								sl),
+						     &s->b2);
+					merge_end_args(ctx, &s->b2, &s->b);
+					id = tp_args_commit(ctx, &s->b2);
+				} else {
+					id = tp_args_commit(ctx, &s->b);
+				}
+				if (id >= 0)
+					tp_set_int(t, TP_SLICE_arg_set_id, sl,
+						   id);
+			}
+		}
+		if (slice >= 0 && (e.flags & F_THREAD_TS))
+			tp_slice_end_thread_ts(ctx, (uint32_t)slice,
+					       e.thread_ts);
+		if (slice >= 0)
+			event_flows(ctx, &e, slice);
+		break;
+	case 'X': {
+		int64_t dur;
+		if (before_roi(ctx, ts))
+			return;
+		if (mul_overflow_us(e.le.duration_us, &dur) || dur < 0) {
+			parser_error(ctx);
+			return;
+		}
+		slice = tp_slice_complete(ctx, track, ts, dur, e.category_id,
+					  e.name_id, event_args(ctx, &e, async));
+		if (e.flags & F_THREAD_TS) {
+			int64_t tdur = 0;
+			tp_slice_set_thread_ts(ctx, (uint32_t)slice, e.thread_ts);
+			if (!mul_overflow_us(e.le.thread_duration_us, &tdur))
+				tp_slice_end_thread_ts(ctx, (uint32_t)slice,
+						       e.thread_ts + tdur);
+		}
+		event_flows(ctx, &e, slice);
+		break;
+	}
+	case 'i':
+	case 'I':
+	case 'n':
+	case 'T':
+	case 'p':
+		if (before_roi(ctx, ts))
+			return;
+		slice = tp_slice_complete(ctx, track, ts, 0, e.category_id,
+					  e.name_id, event_args(ctx, &e, async));
+		if (e.flags & F_THREAD_TS)
+			tp_slice_set_thread_ts(ctx, (uint32_t)slice, e.thread_ts);
+		event_flows(ctx, &e, slice);
+		break;
+	case 's':
+	case 't':
+	case 'f':
+		flow_v1(ctx, &e, track);
+		break;
+	case 'M':
+		metadata_event(ctx, &e);
+		break;
+	default:
+		parser_error(ctx);
+		break;
+	}
+}

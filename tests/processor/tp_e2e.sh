@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# tp_e2e.sh - end-to-end checks of the vperfetto_tp command line.
+#
+# Usage: tp_e2e.sh BUILD_DIR
+#
+# Uses BUILD_DIR/processor/vperfetto_tp and the trace generator
+# BUILD_DIR/tests/vperfetto_tp_gen ($VP_TP and $VP_TP_GEN override them).
+# Checks: the conformance cases (when ../shared/conformance exists next to
+# the repository), slice counts of a generated trace, SQL errors, damaged
+# and missing traces, -e export, --summary and CSV formatting.
+# Prints PASS/FAIL per check; exits 1 if any check failed, 2 on bad usage.
+set -u
+
+if [ $# -ne 1 ]; then
+	echo "usage: $0 BUILD_DIR" >&2
+	exit 2
+fi
+build=$1
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+bin=${VP_TP:-$build/processor/vperfetto_tp}
+gen=${VP_TP_GEN:-$build/tests/vperfetto_tp_gen}
+for f in "$bin" "$gen"; do
+	if [ ! -x "$f" ]; then
+		echo "$0: $f is missing (build first)" >&2
+		exit 2
+	fi
+done
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/tp_e2e.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+
+pass() { echo "PASS $1"; }
+fail() {
+	echo "FAIL $1${2:+: $2}"
+	failures=$((failures + 1))
+}
+# check NAME COMMAND...: PASS when the command succeeds.
+check() {
+	local name=$1
+	shift
+	if "$@"; then pass "$name"; else fail "$name"; fi
+}
+
+# ---- conformance ---------------------------------------------------------
+conf=$repo/../shared/conformance
+if [ -x "$conf/run" ]; then
+	if "$conf/run" "$bin" --min-pass 90 >"$tmp/conf.out" 2>&1; then
+		pass "conformance ($(tail -n 1 "$tmp/conf.out"))"
+	else
+		grep '^FAIL' "$tmp/conf.out" | head -n 20
+		fail conformance "$(tail -n 1 "$tmp/conf.out")"
+	fi
+else
+	echo "SKIP conformance: no runner at $conf/run"
+fi
+
+# ---- a generated trace ---------------------------------------------------
+events=2000
+trace=$tmp/gen.pb
+if ! "$gen" -n $events -o "$trace" --threads 4 >/dev/null; then
+	fail "generate trace" "vperfetto_tp_gen failed"
+	exit 1
+fi
+
+q() { "$bin" --quiet "$trace" -Q "$1" 2>"$tmp/q.err" | tail -n +2; }
+
+got=$(q "select count(*) from slice")
+check "slice count = events/2 ($got)" [ "$got" = $((events / 2)) ]
+got=$(q "select count(*) from thread where name glob 'worker-*'")
+check "four worker threads ($got)" [ "$got" = 4 ]
+got=$(q "select count(*) from slice where EXTRACT_ARG(arg_set_id, 'debug.count') is not null")
+check "every slice has its debug annotation ($got)" [ "$got" = $((events / 2)) ]
+got=$(q "select count(*) from slice where dur < 0 or name is null")
+check "every slice ended and named ($got)" [ "$got" = 0 ]
+got=$(q "select max(depth) > 0 from slice")
+check "slices nest" [ "$got" = 1 ]
+
+# ---- SQL errors ----------------------------------------------------------
+"$bin" --quiet "$trace" -Q "select 1;
+selec nonsense from slice" >"$tmp/bad.out" 2>"$tmp/bad.err"
+rc=$?
+check "bad SQL exits non-zero (exit $rc)" [ $rc -ne 0 ]
+check "bad SQL message names the line" grep -q 'line 2' "$tmp/bad.err"
+"$bin" --quiet "$trace" -Q "select * from no_such_table" >/dev/null 2>"$tmp/bad2.err"
+rc=$?
+check "unknown table exits 1 with a message" \
+	bash -c "[ $rc -eq 1 ] && grep -q no_such_table '$tmp/bad2.err'"
+
+# ---- damaged traces ------------------------------------------------------
+size=$(stat -c %s "$trace")
+head -c $((size - 7)) "$trace" >"$tmp/trunc.pb"
+"$bin" "$tmp/trunc.pb" -Q "select count(*) from slice" >"$tmp/trunc.out" 2>"$tmp/trunc.err"
+rc=$?
+check "truncated trace loads (exit $rc)" [ $rc -eq 0 ]
+check "truncated trace warns on stderr" [ -s "$tmp/trunc.err" ]
+lost=$("$bin" --quiet "$tmp/trunc.pb" -Q \
+	"select count(*) from stats where value > 0 and severity in ('error', 'data_loss')" |
+	tail -n +2)
+check "truncated trace: stats show the loss ($lost)" [ "${lost:-0}" -gt 0 ]
+
+python3 -c '
+import random, sys
+r = random.Random(42)
+sys.stdout.buffer.write(bytes(r.getrandbits(8) for _ in range(65536)))
+' >"$tmp/garbage.pb"
+"$bin" "$tmp/garbage.pb" -Q "select count(*) from slice" >"$tmp/garbage.out" 2>"$tmp/garbage.err"
+rc=$?
+check "garbage file loads without crashing (exit $rc)" [ $rc -eq 0 ]
+check "garbage file warns on stderr" [ -s "$tmp/garbage.err" ]
+lost=$("$bin" --quiet "$tmp/garbage.pb" -Q \
+	"select count(*) from stats where value > 0 and severity in ('error', 'data_loss')" |
+	tail -n +2)
+check "garbage file: stats show the loss ($lost)" [ "${lost:-0}" -gt 0 ]
+
+: >"$tmp/empty.pb"
+"$bin" --quiet "$tmp/empty.pb" -Q "select count(*) from slice" >"$tmp/empty.out" 2>&1
+rc=$?
+check "empty file loads (exit $rc)" [ $rc -eq 0 ]
+
+"$bin" "$tmp/does-not-exist.pb" -Q "select 1" >/dev/null 2>"$tmp/missing.err"
+rc=$?
+check "missing file exits 1 (exit $rc)" [ $rc -eq 1 ]
+check "missing file message names the file" grep -q 'does-not-exist.pb' "$tmp/missing.err"
+
+"$bin" --no-such-option "$trace" >/dev/null 2>"$tmp/usage.err"
+rc=$?
+check "bad usage exits 2 (exit $rc)" [ $rc -eq 2 ]
+check "bad usage prints usage" grep -q '^usage:' "$tmp/usage.err"
+
+# ---- export --------------------------------------------------------------
+db=$tmp/export.db
+"$bin" --quiet "$trace" -e "$db" >/dev/null 2>"$tmp/export.err"
+rc=$?
+check "-e exits 0 (exit $rc)" [ $rc -eq 0 ]
+if command -v sqlite3 >/dev/null; then
+	got=$(sqlite3 "$db" "select count(*) from slice" 2>&1)
+	check "exported slice table readable by sqlite3 ($got)" [ "$got" = $((events / 2)) ]
+	got=$(sqlite3 "$db" "select count(*) from thread_track" 2>&1)
+	check "exported views readable by sqlite3 ($got)" [ "${got:-0}" -ge 4 ] 2>/dev/null
+else
+	echo "SKIP export contents: no sqlite3 CLI"
+fi
+leftover=$(find "$tmp" -name 'export.db.tmp-*' | wc -l)
+check "export leaves no temporary file" [ "$leftover" = 0 ]
+"$bin" --quiet "$trace" -e "$tmp/no-such-dir/x.db" >/dev/null 2>"$tmp/export2.err"
+rc=$?
+check "export to a bad path exits 1 (exit $rc)" [ $rc -eq 1 ]
+
+# ---- --summary -----------------------------------------------------------
+"$bin" --quiet "$trace" --summary >"$tmp/summary.out" 2>&1
+rc=$?
+check "--summary exits 0 (exit $rc)" [ $rc -eq 0 ]
+check "--summary lists slice rows" \
+	grep -Eq "^ +slice +$((events / 2))\$" "$tmp/summary.out"
+check "--summary prints stats" grep -q '^stats' "$tmp/summary.out"
+
+# ---- CSV format ----------------------------------------------------------
+"$bin" --quiet "$trace" -Q "select null as n, -3 as i, 2.5 as r, 'x y' as s;
+create table t(a);
+select 1 as one" >"$tmp/csv.out" 2>"$tmp/csv.err"
+printf '"n","i","r","s"\n"[NULL]",-3,2.500000,"x y"\n\n"one"\n1\n' >"$tmp/csv.want"
+if cmp -s "$tmp/csv.out" "$tmp/csv.want"; then
+	pass "CSV: NULL, numbers, strings, blank line between result sets"
+else
+	fail "CSV format" "$(diff "$tmp/csv.want" "$tmp/csv.out" | tr '\n' ' ')"
+fi
+printf 'select count(*) as c from slice;\n' >"$tmp/q.sql"
+got=$("$bin" --quiet "$trace" -q "$tmp/q.sql" 2>&1)
+check "-q FILE" [ "$got" = "\"c\"
+$((events / 2))" ]
+got=$(echo "select 7 as seven;" | "$bin" --quiet "$trace" 2>&1)
+check "SQL from stdin when it is not a terminal" [ "$got" = '"seven"
+7' ]
+
+echo
+if [ $failures -ne 0 ]; then
+	echo "tp_e2e: $failures check(s) failed"
+	exit 1
+fi
+echo "tp_e2e: all checks passed"
