@@ -176,11 +176,11 @@ size_t tp_strpool_bytes(const struct tp_strpool *p)
 
 /* ---- tables ----------------------------------------------------------- */
 
-static size_t type_size(enum tp_coltype t)
+static size_t type_size(enum tp_coltype t, bool wide)
 {
 	switch (t) {
 	case TP_COL_INT:
-		return sizeof(int64_t);
+		return wide ? sizeof(int64_t) : sizeof(int32_t);
 	case TP_COL_REAL:
 		return sizeof(double);
 	case TP_COL_STR:
@@ -228,7 +228,8 @@ static void column_resize(struct tp_table *t, unsigned c, uint32_t old_cap,
 	struct tp_column *col = &t->cols[c];
 	if (!col->present)
 		return;
-	col->data = xrealloc(col->data, (size_t)cap * type_size(t->defs[c].type));
+	col->data = xrealloc(col->data,
+			     (size_t)cap * type_size(t->defs[c].type, col->wide));
 	col->present = xrealloc(col->present, bitmap_words(cap) * 8);
 	size_t ow = bitmap_words(old_cap), nw = bitmap_words(cap);
 	if (nw > ow)
@@ -272,7 +273,8 @@ size_t tp_table_bytes(const struct tp_table *t)
 	size_t b = 0;
 	for (unsigned i = 0; i < t->ncols; i++) {
 		if (t->cols[i].present)
-			b += (size_t)t->cap * type_size(t->defs[i].type) +
+			b += (size_t)t->cap * type_size(t->defs[i].type,
+							t->cols[i].wide) +
 			     bitmap_words(t->cap) * 8;
 		if (t->cols[i].index)
 			b += (size_t)t->cols[i].index_rows * 4;
@@ -286,7 +288,8 @@ static void *column_slot(struct tp_table *t, unsigned c, uint32_t row)
 	struct tp_column *col = &t->cols[c];
 	if (!col->present) {
 		col->present = calloc(bitmap_words(t->cap), 8);
-		col->data = malloc((size_t)t->cap * type_size(t->defs[c].type));
+		col->data = malloc((size_t)t->cap *
+				   type_size(t->defs[c].type, col->wide));
 		if (!col->present || !col->data)
 			abort();
 	}
@@ -294,11 +297,39 @@ static void *column_slot(struct tp_table *t, unsigned c, uint32_t row)
 	return col->data;
 }
 
+/* Moves an INT column from 32-bit to 64-bit storage. */
+static void column_widen(struct tp_table *t, unsigned c)
+{
+	struct tp_column *col = &t->cols[c];
+	int64_t *w = xrealloc(NULL, (size_t)(t->cap ? t->cap : 1) * 8);
+	const int32_t *n = col->data;
+	for (uint32_t r = 0; r < t->nrows && n; r++)
+		w[r] = n[r];
+	free(col->data);
+	col->data = w;
+	col->wide = true;
+}
+
 void tp_set_int(struct tp_table *t, unsigned col, uint32_t row, int64_t v)
 {
+	struct tp_column *c = &t->cols[col];
 	if (t->defs[col].type != TP_COL_INT)
 		return;
-	((int64_t *)column_slot(t, col, row))[row] = v;
+	if (c->wide) {
+		((int64_t *)column_slot(t, col, row))[row] = v;
+		return;
+	}
+	if (v != (int32_t)v) {
+		if (!c->present) {
+			c->wide = true; /* allocate it wide from the start */
+			((int64_t *)column_slot(t, col, row))[row] = v;
+			return;
+		}
+		column_widen(t, col);
+		((int64_t *)column_slot(t, col, row))[row] = v;
+		return;
+	}
+	((int32_t *)column_slot(t, col, row))[row] = (int32_t)v;
 }
 
 void tp_set_real(struct tp_table *t, unsigned col, uint32_t row, double v)
@@ -330,8 +361,15 @@ void tp_set_null(struct tp_table *t, unsigned col, uint32_t row)
 
 /* qsort_r has no portable context argument; sort with our own merge sort
  * (stable, so equal values stay in row order). */
+/* The value of row r of an INT column, whatever its width. */
+static inline int64_t col_val(const struct tp_column *c, uint32_t r)
+{
+	return c->wide ? ((const int64_t *)c->data)[r]
+		       : ((const int32_t *)c->data)[r];
+}
+
 static void index_sort(uint32_t *rows, uint32_t *tmp, uint32_t n,
-		       const int64_t *vals)
+		       const struct tp_column *vals)
 {
 	for (uint32_t w = 1; w < n; w *= 2) {
 		for (uint32_t lo = 0; lo < n; lo += 2 * w) {
@@ -339,7 +377,7 @@ static void index_sort(uint32_t *rows, uint32_t *tmp, uint32_t n,
 			uint32_t hi = lo + 2 * w < n ? lo + 2 * w : n;
 			uint32_t i = lo, j = mid, k = lo;
 			while (i < mid && j < hi)
-				tmp[k++] = vals[rows[j]] < vals[rows[i]] ? rows[j++]
+				tmp[k++] = col_val(vals, rows[j]) < col_val(vals, rows[i]) ? rows[j++]
 									 : rows[i++];
 			while (i < mid)
 				tmp[k++] = rows[i++];
@@ -358,20 +396,19 @@ static void index_build(struct tp_table *t, unsigned c)
 	col->index_rows = t->nrows;
 	if (!col->present)
 		return;
-	const int64_t *vals = col->data;
 	uint32_t n = 0;
 	bool sorted = true;
 	uint32_t *rows = xrealloc(NULL, (size_t)t->nrows * sizeof(*rows) + 4);
 	for (uint32_t r = 0; r < t->nrows; r++) {
 		if (!(col->present[r >> 6] >> (r & 63) & 1))
 			continue;
-		if (n && vals[r] < vals[rows[n - 1]])
+		if (n && col_val(col, r) < col_val(col, rows[n - 1]))
 			sorted = false;
 		rows[n++] = r;
 	}
 	if (!sorted) {
 		uint32_t *tmp = xrealloc(NULL, (size_t)n * sizeof(*tmp) + 4);
-		index_sort(rows, tmp, n, vals);
+		index_sort(rows, tmp, n, col);
 		free(tmp);
 	}
 	col->index = rows;
@@ -390,11 +427,10 @@ uint32_t tp_table_lookup(struct tp_table *t, unsigned col, int64_t v,
 		index_build(t, col);
 	if (!c->index)
 		return 0;
-	const int64_t *vals = c->data;
 	uint32_t lo = 0, hi = c->index_len;
 	while (lo < hi) { /* first position with value >= v */
 		uint32_t mid = lo + (hi - lo) / 2;
-		if (vals[c->index[mid]] < v)
+		if (col_val(c, c->index[mid]) < v)
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -403,7 +439,7 @@ uint32_t tp_table_lookup(struct tp_table *t, unsigned col, int64_t v,
 	hi = c->index_len;
 	while (lo < hi) { /* first position with value > v */
 		uint32_t mid = lo + (hi - lo) / 2;
-		if (vals[c->index[mid]] <= v)
+		if (col_val(c, c->index[mid]) <= v)
 			lo = mid + 1;
 		else
 			hi = mid;

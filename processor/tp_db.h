@@ -3,7 +3,8 @@
  * that SQLite reads through virtual tables.
  *
  * Loading a trace appends rows to tables held as plain C arrays (one array
- * per column, plus a presence bitmap, so a column nobody sets costs nothing).
+ * per column, plus a presence bitmap, so a column nobody sets costs nothing;
+ * an integer column is stored in 32 bits until a value needs 64).
  * After loading, tp_db_attach() registers every table with an SQLite
  * connection as an eponymous virtual table, so queries read the arrays
  * directly: no INSERT, no copy.  Equality constraints on the id column are
@@ -54,7 +55,10 @@ struct tp_coldef {
 };
 
 struct tp_column {
-	void *data;        /* int64_t[], double[] or tp_str[]; NULL until set */
+	/* int32_t[] (INT until a value needs more), int64_t[] (INT, wide),
+	 * double[] or tp_str[]; NULL until set */
+	void *data;
+	bool wide;         /* INT: data is int64_t[] */
 	uint64_t *present; /* bitmap of non-NULL rows; NULL until set */
 	uint32_t *index;   /* rows sorted by value, built on demand */
 	uint32_t index_len;  /* entries in index (non-NULL rows) */
@@ -98,10 +102,13 @@ static inline bool tp_is_null(const struct tp_table *t, unsigned col,
 static inline int64_t tp_get_int(const struct tp_table *t, unsigned col,
 				 uint32_t row)
 {
+	const struct tp_column *c = &t->cols[col];
 	if (t->defs[col].type == TP_COL_ALIAS)
 		return row;
-	return tp_is_null(t, col, row) ? 0
-				       : ((const int64_t *)t->cols[col].data)[row];
+	if (tp_is_null(t, col, row))
+		return 0;
+	return c->wide ? ((const int64_t *)c->data)[row]
+		       : ((const int32_t *)c->data)[row];
 }
 
 static inline double tp_get_real(const struct tp_table *t, unsigned col,

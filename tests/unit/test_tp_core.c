@@ -87,8 +87,15 @@ static void test_table_lookup(void **state)
 	tp_set_int(&t, 0, r, 99);
 	assert_int_equal(tp_table_lookup(&t, 0, 99, &rows), 1);
 	assert_int_equal(rows[0], r);
+	/* A value past 32 bits widens the column; old values survive. */
+	r = tp_table_add_row(&t);
+	tp_set_int(&t, 0, r, -(1ll << 40));
+	assert_true(tp_get_int(&t, 0, r) == -(1ll << 40));
+	assert_int_equal(tp_get_int(&t, 0, 1), 7);
+	assert_int_equal(tp_table_lookup(&t, 0, -(1ll << 40), &rows), 1);
+	assert_int_equal(tp_table_lookup(&t, 0, 99, &rows), 1);
 	tp_table_shrink(&t);
-	assert_int_equal(tp_get_int(&t, 0, r), 99);
+	assert_int_equal(tp_get_int(&t, 0, r - 1), 99);
 	tp_table_free(&t);
 	tp_strpool_free(p);
 }
