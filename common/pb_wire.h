@@ -109,7 +109,9 @@ PB_INLINE bool pb_next(struct pb_reader *r, struct pb_field *f)
 	const uint8_t *p = r->p, *q = p;
 	uint64_t tag, v;
 
-	if (p < r->end && pb_read_varint(&q, r->end, &tag) && tag >= 0x08 &&
+	if (p >= r->end)
+		return false; /* the end of the message (or of a failed scan) */
+	if (pb_read_varint(&q, r->end, &tag) && tag >= 0x08 &&
 	    tag <= ((uint64_t)PB_MAX_FIELD_NUMBER << 3 | 7)) {
 		uint8_t wt = tag & 7;
 		if (wt == PB_WT_VARINT && pb_read_varint(&q, r->end, &v)) {

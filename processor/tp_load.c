@@ -38,6 +38,7 @@
 #include "trace_io.h"
 
 #define MAX_INFLATED (512u << 20) /* one compressed_packets, inflated */
+#define MAX_DATA_FIELDS 8         /* data fields remembered per packet */
 
 /* Interned messages of one generation: (field, iid) -> arena slice. */
 struct gen {
@@ -536,7 +537,6 @@ static bool is_envelope_field(uint32_t num)
 	case TP_INTERNED_DATA:
 	case TP_TRACE_PACKET_DEFAULTS:
 	case TP_CLOCK_SNAPSHOT:
-	case TP_COMPRESSED_PACKETS:
 		return true;
 	default:
 		return false;
@@ -593,6 +593,20 @@ static void compressed_packets(struct tp_ctx *ctx, const uint8_t *data,
 	pb_buf_free(&out);
 }
 
+static void dispatch_field(struct tp_ctx *ctx, const struct tp_packet *pkt,
+			   const struct pb_field *f)
+{
+	if (f->num == TP_COMPRESSED_PACKETS && f->wt == PB_WT_LEN) {
+		compressed_packets(ctx, f->data, f->len, pkt->offset);
+		return;
+	}
+	if (tp_te_tokenize(ctx, pkt, f))
+		return;
+	if (tp_ftrace_tokenize(ctx, pkt, f))
+		return;
+	tp_system_tokenize(ctx, pkt, f);
+}
+
 static void load_packet(struct tp_ctx *ctx, const uint8_t *data, size_t len,
 			uint64_t offset)
 {
@@ -604,6 +618,9 @@ static void load_packet(struct tp_ctx *ctx, const uint8_t *data, size_t len,
 	uint64_t dropped = 0;
 	const uint8_t *interned = NULL, *defaults = NULL, *snapshot = NULL;
 	size_t interned_len = 0, defaults_len = 0, snapshot_len = 0;
+
+	struct pb_field data_fields[MAX_DATA_FIELDS];
+	unsigned ndata = 0;
 
 	memset(&pkt, 0, sizeof(pkt));
 	pkt.data = data;
@@ -683,7 +700,11 @@ static void load_packet(struct tp_ctx *ctx, const uint8_t *data, size_t len,
 				snapshot_len = f.len;
 			}
 			break;
+		case TP_COMPRESSED_PACKETS:
 		default:
+			if (ndata < MAX_DATA_FIELDS)
+				data_fields[ndata] = f;
+			ndata++;
 			break;
 		}
 	}
@@ -756,21 +777,17 @@ static void load_packet(struct tp_ctx *ctx, const uint8_t *data, size_t len,
 	pkt.needs_incremental_state =
 		(pkt.seq_flags & SEQ_NEEDS_INCREMENTAL_STATE) != 0;
 
-	/* The data fields, each to the module that knows it. */
-	pb_reader_init(&r, data, len);
-	while (pb_next(&r, &f)) {
-		if (f.num == TP_COMPRESSED_PACKETS && f.wt == PB_WT_LEN) {
-			compressed_packets(ctx, f.data, f.len, offset);
-			continue;
-		}
-		if (is_envelope_field(f.num))
-			continue;
-		if (tp_te_tokenize(ctx, &pkt, &f))
-			continue;
-		if (tp_ftrace_tokenize(ctx, &pkt, &f))
-			continue;
-		tp_system_tokenize(ctx, &pkt, &f);
+	/* The data fields, each to the module that knows it (scanned again
+	 * only in the rare packet with more than MAX_DATA_FIELDS of them). */
+	if (ndata <= MAX_DATA_FIELDS) {
+		for (unsigned i = 0; i < ndata; i++)
+			dispatch_field(ctx, &pkt, &data_fields[i]);
+		return;
 	}
+	pb_reader_init(&r, data, len);
+	while (pb_next(&r, &f))
+		if (!is_envelope_field(f.num))
+			dispatch_field(ctx, &pkt, &f);
 }
 
 /* ---- driving the load ------------------------------------------------- */
