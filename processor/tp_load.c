@@ -47,6 +47,9 @@ struct gen {
 	unsigned nmaps;
 	uint64_t defaults_off; /* TracePacketDefaults in the arena */
 	uint32_t defaults_len;
+	bool defaults_has_clock; /* its timestamp_clock_id, decoded once */
+	uint32_t defaults_clock;
+	struct u64map str_cache; /* tp_interned_str() results */
 };
 
 struct tp_load_state {
@@ -128,6 +131,7 @@ void tp_ctx_free(struct tp_ctx *ctx)
 	for (uint32_t g = 0; g < ls->ngens; g++) {
 		for (unsigned i = 0; i < ls->gens[g].nmaps; i++)
 			u64map_free(&ls->gens[g].maps[i]);
+		u64map_free(&ls->gens[g].str_cache);
 		free(ls->gens[g].maps);
 		free(ls->gens[g].fields);
 	}
@@ -271,6 +275,8 @@ static void intern_message(struct tp_ctx *ctx, uint32_t gen, uint32_t field,
 	}
 	uint64_t off = ls->arena.len;
 	pb_put_raw(&ls->arena, data, len);
+	if (ls->gens[gen].str_cache.count)
+		u64map_clear(&ls->gens[gen].str_cache); /* iids may be redefined */
 	u64map_put(gen_map(&ls->gens[gen], field, true), iid,
 		   off << SLICE_LEN_BITS | len);
 }
@@ -306,18 +312,30 @@ bool tp_interned(struct tp_ctx *ctx, uint32_t gen, uint32_t field,
 tp_str tp_interned_str(struct tp_ctx *ctx, uint32_t gen, uint32_t field,
 		       uint64_t iid, uint32_t name_field)
 {
+	struct tp_load_state *ls = L(ctx);
 	const uint8_t *data;
 	size_t len;
 	struct pb_reader r;
 	struct pb_field f;
 	tp_str s = 0;
+	uint64_t key = 0, v;
+	/* Names are looked up once per event: remember each answer. */
+	bool cacheable = gen < ls->ngens && iid < (1ull << 40) &&
+			 field < (1u << 12) && name_field < (1u << 12);
 
+	if (cacheable) {
+		key = (uint64_t)field << 52 | (uint64_t)name_field << 40 | iid;
+		if (u64map_get(&ls->gens[gen].str_cache, key, &v))
+			return (tp_str)v;
+	}
 	if (!tp_interned(ctx, gen, field, iid, &data, &len))
 		return 0;
 	pb_reader_init(&r, data, len);
 	while (pb_next(&r, &f))
 		if (f.num == name_field && f.wt == PB_WT_LEN)
 			s = tp_intern(ctx->pool, (const char *)f.data, f.len);
+	if (cacheable)
+		u64map_put(&ls->gens[gen].str_cache, key, s);
 	return s;
 }
 
@@ -339,9 +357,20 @@ static void set_defaults(struct tp_ctx *ctx, uint32_t gen, const uint8_t *data,
 	struct tp_load_state *ls = L(ctx);
 	if (len > UINT32_MAX)
 		return;
-	ls->gens[gen].defaults_off = ls->arena.len;
-	ls->gens[gen].defaults_len = (uint32_t)len;
+	struct gen *g = &ls->gens[gen];
+	struct pb_reader r;
+	struct pb_field f;
+	g->defaults_off = ls->arena.len;
+	g->defaults_len = (uint32_t)len;
+	g->defaults_has_clock = false;
 	pb_put_raw(&ls->arena, data, len);
+	pb_reader_init(&r, data, len);
+	while (pb_next(&r, &f))
+		if (f.num == TPD_TIMESTAMP_CLOCK_ID && f.wt == PB_WT_VARINT &&
+		    f.val <= UINT32_MAX) {
+			g->defaults_has_clock = true;
+			g->defaults_clock = (uint32_t)f.val;
+		}
 }
 
 /* ---- clocks ----------------------------------------------------------- */
@@ -479,18 +508,12 @@ static void clock_snapshot(struct tp_ctx *ctx, struct tp_packet *pkt,
 static uint32_t packet_clock(struct tp_ctx *ctx, const struct tp_packet *pkt,
 			     bool has_clock, uint32_t clock)
 {
+	struct tp_load_state *ls = L(ctx);
 	if (has_clock)
 		return clock;
-	const uint8_t *d;
-	size_t len;
-	struct pb_reader r;
-	struct pb_field f;
-	tp_packet_defaults(ctx, pkt->gen, &d, &len);
-	pb_reader_init(&r, d, len);
-	while (pb_next(&r, &f))
-		if (f.num == TPD_TIMESTAMP_CLOCK_ID && f.wt == PB_WT_VARINT &&
-		    f.val <= UINT32_MAX)
-			return (uint32_t)f.val;
+	if (pkt->seq && pkt->gen < ls->ngens &&
+	    ls->gens[pkt->gen].defaults_has_clock)
+		return ls->gens[pkt->gen].defaults_clock;
 	return BUILTIN_CLOCK_BOOTTIME;
 }
 
