@@ -199,6 +199,7 @@ enum {
 #define MAX_NESTING 64
 #define MAX_EXTRA_COUNTERS 32
 #define CACHE_SIZE 1024
+#define MAX_PENDING 4096 /* open slices whose args wait for their end */
 
 /* ---- state -------------------------------------------------------------- */
 
@@ -252,6 +253,7 @@ struct cache_ent {
 struct pending {
 	uint32_t slice;
 	uint32_t next_free;
+	uint32_t active_pos;
 	bool used;
 	struct tp_args_builder b;
 };
@@ -271,13 +273,15 @@ struct tp_te_state {
 	struct pb_buf buf;
 	struct tp_args_builder b, b2;
 	struct u64map async_tracks;  /* legacy async identity -> track + 1 */
-	struct u64map pending_by_slice; /* slice -> pending slot + 1 */
+	uint32_t *active; /* pending slots in use, most recent last */
+	size_t nactive, capactive;
 	struct pending *pending;
 	size_t npending, cappending;
 	uint32_t free_pending; /* free slot list head + 1 */
 	struct cache_ent cache[CACHE_SIZE];
 	/* frequent strings */
 	tp_str s_slice, s_counter, s_thread, s_process;
+	tp_str s_passthrough; /* "legacy_event.passthrough_utid" */
 };
 
 static struct tp_te_state *S(struct tp_ctx *ctx)
@@ -308,11 +312,11 @@ void tp_te_init(struct tp_ctx *ctx)
 	tp_args_builder_init(&s->b);
 	tp_args_builder_init(&s->b2);
 	u64map_init(&s->async_tracks);
-	u64map_init(&s->pending_by_slice);
 	s->s_slice = tp_s(ctx, "slice");
 	s->s_counter = tp_s(ctx, "counter");
 	s->s_thread = tp_s(ctx, "thread");
 	s->s_process = tp_s(ctx, "process");
+	s->s_passthrough = tp_s(ctx, "legacy_event.passthrough_utid");
 }
 
 void tp_te_free(struct tp_ctx *ctx)
@@ -331,7 +335,7 @@ void tp_te_free(struct tp_ctx *ctx)
 	tp_args_builder_free(&s->b);
 	tp_args_builder_free(&s->b2);
 	u64map_free(&s->async_tracks);
-	u64map_free(&s->pending_by_slice);
+	free(s->active);
 	for (size_t i = 0; i < s->npending; i++)
 		tp_args_builder_free(&s->pending[i].b);
 	free(s->pending);
@@ -345,9 +349,8 @@ static void commit_pending(struct tp_ctx *ctx, uint32_t slot);
 void tp_te_finish(struct tp_ctx *ctx)
 {
 	struct tp_te_state *s = S(ctx);
-	for (size_t i = 0; i < s->npending; i++)
-		if (s->pending[i].used)
-			commit_pending(ctx, (uint32_t)i);
+	while (s->nactive)
+		commit_pending(ctx, s->active[s->nactive - 1]);
 }
 
 static struct te_seq *seq_state(struct tp_seq *seq)
@@ -396,14 +399,26 @@ static tp_str intern_bytes(struct tp_ctx *ctx, const uint8_t *p, size_t n)
 	return tp_intern(ctx->pool, (const char *)p, strnlen((const char *)p, n));
 }
 
+/* The cache entry for (generation, field, iid): every input bit reaches
+ * the slot index, so sequences (one generation each) do not evict each
+ * other's names. */
+static struct cache_ent *cache_slot(struct tp_te_state *s, uint32_t gen,
+				    uint32_t field, uint64_t iid)
+{
+	uint64_t h = (iid + 1) * 0x9e3779b97f4a7c15ull ^
+		     ((uint64_t)gen + 1) * 0xc2b2ae3d27d4eb4full ^
+		     (uint64_t)field * 0x165667b19e3779f9ull;
+	h ^= h >> 31;
+	h *= 0xff51afd7ed558ccdull;
+	return &s->cache[(h >> 40) & (CACHE_SIZE - 1)];
+}
+
 /* Interned string (InternedData field, iid) of generation gen, cached. */
 static tp_str interned(struct tp_ctx *ctx, uint32_t gen, uint32_t field,
 		       uint64_t iid)
 {
 	struct tp_te_state *s = S(ctx);
-	uint64_t h = (iid * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)gen << 20) ^
-		     field;
-	struct cache_ent *e = &s->cache[(h ^ (h >> 32)) & (CACHE_SIZE - 1)];
+	struct cache_ent *e = cache_slot(s, gen, field, iid);
 
 	if (e->s && e->gen == gen && e->field == field && e->iid == iid)
 		return e->s;
@@ -423,9 +438,7 @@ static tp_str interned_debug_key(struct tp_ctx *ctx, uint32_t gen,
 {
 	const uint32_t field = 0x10000 | IN_DEBUG_ANNOTATION_NAMES;
 	struct tp_te_state *s = S(ctx);
-	uint64_t h = (iid * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)gen << 20) ^
-		     field;
-	struct cache_ent *e = &s->cache[(h ^ (h >> 32)) & (CACHE_SIZE - 1)];
+	struct cache_ent *e = cache_slot(s, gen, field, iid);
 
 	if (e->s && e->gen == gen && e->field == field && e->iid == iid)
 		return e->s;
@@ -2203,7 +2216,7 @@ static void build_event_args(struct tp_ctx *ctx, const struct ev *e,
 				debug_annotation(ctx, e, f.data, f.len, b);
 	}
 	if (e->has_passthrough) {
-		k = tp_s(ctx, "legacy_event.passthrough_utid");
+		k = S(ctx)->s_passthrough;
 		tp_args_add_uint(b, k, k, e->passthrough_utid);
 	}
 	if (async_phase && e->le.has_phase &&
@@ -2471,7 +2484,16 @@ static uint32_t pending_new(struct tp_ctx *ctx, uint32_t slice)
 	p->used = true;
 	p->next_free = 0;
 	tp_args_builder_reset(&p->b);
-	u64map_put(&s->pending_by_slice, slice, (uint64_t)slot + 1);
+	if (s->nactive == s->capactive) {
+		size_t cap = s->capactive ? s->capactive * 2 : 64;
+		uint32_t *a = realloc(s->active, cap * sizeof *a);
+		if (!a)
+			abort();
+		s->active = a;
+		s->capactive = cap;
+	}
+	p->active_pos = (uint32_t)s->nactive;
+	s->active[s->nactive++] = slot;
 	return slot;
 }
 
@@ -2484,19 +2506,24 @@ static void commit_pending(struct tp_ctx *ctx, uint32_t slot)
 	if (id >= 0)
 		tp_set_int(tp_tab(ctx, TP_T_SLICE), TP_SLICE_arg_set_id,
 			   p->slice, id);
-	u64map_put(&s->pending_by_slice, p->slice, 0);
+	uint32_t last = s->active[--s->nactive];
+	s->active[p->active_pos] = last;
+	s->pending[last].active_pos = p->active_pos;
 	p->used = false;
 	p->next_free = s->free_pending;
 	s->free_pending = slot + 1;
 }
 
+/* Open slices are few and usually end in reverse order: search back. */
 static bool pending_find(struct tp_ctx *ctx, uint32_t slice, uint32_t *slot)
 {
-	uint64_t v;
-	if (!u64map_get(&S(ctx)->pending_by_slice, slice, &v) || !v)
-		return false;
-	*slot = (uint32_t)(v - 1);
-	return true;
+	struct tp_te_state *s = S(ctx);
+	for (size_t i = s->nactive; i-- > 0;)
+		if (s->pending[s->active[i]].slice == slice) {
+			*slot = s->active[i];
+			return true;
+		}
+	return false;
 }
 
 /* Next index of array `prefix` (key text before '[') in b. */
@@ -2522,7 +2549,7 @@ static unsigned next_array_index(struct tp_ctx *ctx,
 static void merge_end_args(struct tp_ctx *ctx, struct tp_args_builder *into,
 			   const struct tp_args_builder *eb)
 {
-	tp_str passthrough = tp_s(ctx, "legacy_event.passthrough_utid");
+	tp_str passthrough = S(ctx)->s_passthrough;
 	size_t base_n = into->n;
 	struct tp_args_builder orig = { into->v, base_n, base_n };
 
@@ -2836,9 +2863,17 @@ static void parse_event(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 		slice = tp_slice_begin(ctx, track, ts, e.category_id, e.name_id,
 				       -1);
 		if (e.has_debug || e.has_passthrough || e.has_source_id) {
-			uint32_t slot = pending_new(ctx, (uint32_t)slice);
-			build_event_args(ctx, &e, async,
-					 &S(ctx)->pending[slot].b);
+			if (S(ctx)->nactive < MAX_PENDING) {
+				uint32_t slot = pending_new(ctx, (uint32_t)slice);
+				build_event_args(ctx, &e, async,
+						 &S(ctx)->pending[slot].b);
+			} else {
+				int64_t id = event_args(ctx, &e, async);
+				if (id >= 0)
+					tp_set_int(tp_tab(ctx, TP_T_SLICE),
+						   TP_SLICE_arg_set_id,
+						   (uint32_t)slice, id);
+			}
 		}
 		if (e.flags & F_THREAD_TS)
 			tp_slice_set_thread_ts(ctx, (uint32_t)slice, e.thread_ts);
