@@ -65,8 +65,8 @@ void pb_reader_init(struct pb_reader *r, const void *buf, size_t len);
 bool pb_read_varint_slow(const uint8_t **p, const uint8_t *end, uint64_t *out);
 
 /* Decodes one varint at *p, advancing *p.  Returns false when truncated or
- * over-long (nothing is advanced then).  Inline fast path when ten bytes
- * are left: no bounds check per byte. */
+ * over-long (nothing is advanced then).  Inline, with one bound computed
+ * up front instead of a check per byte. */
 #define PB_INLINE static inline __attribute__((always_inline))
 
 PB_INLINE bool pb_read_varint(const uint8_t **pp, const uint8_t *end,
@@ -79,10 +79,14 @@ PB_INLINE bool pb_read_varint(const uint8_t **pp, const uint8_t *end,
 		*pp = p + 1;
 		return true;
 	}
-	if (end - p < PB_MAX_VARINT_LEN)
-		return pb_read_varint_slow(pp, end, out);
+	if (p >= end)
+		return false;
+	/* Bounded by the end of the buffer or ten bytes, whichever is first:
+	 * no per-byte end check. */
+	size_t max = (size_t)(end - p) < PB_MAX_VARINT_LEN ? (size_t)(end - p)
+							   : PB_MAX_VARINT_LEN;
 	uint64_t v = 0;
-	for (unsigned i = 0; i < PB_MAX_VARINT_LEN; i++) {
+	for (unsigned i = 0; i < max; i++) {
 		uint8_t b = p[i];
 		v |= (uint64_t)(b & 0x7f) << (7 * i);
 		if (b < 0x80) {

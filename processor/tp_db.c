@@ -310,7 +310,8 @@ static void column_widen(struct tp_table *t, unsigned c)
 	col->wide = true;
 }
 
-void tp_set_int(struct tp_table *t, unsigned col, uint32_t row, int64_t v)
+void tp_set_int_slow(struct tp_table *t, unsigned col, uint32_t row,
+		     int64_t v)
 {
 	struct tp_column *c = &t->cols[col];
 	if (t->defs[col].type != TP_COL_INT)
@@ -339,7 +340,8 @@ void tp_set_real(struct tp_table *t, unsigned col, uint32_t row, double v)
 	((double *)column_slot(t, col, row))[row] = v;
 }
 
-void tp_set_str(struct tp_table *t, unsigned col, uint32_t row, tp_str v)
+void tp_set_str_slow(struct tp_table *t, unsigned col, uint32_t row,
+		     tp_str v)
 {
 	if (t->defs[col].type != TP_COL_STR)
 		return;

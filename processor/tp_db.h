@@ -85,10 +85,41 @@ uint32_t tp_table_add_row(struct tp_table *t);
 void tp_table_shrink(struct tp_table *t);
 size_t tp_table_bytes(const struct tp_table *t);
 
-void tp_set_int(struct tp_table *t, unsigned col, uint32_t row, int64_t v);
+/* The general cases of tp_set_int / tp_set_str (first value of a column,
+ * widening, wrong type). */
+void tp_set_int_slow(struct tp_table *t, unsigned col, uint32_t row, int64_t v);
+void tp_set_str_slow(struct tp_table *t, unsigned col, uint32_t row, tp_str v);
 void tp_set_real(struct tp_table *t, unsigned col, uint32_t row, double v);
-void tp_set_str(struct tp_table *t, unsigned col, uint32_t row, tp_str v);
 void tp_set_null(struct tp_table *t, unsigned col, uint32_t row);
+
+/* Sets a value; inline when the column already has storage. */
+static inline void tp_set_int(struct tp_table *t, unsigned col, uint32_t row,
+			      int64_t v)
+{
+	struct tp_column *c = &t->cols[col];
+	if (c->present && t->defs[col].type == TP_COL_INT &&
+	    (c->wide || v == (int32_t)v)) {
+		c->present[row >> 6] |= 1ull << (row & 63);
+		if (c->wide)
+			((int64_t *)c->data)[row] = v;
+		else
+			((int32_t *)c->data)[row] = (int32_t)v;
+		return;
+	}
+	tp_set_int_slow(t, col, row, v);
+}
+
+static inline void tp_set_str(struct tp_table *t, unsigned col, uint32_t row,
+			      tp_str v)
+{
+	struct tp_column *c = &t->cols[col];
+	if (c->present && v && t->defs[col].type == TP_COL_STR) {
+		c->present[row >> 6] |= 1ull << (row & 63);
+		((tp_str *)c->data)[row] = v;
+		return;
+	}
+	tp_set_str_slow(t, col, row, v);
+}
 
 static inline bool tp_is_null(const struct tp_table *t, unsigned col,
 			      uint32_t row)

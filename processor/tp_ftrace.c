@@ -867,21 +867,16 @@ static uint32_t *ts_last(struct tp_ctx *ctx, uint32_t utid)
 	return &s->ts_last[utid];
 }
 
-static bool state_is(struct tp_ctx *ctx, tp_str state, const char *what)
-{
-	const char *p = tp_str_get(ctx->pool, state);
-	return p && strcmp(p, what) == 0;
-}
-
 static bool state_running(struct tp_ctx *ctx, tp_str s)
 {
-	return state_is(ctx, s, "Running");
+	return s == st(ctx)->s_running;
 }
 
 static bool state_blocked(struct tp_ctx *ctx, tp_str s)
 {
-	return !state_running(ctx, s) && !state_is(ctx, s, "R") &&
-	       !state_is(ctx, s, "R+");
+	struct tp_ftrace_state *fs = st(ctx);
+	return s != fs->s_running && s != fs->s_runnable &&
+	       s != fs->s_preempted;
 }
 
 static void ts_close(struct tp_ctx *ctx, int64_t ts, uint32_t utid,
@@ -960,36 +955,85 @@ static void ts_waking(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
 
 /* ---- sched ------------------------------------------------------------ */
 
-/* Perfetto's TaskState text for a raw prev_state (the 4.4 kernel layout,
- * Perfetto's default when the kernel version is unknown). */
-static tp_str task_state(struct tp_ctx *ctx, int64_t raw)
+/* The machine's kernel version (major * 1000 + minor) from the release
+ * string system_info wrote to the machine table; 4.4 when unknown, as
+ * Perfetto assumes for traces that do not record it. */
+static int kernel_version(struct tp_ctx *ctx, uint32_t machine)
 {
+	struct tp_table *mt = tp_tab(ctx, TP_T_MACHINE);
+	const char *rel;
+	int major = 0, minor = 0;
+
+	if (machine >= mt->nrows)
+		return 4004;
+	rel = tp_str_get(ctx->pool, tp_get_str(mt, TP_MACHINE_release, machine));
+	if (!rel || sscanf(rel, "%d.%d", &major, &minor) != 2 || major < 0 ||
+	    minor < 0 || major > 1000 || minor > 999)
+		return 4004;
+	return major * 1000 + minor;
+}
+
+/* Perfetto's TaskState text for a raw prev_state, whose upper bits depend
+ * on the kernel version. */
+static tp_str task_state(struct tp_ctx *ctx, uint32_t machine, int64_t raw64)
+{
+	enum {
+		S = 1, D = 2, T = 4, t = 8, X = 16, Z = 32, P = 64, x = 128,
+		K = 256, W = 512, N = 1024, I = 2048, PREEMPT = 4096,
+		INVALID = 8192,
+	};
 	static const struct {
-		uint32_t bit;
+		uint32_t flag;
 		char c;
 	} atoms[] = {
-		{ 1, 'S' }, { 2, 'D' }, { 4, 'T' }, { 8, 't' }, { 16, 'X' },
-		{ 32, 'Z' }, { 64, 'x' }, { 128, 'K' }, { 256, 'W' },
-		{ 512, 'P' }, { 1024, 'N' },
+		{ S, 'S' }, { D, 'D' }, { T, 'T' }, { t, 't' }, { X, 'X' },
+		{ Z, 'Z' }, { P, 'P' }, { x, 'x' }, { K, 'K' }, { W, 'W' },
+		{ N, 'N' }, { I, 'I' },
 	};
+	uint32_t raw = (uint16_t)raw64;
+	uint32_t parsed = raw & 0x3f;
+	int ver = kernel_version(ctx, machine);
 	char buf[24];
 	size_t n = 0;
-	uint32_t v;
 
-	if (raw < 0 || raw > 0xffff || (uint32_t)raw > 2048) {
+	if (ver >= 4014) {
+		if (raw & 0x40)
+			parsed |= P;
+		if (raw & 0x80)
+			parsed |= I;
+		if (raw & 0x100)
+			parsed |= PREEMPT;
+		if (raw & 0xfe00)
+			parsed = INVALID;
+	} else {
+		if (raw & 0x40)
+			parsed |= x;
+		if (raw & 0x80)
+			parsed |= K;
+		if (raw & 0x100)
+			parsed |= W;
+		if (raw & 0x200)
+			parsed |= P;
+		if (raw & 0x400)
+			parsed |= N;
+		if (parsed == (D | N))
+			parsed = I;
+		if (raw & (ver >= 4008 ? 0x1000u : 0x800u))
+			parsed |= PREEMPT;
+	}
+	if (parsed & INVALID) {
 		tp_stat_inc(ctx, "task_state_invalid");
 		return 0;
 	}
-	v = (uint32_t)raw;
-	if ((v & 2047) == 0) {
+	if ((parsed & ~(uint32_t)PREEMPT) == 0) {
 		buf[n++] = 'R';
+		if (parsed & PREEMPT)
+			buf[n++] = '+';
 	} else {
 		for (size_t i = 0; i < sizeof atoms / sizeof atoms[0]; i++)
-			if (v & atoms[i].bit)
+			if (parsed & atoms[i].flag)
 				buf[n++] = atoms[i].c;
 	}
-	if (v & 2048)
-		buf[n++] = '+';
 	return tp_intern(ctx->pool, buf, n);
 }
 
@@ -1063,23 +1107,23 @@ static void parse_sched_switch(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,
 			       uint32_t machine, const struct msg *m,
 			       bool raw_only)
 {
-	struct cpu_sched *cs = cpu_sched(ctx, machine, cpu);
+	struct cpu_sched *cs;
 	int64_t prev_pid = i32(m, SS_PREV_PID), next_pid = i32(m, SS_NEXT_PID);
 	int64_t prev_state = i64(m, SS_PREV_STATE);
 	int32_t next_prio = i32(m, SS_NEXT_PRIO);
 	tp_str next_comm = str(ctx, m, SS_NEXT_COMM);
 	tp_str prev_comm = str(ctx, m, SS_PREV_COMM);
-	uint32_t next_utid = thread_named(ctx, machine, next_pid, next_comm);
-	uint32_t prev_utid;
-	tp_str state = task_state(ctx, prev_state);
+	uint32_t next_utid, prev_utid;
+	tp_str state;
 
-	if (raw_only) {
-		prev_utid = thread_named(ctx, machine, prev_pid, prev_comm);
-		raw_sched_switch(ctx, ts, cpu, machine, prev_utid, prev_pid,
-				 prev_comm, i32(m, SS_PREV_PRIO), prev_state,
-				 next_pid, next_comm, next_prio);
+	/* Before the crop point a full sched_switch leaves no trace at all
+	 * (it writes its own ftrace_event row, after this check). */
+	if (raw_only)
 		return;
-	}
+	cs = cpu_sched(ctx, machine, cpu);
+	next_utid = thread_named(ctx, machine, next_pid, next_comm);
+	state = task_state(ctx, machine, prev_state);
+
 	if (cs->pending_row != NONE32) {
 		if (prev_pid == cs->last_pid)
 			sched_close(ctx, cs->pending_row, ts, state);
@@ -1118,7 +1162,7 @@ static void parse_cswitch(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 		cs->last_prio = e.next_prio;
 		return;
 	}
-	tp_str state = task_state(ctx, e.prev_state);
+	tp_str state = task_state(ctx, e.machine, e.prev_state);
 	if (cs->pending_row != NONE32)
 		sched_close(ctx, cs->pending_row, ts, state);
 	cs->pending_row = NONE32;
@@ -1691,6 +1735,7 @@ void tp_ftrace_init(struct tp_ctx *ctx)
 	s->kind_cwaking = tp_sort_register(ctx->sorter, parse_cwaking);
 	s->s_running = tp_s(ctx, "Running");
 	s->s_runnable = tp_s(ctx, "R");
+	s->s_preempted = tp_s(ctx, "R+");
 	tp_args_builder_init(&s->args);
 	tp_process_init(ctx);
 }

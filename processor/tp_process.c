@@ -239,9 +239,8 @@ static void tree_thread(struct tp_ctx *ctx, uint32_t machine,
 			has_name = true;
 		}
 	}
-	tp_thread_update(ctx, machine, tid, tgid);
+	uint32_t utid = tp_thread_update(ctx, machine, tid, tgid);
 	if (has_name) {
-		uint32_t utid = tp_thread_get(ctx, machine, tid);
 		tp_thread_set_name_prio(ctx, utid,
 					tp_intern(ctx->pool,
 						  (const char *)name, name_len),

@@ -27,7 +27,7 @@ struct tp_ftrace_state {
 	size_t scratch_cap;
 	bool have_snapshot;       /* an ftrace clock snapshot was added */
 	int64_t last_snapshot_ts; /* its ftrace_timestamp */
-	tp_str s_running, s_runnable;
+	tp_str s_running, s_runnable, s_preempted;
 	struct tp_args_builder args;
 };
 

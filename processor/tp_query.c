@@ -240,15 +240,15 @@ static void put_int(FILE *out, sqlite3_int64 v)
 	} while (u);
 	if (v < 0)
 		*--p = '-';
-	fwrite(p, 1, (size_t)(buf + sizeof(buf) - p), out);
+	fwrite_unlocked(p, 1, (size_t)(buf + sizeof(buf) - p), out);
 }
 
 static void put_quoted(FILE *out, const unsigned char *s, int len)
 {
-	putc('"', out);
+	putc_unlocked('"', out);
 	if (s && len > 0)
-		fwrite(s, 1, (size_t)len, out);
-	putc('"', out);
+		fwrite_unlocked(s, 1, (size_t)len, out);
+	putc_unlocked('"', out);
 }
 
 static void print_header(sqlite3_stmt *stmt, int ncols, FILE *out)
@@ -256,18 +256,18 @@ static void print_header(sqlite3_stmt *stmt, int ncols, FILE *out)
 	for (int c = 0; c < ncols; c++) {
 		const char *name = sqlite3_column_name(stmt, c);
 		if (c)
-			putc(',', out);
+			putc_unlocked(',', out);
 		put_quoted(out, (const unsigned char *)name,
 			   name ? (int)strlen(name) : 0);
 	}
-	putc('\n', out);
+	putc_unlocked('\n', out);
 }
 
 static void print_cell(sqlite3_stmt *stmt, int c, FILE *out)
 {
 	switch (sqlite3_column_type(stmt, c)) {
 	case SQLITE_NULL:
-		fputs("\"[NULL]\"", out);
+		fputs_unlocked("\"[NULL]\"", out);
 		break;
 	case SQLITE_INTEGER:
 		put_int(out, sqlite3_column_int64(stmt, c));
@@ -276,7 +276,7 @@ static void print_cell(sqlite3_stmt *stmt, int c, FILE *out)
 		fprintf(out, "%f", sqlite3_column_double(stmt, c));
 		break;
 	case SQLITE_BLOB:
-		fputs("\"<Binary data>\"", out);
+		fputs_unlocked("\"<Binary data>\"", out);
 		break;
 	default: {
 		const unsigned char *s = sqlite3_column_text(stmt, c);
@@ -295,18 +295,18 @@ static int run_stmt(sqlite3_stmt *stmt, FILE *out, bool *first)
 
 	if (ncols > 0) {
 		if (!*first)
-			putc('\n', out);
+			putc_unlocked('\n', out);
 		*first = false;
 		print_header(stmt, ncols, out);
 	}
 	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
 		for (int c = 0; c < ncols; c++) {
 			if (c)
-				putc(',', out);
+				putc_unlocked(',', out);
 			print_cell(stmt, c, out);
 		}
 		if (ncols > 0)
-			putc('\n', out);
+			putc_unlocked('\n', out);
 	}
 	return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
@@ -316,14 +316,20 @@ int tp_query_run(struct sqlite3 *db, const char *sql, FILE *out,
 {
 	const char *p = sql;
 	bool first = true;
+	int rc = 0;
 
+	/* One lock for the whole output: the cells are written with the
+	 * _unlocked stdio calls. */
+	flockfile(out);
 	while (*p) {
 		sqlite3_stmt *stmt = NULL;
 		const char *tail = NULL;
-		int rc = sqlite3_prepare_v2(db, p, -1, &stmt, &tail);
 
-		if (rc != SQLITE_OK)
-			return sql_error(db, sql, p, true, err);
+		rc = sqlite3_prepare_v2(db, p, -1, &stmt, &tail);
+		if (rc != SQLITE_OK) {
+			rc = sql_error(db, sql, p, true, err);
+			break;
+		}
 		if (!stmt) { /* only whitespace or comments left */
 			if (!tail || tail == p)
 				break;
@@ -332,15 +338,16 @@ int tp_query_run(struct sqlite3 *db, const char *sql, FILE *out,
 		}
 		rc = run_stmt(stmt, out, &first);
 		if (rc != SQLITE_OK) {
-			sql_error(db, sql, p, false, err);
+			rc = sql_error(db, sql, p, false, err);
 			sqlite3_finalize(stmt);
-			return -1;
+			break;
 		}
 		sqlite3_finalize(stmt);
 		p = tail;
 	}
+	funlockfile(out);
 	fflush(out);
-	return 0;
+	return rc;
 }
 
 /* ---- export ------------------------------------------------------------ */

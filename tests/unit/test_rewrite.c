@@ -360,7 +360,7 @@ static void test_ftrace(void **state)
 	struct pb_field c = sub(b.data, b.len, FB_COMPACT_SCHED, 0);
 	struct pb_field st = sub(c.data, c.len, CSCHED_SWITCH_TIMESTAMP, 0);
 	struct pb_packed_iter it;
-	uint64_t v, in_abs = 0, out_abs = 0;
+	uint64_t v = 0, in_abs = 0, out_abs = 0;
 	pb_packed_init(&it, st.data, st.len);
 	for (int i = 0; i < 5; i++) {
 		assert_true(pb_packed_next(&it, &v));
