@@ -845,38 +845,47 @@ static bool default_uuid(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	return t->has_default_uuid;
 }
 
+static size_t collect_uuids(const uint8_t *p, size_t len, uint32_t num,
+			    uint64_t *out, size_t max)
+{
+	struct pb_reader r;
+	struct pb_field f;
+	size_t n = 0;
+
+	pb_reader_init(&r, p, len);
+	while (pb_next(&r, &f)) {
+		if (f.num != num)
+			continue;
+		if (f.wt == PB_WT_VARINT) {
+			if (n < max)
+				out[n++] = f.val;
+		} else if (f.wt == PB_WT_LEN) {
+			struct pb_packed_iter it;
+			uint64_t v;
+			pb_packed_init(&it, f.data, f.len);
+			while (pb_packed_next(&it, &v))
+				if (n < max)
+					out[n++] = v;
+		}
+	}
+	return n;
+}
+
 /* Extra counter track uuids of the defaults (field num), into out. */
 static size_t default_extra_uuids(struct tp_ctx *ctx, uint32_t gen,
 				  uint32_t num, uint64_t *out, size_t max)
 {
 	const uint8_t *d;
-	size_t dlen, n = 0;
-	struct pb_reader r, r2;
-	struct pb_field f, g;
+	size_t dlen;
+	struct pb_reader r;
+	struct pb_field f;
 
 	tp_packet_defaults(ctx, gen, &d, &dlen);
 	pb_reader_init(&r, d, dlen);
-	while (pb_next(&r, &f)) {
-		if (f.num != TPD_TRACK_EVENT_DEFAULTS || f.wt != PB_WT_LEN)
-			continue;
-		pb_reader_init(&r2, f.data, f.len);
-		while (pb_next(&r2, &g)) {
-			if (g.num != num)
-				continue;
-			if (g.wt == PB_WT_VARINT) {
-				if (n < max)
-					out[n++] = g.val;
-			} else if (g.wt == PB_WT_LEN) {
-				struct pb_packed_iter it;
-				uint64_t v;
-				pb_packed_init(&it, g.data, g.len);
-				while (pb_packed_next(&it, &v))
-					if (n < max)
-						out[n++] = v;
-			}
-		}
-	}
-	return n;
+	while (pb_next(&r, &f))
+		if (f.num == TPD_TRACK_EVENT_DEFAULTS && f.wt == PB_WT_LEN)
+			return collect_uuids(f.data, f.len, num, out, max);
+	return 0;
 }
 
 /* Counter value in absolute units for a counter track (tokenize order). */
@@ -937,31 +946,6 @@ static size_t collect_values(const uint8_t *p, size_t len, uint32_t num,
 	return n;
 }
 
-static size_t collect_uuids(const uint8_t *p, size_t len, uint32_t num,
-			    uint64_t *out, size_t max)
-{
-	struct pb_reader r;
-	struct pb_field f;
-	size_t n = 0;
-
-	pb_reader_init(&r, p, len);
-	while (pb_next(&r, &f)) {
-		if (f.num != num)
-			continue;
-		if (f.wt == PB_WT_VARINT) {
-			if (n < max)
-				out[n++] = f.val;
-		} else if (f.wt == PB_WT_LEN) {
-			struct pb_packed_iter it;
-			uint64_t v;
-			pb_packed_init(&it, f.data, f.len);
-			while (pb_packed_next(&it, &v))
-				if (n < max)
-					out[n++] = v;
-		}
-	}
-	return n;
-}
 
 /* Payload header flags. */
 enum {
