@@ -11,7 +11,7 @@ void pb_reader_init(struct pb_reader *r, const void *buf, size_t len)
 {
 	r->base = buf;
 	r->p = buf;
-	r->end = r->base + len;
+	r->end = buf ? r->base + len : r->base; /* no arithmetic on NULL */
 	r->err = PB_OK;
 	r->err_off = 0;
 }

@@ -14,6 +14,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
@@ -486,6 +487,10 @@ int tp_query_export(struct sqlite3 *db, const char *path, struct vp_error *err)
 		free(tmp);
 		return -1;
 	}
+	/* mkstemp makes the file 0600; give it the usual mode instead. */
+	mode_t mask = umask(0);
+	umask(mask);
+	fchmod(fd, 0666 & ~mask);
 	close(fd);
 	if (collect_names(db, &names, err) != 0)
 		goto out;

@@ -167,10 +167,10 @@ else
 	fail "CSV format" "$(diff "$tmp/csv.want" "$tmp/csv.out" | tr '\n' ' ')"
 fi
 printf 'select count(*) as c from slice;\n' >"$tmp/q.sql"
-got=$("$bin" --quiet "$trace" -q "$tmp/q.sql" 2>&1)
+got=$("$bin" --quiet "$trace" -q "$tmp/q.sql" 2>/dev/null)
 check "-q FILE" [ "$got" = "\"c\"
 $((events / 2))" ]
-got=$(echo "select 7 as seven;" | "$bin" --quiet "$trace" 2>&1)
+got=$(echo "select 7 as seven;" | "$bin" --quiet "$trace" 2>/dev/null)
 check "SQL from stdin when it is not a terminal" [ "$got" = '"seven"
 7' ]
 
