@@ -383,7 +383,7 @@ static int parse_snapshot(struct rewriter *rw, struct rw_seq *q,
 	return 0;
 }
 
-/* Writes the snapshot with its target-clock entry mapped. */
+/* Writes the snapshot with its target-clock and MONOTONIC entries mapped. */
 static int rewrite_snapshot(struct rewriter *rw, struct pb_buf *out,
 			    const struct pb_field *outer)
 {
@@ -410,7 +410,13 @@ static int rewrite_snapshot(struct rewriter *rw, struct pb_buf *out,
 		if (cr.err)
 			return bad(rw, &cr, "clock snapshot entry");
 		uint64_t mapped;
-		if (id != rw->cfg.target_clock || !tsf)
+		/* MONOTONIC is mapped too: packet timestamps on it are
+		 * relabelled and legacy microsecond timestamps (MONOTONIC by
+		 * definition) are written on the target axis, so a processor
+		 * that converts MONOTONIC through this snapshot must find it
+		 * on that axis as well. */
+		if ((id != rw->cfg.target_clock &&
+		     id != BUILTIN_CLOCK_MONOTONIC) || !tsf)
 			continue;
 		if (!map_clock(rw, (uint32_t)id, tsf->val, &mapped)) {
 			rw->st.ts_unmapped++;

@@ -174,6 +174,32 @@ got=$(echo "select 7 as seven;" | "$bin" --quiet "$trace" 2>/dev/null)
 check "SQL from stdin when it is not a terminal" [ "$got" = '"seven"
 7' ]
 
+# ---- a merged host + guest trace ------------------------------------------
+# Every guest slice, whatever clock its timestamps were written in (packet
+# BOOTTIME, MONOTONIC, sequence-scoped, legacy microseconds), must land on
+# the host's time axis: inside the span the host trace covers.
+tracegen=$build/tests/vperfetto_tracegen
+merge=$build/merge/vperfetto_merge
+if [ -x "$tracegen" ] && [ -x "$merge" ]; then
+	"$tracegen" --host "$tmp/host.pb" --guest "$tmp/guest.pb" --seed 5 \
+		--duration-s 5 --exchanges 20 >/dev/null &&
+		"$merge" "$tmp/host.pb" "$tmp/guest.pb" -o "$tmp/merged.pb" \
+			>/dev/null 2>&1
+	trace=$tmp/merged.pb
+	got=$(q "select count(*) from slice s join track t on s.track_id = t.id
+		 where t.machine_id = 1")
+	check "merged trace: guest slices on machine 1 ($got)" [ "${got:-0}" -gt 0 ]
+	got=$(q "with h as (select min(ts) lo, max(ts) hi from slice s
+		   join track t on s.track_id = t.id where t.machine_id is null)
+		 select count(*) from slice s join track t on s.track_id = t.id, h
+		 where t.machine_id = 1 and (s.ts < h.lo - 1000000000
+		   or s.ts > h.hi + 1000000000)")
+	check "merged trace: every guest slice on the host's time axis ($got outside)" \
+		[ "$got" = 0 ]
+else
+	echo "SKIP merged trace: no $tracegen or $merge"
+fi
+
 echo
 if [ $failures -ne 0 ]; then
 	echo "tp_e2e: $failures check(s) failed"
