@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "perfetto_fields.h"
 #include "tp_args.h"
 #include "tp_clock.h"
 #include "tp_load.h"
@@ -34,43 +35,11 @@
 #include "tp_stats.h"
 #include "tp_tracks.h"
 
-/* TracePacket, BuiltinClock */
-enum {
-	PKT_FTRACE_EVENTS = 1,
-	CLOCK_MONOTONIC_RAW = 5,
-	CLOCK_BOOTTIME = 6,
-	CLOCK_SEQ_SCOPED_FIRST = 64,
-};
+/* Field numbers shared with the merge (TracePacket, BuiltinClock,
+ * FtraceEventBundle, CompactSched, the common FtraceEvent fields) are in
+ * perfetto_fields.h; the ones only this module reads are below. */
 
-/* FtraceEventBundle */
-enum {
-	FEB_CPU = 1,
-	FEB_EVENT = 2,
-	FEB_LOST_EVENTS = 3,
-	FEB_COMPACT_SCHED = 4,
-	FEB_FTRACE_CLOCK = 5,
-	FEB_FTRACE_TIMESTAMP = 6,
-	FEB_BOOT_TIMESTAMP = 7,
-	FEB_LAST_READ_EVENT_TIMESTAMP = 9,
-	FEB_PREVIOUS_BUNDLE_END_TIMESTAMP = 10,
-};
-
-/* FtraceEventBundle.CompactSched */
-enum {
-	CS_SWITCH_TIMESTAMP = 1,
-	CS_SWITCH_PREV_STATE = 2,
-	CS_SWITCH_NEXT_PID = 3,
-	CS_SWITCH_NEXT_PRIO = 4,
-	CS_INTERN_TABLE = 5,
-	CS_SWITCH_NEXT_COMM_INDEX = 6,
-	CS_WAKING_TIMESTAMP = 7,
-	CS_WAKING_PID = 8,
-	CS_WAKING_TARGET_CPU = 9,
-	CS_WAKING_PRIO = 10,
-	CS_WAKING_COMM_INDEX = 11,
-	CS_WAKING_COMMON_FLAGS = 12,
-	CS_NCOLS = 13,
-};
+enum { CSCHED_NCOLS = CSCHED_WAKING_COMMON_FLAGS + 1 };
 
 /* FtraceClock */
 enum {
@@ -83,16 +52,10 @@ enum {
 
 /* FtraceEvent: common fields and the event oneof (the ones parsed). */
 enum {
-	FE_TIMESTAMP = 1,
-	FE_PID = 2,
 	FE_COMMON_FLAGS = 5,
-	EV_PRINT = 3,
-	EV_SCHED_SWITCH = 4,
 	EV_CPU_FREQUENCY = 11,
 	EV_CPU_FREQUENCY_LIMITS = 12,
 	EV_CPU_IDLE = 13,
-	EV_SCHED_WAKEUP = 17,
-	EV_SCHED_WAKING = 20,
 	EV_TRACING_MARK_WRITE = 80, /* mdss */
 	EV_SCHED_WAKEUP_NEW = 114,
 	EV_TASK_NEWTASK = 235,
@@ -109,10 +72,9 @@ enum {
 /* Event payload fields used by the parsers (message in the comment). */
 enum {
 	PRINT_BUF = 2,                                 /* PrintFtraceEvent */
-	SS_PREV_COMM = 1, SS_PREV_PID = 2, SS_PREV_PRIO = 3,
-	SS_PREV_STATE = 4, SS_NEXT_COMM = 5, SS_NEXT_PID = 6,
-	SS_NEXT_PRIO = 7,                              /* SchedSwitchFtraceEvent */
-	SW_COMM = 1, SW_PID = 2, SW_PRIO = 3, SW_TARGET_CPU = 5, /* SchedWaking */
+	SS_PREV_COMM = 1, SS_PREV_PRIO = 3, SS_PREV_STATE = 4,
+	SS_NEXT_COMM = 5, SS_NEXT_PRIO = 7,            /* SchedSwitchFtraceEvent */
+	SW_COMM = 1, SW_PRIO = 3, SW_TARGET_CPU = 5,   /* SchedWakingFtraceEvent */
 	CF_STATE = 1, CF_CPU_ID = 2,     /* CpuFrequency / CpuIdleFtraceEvent */
 	CFL_MIN_FREQ = 1, CFL_MAX_FREQ = 2, CFL_CPU_ID = 3, /* CpuFrequencyLimits */
 	TN_PID = 1, TN_COMM = 2, TN_CLONE_FLAGS = 3,   /* TaskNewtaskFtraceEvent */
@@ -455,16 +417,16 @@ static uint64_t bundle_clock(struct tp_ctx *ctx, const struct tp_packet *pkt,
 			     const struct msg *b, bool *ok)
 {
 	struct tp_ftrace_state *s = st(ctx);
-	uint64_t clock = CLOCK_BOOTTIME;
+	uint64_t clock = BUILTIN_CLOCK_BOOTTIME;
 
 	*ok = true;
-	if (!has(b, FEB_FTRACE_CLOCK))
+	if (!has(b, FB_FTRACE_CLOCK))
 		return clock;
-	switch (u64(b, FEB_FTRACE_CLOCK)) {
+	switch (u64(b, FB_FTRACE_CLOCK)) {
 	case FTRACE_CLOCK_UNSPECIFIED:
 		return clock;
 	case FTRACE_CLOCK_MONO_RAW:
-		clock = CLOCK_MONOTONIC_RAW;
+		clock = BUILTIN_CLOCK_MONOTONIC_RAW;
 		break;
 	case FTRACE_CLOCK_GLOBAL:
 	case FTRACE_CLOCK_LOCAL:
@@ -472,26 +434,26 @@ static uint64_t bundle_clock(struct tp_ctx *ctx, const struct tp_packet *pkt,
 			*ok = false;
 			return clock;
 		}
-		clock = CLOCK_SEQ_SCOPED_FIRST;
+		clock = SCOPED_CLOCK_FIRST;
 		break;
 	default:
 		*ok = false;
 		return clock;
 	}
-	if (has(b, FEB_FTRACE_TIMESTAMP) && has(b, FEB_BOOT_TIMESTAMP) &&
+	if (has(b, FB_FTRACE_TIMESTAMP) && has(b, FB_BOOT_TIMESTAMP) &&
 	    (!s->have_snapshot ||
-	     s->last_snapshot_ts != i64(b, FEB_FTRACE_TIMESTAMP))) {
+	     s->last_snapshot_ts != i64(b, FB_FTRACE_TIMESTAMP))) {
 		struct tp_clock_reading rd[2];
-		rd[0].clock_id = clock == CLOCK_SEQ_SCOPED_FIRST
+		rd[0].clock_id = clock == SCOPED_CLOCK_FIRST
 					 ? tp_clock_seq_scoped(pkt->seq->id,
-							       CLOCK_SEQ_SCOPED_FIRST)
+							       SCOPED_CLOCK_FIRST)
 					 : clock;
-		rd[0].ts_ns = i64(b, FEB_FTRACE_TIMESTAMP);
-		rd[1].clock_id = CLOCK_BOOTTIME;
-		rd[1].ts_ns = i64(b, FEB_BOOT_TIMESTAMP);
+		rd[0].ts_ns = i64(b, FB_FTRACE_TIMESTAMP);
+		rd[1].clock_id = BUILTIN_CLOCK_BOOTTIME;
+		rd[1].ts_ns = i64(b, FB_BOOT_TIMESTAMP);
 		tp_clock_add_snapshot(ctx->clocks, pkt->machine, rd, 2);
 		s->have_snapshot = true;
-		s->last_snapshot_ts = i64(b, FEB_FTRACE_TIMESTAMP);
+		s->last_snapshot_ts = i64(b, FB_FTRACE_TIMESTAMP);
 	}
 	return clock;
 }
@@ -581,7 +543,7 @@ static void compact_sched(struct tp_ctx *ctx, const struct tp_packet *pkt,
 			  size_t len)
 {
 	struct tp_ftrace_state *s = st(ctx);
-	struct column cols[CS_NCOLS];
+	struct column cols[CSCHED_NCOLS];
 	tp_str *strs = NULL;
 	size_t nstrs = 0, capstrs = 0;
 	struct pb_reader r;
@@ -591,7 +553,7 @@ static void compact_sched(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	memset(cols, 0, sizeof cols);
 	pb_reader_init(&r, data, len);
 	while (pb_next(&r, &f)) {
-		if (f.num == CS_INTERN_TABLE) {
+		if (f.num == CSCHED_INTERN_TABLE) {
 			if (f.wt != PB_WT_LEN) {
 				bad = true;
 				continue;
@@ -602,13 +564,13 @@ static void compact_sched(struct tp_ctx *ctx, const struct tp_packet *pkt,
 			}
 			strs[nstrs++] = tp_intern(ctx->pool,
 						  (const char *)f.data, f.len);
-		} else if (f.num < CS_NCOLS) {
+		} else if (f.num < CSCHED_NCOLS) {
 			column_add_packed(&cols[f.num], &f);
 		}
 	}
 	if (r.err != PB_OK)
 		bad = true;
-	for (unsigned i = 0; i < CS_NCOLS; i++)
+	for (unsigned i = 0; i < CSCHED_NCOLS; i++)
 		bad |= cols[i].bad;
 
 	uint32_t q = tp_sort_queue(ctx->sorter,
@@ -616,19 +578,19 @@ static void compact_sched(struct tp_ctx *ctx, const struct tp_packet *pkt,
 					   (uint64_t)pkt->machine << 32 | cpu);
 
 	/* sched_switch columns */
-	size_t n = cols[CS_SWITCH_TIMESTAMP].n;
-	if (cols[CS_SWITCH_PREV_STATE].n != n ||
-	    cols[CS_SWITCH_NEXT_PID].n != n ||
-	    cols[CS_SWITCH_NEXT_PRIO].n != n ||
-	    cols[CS_SWITCH_NEXT_COMM_INDEX].n != n) {
+	size_t n = cols[CSCHED_SWITCH_TIMESTAMP].n;
+	if (cols[CSCHED_SWITCH_PREV_STATE].n != n ||
+	    cols[CSCHED_SWITCH_NEXT_PID].n != n ||
+	    cols[CSCHED_SWITCH_NEXT_PRIO].n != n ||
+	    cols[CSCHED_SWITCH_NEXT_COMM_INDEX].n != n) {
 		bad = true;
-		size_t m = cols[CS_SWITCH_PREV_STATE].n;
-		if (cols[CS_SWITCH_NEXT_PID].n < m)
-			m = cols[CS_SWITCH_NEXT_PID].n;
-		if (cols[CS_SWITCH_NEXT_PRIO].n < m)
-			m = cols[CS_SWITCH_NEXT_PRIO].n;
-		if (cols[CS_SWITCH_NEXT_COMM_INDEX].n < m)
-			m = cols[CS_SWITCH_NEXT_COMM_INDEX].n;
+		size_t m = cols[CSCHED_SWITCH_PREV_STATE].n;
+		if (cols[CSCHED_SWITCH_NEXT_PID].n < m)
+			m = cols[CSCHED_SWITCH_NEXT_PID].n;
+		if (cols[CSCHED_SWITCH_NEXT_PRIO].n < m)
+			m = cols[CSCHED_SWITCH_NEXT_PRIO].n;
+		if (cols[CSCHED_SWITCH_NEXT_COMM_INDEX].n < m)
+			m = cols[CSCHED_SWITCH_NEXT_COMM_INDEX].n;
 		if (m < n)
 			n = m;
 	}
@@ -636,8 +598,8 @@ static void compact_sched(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	for (size_t i = 0; i < n; i++) {
 		struct cswitch e;
 		int64_t ts;
-		uint64_t ci = cols[CS_SWITCH_NEXT_COMM_INDEX].v[i];
-		acc += (int64_t)cols[CS_SWITCH_TIMESTAMP].v[i];
+		uint64_t ci = cols[CSCHED_SWITCH_NEXT_COMM_INDEX].v[i];
+		acc += (int64_t)cols[CSCHED_SWITCH_TIMESTAMP].v[i];
 		if (ci >= nstrs) {
 			bad = true;
 			break;
@@ -645,9 +607,9 @@ static void compact_sched(struct tp_ctx *ctx, const struct tp_packet *pkt,
 		memset(&e, 0, sizeof e);
 		e.cpu = cpu;
 		e.machine = pkt->machine;
-		e.prev_state = (int64_t)cols[CS_SWITCH_PREV_STATE].v[i];
-		e.next_pid = (int32_t)(uint32_t)cols[CS_SWITCH_NEXT_PID].v[i];
-		e.next_prio = (int32_t)(uint32_t)cols[CS_SWITCH_NEXT_PRIO].v[i];
+		e.prev_state = (int64_t)cols[CSCHED_SWITCH_PREV_STATE].v[i];
+		e.next_pid = (int32_t)(uint32_t)cols[CSCHED_SWITCH_NEXT_PID].v[i];
+		e.next_prio = (int32_t)(uint32_t)cols[CSCHED_SWITCH_NEXT_PRIO].v[i];
 		e.next_comm = strs[ci];
 		if (!tp_to_trace_time(ctx, pkt, clock, acc, &ts))
 			break;
@@ -655,17 +617,17 @@ static void compact_sched(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	}
 
 	/* sched_waking columns */
-	n = cols[CS_WAKING_TIMESTAMP].n;
-	if (cols[CS_WAKING_PID].n != n || cols[CS_WAKING_TARGET_CPU].n != n ||
-	    cols[CS_WAKING_PRIO].n != n || cols[CS_WAKING_COMM_INDEX].n != n) {
+	n = cols[CSCHED_WAKING_TIMESTAMP].n;
+	if (cols[CSCHED_WAKING_PID].n != n || cols[CSCHED_WAKING_TARGET_CPU].n != n ||
+	    cols[CSCHED_WAKING_PRIO].n != n || cols[CSCHED_WAKING_COMM_INDEX].n != n) {
 		bad = true;
-		size_t m = cols[CS_WAKING_PID].n;
-		if (cols[CS_WAKING_TARGET_CPU].n < m)
-			m = cols[CS_WAKING_TARGET_CPU].n;
-		if (cols[CS_WAKING_PRIO].n < m)
-			m = cols[CS_WAKING_PRIO].n;
-		if (cols[CS_WAKING_COMM_INDEX].n < m)
-			m = cols[CS_WAKING_COMM_INDEX].n;
+		size_t m = cols[CSCHED_WAKING_PID].n;
+		if (cols[CSCHED_WAKING_TARGET_CPU].n < m)
+			m = cols[CSCHED_WAKING_TARGET_CPU].n;
+		if (cols[CSCHED_WAKING_PRIO].n < m)
+			m = cols[CSCHED_WAKING_PRIO].n;
+		if (cols[CSCHED_WAKING_COMM_INDEX].n < m)
+			m = cols[CSCHED_WAKING_COMM_INDEX].n;
 		if (m < n)
 			n = m;
 	}
@@ -673,8 +635,8 @@ static void compact_sched(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	for (size_t i = 0; i < n; i++) {
 		struct cwaking e;
 		int64_t ts;
-		uint64_t ci = cols[CS_WAKING_COMM_INDEX].v[i];
-		acc += (int64_t)cols[CS_WAKING_TIMESTAMP].v[i];
+		uint64_t ci = cols[CSCHED_WAKING_COMM_INDEX].v[i];
+		acc += (int64_t)cols[CSCHED_WAKING_TIMESTAMP].v[i];
 		if (ci >= nstrs) {
 			bad = true;
 			break;
@@ -682,13 +644,13 @@ static void compact_sched(struct tp_ctx *ctx, const struct tp_packet *pkt,
 		memset(&e, 0, sizeof e);
 		e.cpu = cpu;
 		e.machine = pkt->machine;
-		e.pid = (int32_t)(uint32_t)cols[CS_WAKING_PID].v[i];
-		e.target_cpu = (int32_t)(uint32_t)cols[CS_WAKING_TARGET_CPU].v[i];
-		e.prio = (int32_t)(uint32_t)cols[CS_WAKING_PRIO].v[i];
+		e.pid = (int32_t)(uint32_t)cols[CSCHED_WAKING_PID].v[i];
+		e.target_cpu = (int32_t)(uint32_t)cols[CSCHED_WAKING_TARGET_CPU].v[i];
+		e.prio = (int32_t)(uint32_t)cols[CSCHED_WAKING_PRIO].v[i];
 		e.comm = strs[ci];
-		if (i < cols[CS_WAKING_COMMON_FLAGS].n) {
+		if (i < cols[CSCHED_WAKING_COMMON_FLAGS].n) {
 			e.common_flags =
-				(uint32_t)cols[CS_WAKING_COMMON_FLAGS].v[i];
+				(uint32_t)cols[CSCHED_WAKING_COMMON_FLAGS].v[i];
 			e.has_flags = true;
 		}
 		if (!tp_to_trace_time(ctx, pkt, clock, acc, &ts))
@@ -698,7 +660,7 @@ static void compact_sched(struct tp_ctx *ctx, const struct tp_packet *pkt,
 
 	if (bad)
 		tp_stat_inc(ctx, "compact_sched_has_parse_errors");
-	for (unsigned i = 0; i < CS_NCOLS; i++)
+	for (unsigned i = 0; i < CSCHED_NCOLS; i++)
 		free(cols[i].v);
 	free(strs);
 }
@@ -714,10 +676,10 @@ static void first_bundle(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	if (m->seen_first[cpu / 8] >> (cpu % 8) & 1)
 		return;
 	m->seen_first[cpu / 8] |= (uint8_t)(1u << (cpu % 8));
-	if (has(b, FEB_PREVIOUS_BUNDLE_END_TIMESTAMP))
-		raw = u64(b, FEB_PREVIOUS_BUNDLE_END_TIMESTAMP);
-	else if (has(b, FEB_LAST_READ_EVENT_TIMESTAMP))
-		raw = u64(b, FEB_LAST_READ_EVENT_TIMESTAMP);
+	if (has(b, FB_PREVIOUS_BUNDLE_END_TIMESTAMP))
+		raw = u64(b, FB_PREVIOUS_BUNDLE_END_TIMESTAMP);
+	else if (has(b, FB_LAST_READ_EVENT_TIMESTAMP))
+		raw = u64(b, FB_LAST_READ_EVENT_TIMESTAMP);
 	else
 		return;
 	if (!tp_to_trace_time(ctx, pkt, clock, (int64_t)raw, &ts))
@@ -739,17 +701,17 @@ static void tokenize_bundle(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	bool ok;
 
 	msg_decode(&b, data, len);
-	if (!has(&b, FEB_CPU)) {
+	if (!has(&b, FB_CPU)) {
 		tp_stat_inc(ctx, "ftrace_bundle_tokenizer_errors");
 		return;
 	}
-	uint64_t cpu64 = u64(&b, FEB_CPU);
+	uint64_t cpu64 = u64(&b, FB_CPU);
 	if (cpu64 >= MAX_CPUS) {
 		tp_stat_inc(ctx, "ftrace_bundle_tokenizer_errors");
 		return;
 	}
 	uint32_t cpu = (uint32_t)cpu64;
-	if (u64(&b, FEB_LOST_EVENTS))
+	if (u64(&b, FB_LOST_EVENTS))
 		tp_stat_set(ctx, "ftrace_cpu_has_data_loss", pkt->machine, cpu,
 			    1);
 	uint32_t clock = (uint32_t)bundle_clock(ctx, pkt, &b, &ok);
@@ -762,12 +724,12 @@ static void tokenize_bundle(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	while (pb_next(&r, &f)) {
 		if (f.wt != PB_WT_LEN)
 			continue;
-		if (f.num == FEB_COMPACT_SCHED)
+		if (f.num == FB_COMPACT_SCHED)
 			compact_sched(ctx, pkt, cpu, clock, f.data, f.len);
 	}
 	pb_reader_init(&r, data, len);
 	while (pb_next(&r, &f)) {
-		if (f.wt == PB_WT_LEN && f.num == FEB_EVENT)
+		if (f.wt == PB_WT_LEN && f.num == FB_EVENT)
 			push_event(ctx, pkt, cpu, clock, f.data, f.len);
 	}
 	if (r.err != PB_OK)
@@ -1628,15 +1590,15 @@ static void parse_typed(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,
 	struct msg m;
 
 	msg_decode(&m, data, len);
-	if (id == EV_SCHED_SWITCH) {
+	if (id == FE_SCHED_SWITCH) {
 		parse_sched_switch(ctx, ts, cpu, machine, &m, raw_only);
 		return;
 	}
 	if (raw_only)
 		return;
 	switch (id) {
-	case EV_SCHED_WAKING:
-	case EV_SCHED_WAKEUP:
+	case FE_SCHED_WAKING:
+	case FE_SCHED_WAKEUP:
 	case EV_SCHED_WAKEUP_NEW:
 		parse_waking(ctx, ts, machine, pid, &m);
 		break;
@@ -1649,7 +1611,7 @@ static void parse_typed(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,
 	case EV_TASK_RENAME:
 		parse_rename(ctx, machine, &m);
 		break;
-	case EV_PRINT:
+	case FE_PRINT:
 		parse_print(ctx, ts, machine, pid, &m);
 		break;
 	case EV_TRACING_MARK_WRITE:
@@ -1707,7 +1669,7 @@ static void parse_event(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 			tp_stat_inc(ctx, "ftrace_bundle_tokenizer_errors");
 			return;
 		}
-		if (f.num != EV_SCHED_SWITCH) {
+		if (f.num != FE_SCHED_SWITCH) {
 			const struct ev_desc *d = ev_desc_find(f.num);
 			if (d) {
 				uint32_t utid = tp_thread_get(ctx, h.machine,
@@ -1743,7 +1705,7 @@ void tp_ftrace_init(struct tp_ctx *ctx)
 bool tp_ftrace_tokenize(struct tp_ctx *ctx, const struct tp_packet *pkt,
 			const struct pb_field *f)
 {
-	if (f->num == PKT_FTRACE_EVENTS) {
+	if (f->num == TP_FTRACE_EVENTS) {
 		if (f->wt == PB_WT_LEN)
 			tokenize_bundle(ctx, pkt, f->data, f->len);
 		else

@@ -15,34 +15,22 @@
 #include "tp_process.h"
 #include "tp_procs.h"
 #include "tp_sort.h"
+#include "perfetto_fields.h"
 #include "tp_stats.h"
 #include "tp_tracks.h"
 
-/* TracePacket */
+/* ProcessTree, ProcessTree.Process, ProcessTree.Thread (the fields the merge
+ * also reads, PT_* / PS_*, are in perfetto_fields.h) */
 enum {
-	PKT_PROCESS_TREE = 2,
-	PKT_PROCESS_STATS = 9,
-};
-
-/* ProcessTree, ProcessTree.Process, ProcessTree.Thread */
-enum {
-	PT_PROCESSES = 1,
-	PT_THREADS = 2,
-	PTP_PID = 1,
-	PTP_PPID = 2,
 	PTP_CMDLINE = 3,
 	PTP_UID = 5,
 	PTP_PROCESS_START_FROM_BOOT = 7,
 	PTP_CMDLINE_IS_COMM = 9,
-	PTT_TID = 1,
 	PTT_NAME = 2,
-	PTT_TGID = 3,
 };
 
 /* ProcessStats, ProcessStats.Process, ProcessStats.Thread */
 enum {
-	PS_PROCESSES = 1,
-	PSP_PID = 1,
 	PSP_VM_SIZE_KB = 2,
 	PSP_VM_RSS_KB = 3,
 	PSP_RSS_ANON_KB = 4,
@@ -68,7 +56,6 @@ enum {
 	PST_TID = 1,
 };
 
-#define CLOCK_BOOTTIME 6
 #define KTHREADD_PID 2
 
 struct proc_hdr {
@@ -131,10 +118,10 @@ static void tree_process(struct tp_ctx *ctx, uint32_t machine,
 	pb_reader_init(&r, data, len);
 	while (pb_next(&r, &f)) {
 		switch (f.num) {
-		case PTP_PID:
+		case PT_PROC_PID:
 			pid = (int32_t)(uint32_t)f.val;
 			break;
-		case PTP_PPID:
+		case PT_PROC_PPID:
 			ppid = (int32_t)(uint32_t)f.val;
 			break;
 		case PTP_CMDLINE:
@@ -208,7 +195,7 @@ static void tree_process(struct tp_ctx *ctx, uint32_t machine,
 	}
 	if (has_start && tp_is_null(pt, TP_PROCESS_start_ts, upid)) {
 		int64_t ts;
-		if (tp_clock_to_trace(ctx->clocks, machine, CLOCK_BOOTTIME,
+		if (tp_clock_to_trace(ctx->clocks, machine, BUILTIN_CLOCK_BOOTTIME,
 				      (int64_t)start, &ts))
 			tp_set_int(pt, TP_PROCESS_start_ts, upid, ts);
 		else
@@ -229,9 +216,9 @@ static void tree_thread(struct tp_ctx *ctx, uint32_t machine,
 
 	pb_reader_init(&r, data, len);
 	while (pb_next(&r, &f)) {
-		if (f.num == PTT_TID && f.wt == PB_WT_VARINT)
+		if (f.num == PT_THREAD_TID && f.wt == PB_WT_VARINT)
 			tid = (int32_t)(uint32_t)f.val;
-		else if (f.num == PTT_TGID && f.wt == PB_WT_VARINT)
+		else if (f.num == PT_THREAD_TGID && f.wt == PB_WT_VARINT)
 			tgid = (int32_t)(uint32_t)f.val;
 		else if (f.num == PTT_NAME && f.wt == PB_WT_LEN) {
 			name = f.data;
@@ -341,13 +328,13 @@ static void stats_process(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
 
 	pb_reader_init(&r, data, len);
 	while (pb_next(&r, &f))
-		if (f.num == PSP_PID && f.wt == PB_WT_VARINT)
+		if (f.num == PS_PROC_PID && f.wt == PB_WT_VARINT)
 			pid = (int32_t)(uint32_t)f.val;
 
 	pb_reader_init(&r, data, len);
 	while (pb_next(&r, &f)) {
 		switch (f.num) {
-		case PSP_PID:
+		case PS_PROC_PID:
 		case PSP_IS_PEAK_RSS_RESETTABLE:
 		case PSP_CHROME_PRIVATE_FOOTPRINT_KB:
 		case PSP_CHROME_PEAK_RESIDENT_SET_KB:
@@ -445,11 +432,11 @@ static void push(struct tp_ctx *ctx, const struct tp_packet *pkt,
 bool tp_process_tokenize(struct tp_ctx *ctx, const struct tp_packet *pkt,
 			 const struct pb_field *f)
 {
-	if (f->num != PKT_PROCESS_TREE && f->num != PKT_PROCESS_STATS)
+	if (f->num != TP_PROCESS_TREE && f->num != TP_PROCESS_STATS)
 		return false;
 	if (f->wt != PB_WT_LEN)
 		return true;
-	push(ctx, pkt, f->num == PKT_PROCESS_TREE ? ctx->ftrace->kind_ptree
+	push(ctx, pkt, f->num == TP_PROCESS_TREE ? ctx->ftrace->kind_ptree
 						  : ctx->ftrace->kind_pstats,
 	     f);
 	return true;

@@ -19,28 +19,13 @@
 #include "tp_args.h"
 #include "tp_load.h"
 #include "tp_modules.h"
+#include "perfetto_fields.h"
 #include "tp_slices.h"
 #include "tp_sort.h"
 #include "tp_stats.h"
 #include "tp_tracks.h"
 
-/* TracePacket fields handled here. */
-enum {
-	PKT_SYS_STATS = 7,
-	PKT_TRACE_CONFIG = 33,
-	PKT_FTRACE_STATS = 34,
-	PKT_TRACE_STATS = 35,
-	PKT_SYSTEM_INFO = 45,
-	PKT_TRIGGER = 46,
-	PKT_CHROME_METADATA = 51,
-	PKT_CPU_INFO = 67,
-	PKT_SERVICE_EVENT = 69,
-	PKT_INITIAL_DISPLAY_STATE = 70,
-	PKT_TRACE_UUID = 89,
-	PKT_CHROME_TRIGGER = 109,
-	PKT_CLONE_SNAPSHOT_TRIGGER = 113,
-	PKT_TRACE_ATTRIBUTES = 126,
-};
+/* TracePacket field numbers (TP_*) are in perfetto_fields.h. */
 
 /* SysStats and its nested messages. */
 enum {
@@ -2507,46 +2492,46 @@ bool tp_system_tokenize(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	if (f->wt != PB_WT_LEN)
 		return false;
 	switch (f->num) {
-	case PKT_SYS_STATS:
+	case TP_SYS_STATS:
 		parse_sys_stats(ctx, pkt, f);
 		return true;
-	case PKT_TRACE_CONFIG:
+	case TP_TRACE_CONFIG:
 		parse_trace_config(ctx, pkt, f);
 		return true;
-	case PKT_FTRACE_STATS:
+	case TP_FTRACE_STATS:
 		parse_ftrace_stats(ctx, pkt, f);
 		return true;
-	case PKT_TRACE_STATS:
+	case TP_TRACE_STATS:
 		parse_trace_stats(ctx, pkt, f);
 		return true;
-	case PKT_SYSTEM_INFO:
+	case TP_SYSTEM_INFO:
 		parse_system_info(ctx, pkt, f);
 		return true;
-	case PKT_TRIGGER:
+	case TP_TRIGGER:
 		push_event(ctx, pkt, EV_TRIGGER, f);
 		return true;
-	case PKT_CLONE_SNAPSHOT_TRIGGER:
+	case TP_CLONE_SNAPSHOT_TRIGGER:
 		push_event(ctx, pkt, EV_CLONE_SNAPSHOT_TRIGGER, f);
 		return true;
-	case PKT_CHROME_TRIGGER:
+	case TP_CHROME_TRIGGER:
 		push_event(ctx, pkt, EV_CHROME_TRIGGER, f);
 		return true;
-	case PKT_CHROME_METADATA:
+	case TP_CHROME_METADATA:
 		parse_chrome_metadata(ctx, f);
 		return true;
-	case PKT_CPU_INFO:
+	case TP_CPU_INFO:
 		parse_cpu_info(ctx, pkt, f);
 		return true;
-	case PKT_SERVICE_EVENT:
+	case TP_SERVICE_EVENT:
 		parse_service_event(ctx, pkt, f);
 		return true;
-	case PKT_INITIAL_DISPLAY_STATE:
+	case TP_INITIAL_DISPLAY_STATE:
 		parse_initial_display_state(ctx, pkt, f);
 		return true;
-	case PKT_TRACE_UUID:
+	case TP_TRACE_UUID:
 		parse_trace_uuid(ctx, f);
 		return true;
-	case PKT_TRACE_ATTRIBUTES:
+	case TP_TRACE_ATTRIBUTES:
 		parse_attributes(ctx, f, true);
 		return true;
 	default:

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "pb_wire.h"
+#include "perfetto_fields.h"
 #include "tp_args.h"
 #include "tp_ctx.h"
 #include "tp_json.h"
@@ -33,52 +34,8 @@
 #include "tp_stats.h"
 #include "tp_tracks.h"
 
-/* TracePacket */
-enum {
-	PKT_TRACK_EVENT = 11,
-	PKT_PROCESS_DESCRIPTOR = 43,
-	PKT_THREAD_DESCRIPTOR = 44,
-	PKT_STREAMING_PROFILE_PACKET = 54,
-	PKT_TRACK_DESCRIPTOR = 60,
-	PKT_TRACK_EVENT_RANGE_OF_INTEREST = 90,
-};
-
-/* TrackEvent */
-enum {
-	EV_TIMESTAMP_DELTA_US = 1,
-	EV_THREAD_TIME_DELTA_US = 2,
-	EV_CATEGORY_IIDS = 3,
-	EV_DEBUG_ANNOTATIONS = 4,
-	EV_LEGACY_EVENT = 6,
-	EV_THREAD_INSTRUCTION_COUNT_DELTA = 8,
-	EV_TYPE = 9,
-	EV_NAME_IID = 10,
-	EV_TRACK_UUID = 11,
-	EV_EXTRA_COUNTER_VALUES = 12,
-	EV_TIMESTAMP_ABSOLUTE_US = 16,
-	EV_THREAD_TIME_ABSOLUTE_US = 17,
-	EV_THREAD_INSTRUCTION_COUNT_ABSOLUTE = 20,
-	EV_CATEGORIES = 22,
-	EV_NAME = 23,
-	EV_COUNTER_VALUE = 30,
-	EV_EXTRA_COUNTER_TRACK_UUIDS = 31,
-	EV_FLOW_IDS_OLD = 36,
-	EV_TERMINATING_FLOW_IDS_OLD = 42,
-	EV_DOUBLE_COUNTER_VALUE = 44,
-	EV_EXTRA_DOUBLE_COUNTER_TRACK_UUIDS = 45,
-	EV_EXTRA_DOUBLE_COUNTER_VALUES = 46,
-	EV_FLOW_IDS = 47,
-	EV_TERMINATING_FLOW_IDS = 48,
-};
-
-/* TrackEvent.Type */
-enum {
-	TYPE_SLICE_BEGIN = 1,
-	TYPE_SLICE_END = 2,
-	TYPE_INSTANT = 3,
-	TYPE_COUNTER = 4,
-};
-
+/* Field numbers shared with the merge are in perfetto_fields.h; these
+ * are the ones only this module reads. */
 /* TrackEvent.LegacyEvent */
 enum {
 	LE_NAME_IID = 1,
@@ -103,98 +60,12 @@ enum {
 enum { FLOW_IN = 1, FLOW_OUT = 2, FLOW_INOUT = 3 };
 enum { SCOPE_GLOBAL = 1, SCOPE_PROCESS = 2, SCOPE_THREAD = 3 };
 
-/* DebugAnnotation, DebugAnnotation.NestedValue */
+/* StreamingProfilePacket, TrackEventRangeOfInterest */
 enum {
-	DA_NAME_IID = 1,
-	DA_BOOL_VALUE = 2,
-	DA_UINT_VALUE = 3,
-	DA_INT_VALUE = 4,
-	DA_DOUBLE_VALUE = 5,
-	DA_STRING_VALUE = 6,
-	DA_POINTER_VALUE = 7,
-	DA_NESTED_VALUE = 8,
-	DA_LEGACY_JSON_VALUE = 9,
-	DA_NAME = 10,
-	DA_DICT_ENTRIES = 11,
-	DA_ARRAY_VALUES = 12,
-	DA_STRING_VALUE_IID = 17,
-	NV_NESTED_TYPE = 1,
-	NV_DICT_KEYS = 2,
-	NV_DICT_VALUES = 3,
-	NV_ARRAY_VALUES = 4,
-	NV_INT_VALUE = 5,
-	NV_DOUBLE_VALUE = 6,
-	NV_BOOL_VALUE = 7,
-	NV_STRING_VALUE = 8,
-	NV_DICT = 1,
-	NV_ARRAY = 2,
-};
-
-/* InternedData fields and the name field of their entries */
-enum {
-	IN_EVENT_CATEGORIES = 1,
-	IN_EVENT_NAMES = 2,
-	IN_DEBUG_ANNOTATION_NAMES = 3,
-	IN_DEBUG_ANNOTATION_STRING_VALUES = 29,
-	IN_NAME = 2, /* EventName.name, EventCategory.name, InternedString.str */
-};
-
-/* TrackDescriptor */
-enum {
-	TD_UUID = 1,
-	TD_NAME = 2,
-	TD_PROCESS = 3,
-	TD_THREAD = 4,
-	TD_PARENT_UUID = 5,
-	TD_CHROME_PROCESS = 6,
-	TD_CHROME_THREAD = 7,
-	TD_COUNTER = 8,
-	TD_DISALLOW_MERGING = 9,
-	TD_STATIC_NAME = 10,
-	TD_CHILD_ORDERING = 11,
-	TD_SIBLING_ORDER_RANK = 12,
-	TD_ATRACE_NAME = 13,
-	TD_DESCRIPTION = 14,
-	TD_SIBLING_MERGE_BEHAVIOR = 15,
-};
-
-/* ProcessDescriptor, ThreadDescriptor, ChromeProcessDescriptor,
- * ChromeThreadDescriptor, CounterDescriptor */
-enum {
-	PD_PID = 1,
-	PD_CMDLINE = 2,
-	PD_PROCESS_NAME = 6,
-	THD_PID = 1,
-	THD_TID = 2,
-	THD_THREAD_NAME = 5,
-	THD_REFERENCE_TIMESTAMP_US = 6,
-	THD_REFERENCE_THREAD_TIME_US = 7,
-	THD_REFERENCE_THREAD_INSTRUCTION_COUNT = 8,
-	CPD_PROCESS_TYPE = 1,
-	CPD_PROCESS_PRIORITY = 2,
-	CPD_LEGACY_SORT_INDEX = 3,
-	CPD_HOST_APP_PACKAGE_NAME = 4,
-	CTD_THREAD_TYPE = 1,
-	CTD_LEGACY_SORT_INDEX = 2,
-	CD_TYPE = 1,
-	CD_CATEGORIES = 2,
-	CD_UNIT = 3,
-	CD_UNIT_MULTIPLIER = 4,
-	CD_IS_INCREMENTAL = 5,
-	CD_UNIT_NAME = 6,
-};
-
-/* TrackEventDefaults, StreamingProfilePacket, TrackEventRangeOfInterest */
-enum {
-	TED_TRACK_UUID = 11,
-	TED_EXTRA_COUNTER_TRACK_UUIDS = 31,
-	TED_EXTRA_DOUBLE_COUNTER_TRACK_UUIDS = 45,
-	TPD_TRACK_EVENT_DEFAULTS = 11,
 	SPP_TIMESTAMP_DELTA_US = 2,
 	ROI_START_US = 1,
 };
 
-#define MONOTONIC_CLOCK 3
 #define MAX_ANCESTORS 10
 #define MAX_NESTING 64
 #define MAX_EXTRA_COUNTERS 32
@@ -422,7 +293,7 @@ static tp_str interned(struct tp_ctx *ctx, uint32_t gen, uint32_t field,
 
 	if (e->s && e->gen == gen && e->field == field && e->iid == iid)
 		return e->s;
-	tp_str r = tp_interned_str(ctx, gen, field, iid, IN_NAME);
+	tp_str r = tp_interned_str(ctx, gen, field, iid, INTERNED_NAME);
 	if (r) {
 		e->gen = gen;
 		e->field = field;
@@ -436,14 +307,14 @@ static tp_str interned(struct tp_ctx *ctx, uint32_t gen, uint32_t field,
 static tp_str interned_debug_key(struct tp_ctx *ctx, uint32_t gen,
 				 uint64_t iid)
 {
-	const uint32_t field = 0x10000 | IN_DEBUG_ANNOTATION_NAMES;
+	const uint32_t field = 0x10000 | ID_DEBUG_ANNOTATION_NAMES;
 	struct tp_te_state *s = S(ctx);
 	struct cache_ent *e = cache_slot(s, gen, field, iid);
 
 	if (e->s && e->gen == gen && e->field == field && e->iid == iid)
 		return e->s;
-	tp_str name = tp_interned_str(ctx, gen, IN_DEBUG_ANNOTATION_NAMES, iid,
-				      IN_NAME);
+	tp_str name = tp_interned_str(ctx, gen, ID_DEBUG_ANNOTATION_NAMES, iid,
+				      INTERNED_NAME);
 	if (!name)
 		return 0;
 	const char *n = tp_str_get(ctx->pool, name);
@@ -975,10 +846,10 @@ static bool tokenize_extra_counters(struct tp_ctx *ctx,
 		uint32_t values, uuids, defaults;
 		bool is_double;
 	} kinds[2] = {
-		{ EV_EXTRA_COUNTER_VALUES, EV_EXTRA_COUNTER_TRACK_UUIDS,
+		{ TE_EXTRA_COUNTER_VALUES, TE_EXTRA_COUNTER_TRACK_UUIDS,
 		  TED_EXTRA_COUNTER_TRACK_UUIDS, false },
-		{ EV_EXTRA_DOUBLE_COUNTER_VALUES,
-		  EV_EXTRA_DOUBLE_COUNTER_TRACK_UUIDS,
+		{ TE_EXTRA_DOUBLE_COUNTER_VALUES,
+		  TE_EXTRA_DOUBLE_COUNTER_TRACK_UUIDS,
 		  TED_EXTRA_DOUBLE_COUNTER_TRACK_UUIDS, true },
 	};
 
@@ -1032,47 +903,47 @@ static void tokenize_track_event(struct tp_ctx *ctx,
 	pb_reader_init(&r, p, len);
 	while (pb_next(&r, &f)) {
 		switch (f.num) {
-		case EV_TIMESTAMP_DELTA_US:
+		case TE_TIMESTAMP_DELTA_US:
 			has_delta = true;
 			delta = (int64_t)f.val;
 			break;
-		case EV_TIMESTAMP_ABSOLUTE_US:
+		case TE_TIMESTAMP_ABSOLUTE_US:
 			has_abs = true;
 			abs_us = (int64_t)f.val;
 			break;
-		case EV_THREAD_TIME_DELTA_US:
+		case TE_THREAD_TIME_DELTA_US:
 			has_tdelta = true;
 			tdelta = (int64_t)f.val;
 			break;
-		case EV_THREAD_TIME_ABSOLUTE_US:
+		case TE_THREAD_TIME_ABSOLUTE_US:
 			has_tabs = true;
 			tabs = (int64_t)f.val;
 			break;
-		case EV_THREAD_INSTRUCTION_COUNT_DELTA:
+		case TE_THREAD_INSTRUCTION_COUNT_DELTA:
 			has_idelta = true;
 			idelta = (int64_t)f.val;
 			break;
-		case EV_THREAD_INSTRUCTION_COUNT_ABSOLUTE:
+		case TE_THREAD_INSTRUCTION_COUNT_ABSOLUTE:
 			has_iabs = true;
 			iabs = (int64_t)f.val;
 			break;
-		case EV_TYPE: type = f.val; break;
-		case EV_TRACK_UUID:
+		case TE_TYPE: type = f.val; break;
+		case TE_TRACK_UUID:
 			has_track_uuid = true;
 			track_uuid = f.val;
 			break;
-		case EV_COUNTER_VALUE:
+		case TE_COUNTER_VALUE:
 			has_counter = true;
 			cval = (double)(int64_t)f.val;
 			break;
-		case EV_DOUBLE_COUNTER_VALUE:
+		case TE_DOUBLE_COUNTER_VALUE:
 			if (f.wt == PB_WT_FIXED64) {
 				has_counter = true;
 				memcpy(&cval, &f.val, 8);
 			}
 			break;
-		case EV_EXTRA_COUNTER_VALUES:
-		case EV_EXTRA_DOUBLE_COUNTER_VALUES:
+		case TE_EXTRA_COUNTER_VALUES:
+		case TE_EXTRA_DOUBLE_COUNTER_VALUES:
 			has_extra = true;
 			break;
 		default: break;
@@ -1098,7 +969,7 @@ static void tokenize_track_event(struct tp_ctx *ctx,
 			return;
 		}
 		t->ts_ns = nts;
-		if (!tp_to_trace_time(ctx, pkt, MONOTONIC_CLOCK, nts, &ts))
+		if (!tp_to_trace_time(ctx, pkt, BUILTIN_CLOCK_MONOTONIC, nts, &ts))
 			return;
 	} else if (has_abs && abs_us) {
 		int64_t ns;
@@ -1106,7 +977,7 @@ static void tokenize_track_event(struct tp_ctx *ctx,
 			tp_stat_inc(ctx, "track_event_invalid_timestamp");
 			return;
 		}
-		if (!tp_to_trace_time(ctx, pkt, MONOTONIC_CLOCK, ns, &ts))
+		if (!tp_to_trace_time(ctx, pkt, BUILTIN_CLOCK_MONOTONIC, ns, &ts))
 			return;
 	} else if (pkt->has_ts) {
 		ts = pkt->ts;
@@ -1153,7 +1024,7 @@ static void tokenize_track_event(struct tp_ctx *ctx,
 	if (pkt->machine)
 		flags |= F_MACHINE;
 
-	if (type == TYPE_COUNTER) {
+	if (type == TE_TYPE_COUNTER) {
 		uint64_t cu = has_track_uuid ? track_uuid : duuid;
 		if ((!has_track_uuid && !(flags & F_DEFAULT_UUID)) ||
 		    !has_counter || !counter_value(ctx, pkt, cu, cval, &cval)) {
@@ -1208,38 +1079,38 @@ bool tp_te_tokenize(struct tp_ctx *ctx, const struct tp_packet *pkt,
 {
 	if (f->wt != PB_WT_LEN) {
 		switch (f->num) {
-		case PKT_TRACK_EVENT:
-		case PKT_PROCESS_DESCRIPTOR:
-		case PKT_THREAD_DESCRIPTOR:
-		case PKT_STREAMING_PROFILE_PACKET:
-		case PKT_TRACK_DESCRIPTOR:
-		case PKT_TRACK_EVENT_RANGE_OF_INTEREST:
+		case TP_TRACK_EVENT:
+		case TP_PROCESS_DESCRIPTOR:
+		case TP_THREAD_DESCRIPTOR:
+		case TP_STREAMING_PROFILE_PACKET:
+		case TP_TRACK_DESCRIPTOR:
+		case TP_TRACK_EVENT_RANGE_OF_INTEREST:
 			return true;
 		default:
 			return false;
 		}
 	}
 	switch (f->num) {
-	case PKT_TRACK_EVENT:
+	case TP_TRACK_EVENT:
 		if (!pkt->seq) {
 			tp_stat_inc(ctx, "track_event_tokenizer_errors");
 			return true;
 		}
 		tokenize_track_event(ctx, pkt, f->data, f->len);
 		return true;
-	case PKT_TRACK_DESCRIPTOR:
+	case TP_TRACK_DESCRIPTOR:
 		tokenize_track_descriptor(ctx, pkt, f->data, f->len);
 		return true;
-	case PKT_THREAD_DESCRIPTOR:
+	case TP_THREAD_DESCRIPTOR:
 		tokenize_thread_descriptor(ctx, pkt, f->data, f->len);
 		return true;
-	case PKT_PROCESS_DESCRIPTOR:
+	case TP_PROCESS_DESCRIPTOR:
 		push_desc(ctx, pkt, DESC_PROCESS, f->data, f->len);
 		return true;
-	case PKT_STREAMING_PROFILE_PACKET:
+	case TP_STREAMING_PROFILE_PACKET:
 		tokenize_streaming_profile(ctx, pkt, f->data, f->len);
 		return false; /* samples belong to the profiling module */
-	case PKT_TRACK_EVENT_RANGE_OF_INTEREST: {
+	case TP_TRACK_EVENT_RANGE_OF_INTEREST: {
 		struct pb_reader r;
 		struct pb_field g;
 		bool found = false;
@@ -1780,26 +1651,26 @@ static bool decode_event(struct ev *e)
 	pb_reader_init(&r, e->te, e->te_len);
 	while (pb_next(&r, &f)) {
 		switch (f.num) {
-		case EV_TYPE:
+		case TE_TYPE:
 			e->has_type = true;
 			e->type = f.val;
 			break;
-		case EV_TRACK_UUID:
+		case TE_TRACK_UUID:
 			e->has_track_uuid = true;
 			e->track_uuid = f.val;
 			break;
-		case EV_NAME_IID:
+		case TE_NAME_IID:
 			e->name_iid = f.val;
 			e->has_name = false;
 			break;
-		case EV_NAME:
+		case TE_NAME:
 			if (f.wt == PB_WT_LEN) {
 				e->name = f.data;
 				e->name_len = f.len;
 				e->has_name = true;
 			}
 			break;
-		case EV_CATEGORY_IIDS:
+		case TE_CATEGORY_IIDS:
 			if (f.wt == PB_WT_VARINT) {
 				if (!e->ncat_iids)
 					e->cat_iid = f.val;
@@ -1815,7 +1686,7 @@ static bool decode_event(struct ev *e)
 				}
 			}
 			break;
-		case EV_CATEGORIES:
+		case TE_CATEGORIES:
 			if (f.wt == PB_WT_LEN) {
 				if (!e->ncats) {
 					e->cat = f.data;
@@ -1824,15 +1695,15 @@ static bool decode_event(struct ev *e)
 				e->ncats++;
 			}
 			break;
-		case EV_DEBUG_ANNOTATIONS: e->has_debug = true; break;
-		case EV_LEGACY_EVENT:
+		case TE_DEBUG_ANNOTATIONS: e->has_debug = true; break;
+		case TE_LEGACY_EVENT:
 			if (f.wt == PB_WT_LEN)
 				decode_legacy(f.data, f.len, &e->le);
 			break;
-		case EV_FLOW_IDS:
-		case EV_FLOW_IDS_OLD:
-		case EV_TERMINATING_FLOW_IDS:
-		case EV_TERMINATING_FLOW_IDS_OLD:
+		case TE_FLOW_IDS:
+		case TE_FLOW_IDS_OLD:
+		case TE_TERMINATING_FLOW_IDS:
+		case TE_TERMINATING_FLOW_IDS_OLD:
 			e->has_flows = true;
 			break;
 		default: break;
@@ -1855,12 +1726,12 @@ static tp_str join_categories(struct tp_ctx *ctx, const struct ev *e)
 		size_t l = 0;
 		uint64_t iids[64];
 		size_t ni = 0;
-		if (f.num == EV_CATEGORIES && f.wt == PB_WT_LEN && !e->ncat_iids) {
+		if (f.num == TE_CATEGORIES && f.wt == PB_WT_LEN && !e->ncat_iids) {
 			s = (const char *)f.data;
 			l = strnlen(s, f.len);
-		} else if (f.num == EV_CATEGORY_IIDS && f.wt == PB_WT_VARINT) {
+		} else if (f.num == TE_CATEGORY_IIDS && f.wt == PB_WT_VARINT) {
 			iids[ni++] = f.val;
-		} else if (f.num == EV_CATEGORY_IIDS && f.wt == PB_WT_LEN) {
+		} else if (f.num == TE_CATEGORY_IIDS && f.wt == PB_WT_LEN) {
 			struct pb_packed_iter it;
 			uint64_t v;
 			pb_packed_init(&it, f.data, f.len);
@@ -1872,7 +1743,7 @@ static tp_str join_categories(struct tp_ctx *ctx, const struct ev *e)
 		for (size_t k = 0; k <= ni; k++) {
 			if (k < ni) {
 				tp_str c = interned(ctx, e->gen,
-						    IN_EVENT_CATEGORIES, iids[k]);
+						    ID_EVENT_CATEGORIES, iids[k]);
 				if (!c)
 					continue;
 				s = tp_str_get(ctx->pool, c);
@@ -1898,7 +1769,7 @@ static void resolve_names(struct tp_ctx *ctx, struct ev *e)
 	if (e->ncat_iids + e->ncats > 1)
 		e->category_id = join_categories(ctx, e);
 	else if (e->ncat_iids)
-		e->category_id = interned(ctx, e->gen, IN_EVENT_CATEGORIES,
+		e->category_id = interned(ctx, e->gen, ID_EVENT_CATEGORIES,
 					  e->cat_iid);
 	else if (e->ncats)
 		e->category_id = intern_bytes(ctx, e->cat, e->cat_len);
@@ -1906,10 +1777,10 @@ static void resolve_names(struct tp_ctx *ctx, struct ev *e)
 	if (e->has_name)
 		e->name_id = intern_bytes(ctx, e->name, e->name_len);
 	else if (e->name_iid)
-		e->name_id = interned(ctx, e->gen, IN_EVENT_NAMES, e->name_iid);
+		e->name_id = interned(ctx, e->gen, ID_EVENT_NAMES, e->name_iid);
 	else if (e->le.name_iid)
 		e->name_id =
-			interned(ctx, e->gen, IN_EVENT_NAMES, e->le.name_iid);
+			interned(ctx, e->gen, ID_EVENT_NAMES, e->le.name_iid);
 }
 
 /* ---- args ---------------------------------------------------------------- */
@@ -1975,7 +1846,7 @@ static void annotation_value(struct tp_ctx *ctx, uint32_t gen,
 			break;
 		case DA_STRING_VALUE_IID:
 			a.type = TP_ARG_STRING;
-			a.s = interned(ctx, gen, IN_DEBUG_ANNOTATION_STRING_VALUES,
+			a.s = interned(ctx, gen, ID_DEBUG_ANNOTATION_STRING_VALUES,
 				       f.val);
 			if (!a.s) {
 				tp_stat_inc(ctx, "track_event_parser_errors");
@@ -2014,7 +1885,7 @@ static void annotation_value(struct tp_ctx *ctx, uint32_t gen,
 				} else if (g.num == DA_NAME_IID) {
 					tp_str s = interned(
 						ctx, gen,
-						IN_DEBUG_ANNOTATION_NAMES, g.val);
+						ID_DEBUG_ANNOTATION_NAMES, g.val);
 					if (s) {
 						cn = tp_str_get(ctx->pool, s);
 						cl = tp_str_len(ctx->pool, s);
@@ -2196,7 +2067,7 @@ static void build_event_args(struct tp_ctx *ctx, const struct ev *e,
 		struct pb_field f;
 		pb_reader_init(&r, e->te, e->te_len);
 		while (pb_next(&r, &f))
-			if (f.num == EV_DEBUG_ANNOTATIONS && f.wt == PB_WT_LEN)
+			if (f.num == TE_DEBUG_ANNOTATIONS && f.wt == PB_WT_LEN)
 				debug_annotation(ctx, e, f.data, f.len, b);
 	}
 	if (e->has_passthrough) {
@@ -2311,10 +2182,10 @@ static void event_flows(struct tp_ctx *ctx, const struct ev *e, int64_t slice)
 	for (int pass = 0; pass < 2; pass++) {
 		pb_reader_init(&r, e->te, e->te_len);
 		while (pb_next(&r, &f)) {
-			bool term = f.num == EV_TERMINATING_FLOW_IDS ||
-				    f.num == EV_TERMINATING_FLOW_IDS_OLD;
-			bool flow = f.num == EV_FLOW_IDS ||
-				    f.num == EV_FLOW_IDS_OLD;
+			bool term = f.num == TE_TERMINATING_FLOW_IDS ||
+				    f.num == TE_TERMINATING_FLOW_IDS_OLD;
+			bool flow = f.num == TE_FLOW_IDS ||
+				    f.num == TE_FLOW_IDS_OLD;
 			if ((pass == 0 && !flow) || (pass == 1 && !term))
 				continue;
 			uint64_t ids[64];
@@ -2322,8 +2193,8 @@ static void event_flows(struct tp_ctx *ctx, const struct ev *e, int64_t slice)
 			if (f.wt == PB_WT_VARINT || f.wt == PB_WT_FIXED64) {
 				ids[n++] = f.val;
 			} else if (f.wt == PB_WT_LEN &&
-				   (f.num == EV_FLOW_IDS ||
-				    f.num == EV_TERMINATING_FLOW_IDS)) {
+				   (f.num == TE_FLOW_IDS ||
+				    f.num == TE_TERMINATING_FLOW_IDS)) {
 				for (size_t i = 0; i + 8 <= f.len && n < 64;
 				     i += 8)
 					memcpy(&ids[n++], f.data + i, 8);
@@ -2697,10 +2568,10 @@ static int32_t phase_of(const struct ev *e)
 	if (e->le.has_phase)
 		return e->le.phase;
 	switch (e->type) {
-	case TYPE_SLICE_BEGIN: return e->has_utid ? 'B' : 'b';
-	case TYPE_SLICE_END: return e->has_utid ? 'E' : 'e';
-	case TYPE_INSTANT: return e->has_utid ? 'i' : 'n';
-	case TYPE_COUNTER: return 'C';
+	case TE_TYPE_SLICE_BEGIN: return e->has_utid ? 'B' : 'b';
+	case TE_TYPE_SLICE_END: return e->has_utid ? 'E' : 'e';
+	case TE_TYPE_INSTANT: return e->has_utid ? 'i' : 'n';
+	case TE_TYPE_COUNTER: return 'C';
 	default: return 0;
 	}
 }
@@ -2722,7 +2593,7 @@ static void metadata_event(struct tp_ctx *ctx, const struct ev *e)
 	tp_str v = 0;
 	pb_reader_init(&r, e->te, e->te_len);
 	while (!v && pb_next(&r, &f)) {
-		if (f.num != EV_DEBUG_ANNOTATIONS || f.wt != PB_WT_LEN)
+		if (f.num != TE_DEBUG_ANNOTATIONS || f.wt != PB_WT_LEN)
 			continue;
 		pb_reader_init(&r2, f.data, f.len);
 		while (pb_next(&r2, &g))
@@ -2800,7 +2671,7 @@ static void parse_event(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 	if (e.nextra)
 		extra_counters(ctx, &e, ts);
 
-	if (e.has_type && e.type == TYPE_COUNTER && !e.le.has_phase) {
+	if (e.has_type && e.type == TE_TYPE_COUNTER && !e.le.has_phase) {
 		if (!r || r->kind != RES_COUNTER || !(e.flags & F_COUNTER)) {
 			parser_error(ctx);
 			return;
