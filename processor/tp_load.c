@@ -273,12 +273,14 @@ static void intern_message(struct tp_ctx *ctx, uint32_t gen, uint32_t field,
 		tp_stat_inc(ctx, "interned_data_tokenizer_errors");
 		return;
 	}
-	uint64_t off = ls->arena.len;
+	uint64_t off = ls->arena.len, old;
+	struct u64map *m = gen_map(&ls->gens[gen], field, true);
 	pb_put_raw(&ls->arena, data, len);
-	if (ls->gens[gen].str_cache.count)
-		u64map_clear(&ls->gens[gen].str_cache); /* iids may be redefined */
-	u64map_put(gen_map(&ls->gens[gen], field, true), iid,
-		   off << SLICE_LEN_BITS | len);
+	/* A redefined iid may have a cached name: forget the cache then (a
+	 * new iid cannot be in it, failed lookups are not cached). */
+	if (u64map_get(m, iid, &old) && ls->gens[gen].str_cache.count)
+		u64map_clear(&ls->gens[gen].str_cache);
+	u64map_put(m, iid, off << SLICE_LEN_BITS | len);
 }
 
 static void intern_data(struct tp_ctx *ctx, uint32_t gen, const uint8_t *data,
