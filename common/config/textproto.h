@@ -1,0 +1,39 @@
+/*
+ * textproto.h - protobuf text format, parsed and printed through the
+ * protobuf-c descriptors.
+ *
+ * The parser accepts what `perfetto --txt` accepts for a TraceConfig:
+ * `field: value` and `field { ... }` (also `field: { ... }` and `< ... >`),
+ * repeated fields by repetition or `[a, b]` lists, enum values by name or
+ * number, strings in "..." or '...' with C escapes and adjacent literals
+ * concatenated, integers in decimal, hex and octal, floats, true/false,
+ * `#` comments, optional `,` or `;` between fields.  Unknown fields, values
+ * out of range for the field's type, unknown enum names and a second value
+ * for a non-repeated field are errors that name the file, line, column and
+ * field.
+ *
+ * Works for any message type; vperfetto uses it for TraceConfig.
+ */
+#ifndef VP_TEXTPROTO_H
+#define VP_TEXTPROTO_H
+
+#include <stddef.h>
+
+#include <protobuf-c/protobuf-c.h>
+
+#include "vp_error.h"
+
+/* Parses text (len bytes, need not be NUL-terminated) as a message of type
+ * desc.  `name` is the file name used in error messages.  On success *out
+ * is a new message (free with protobuf_c_message_free_unpacked(*out,
+ * NULL)); on error *out is NULL and err says where: "NAME:LINE:COL: field
+ * 'x': ...". */
+int vp_textproto_parse(const ProtobufCMessageDescriptor *desc,
+		       const char *text, size_t len, const char *name,
+		       ProtobufCMessage **out, struct vp_error *err);
+
+/* Prints msg in text format (two-space indent), for --query and tests.
+ * Returns a malloc'd NUL-terminated string. */
+char *vp_textproto_print(const ProtobufCMessage *msg);
+
+#endif
