@@ -19,12 +19,14 @@ PACKAGES=(meson ninja-build pkg-config gcc clang libclang-rt-14-dev
           protobuf-c-compiler libprotobuf-c-dev protobuf-compiler
           libcmocka-dev zlib1g-dev python3 libsqlite3-dev sqlite3
           libedit-dev)
+# Only for ./run.sh bench: the LTTng-UST comparison of the SDK benchmark.
+BENCH_PACKAGES=(liblttng-ust-dev lttng-tools)
 
 say() { printf '\n== %s\n' "$*" >&2; }
 
 install_deps() {
   local missing=()
-  for p in "${PACKAGES[@]}"; do
+  for p in "${PACKAGES[@]}" "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
       missing+=("$p")
   done
@@ -137,10 +139,14 @@ fuzz() {
     done
   fi
   local total=0 failed=0
-  for t in fuzz_pb_wire fuzz_trace_reader fuzz_rewrite fuzz_merge fuzz_tp_load; do
+  local exe t
+  # Every libFuzzer target the build made (tests/*/fuzz_*).
+  for exe in build-fuzz/tests/*/fuzz_*; do
+    [ -f "$exe" ] && [ -x "$exe" ] || continue
+    t=$(basename "$exe")
     mkdir -p "$corpus/$t"
     total=$((total + 1))
-    if build-fuzz/tests/fuzz/$t -max_total_time="$secs" -max_len=65536 \
+    if "$exe" -max_total_time="$secs" -max_len=65536 \
          -print_final_stats=0 "$corpus/$t" "$corpus/trace" >"build-fuzz/$t.log" 2>&1; then
       echo "fuzz: $t ok ($(grep -c . "build-fuzz/$t.log") log lines)"
     else
@@ -154,7 +160,7 @@ fuzz() {
   [ "$failed" -eq 0 ]
 }
 
-install_deps
+if [ "${1:-}" = bench ]; then install_deps "${BENCH_PACKAGES[@]}"; else install_deps; fi
 case "${1:-demo}" in
   demo) demo ;;
   test) run_tests ;;
