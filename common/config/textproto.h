@@ -10,7 +10,10 @@
  * `#` comments, optional `,` or `;` between fields.  Unknown fields, values
  * out of range for the field's type, unknown enum names and a second value
  * for a non-repeated field are errors that name the file, line, column and
- * field.
+ * field.  Messages nested deeper than VP_TEXTPROTO_MAX_DEPTH levels are
+ * rejected (the input is untrusted; the parser recurses once per level).
+ * Extensions, Any expansion and groups are not supported.  A string field
+ * may not contain a NUL byte (use a bytes field).
  *
  * Works for any message type; vperfetto uses it for TraceConfig.
  */
@@ -23,6 +26,9 @@
 
 #include "vp_error.h"
 
+/* Deepest accepted nesting of messages below the root message. */
+#define VP_TEXTPROTO_MAX_DEPTH 100
+
 /* Parses text (len bytes, need not be NUL-terminated) as a message of type
  * desc.  `name` is the file name used in error messages.  On success *out
  * is a new message (free with protobuf_c_message_free_unpacked(*out,
@@ -33,7 +39,9 @@ int vp_textproto_parse(const ProtobufCMessageDescriptor *desc,
 		       ProtobufCMessage **out, struct vp_error *err);
 
 /* Prints msg in text format (two-space indent), for --query and tests.
- * Returns a malloc'd NUL-terminated string. */
+ * Returns a malloc'd NUL-terminated string, or NULL when out of memory.
+ * Fields are printed in field-number order; unknown fields are left out.
+ * vp_textproto_parse() of the result gives back an equal message. */
 char *vp_textproto_print(const ProtobufCMessage *msg);
 
 #endif

@@ -1,2 +1,906 @@
-/* placeholder */
-int main(void) { return 1; }
+/*
+ * vperfetto_main.c - vperfetto, the consumer command: like Perfetto's
+ * `perfetto`, it sends a TraceConfig to the tracing service's ConsumerPort,
+ * waits for the session to end and writes the trace file.
+ *
+ *   vperfetto -c CONFIG [--txt] -o OUT [-t 10s] [-b 32mb]
+ *   vperfetto -o OUT [-t 10s] [-b 32mb] [--track-event CATS] [EVENTS...]
+ *   vperfetto --query
+ *   vperfetto -c CONFIG --detach=KEY     vperfetto --attach=KEY -o OUT
+ *
+ * One connection, one thread: replies are dispatched by polling the IPC
+ * client in short slices, between which SIGINT/SIGTERM are noticed (the
+ * first stops tracing cleanly: Flush, then DisableTracing; the second
+ * aborts).  The trace is written through trace_io.h's crash-safe writer;
+ * with write_into_file the service writes into a temporary file whose fd
+ * travels with EnableTracing, renamed into place at the end.  On any
+ * failure no output file is left behind.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cmd_config.h"
+#include "event_loop.h"
+#include "ipc_client.h"
+#include "ipc_sock.h"
+#include "pb_wire.h"
+#include "perfetto/ipc/consumer_port.pb-c.h"
+#include "trace_io.h"
+#include "vp_error.h"
+
+#define CONNECT_TIMEOUT_MS 5000
+#define CALL_TIMEOUT_MS 10000
+#define POLL_SLICE_MS 100
+#define FLUSH_TIMEOUT_MS 5000
+
+static volatile sig_atomic_t g_signals; /* SIGINT/SIGTERM received */
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	g_signals++;
+}
+
+/* ---- command line ------------------------------------------------------- */
+
+struct options {
+	const char *config_path;
+	bool txt;
+	const char *out;
+	const char *time;
+	const char *buffer;
+	const char *detach_key;
+	const char *attach_key;
+	bool query;
+	const char *socket;
+	const char *track_event;
+	char **events;
+	size_t n_events;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: vperfetto -c CONFIG [--txt] -o OUT [-t TIME] [-b SIZE]\n"
+		"       vperfetto -o OUT [-t TIME] [-b SIZE] [--track-event CATS]"
+		" [EVENT...]\n"
+		"       vperfetto --query\n"
+		"       vperfetto -c CONFIG --detach=KEY | --attach=KEY -o OUT\n"
+		"\n"
+		"  -c, --config FILE       TraceConfig, binary (- reads stdin)\n"
+		"      --txt               the config is in protobuf text format\n"
+		"  -o, --out FILE          the trace file to write\n"
+		"  -t, --time TIME         duration: 10s, 500ms, 2m (overrides "
+		"duration_ms)\n"
+		"  -b, --buffer SIZE       buffer size: 32mb, 512kb (overrides "
+		"buffers[0])\n"
+		"      --track-event CATS  light mode: track_event categories, "
+		"comma-separated\n"
+		"  EVENT...                light mode: ftrace events, e.g. "
+		"sched/sched_switch\n"
+		"      --detach=KEY        start tracing, detach the session as "
+		"KEY, exit\n"
+		"      --attach=KEY        reattach to session KEY, wait for it "
+		"to end, write OUT\n"
+		"      --query             list the service's producers and data "
+		"sources\n"
+		"      --consumer-socket ADDR   the service's consumer socket\n"
+		"  -h, --help              this help\n");
+}
+
+/* 0: run; 1: exit 0 (help); -1: usage error (already printed). */
+static int parse_args(int argc, char **argv, struct options *o)
+{
+	enum { OPT_TXT = 256, OPT_DETACH, OPT_ATTACH, OPT_QUERY, OPT_SOCKET,
+	       OPT_TRACK_EVENT };
+	static const struct option longopts[] = {
+		{"config", required_argument, NULL, 'c'},
+		{"txt", no_argument, NULL, OPT_TXT},
+		{"out", required_argument, NULL, 'o'},
+		{"time", required_argument, NULL, 't'},
+		{"buffer", required_argument, NULL, 'b'},
+		{"detach", required_argument, NULL, OPT_DETACH},
+		{"attach", required_argument, NULL, OPT_ATTACH},
+		{"query", no_argument, NULL, OPT_QUERY},
+		{"consumer-socket", required_argument, NULL, OPT_SOCKET},
+		{"track-event", required_argument, NULL, OPT_TRACK_EVENT},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	int c;
+
+	opterr = 1;
+	while ((c = getopt_long(argc, argv, "c:o:t:b:h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'c': o->config_path = optarg; break;
+		case OPT_TXT: o->txt = true; break;
+		case 'o': o->out = optarg; break;
+		case 't': o->time = optarg; break;
+		case 'b': o->buffer = optarg; break;
+		case OPT_DETACH: o->detach_key = optarg; break;
+		case OPT_ATTACH: o->attach_key = optarg; break;
+		case OPT_QUERY: o->query = true; break;
+		case OPT_SOCKET: o->socket = optarg; break;
+		case OPT_TRACK_EVENT: o->track_event = optarg; break;
+		case 'h': usage(stdout); return 1;
+		default:
+			fprintf(stderr, "Try 'vperfetto --help'.\n");
+			return -1;
+		}
+	}
+	o->events = argv + optind;
+	o->n_events = (size_t)(argc - optind);
+	return 0;
+}
+
+/* Cross-option checks; prints the complaint. */
+static int check_args(const struct options *o)
+{
+	const char *bad = NULL;
+
+	if (o->query && (o->config_path || o->out || o->attach_key ||
+			 o->detach_key || o->n_events || o->track_event))
+		bad = "--query takes no other option but --consumer-socket";
+	else if (o->query)
+		return 0;
+	else if (o->attach_key && o->detach_key)
+		bad = "--attach and --detach exclude each other";
+	else if (o->attach_key && (o->config_path || o->time || o->buffer ||
+				   o->n_events || o->track_event))
+		bad = "--attach takes the config of the attached session; "
+		      "give only -o";
+	else if (o->config_path && (o->n_events || o->track_event))
+		bad = "-c excludes the light-mode --track-event and ftrace "
+		      "events (put them in the config)";
+	else if (o->txt && !o->config_path)
+		bad = "--txt needs -c CONFIG";
+	else if (!o->out && !o->detach_key)
+		bad = "no output file: give -o OUT";
+	if (bad) {
+		fprintf(stderr, "vperfetto: %s\nTry 'vperfetto --help'.\n", bad);
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- the session -------------------------------------------------------- */
+
+struct session {
+	struct vp_ipc_client *cli;
+	const char *addr;
+	struct vp_error err; /* first failure */
+	bool failed;
+
+	/* EnableTracing: its reply marks the end of the session. */
+	bool ended;
+
+	/* Stopping on a signal: Flush, then DisableTracing. */
+	bool stopping;
+	bool flush_done;
+	bool disable_sent;
+	uint64_t flush_deadline;
+
+	/* ReadBuffers. */
+	bool read_done;
+	struct pb_buf packet; /* slices of the packet being joined */
+	struct trace_writer *w;
+	uint64_t packets;
+};
+
+static int session_fail(struct session *s, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static int session_fail(struct session *s, const char *fmt, ...)
+{
+	if (!s->failed) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(s->err.msg, sizeof(s->err.msg), fmt, ap);
+		va_end(ap);
+		s->failed = true;
+	}
+	return -1;
+}
+
+/* Why a reply failed, for messages. */
+static const char *reply_failure(const struct vp_ipc_reply *r)
+{
+	return r->disconnected ? "the connection to the service was lost"
+			       : "the service rejected the request";
+}
+
+static int connect_service(struct session *s)
+{
+	struct vp_error e;
+
+	if (vp_ipc_client_connect(&s->cli, s->addr, CONNECT_TIMEOUT_MS, &e) < 0)
+		return session_fail(s, "cannot connect to the tracing service "
+				    "at %s: %s", s->addr, e.msg);
+	if (vp_ipc_client_bind(s->cli, "ConsumerPort", CONNECT_TIMEOUT_MS,
+			       &e) < 0)
+		return session_fail(s, "%s: cannot bind ConsumerPort: %s",
+				    s->addr, e.msg);
+	return 0;
+}
+
+/* Packs a protobuf-c message and invokes method with it. */
+static int invoke_msg(struct session *s, const char *method,
+		      const ProtobufCMessage *args, int pass_fd,
+		      vp_ipc_reply_cb cb, void *ctx)
+{
+	size_t len = protobuf_c_message_get_packed_size(args);
+	uint8_t *buf = malloc(len ? len : 1);
+	struct vp_error e;
+
+	if (!buf)
+		return session_fail(s, "out of memory");
+	protobuf_c_message_pack(args, buf);
+	int r = vp_ipc_client_invoke(s->cli, method, buf, len, pass_fd, cb, ctx,
+				     &e);
+	free(buf);
+	if (r < 0)
+		return session_fail(s, "%s: %s failed: %s", s->addr, method,
+				    e.msg);
+	return 0;
+}
+
+/* Invokes method and waits for its single reply. */
+static int call_msg(struct session *s, const char *method,
+		    const ProtobufCMessage *args, uint8_t **reply,
+		    size_t *reply_len)
+{
+	size_t len = protobuf_c_message_get_packed_size(args);
+	uint8_t *buf = malloc(len ? len : 1);
+	struct vp_error e;
+	int fd = -1;
+
+	if (!buf)
+		return session_fail(s, "out of memory");
+	protobuf_c_message_pack(args, buf);
+	int r = vp_ipc_client_call(s->cli, method, buf, len, reply, reply_len,
+				   &fd, CALL_TIMEOUT_MS, &e);
+	free(buf);
+	if (fd >= 0)
+		close(fd);
+	if (r < 0)
+		return session_fail(s, "%s: %s failed: %s", s->addr, method,
+				    e.msg);
+	return 0;
+}
+
+static void on_enable_reply(void *ctx, const struct vp_ipc_reply *r)
+{
+	struct session *s = ctx;
+
+	if (r->fd >= 0)
+		close(r->fd);
+	s->ended = true;
+	if (!r->success) {
+		session_fail(s, "%s: EnableTracing: %s", s->addr,
+			     reply_failure(r));
+		return;
+	}
+	Perfetto__Protos__EnableTracingResponse *resp =
+		perfetto__protos__enable_tracing_response__unpack(NULL, r->len,
+								  r->data);
+	if (!resp) {
+		session_fail(s, "%s: EnableTracing: malformed reply", s->addr);
+		return;
+	}
+	if (resp->error && resp->error[0])
+		session_fail(s, "tracing failed: %s", resp->error);
+	perfetto__protos__enable_tracing_response__free_unpacked(resp, NULL);
+}
+
+static void on_flush_reply(void *ctx, const struct vp_ipc_reply *r)
+{
+	struct session *s = ctx;
+
+	if (r->fd >= 0)
+		close(r->fd);
+	if (!r->success && !r->disconnected)
+		fprintf(stderr, "vperfetto: flush failed; stopping anyway\n");
+	s->flush_done = true;
+}
+
+static void on_ignored_reply(void *ctx, const struct vp_ipc_reply *r)
+{
+	(void)ctx;
+	if (r->fd >= 0)
+		close(r->fd);
+}
+
+/* First signal: Flush; once it is answered (or late), DisableTracing. */
+static int advance_stop(struct session *s)
+{
+	if (!s->stopping) {
+		Perfetto__Protos__FlushRequest fr =
+			PERFETTO__PROTOS__FLUSH_REQUEST__INIT;
+		fr.has_timeout_ms = 1;
+		fr.timeout_ms = FLUSH_TIMEOUT_MS;
+		fprintf(stderr, "vperfetto: stopping (again to abort)\n");
+		s->stopping = true;
+		s->flush_deadline = vp_loop_now_ms() + FLUSH_TIMEOUT_MS + 1000;
+		if (invoke_msg(s, "Flush", &fr.base, -1, on_flush_reply, s) < 0)
+			return -1;
+	}
+	if (!s->disable_sent &&
+	    (s->flush_done || vp_loop_now_ms() >= s->flush_deadline)) {
+		Perfetto__Protos__DisableTracingRequest dr =
+			PERFETTO__PROTOS__DISABLE_TRACING_REQUEST__INIT;
+		s->disable_sent = true;
+		return invoke_msg(s, "DisableTracing", &dr.base, -1,
+				  on_ignored_reply, NULL);
+	}
+	return 0;
+}
+
+/* Polls until *done.  While tracing (stoppable), the first signal stops
+ * the session cleanly and the second aborts; afterwards (reading the
+ * buffers) only a second signal aborts; for one-shot commands (query) the
+ * first does. */
+static int wait_for(struct session *s, const bool *done, bool stoppable,
+		    int abort_at)
+{
+	struct vp_error e;
+
+	while (!*done && !s->failed) {
+		int sigs = g_signals;
+		if (sigs >= abort_at)
+			return session_fail(s, "aborted by signal");
+		if (stoppable && (sigs > 0 || s->stopping) &&
+		    advance_stop(s) < 0)
+			return -1;
+		if (vp_ipc_client_poll(s->cli, POLL_SLICE_MS, &e) < 0 && !*done)
+			return session_fail(s, "%s: %s", s->addr, e.msg);
+	}
+	return s->failed ? -1 : 0;
+}
+
+/* ---- reading the buffers ------------------------------------------------ */
+
+static int write_packet(struct session *s)
+{
+	struct vp_error e;
+
+	if (trace_writer_packet(s->w, s->packet.data, s->packet.len, &e) < 0)
+		return session_fail(s, "%s", e.msg);
+	s->packets++;
+	pb_buf_reset(&s->packet);
+	return 0;
+}
+
+/* One ReadBuffersResponse: slices 2 { data 1, last_slice_for_packet 2 }. */
+static int take_slices(struct session *s, const uint8_t *buf, size_t len)
+{
+	struct pb_reader rd;
+	struct pb_field f;
+
+	pb_reader_init(&rd, buf, len);
+	while (pb_next(&rd, &f)) {
+		if (f.num != 2 || f.wt != PB_WT_LEN)
+			continue;
+		struct pb_reader sr;
+		struct pb_field sf;
+		bool last = false;
+		pb_reader_init(&sr, f.data, f.len);
+		while (pb_next(&sr, &sf)) {
+			if (sf.num == 1 && sf.wt == PB_WT_LEN) {
+				if (s->packet.len + sf.len > TRACE_MAX_PACKET)
+					return session_fail(
+						s, "%s: ReadBuffers: packet "
+						"larger than %u bytes", s->addr,
+						TRACE_MAX_PACKET);
+				pb_put_raw(&s->packet, sf.data, sf.len);
+			} else if (sf.num == 2 && sf.wt == PB_WT_VARINT) {
+				last = sf.val != 0;
+			}
+		}
+		if (sr.err != PB_OK)
+			break;
+		if (last && write_packet(s) < 0)
+			return -1;
+	}
+	if (rd.err != PB_OK)
+		return session_fail(s, "%s: ReadBuffers: malformed reply (%s)",
+				    s->addr, pb_err_str(rd.err));
+	return 0;
+}
+
+static void on_read_reply(void *ctx, const struct vp_ipc_reply *r)
+{
+	struct session *s = ctx;
+
+	if (r->fd >= 0)
+		close(r->fd);
+	if (!r->success) {
+		s->read_done = true;
+		session_fail(s, "%s: ReadBuffers: %s", s->addr, reply_failure(r));
+		return;
+	}
+	if (!s->failed)
+		take_slices(s, r->data, r->len);
+	if (!r->has_more)
+		s->read_done = true;
+}
+
+static int read_buffers(struct session *s)
+{
+	Perfetto__Protos__ReadBuffersRequest rq =
+		PERFETTO__PROTOS__READ_BUFFERS_REQUEST__INIT;
+
+	if (invoke_msg(s, "ReadBuffers", &rq.base, -1, on_read_reply, s) < 0)
+		return -1;
+	if (wait_for(s, &s->read_done, false, 2) < 0)
+		return -1;
+	if (s->packet.len > 0)
+		fprintf(stderr, "vperfetto: dropped an incomplete packet of %zu "
+			"bytes at the end of the buffers\n", s->packet.len);
+	return 0;
+}
+
+static void free_buffers(struct session *s)
+{
+	Perfetto__Protos__FreeBuffersRequest rq =
+		PERFETTO__PROTOS__FREE_BUFFERS_REQUEST__INIT;
+	uint8_t *reply = NULL;
+	size_t len;
+
+	/* The trace is already safe; a failure here only costs memory in
+	 * the service until the session is dropped with the connection. */
+	if (call_msg(s, "FreeBuffers", &rq.base, &reply, &len) < 0) {
+		fprintf(stderr, "vperfetto: warning: %s\n", s->err.msg);
+		s->failed = false;
+	}
+	free(reply);
+}
+
+/* ---- write_into_file: a temporary file the service writes into ---------- */
+
+struct out_file {
+	char *path;
+	char *tmp; /* NULL when writing the destination directly */
+	int fd;
+};
+
+static int out_file_open(struct out_file *of, const char *path, bool direct,
+			 struct vp_error *err)
+{
+	of->path = strdup(path);
+	of->tmp = NULL;
+	of->fd = -1;
+	if (!of->path)
+		return vp_errorf(err, "out of memory");
+	if (direct) {
+		of->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+			      0666);
+		if (of->fd < 0)
+			return vp_errorf(err, "%s: cannot create output: %s",
+					 path, strerror(errno));
+		return 0;
+	}
+	char *copy = strdup(path);
+	const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+	size_t n = strlen(path) + 16;
+	of->tmp = malloc(n);
+	if (!copy || !of->tmp) {
+		free(copy);
+		return vp_errorf(err, "out of memory");
+	}
+	snprintf(of->tmp, n, "%s/.%s.XXXXXX", dirname(copy), base);
+	free(copy);
+	of->fd = mkostemp(of->tmp, O_CLOEXEC);
+	if (of->fd < 0) {
+		int e = errno;
+		free(of->tmp);
+		of->tmp = NULL;
+		return vp_errorf(err, "%s: cannot create output: %s", path,
+				 strerror(e));
+	}
+	mode_t um = umask(0);
+	umask(um);
+	fchmod(of->fd, 0666 & ~um);
+	return 0;
+}
+
+/* fsync, rename into place, fsync the directory. */
+static int out_file_commit(struct out_file *of, struct vp_error *err)
+{
+	int rc = 0;
+
+	if (fsync(of->fd) < 0)
+		rc = vp_errorf(err, "%s: fsync: %s", of->path, strerror(errno));
+	close(of->fd);
+	of->fd = -1;
+	if (rc == 0 && of->tmp) {
+		if (rename(of->tmp, of->path) < 0) {
+			rc = vp_errorf(err, "%s: rename: %s", of->path,
+				       strerror(errno));
+			unlink(of->tmp);
+		} else {
+			char *copy = strdup(of->path);
+			int dfd = copy ? open(dirname(copy),
+					      O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+				       : -1;
+			if (dfd >= 0) {
+				fsync(dfd);
+				close(dfd);
+			}
+			free(copy);
+		}
+	} else if (rc < 0 && of->tmp) {
+		unlink(of->tmp);
+	}
+	free(of->tmp);
+	free(of->path);
+	of->tmp = of->path = NULL;
+	return rc;
+}
+
+static void out_file_abort(struct out_file *of)
+{
+	if (of->tmp)
+		unlink(of->tmp);
+	else if (of->path && of->fd >= 0)
+		unlink(of->path); /* created by us (direct mode) */
+	if (of->fd >= 0)
+		close(of->fd);
+	free(of->tmp);
+	free(of->path);
+	of->tmp = of->path = NULL;
+	of->fd = -1;
+}
+
+/* ---- commands ----------------------------------------------------------- */
+
+static uint64_t file_size(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+}
+
+/* Waits for the end of the session (EnableTracing answered), then reads
+ * the buffers into OUT, unless the service wrote the file itself. */
+static int finish_session(struct session *s, const char *out, bool into_file,
+			  struct out_file *of)
+{
+	struct vp_error e;
+
+	if (wait_for(s, &s->ended, true, 2) < 0)
+		return -1;
+	if (into_file) {
+		free_buffers(s);
+		if (out_file_commit(of, &e) < 0)
+			return session_fail(s, "%s", e.msg);
+		fprintf(stderr, "vperfetto: wrote %llu bytes to %s\n",
+			(unsigned long long)file_size(out), out);
+		return 0;
+	}
+	if (read_buffers(s) < 0)
+		return -1;
+	free_buffers(s);
+	uint64_t bytes = trace_writer_bytes(s->w);
+	struct trace_writer *w = s->w;
+	s->w = NULL;
+	if (trace_writer_commit(w, &e) < 0)
+		return session_fail(s, "%s", e.msg);
+	fprintf(stderr, "vperfetto: wrote %llu packets (%llu bytes) to %s\n",
+		(unsigned long long)s->packets, (unsigned long long)bytes, out);
+	return 0;
+}
+
+static int cmd_trace(struct session *s, const struct options *o,
+		     vp_trace_config *tc)
+{
+	bool into_file = tc->has_write_into_file && tc->write_into_file;
+	struct out_file of = {.fd = -1};
+	struct vp_error e;
+	int rc = -1;
+
+	if (into_file && !o->out)
+		return session_fail(s, "write_into_file needs -o OUT");
+	/* The output first: a bad path fails before the service is asked. */
+	if (into_file) {
+		if (out_file_open(&of, o->out, o->detach_key != NULL, &e) < 0)
+			return session_fail(s, "%s", e.msg);
+	} else if (!o->detach_key) {
+		if (trace_writer_open(&s->w, o->out, &e) < 0)
+			return session_fail(s, "%s", e.msg);
+	}
+	if (connect_service(s) < 0)
+		goto out;
+
+	Perfetto__Protos__EnableTracingRequest rq =
+		PERFETTO__PROTOS__ENABLE_TRACING_REQUEST__INIT;
+	rq.trace_config = tc;
+	if (invoke_msg(s, "EnableTracing", &rq.base, into_file ? of.fd : -1,
+		       on_enable_reply, s) < 0)
+		goto out;
+
+	if (o->detach_key) {
+		Perfetto__Protos__DetachRequest dr =
+			PERFETTO__PROTOS__DETACH_REQUEST__INIT;
+		uint8_t *reply = NULL;
+		size_t len;
+		dr.key = (char *)o->detach_key;
+		if (call_msg(s, "Detach", &dr.base, &reply, &len) < 0)
+			goto out;
+		free(reply);
+		if (into_file) {
+			close(of.fd);
+			of.fd = -1;
+			free(of.path);
+			of.path = NULL;
+		}
+		fprintf(stderr, "vperfetto: session detached as '%s'\n",
+			o->detach_key);
+		return 0;
+	}
+	rc = finish_session(s, o->out, into_file, &of);
+out:
+	if (rc < 0) {
+		if (s->w) {
+			trace_writer_abort(s->w);
+			s->w = NULL;
+		}
+		if (of.path)
+			out_file_abort(&of);
+	}
+	return rc;
+}
+
+static int cmd_attach(struct session *s, const struct options *o)
+{
+	Perfetto__Protos__AttachRequest ar = PERFETTO__PROTOS__ATTACH_REQUEST__INIT;
+	uint8_t *reply = NULL;
+	size_t len = 0;
+	struct vp_error e;
+
+	if (trace_writer_open(&s->w, o->out, &e) < 0)
+		return session_fail(s, "%s", e.msg);
+	ar.key = (char *)o->attach_key;
+	if (connect_service(s) < 0 ||
+	    call_msg(s, "Attach", &ar.base, &reply, &len) < 0)
+		goto fail;
+	Perfetto__Protos__AttachResponse *resp =
+		perfetto__protos__attach_response__unpack(NULL, len, reply);
+	free(reply);
+	if (!resp) {
+		session_fail(s, "%s: Attach: malformed reply", s->addr);
+		goto fail;
+	}
+	bool into_file = resp->trace_config &&
+			 resp->trace_config->has_write_into_file &&
+			 resp->trace_config->write_into_file;
+	perfetto__protos__attach_response__free_unpacked(resp, NULL);
+
+	/* Wait for the end of the session, as its first consumer would. */
+	Perfetto__Protos__EnableTracingRequest rq =
+		PERFETTO__PROTOS__ENABLE_TRACING_REQUEST__INIT;
+	rq.has_attach_notification_only = 1;
+	rq.attach_notification_only = 1;
+	if (invoke_msg(s, "EnableTracing", &rq.base, -1, on_enable_reply, s) < 0)
+		goto fail;
+	if (into_file) {
+		/* The service writes the detached session's own file. */
+		trace_writer_abort(s->w);
+		s->w = NULL;
+		if (wait_for(s, &s->ended, true, 2) < 0)
+			return -1;
+		free_buffers(s);
+		fprintf(stderr, "vperfetto: session '%s' ended (it wrote its "
+			"own output file)\n", o->attach_key);
+		return 0;
+	}
+	if (finish_session(s, o->out, false, NULL) == 0)
+		return 0;
+fail:
+	if (s->w) {
+		trace_writer_abort(s->w);
+		s->w = NULL;
+	}
+	return -1;
+}
+
+/* QueryServiceState: replies merged as they stream in. */
+struct query {
+	struct session *s;
+	Perfetto__Protos__QueryServiceStateResponse **parts;
+	size_t n_parts;
+	bool done;
+};
+
+static void on_query_reply(void *ctx, const struct vp_ipc_reply *r)
+{
+	struct query *q = ctx;
+
+	if (r->fd >= 0)
+		close(r->fd);
+	if (!r->success) {
+		q->done = true;
+		session_fail(q->s, "%s: QueryServiceState: %s", q->s->addr,
+			     reply_failure(r));
+		return;
+	}
+	if (!r->has_more)
+		q->done = true;
+	Perfetto__Protos__QueryServiceStateResponse *part =
+		perfetto__protos__query_service_state_response__unpack(
+			NULL, r->len, r->data);
+	Perfetto__Protos__QueryServiceStateResponse **grown =
+		part ? realloc(q->parts, (q->n_parts + 1) * sizeof(*grown)) : NULL;
+	if (!grown) {
+		if (part)
+			perfetto__protos__query_service_state_response__free_unpacked(
+				part, NULL);
+		session_fail(q->s, "%s: QueryServiceState: malformed reply",
+			     q->s->addr);
+		return;
+	}
+	q->parts = grown;
+	q->parts[q->n_parts++] = part;
+}
+
+static const char *producer_name(const struct query *q, int32_t id)
+{
+	for (size_t i = 0; i < q->n_parts; i++) {
+		Perfetto__Protos__TracingServiceState *st = q->parts[i]->service_state;
+		for (size_t k = 0; st && k < st->n_producers; k++)
+			if (st->producers[k]->id == id && st->producers[k]->name)
+				return st->producers[k]->name;
+	}
+	return "?";
+}
+
+static void print_state(const struct query *q)
+{
+	const char *version = NULL;
+	int32_t sessions = -1, started = -1;
+
+	printf("Producers:\n  %-6s %-8s %-8s %s\n", "ID", "PID", "UID", "NAME");
+	for (size_t i = 0; i < q->n_parts; i++) {
+		Perfetto__Protos__TracingServiceState *st = q->parts[i]->service_state;
+		if (!st)
+			continue;
+		if (st->tracing_service_version)
+			version = st->tracing_service_version;
+		if (st->has_num_sessions)
+			sessions = st->num_sessions;
+		if (st->has_num_sessions_started)
+			started = st->num_sessions_started;
+		for (size_t k = 0; k < st->n_producers; k++) {
+			Perfetto__Protos__TracingServiceState__Producer *p =
+				st->producers[k];
+			printf("  %-6d %-8d %-8d %s\n", p->id, p->pid, p->uid,
+			       p->name ? p->name : "");
+		}
+	}
+	printf("\nData sources:\n  %-32s %s\n", "NAME", "PRODUCER");
+	for (size_t i = 0; i < q->n_parts; i++) {
+		Perfetto__Protos__TracingServiceState *st = q->parts[i]->service_state;
+		for (size_t k = 0; st && k < st->n_data_sources; k++) {
+			Perfetto__Protos__TracingServiceState__DataSource *d =
+				st->data_sources[k];
+			const char *name = d->ds_descriptor && d->ds_descriptor->name
+						   ? d->ds_descriptor->name : "";
+			printf("  %-32s %d (%s)\n", name, d->producer_id,
+			       producer_name(q, d->producer_id));
+		}
+	}
+	printf("\nService: %s", version ? version : "version unknown");
+	if (sessions >= 0)
+		printf(", %d sessions (%d started)", sessions,
+		       started >= 0 ? started : 0);
+	printf("\n");
+}
+
+static int cmd_query(struct session *s)
+{
+	Perfetto__Protos__QueryServiceStateRequest rq =
+		PERFETTO__PROTOS__QUERY_SERVICE_STATE_REQUEST__INIT;
+	struct query q = {.s = s};
+	int rc = -1;
+
+	if (connect_service(s) < 0)
+		return -1;
+	if (invoke_msg(s, "QueryServiceState", &rq.base, -1, on_query_reply,
+		       &q) < 0)
+		return -1;
+	if (wait_for(s, &q.done, false, 1) == 0) {
+		print_state(&q);
+		rc = 0;
+	}
+	/* A late reply must not reach q once it is gone. */
+	vp_ipc_client_close(s->cli);
+	s->cli = NULL;
+	for (size_t i = 0; i < q.n_parts; i++)
+		perfetto__protos__query_service_state_response__free_unpacked(
+			q.parts[i], NULL);
+	free(q.parts);
+	return rc;
+}
+
+/* ---- main --------------------------------------------------------------- */
+
+static int build_config(const struct options *o, vp_trace_config **tc)
+{
+	uint32_t ms = 0, kb = 0;
+	struct vp_error e;
+
+	if ((o->time && vp_cmd_parse_duration(o->time, &ms, &e) < 0) ||
+	    (o->buffer && vp_cmd_parse_size(o->buffer, &kb, &e) < 0))
+		goto fail;
+	if (o->config_path) {
+		if (vp_cmd_load_config(o->config_path, o->txt, tc, &e) < 0)
+			goto fail;
+	} else if (vp_cmd_light_config(o->track_event, o->events, o->n_events,
+				       tc, &e) < 0) {
+		goto fail;
+	}
+	if (vp_cmd_override(*tc, o->time != NULL, ms, o->buffer != NULL, kb,
+			    &e) < 0) {
+		perfetto__protos__trace_config__free_unpacked(*tc, NULL);
+		*tc = NULL;
+		goto fail;
+	}
+	return 0;
+fail:
+	fprintf(stderr, "vperfetto: %s\n", e.msg);
+	return -1;
+}
+
+static void install_signals(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+}
+
+int main(int argc, char **argv)
+{
+	struct options o = {0};
+	vp_trace_config *tc = NULL;
+	int r = parse_args(argc, argv, &o);
+
+	if (r != 0)
+		return r > 0 ? 0 : 1;
+	if (check_args(&o) < 0)
+		return 1;
+	if (!o.query && !o.attach_key && build_config(&o, &tc) < 0)
+		return 1;
+	install_signals();
+
+	struct session s = {
+		.addr = o.socket ? o.socket : vp_consumer_sock_name(),
+	};
+	pb_buf_init(&s.packet);
+	if (o.query)
+		r = cmd_query(&s);
+	else if (o.attach_key)
+		r = cmd_attach(&s, &o);
+	else
+		r = cmd_trace(&s, &o, tc);
+	if (r < 0)
+		fprintf(stderr, "vperfetto: %s\n", s.err.msg);
+	if (s.cli)
+		vp_ipc_client_close(s.cli);
+	pb_buf_free(&s.packet);
+	if (tc)
+		perfetto__protos__trace_config__free_unpacked(tc, NULL);
+	return r < 0 ? 1 : 0;
+}

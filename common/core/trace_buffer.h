@@ -114,7 +114,13 @@ struct vp_tb_packet_info {
 	struct vp_tb_sequence_meta meta;
 	uint16_t producer_id;
 	uint16_t writer_id;
+	/* Data of this sequence was lost (overwritten, discarded, a chunk_id
+	 * gap, a broken fragment chain) since the last packet read from it. */
 	bool previous_packet_dropped;
+	/* The first packet read from this sequence.  Perfetto's service sets
+	 * TracePacket.previous_packet_dropped (42) on it as well, and
+	 * first_packet_on_sequence (87). */
+	bool first_packet_on_sequence;
 };
 
 /* Starts a read pass over every sequence. */

@@ -9,6 +9,18 @@
  * Frames are Perfetto's: a 4-byte little-endian length, then an IPCFrame
  * (protos/perfetto/ipc/ipc.proto).  Frames larger than VP_IPC_MAX_FRAME are
  * a protocol error.
+ *
+ * Capture: when the environment variable VPERFETTO_IPC_CAPTURE names a
+ * directory (read when the client is created), the client writes every frame
+ * it sends and receives there as NNNNNN-tx.bin / NNNNNN-rx.bin (a counter
+ * shared by both directions, numbers taken with O_EXCL so several clients
+ * may share the directory; the frame bytes without the 4-byte length), for
+ * `protoc --decode=perfetto.protos.IPCFrame -I protos perfetto/ipc/ipc.proto
+ * < 000000-tx.bin`.  Capture is best effort and never fails a call.
+ *
+ * A reply callback may call any function of this client, including
+ * vp_ipc_client_close(); then the function that ran the callback returns -1
+ * ("closed by a reply callback") and the client is gone.
  */
 #ifndef VP_IPC_CLIENT_H
 #define VP_IPC_CLIENT_H
@@ -45,7 +57,8 @@ typedef void (*vp_ipc_reply_cb)(void *ctx, const struct vp_ipc_reply *r);
 /* Connects to addr (see ipc_sock.h) within timeout_ms. */
 int vp_ipc_client_connect(struct vp_ipc_client **out, const char *addr,
 			  int timeout_ms, struct vp_error *err);
-/* Wraps an already connected socket (tests, socketpair). */
+/* Wraps an already connected, blocking socket (tests, socketpair); the
+ * client owns it from then on.  NULL when out of memory. */
 struct vp_ipc_client *vp_ipc_client_from_fd(int fd);
 void vp_ipc_client_close(struct vp_ipc_client *c);
 

@@ -48,7 +48,11 @@ struct vp_ipc_service {
 	const struct vp_ipc_method *methods;
 	size_t n_methods;
 	void *ctx; /* svc_ctx for all callbacks */
-	/* A new connection (peer credentials already known). */
+	/* A new connection (peer credentials already known).  For a UNIX
+	 * peer it runs at accept; for a remote (vsock/TCP) peer it runs just
+	 * before its first frame other than set_peer_identity is handled, so
+	 * the identity that frame carried is already in vp_ipc_conn_peer().
+	 * on_disconnect runs only for connections on_connect ran for. */
 	void (*on_connect)(void *svc_ctx, struct vp_ipc_conn *conn);
 	/* The connection is gone (EOF, error, protocol violation or
 	 * vp_ipc_conn_close); conn is freed after this returns. */
@@ -79,13 +83,17 @@ struct vp_ipc_host_stats {
 int vp_ipc_host_new(struct vp_ipc_host **out, struct vp_loop *loop,
 		    const struct vp_ipc_service *svc, struct vp_error *err);
 /* Listens on addr (one address, see ipc_sock.h); may be called again for
- * more addresses. */
+ * more addresses.  svc (copied) and its method table (not copied) must
+ * outlive the host.  BindService is answered with service id 1 and the
+ * method table, ids 1..n in table order; an InvokeMethod with another
+ * service id or a method id outside 1..n gets a RequestError (none with
+ * drop_reply).  A reply to a drop_reply request is not sent. */
 int vp_ipc_host_listen(struct vp_ipc_host *h, const char *addr,
 		       struct vp_error *err);
 /* Adopts a connected socket as if accepted (tests, socketpair). */
 int vp_ipc_host_adopt(struct vp_ipc_host *h, int fd, struct vp_error *err);
 /* Closes listeners and every connection (on_disconnect runs for each) and
- * unlinks UNIX socket files. */
+ * unlinks UNIX socket files.  Not from inside the host's own callbacks. */
 void vp_ipc_host_free(struct vp_ipc_host *h);
 const struct vp_ipc_host_stats *vp_ipc_host_stats(const struct vp_ipc_host *h);
 

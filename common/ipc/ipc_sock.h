@@ -33,7 +33,9 @@ const char *vp_consumer_sock_name(void);
 enum vp_sock_kind vp_sock_addr_kind(const char *addr);
 
 /* A listening, non-blocking, close-on-exec socket.  A stale UNIX socket file
- * is removed first; the file is made 0666 like traced's. */
+ * is removed first; the file is made 0666 like traced's.  A socket file a
+ * live service still accepts on, or a path that is not a socket, is an
+ * error (nothing is removed). */
 int vp_sock_listen(const char *addr, struct vp_error *err);
 /* A connected, blocking, close-on-exec socket; waits up to timeout_ms. */
 int vp_sock_connect(const char *addr, int timeout_ms, struct vp_error *err);
@@ -46,11 +48,21 @@ int vp_sock_peer_cred(int fd, pid_t *pid, uid_t *uid);
 /* sendmsg of all len bytes, with fd (if >= 0) as SCM_RIGHTS on the first
  * byte.  Blocking sockets only.  0 or -1 (errno set). */
 int vp_sock_send_all(int fd, const void *buf, size_t len, int pass_fd);
-/* One recvmsg: up to len bytes; received fds are appended to fds[] (at
- * most max_fds, the rest closed) and counted in *n_fds.  Returns bytes read,
- * 0 on EOF, -1 on error (errno set; EAGAIN for a non-blocking socket with
+/* One sendmsg (the building block of vp_sock_send_all): sends what the
+ * socket takes now, with pass_fd (if >= 0) as SCM_RIGHTS on the first byte.
+ * nonblock adds MSG_DONTWAIT.  Returns bytes sent or -1 (errno set; EAGAIN
+ * when nothing could be sent without blocking). */
+ssize_t vp_sock_send_some(int fd, const void *buf, size_t len, int pass_fd,
+			  bool nonblock);
+/* One recvmsg: up to len bytes; received fds are stored in fds[0..] (at
+ * most max_fds, the rest closed) and *n_fds is set to how many were stored
+ * (0 when none came).  Fds are close-on-exec.  Returns bytes read, 0 on
+ * EOF, -1 on error (errno set; EAGAIN for a non-blocking socket with
  * nothing to read). */
 ssize_t vp_sock_recv(int fd, void *buf, size_t len, int *fds, int max_fds,
 		     int *n_fds);
+/* The peer's address as text ("unix:pid 12", "1.2.3.4:567", "[::1]:80",
+ * "vsock:3:1000"), for logs.  Always NUL-terminates buf. */
+void vp_sock_peer_name(int fd, char *buf, size_t len);
 
 #endif

@@ -1,2 +1,285 @@
-/* service/service.c - placeholder, being written. */
-extern int vp_placeholder_service_service_c;
+/*
+ * service.c - the vtraced service object: the two IPC hosts, the id
+ * allocators (producers, sessions, buffers, sequences, machines), logging,
+ * statistics and the clean shutdown.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "service.h"
+
+/* ---- small helpers ----------------------------------------------------- */
+
+void vp_ptrvec_push(struct vp_ptrvec *pv, void *p)
+{
+	if (pv->n == pv->cap) {
+		size_t cap = pv->cap ? pv->cap * 2 : 8;
+		void **v = realloc(pv->v, cap * sizeof(*v));
+		if (!v)
+			abort();
+		pv->v = v;
+		pv->cap = cap;
+	}
+	pv->v[pv->n++] = p;
+}
+
+bool vp_ptrvec_remove(struct vp_ptrvec *pv, const void *p)
+{
+	for (size_t i = 0; i < pv->n; i++) {
+		if (pv->v[i] != p)
+			continue;
+		memmove(&pv->v[i], &pv->v[i + 1],
+			(pv->n - i - 1) * sizeof(pv->v[0]));
+		pv->n--;
+		return true;
+	}
+	return false;
+}
+
+void vp_ptrvec_free(struct vp_ptrvec *pv)
+{
+	free(pv->v);
+	pv->v = NULL;
+	pv->n = pv->cap = 0;
+}
+
+char *vp_svc_strndup(const char *s, size_t max)
+{
+	char *d = strndup(s ? s : "", max);
+	if (!d)
+		abort();
+	return d;
+}
+
+uint64_t vp_svc_clock_ns(int clk)
+{
+	struct timespec ts;
+	if (clock_gettime(clk, &ts) != 0)
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void vp_svc_log(struct vp_service *s, bool error, const char *fmt, ...)
+{
+	if (!error && !s->verbose)
+		return;
+	struct timespec ts;
+	struct tm tm;
+	char when[32];
+	clock_gettime(CLOCK_REALTIME, &ts);
+	localtime_r(&ts.tv_sec, &tm);
+	strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
+
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "%s.%03ld vtraced %s: %s\n", when,
+		ts.tv_nsec / 1000000, error ? "error" : "info", msg);
+}
+
+/* ---- ids --------------------------------------------------------------- */
+
+uint32_t vp_svc_new_sequence_id(struct vp_service *s)
+{
+	uint32_t id = s->next_sequence_id++;
+	if (s->next_sequence_id == 0)
+		s->next_sequence_id = SVC_SERVICE_SEQ_ID + 1;
+	return id;
+}
+
+/* A remote machine's id: the same key always maps to the same id. */
+uint32_t vp_svc_machine_id(struct vp_service *s, const char *key)
+{
+	for (size_t i = 0; i < s->n_machines; i++)
+		if (strcmp(s->machines[i].key, key) == 0)
+			return s->machines[i].id;
+	struct vp_machine *m =
+		realloc(s->machines, (s->n_machines + 1) * sizeof(*m));
+	if (!m)
+		abort();
+	s->machines = m;
+	m = &s->machines[s->n_machines++];
+	snprintf(m->key, sizeof(m->key), "%s", key);
+	m->id = s->next_machine_id++;
+	return m->id;
+}
+
+struct vp_svc_buffer *vp_buffer_by_id(struct vp_service *s, uint16_t id)
+{
+	if (id == 0 || id >= SVC_MAX_BUFFER_IDS)
+		return NULL;
+	return s->buffers[id];
+}
+
+/* ---- lifecycle ---------------------------------------------------------- */
+
+int vp_service_new(struct vp_service **out, struct vp_loop *loop,
+		   const struct vp_service_opts *opts, struct vp_error *err)
+{
+	struct vp_service *s = calloc(1, sizeof(*s));
+	if (!s)
+		return vp_errorf(err, "vtraced: out of memory");
+	s->loop = loop;
+	s->verbose = opts && opts->verbose;
+	s->uid = getuid();
+	s->pid = getpid();
+	s->next_buffer_id = 1;
+	s->next_producer_id = 1;
+	s->next_session_id = 1;
+	s->next_instance_id = 1;
+	s->next_flush_id = 1;
+	s->next_sequence_id = SVC_SERVICE_SEQ_ID + 1;
+	s->next_machine_id = 1;
+	s->scratch = malloc(VP_SMB_MAX_PAGE_SIZE);
+	if (!s->scratch) {
+		free(s);
+		return vp_errorf(err, "vtraced: out of memory");
+	}
+	vp_producer_port_describe(&s->producer_desc, s);
+	vp_consumer_port_describe(&s->consumer_desc, s);
+	if (vp_ipc_host_new(&s->producer_host, loop, &s->producer_desc,
+			    err) < 0 ||
+	    vp_ipc_host_new(&s->consumer_host, loop, &s->consumer_desc,
+			    err) < 0) {
+		vp_service_free(s);
+		return -1;
+	}
+	*out = s;
+	return 0;
+}
+
+int vp_service_listen_producer(struct vp_service *s, const char *addr,
+			       struct vp_error *err)
+{
+	if (vp_ipc_host_listen(s->producer_host, addr, err) < 0)
+		return -1;
+	vp_svc_log(s, false, "producer socket: %s", addr);
+	return 0;
+}
+
+int vp_service_listen_consumer(struct vp_service *s, const char *addr,
+			       struct vp_error *err)
+{
+	if (vp_ipc_host_listen(s->consumer_host, addr, err) < 0)
+		return -1;
+	vp_svc_log(s, false, "consumer socket: %s", addr);
+	return 0;
+}
+
+int vp_service_adopt_producer(struct vp_service *s, int fd,
+			      struct vp_error *err)
+{
+	return vp_ipc_host_adopt(s->producer_host, fd, err);
+}
+
+int vp_service_adopt_consumer(struct vp_service *s, int fd,
+			      struct vp_error *err)
+{
+	return vp_ipc_host_adopt(s->consumer_host, fd, err);
+}
+
+void vp_service_free(struct vp_service *s)
+{
+	if (!s)
+		return;
+	if (s->t_shutdown)
+		vp_loop_cancel(s->loop, s->t_shutdown);
+	/* Consumers first: their sessions go with them (unless detached). */
+	if (s->consumer_host)
+		vp_ipc_host_free(s->consumer_host);
+	s->consumer_host = NULL;
+	while (s->sessions.n)
+		vp_session_free(s->sessions.v[s->sessions.n - 1]);
+	if (s->producer_host)
+		vp_ipc_host_free(s->producer_host);
+	vp_ptrvec_free(&s->producers);
+	vp_ptrvec_free(&s->consumers);
+	vp_ptrvec_free(&s->sessions);
+	free(s->machines);
+	free(s->scratch);
+	free(s);
+}
+
+void vp_service_get_stats(const struct vp_service *s,
+			  struct vp_service_stats *out)
+{
+	*out = s->stats;
+	out->producers_connected = (uint32_t)s->producers.n;
+	out->consumers_connected = (uint32_t)s->consumers.n;
+	out->tracing_sessions = (uint32_t)s->sessions.n;
+	uint32_t nb = 0, nds = 0;
+	for (size_t i = 0; i < SVC_MAX_BUFFER_IDS; i++)
+		nb += s->buffers[i] != NULL;
+	for (size_t i = 0; i < s->producers.n; i++) {
+		const struct vp_producer *p = s->producers.v[i];
+		nds += (uint32_t)p->n_ds;
+	}
+	out->total_buffers = nb;
+	out->data_sources_registered = nds;
+}
+
+/* ---- shutdown ----------------------------------------------------------- */
+
+static void shutdown_finish(struct vp_service *s)
+{
+	if (!s->shutting_down || !s->shutdown_done)
+		return;
+	void (*done)(void *) = s->shutdown_done;
+	s->shutdown_done = NULL;
+	if (s->t_shutdown) {
+		vp_loop_cancel(s->loop, s->t_shutdown);
+		s->t_shutdown = 0;
+	}
+	done(s->shutdown_ctx);
+}
+
+void vp_svc_check_shutdown(struct vp_service *s)
+{
+	if (!s->shutting_down)
+		return;
+	for (size_t i = 0; i < s->sessions.n; i++) {
+		const struct vp_session *sess = s->sessions.v[i];
+		if (sess->state != SESS_STOPPED)
+			return;
+	}
+	shutdown_finish(s);
+}
+
+static void shutdown_timeout(void *ctx)
+{
+	struct vp_service *s = ctx;
+	s->t_shutdown = 0;
+	vp_svc_log(s, true, "shutdown: sessions did not stop in time");
+	shutdown_finish(s);
+}
+
+void vp_service_shutdown(struct vp_service *s, void (*done)(void *ctx),
+			 void *ctx)
+{
+	s->shutting_down = true;
+	s->shutdown_done = done;
+	s->shutdown_ctx = ctx;
+	s->t_shutdown = vp_loop_timer(s->loop, 8000, 0, shutdown_timeout, s);
+	/* Disabling may free nothing, but iterate over a copy anyway. */
+	size_t n = s->sessions.n;
+	struct vp_session **copy = calloc(n ? n : 1, sizeof(*copy));
+	if (!copy)
+		abort();
+	memcpy(copy, s->sessions.v, n * sizeof(*copy));
+	for (size_t i = 0; i < n; i++) {
+		if (!vp_session_alive(s, copy[i]))
+			continue;
+		if (copy[i]->state == SESS_STARTED ||
+		    copy[i]->state == SESS_CONFIGURED)
+			vp_session_disable(copy[i], true);
+	}
+	free(copy);
+	vp_svc_check_shutdown(s);
+}

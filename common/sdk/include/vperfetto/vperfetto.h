@@ -80,6 +80,12 @@ struct vp_init_args {
 	const char *output_path;
 	uint32_t buffer_size_kb;
 	const char *categories;
+	/* In-process backend: clear incremental state (re-emit interned
+	 * names and track descriptors) every this many ms; 0: never.  (The
+	 * system backend clears when the service asks, per the session's
+	 * incremental_state_config.)  Added in 0.1; zero-initialized by
+	 * designated initializers, so older callers are unaffected. */
+	uint32_t clear_period_ms;
 };
 
 /* Starts the SDK.  Returns 0, or -1 with a message on stderr (bad
@@ -124,7 +130,12 @@ void vp_category_register(struct vp_category *cat);
 /* Declares a category defined in another file. */
 #define VP_CATEGORY_EXTERN(id) extern struct vp_category vp_category_##id
 
-#define VP_CATEGORY_ENABLED(id) (vp_category_##id.enabled != 0)
+/* The one load of the disabled path: relaxed atomic (a plain load on
+ * every target), so race detectors see what it is. */
+#define VP__CAT_ON(id) (__atomic_load_n(&vp_category_##id.enabled,           \
+					__ATOMIC_RELAXED) != 0)
+
+#define VP_CATEGORY_ENABLED(id) VP__CAT_ON(id)
 
 /* ----------------------------------------------------------- annotations */
 
@@ -193,7 +204,7 @@ void vp_track_event_counter(struct vp_category *cat, const char *name,
 
 #define VP__EVENT(cat, type, name, ts, ...)                                 \
 	do {                                                                \
-		if (__builtin_expect(vp_category_##cat.enabled != 0, 0))    \
+		if (__builtin_expect(VP__CAT_ON(cat), 0))    \
 			vp_track_event_emit(&vp_category_##cat, (type),     \
 					    (name), (ts),                   \
 					    VP__ARGS(__VA_ARGS__),          \
@@ -216,14 +227,14 @@ void vp_track_event_counter(struct vp_category *cat, const char *name,
 
 #define TRACE_COUNTER(cat, name, value)                                     \
 	do {                                                                \
-		if (__builtin_expect(vp_category_##cat.enabled != 0, 0))    \
+		if (__builtin_expect(VP__CAT_ON(cat), 0))    \
 			vp_track_event_counter(&vp_category_##cat, (name),  \
 					       0, (int64_t)(value), 0,      \
 					       false);                      \
 	} while (0)
 #define TRACE_COUNTER_DOUBLE(cat, name, value)                              \
 	do {                                                                \
-		if (__builtin_expect(vp_category_##cat.enabled != 0, 0))    \
+		if (__builtin_expect(VP__CAT_ON(cat), 0))    \
 			vp_track_event_counter(&vp_category_##cat, (name),  \
 					       0, 0, (double)(value), true);\
 	} while (0)

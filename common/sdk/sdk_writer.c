@@ -1,0 +1,464 @@
+/*
+ * sdk_writer.c - trace writers: packets into chunks, chunks to the backend.
+ *
+ * A writer owns at most one chunk at a time.  It gets one from the shared
+ * memory buffer (system backend), from a private arena laid out the same
+ * way (shared memory emulation over vsock/TCP: the producer thread sends
+ * the bytes inline), or uses a chunk of its own (in process: a finished
+ * chunk is copied into the trace buffer at once).  Each packet becomes one
+ * fragment per chunk it touches, each preceded by its 4-byte redundant
+ * varint length.
+ *
+ * No patching: a packet's bytes are complete before they are copied into a
+ * chunk (track events are composed in place only when the whole packet is
+ * known to fit; anything bigger is composed in the writer's scratch buffer
+ * first), so every fragment length is final when it is written and a chunk
+ * is released only with final lengths.  A packet spanning chunks sets
+ * LAST_PACKET_CONTINUES on one chunk and FIRST_PACKET_CONTINUES on the
+ * next; chunks_to_patch and NEEDS_PATCHING are never needed.
+ *
+ * SMB full: the packet is dropped and counted, the writer skips one
+ * chunk_id so the service sees the gap, retries now and then (every 32
+ * drops or 1 ms), and once it has a chunk again its next packet carries
+ * previous_packet_dropped and its incremental state is emitted again.
+ * Nothing here blocks the traced thread.
+ */
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "sdk_internal.h"
+
+#define VP_RETRY_EVERY_DROPS 32u
+#define VP_RETRY_EVERY_NS 1000000ull
+
+bool vp_asym_fences;
+
+#define MEMBARRIER_QUERY 0
+#define MEMBARRIER_PRIVATE_EXPEDITED (1 << 3)
+#define MEMBARRIER_REGISTER_PRIVATE_EXPEDITED (1 << 4)
+
+static long membarrier(int cmd)
+{
+	return syscall(SYS_membarrier, cmd, 0, 0);
+}
+
+static void fences_check(void)
+{
+	long cmds = membarrier(MEMBARRIER_QUERY);
+	if (cmds < 0 || !(cmds & MEMBARRIER_PRIVATE_EXPEDITED))
+		return;
+	if (membarrier(MEMBARRIER_REGISTER_PRIVATE_EXPEDITED) != 0)
+		return;
+	if (getenv("VPERFETTO_NO_MEMBARRIER"))
+		return; /* tests: the spin lock fallback */
+	vp_asym_fences = true;
+}
+
+/* Decided once, before any writer exists, and never changed. */
+void vp_writer_fences_init(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, fences_check);
+}
+
+static void relax(unsigned spins)
+{
+	if (spins < 128)
+		__builtin_ia32_pause();
+	else
+		sched_yield();
+}
+
+void vp_writer_lock_slow(struct vp_writer *w)
+{
+	/* Held by a control thread releasing one chunk: short. */
+	for (unsigned spins = 0;; spins++) {
+		if (vp_asym_fences) {
+			atomic_store_explicit(&w->lock, 0,
+					      memory_order_release);
+			while (atomic_load_explicit(&w->ctl,
+						    memory_order_acquire))
+				relax(spins++);
+			atomic_store_explicit(&w->lock, 1,
+					      memory_order_relaxed);
+			atomic_signal_fence(memory_order_seq_cst);
+			if (atomic_load_explicit(&w->ctl,
+						 memory_order_acquire) == 0)
+				return;
+		} else if (atomic_load_explicit(&w->lock,
+						memory_order_relaxed) == 0 &&
+			   atomic_exchange_explicit(&w->lock, 1,
+						    memory_order_acquire) == 0) {
+			return;
+		}
+		relax(spins);
+	}
+}
+
+void vp_writer_ctl_lock(struct vp_writer *w)
+{
+	unsigned spins = 0;
+	if (!vp_asym_fences) {
+		vp_writer_lock_slow(w);
+		return;
+	}
+	unsigned zero = 0;
+	while (!atomic_compare_exchange_weak_explicit(
+		&w->ctl, &zero, 1, memory_order_acquire, memory_order_relaxed)) {
+		zero = 0;
+		relax(spins++);
+	}
+	membarrier(MEMBARRIER_PRIVATE_EXPEDITED);
+	while (atomic_load_explicit(&w->lock, memory_order_acquire))
+		relax(spins++);
+}
+
+void vp_writer_ctl_unlock(struct vp_writer *w)
+{
+	if (vp_asym_fences)
+		atomic_store_explicit(&w->ctl, 0, memory_order_release);
+	else
+		atomic_store_explicit(&w->lock, 0, memory_order_release);
+}
+
+/* ------------------------------------------------------------ writer ids */
+
+uint16_t vp_writer_id_alloc(void)
+{
+	for (uint32_t n = 0; n < VP_MAX_WRITER_ID; n++) {
+		uint32_t id = vp_g.writer_id_next;
+		vp_g.writer_id_next = id >= VP_MAX_WRITER_ID ? 1 : id + 1;
+		if (id == VP_MAX_WRITER_ID)
+			vp_g.writer_id_wraps++;
+		if (id >= 1 && !vp_g.writer_id_used[id]) {
+			vp_g.writer_id_used[id] = 1;
+			return (uint16_t)id;
+		}
+	}
+	return 0;
+}
+
+void vp_writer_id_free(uint16_t id)
+{
+	if (id >= 1 && id <= VP_MAX_WRITER_ID)
+		vp_g.writer_id_used[id] = 0;
+}
+
+/* ------------------------------------------------------- create / free */
+
+struct vp_writer *vp_writer_create(struct vp_ds_instance *inst)
+{
+	struct vp_writer *w = calloc(1, sizeof(*w));
+	if (!w)
+		return NULL;
+	w->tid = vp_gettid();
+	if (prctl(PR_GET_NAME, w->thread_name, 0, 0, 0) != 0)
+		w->thread_name[0] = 0;
+	w->thread_name[sizeof(w->thread_name) - 1] = 0;
+	vp_intern_init(&w->names);
+	vp_intern_init(&w->cats);
+	vp_intern_init(&w->arg_names);
+	vp_intern_init(&w->counters);
+	w->ds_first_pending = true;
+
+	pthread_mutex_lock(&vp_g.mu);
+	int mode = atomic_load(&vp_g.mode);
+	if (atomic_load(&inst->state) != VP_INST_STARTED ||
+	    mode == VP_MODE_NONE)
+		goto fail;
+	if (mode == VP_MODE_INPROC) {
+		w->own_chunk = malloc(VP_INPROC_CHUNK_SIZE);
+		if (!w->own_chunk)
+			goto fail;
+	}
+	w->writer_id = vp_writer_id_alloc();
+	if (!w->writer_id)
+		goto fail;
+	w->producer_id = (uint16_t)(1 + vp_g.writer_id_wraps % 65535);
+	w->sequence_id = ++vp_g.next_sequence_id;
+	w->inst = inst;
+	w->inst_gen = atomic_load(&inst->gen);
+	w->target_buffer = inst->target_buffer;
+	w->clear_gen_seen = atomic_load(&inst->clear_gen);
+	w->inst_next = inst->writers;
+	inst->writers = w;
+	if (mode != VP_MODE_INPROC)
+		vp_system_writer_added(w->writer_id, w->target_buffer);
+	pthread_mutex_unlock(&vp_g.mu);
+	return w;
+fail:
+	pthread_mutex_unlock(&vp_g.mu);
+	vp_writer_free(w);
+	return NULL;
+}
+
+void vp_writer_free(struct vp_writer *w)
+{
+	if (!w)
+		return;
+	vp_intern_free(&w->names);
+	vp_intern_free(&w->cats);
+	vp_intern_free(&w->arg_names);
+	vp_intern_free(&w->counters);
+	free(w->scratch);
+	free(w->own_chunk);
+	free(w);
+}
+
+uint8_t *vp_writer_scratch(struct vp_writer *w, size_t n)
+{
+	if (w->scratch_cap < n) {
+		size_t cap = w->scratch_cap ? w->scratch_cap : 1024;
+		while (cap < n)
+			cap *= 2;
+		uint8_t *p = realloc(w->scratch, cap);
+		if (!p)
+			return NULL;
+		w->scratch = p;
+		w->scratch_cap = cap;
+	}
+	return w->scratch;
+}
+
+/* -------------------------------------------------------------- chunks */
+
+static bool writer_acquire_raw(struct vp_writer *w)
+{
+	int mode = atomic_load_explicit(&vp_g.mode, memory_order_acquire);
+
+	if (mode == VP_MODE_INPROC) {
+		if (!w->own_chunk)
+			return false;
+		w->chunk = w->own_chunk;
+		w->cend = w->own_chunk + VP_INPROC_CHUNK_SIZE;
+	} else if (mode == VP_MODE_SMB || mode == VP_MODE_EMULATED) {
+		if (!vp_g.smb.base ||
+		    !vp_smb_acquire_chunk_for_writing(
+			    &vp_g.smb, vp_g.layout, w->writer_id,
+			    w->next_chunk_id, &w->smb_cursor, &w->smb_chunk))
+			return false;
+		w->chunk = w->smb_chunk.begin;
+		w->cend = w->smb_chunk.begin + w->smb_chunk.size;
+	} else {
+		return false;
+	}
+	struct vp_chunk_header h = {w->next_chunk_id, w->writer_id, 0};
+	memcpy(w->chunk, &h, sizeof(h));
+	w->next_chunk_id++;
+	w->wptr = w->chunk + VP_SMB_CHUNK_HEADER_SIZE;
+	w->packets = 0;
+	return true;
+}
+
+/* Gets a chunk, or enters / stays in drop mode. */
+static bool writer_acquire(struct vp_writer *w, uint64_t now_ns, unsigned flags)
+{
+	if (w->dropping) {
+		if (++w->drops_since_retry < VP_RETRY_EVERY_DROPS &&
+		    now_ns - w->last_retry_ns < VP_RETRY_EVERY_NS)
+			return false;
+		w->drops_since_retry = 0;
+		w->last_retry_ns = now_ns;
+	}
+	if (!writer_acquire_raw(w)) {
+		if (!w->dropping) {
+			w->dropping = true;
+			/* A chunk_id gap: the service sees data was lost. */
+			w->next_chunk_id++;
+			w->last_retry_ns = now_ns;
+			w->drops_since_retry = 0;
+			if (atomic_load(&vp_g.mode) != VP_MODE_INPROC) {
+				pthread_mutex_lock(&vp_g.commit_mu);
+				vp_system_commit_wakeup(vp_g.commit_len, true);
+				pthread_mutex_unlock(&vp_g.commit_mu);
+			}
+		}
+		return false;
+	}
+	w->flags = flags;
+	if (w->dropping) {
+		w->dropping = false;
+		w->prev_dropped = true;
+		w->lost_state = true;
+		/* The chunk follows a gap: nothing continues into it. */
+		w->flags &= ~VP_CHUNK_FIRST_PACKET_CONTINUES;
+	}
+	return true;
+}
+
+static void commit_queue_push(struct vp_writer *w)
+{
+	struct vp_commit_entry e = {
+		.page = w->smb_chunk.page,
+		.chunk = w->smb_chunk.chunk,
+		.target_buffer = w->target_buffer,
+		.begin = w->smb_chunk.begin,
+		.size = w->smb_chunk.size,
+	};
+	pthread_mutex_lock(&vp_g.commit_mu);
+	if (vp_g.commit_len == vp_g.commit_cap) {
+		size_t cap = vp_g.commit_cap ? 2 * vp_g.commit_cap : 64;
+		struct vp_commit_entry *q =
+			realloc(vp_g.commit_q, cap * sizeof(*q));
+		if (!q) {
+			pthread_mutex_unlock(&vp_g.commit_mu);
+			return; /* the service scrapes it, or it is lost */
+		}
+		vp_g.commit_q = q;
+		vp_g.commit_cap = cap;
+	}
+	vp_g.commit_q[vp_g.commit_len++] = e;
+	size_t total = vp_g.smb.num_pages *
+		       vp_smb_chunks_per_layout(vp_g.layout);
+	vp_system_commit_wakeup(vp_g.commit_len,
+				vp_g.commit_len * 2 > total);
+	pthread_mutex_unlock(&vp_g.commit_mu);
+}
+
+void vp_writer_release_chunk(struct vp_writer *w)
+{
+	if (!w->chunk)
+		return;
+	int mode = atomic_load(&vp_g.mode);
+	if (mode == VP_MODE_INPROC) {
+		struct vp_chunk_header h;
+		memcpy(&h, w->chunk, sizeof(h));
+		h.packets = vp_chunk_packets_word(w->packets, w->flags);
+		memcpy(w->chunk, &h, sizeof(h));
+		if (w->packets)
+			vp_inproc_chunk_done(w, w->chunk,
+					     (size_t)(w->wptr - w->chunk));
+	} else {
+		vp_smb_release_chunk_as_complete(&vp_g.smb, &w->smb_chunk,
+						 w->packets, w->flags);
+		commit_queue_push(w);
+	}
+	w->chunk = NULL;
+	w->packets = 0;
+	w->flags = 0;
+}
+
+bool vp_writer_ensure_chunk(struct vp_writer *w, uint64_t now_ns)
+{
+	if (w->chunk && w->packets >= VP_CHUNK_MAX_PACKETS)
+		vp_writer_release_chunk(w);
+	if (w->chunk &&
+	    w->cend - w->wptr < (ptrdiff_t)(VP_FRAGMENT_LEN_SIZE + 16))
+		vp_writer_release_chunk(w);
+	if (w->chunk)
+		return true;
+	if (writer_acquire(w, now_ns, 0))
+		return true;
+	w->dropped_packets++;
+	return false;
+}
+
+/* Appends a and then b as one packet. */
+static bool writer_write_2(struct vp_writer *w, const uint8_t *a, size_t na,
+			   const uint8_t *b, size_t nb, uint64_t now_ns)
+{
+	unsigned next_flags = 0;
+
+	for (;;) {
+		if (w->chunk && (w->packets >= VP_CHUNK_MAX_PACKETS ||
+				 w->cend - w->wptr <=
+					 (ptrdiff_t)VP_FRAGMENT_LEN_SIZE))
+			vp_writer_release_chunk(w);
+		if (!w->chunk && !writer_acquire(w, now_ns, next_flags)) {
+			w->dropped_packets++;
+			return false;
+		}
+		size_t avail = (size_t)(w->cend - w->wptr) -
+			       VP_FRAGMENT_LEN_SIZE;
+		size_t left = na + nb;
+		size_t n = left < avail ? left : avail;
+		uint8_t *p = w->wptr + VP_FRAGMENT_LEN_SIZE;
+		vp_write_redundant_varint(w->wptr, (uint32_t)n);
+		size_t from_a = n < na ? n : na;
+		memcpy(p, a, from_a);
+		a += from_a;
+		na -= from_a;
+		if (n > from_a) {
+			memcpy(p + from_a, b, n - from_a);
+			b += n - from_a;
+			nb -= n - from_a;
+		}
+		w->wptr = p + n;
+		w->packets++;
+		if (na + nb == 0)
+			return true;
+		w->flags |= VP_CHUNK_LAST_PACKET_CONTINUES;
+		vp_writer_release_chunk(w);
+		next_flags = VP_CHUNK_FIRST_PACKET_CONTINUES;
+		if (!writer_acquire(w, now_ns, next_flags)) {
+			/* The rest is lost; the chunk_id gap tells. */
+			w->dropped_packets++;
+			return false;
+		}
+	}
+}
+
+bool vp_writer_write_packet(struct vp_writer *w, const uint8_t *p, size_t len,
+			    uint64_t now_ns)
+{
+	/* TracePacket.previous_packet_dropped = 1, appended. */
+	static const uint8_t dropped[] = {0xd0, 0x02, 0x01};
+
+	if (w->prev_dropped && w->chunk) {
+		w->prev_dropped = false;
+		return writer_write_2(w, p, len, dropped, sizeof(dropped),
+				      now_ns);
+	}
+	if (!writer_write_2(w, p, len, NULL, 0, now_ns))
+		return false;
+	if (w->prev_dropped) {
+		/* Recovered while writing this packet: it is the first after
+		 * the gap, but written already; the next one says so. */
+	}
+	return true;
+}
+
+/* ---------------------------------------------------- control threads */
+
+void vp_writer_flush(struct vp_writer *w)
+{
+	vp_writer_ctl_lock(w);
+	if (!w->retired && w->chunk && w->packets > 0)
+		vp_writer_release_chunk(w);
+	vp_writer_ctl_unlock(w);
+}
+
+void vp_instance_flush_writers(struct vp_ds_instance *inst)
+{
+	for (struct vp_writer *w = inst->writers; w; w = w->inst_next)
+		vp_writer_flush(w);
+}
+
+void vp_instance_retire_writers(struct vp_ds_instance *inst)
+{
+	struct vp_writer *w = inst->writers;
+	inst->writers = NULL;
+	while (w) {
+		struct vp_writer *next = w->inst_next;
+		uint16_t id = w->writer_id;
+		int mode = atomic_load(&vp_g.mode);
+
+		vp_writer_ctl_lock(w);
+		if (w->chunk)
+			vp_writer_release_chunk(w);
+		w->retired = true;
+		w->inst_next = NULL;
+		vp_writer_ctl_unlock(w);
+		/* From here on w belongs to its owner thread alone. */
+		vp_writer_id_free(id);
+		if (mode != VP_MODE_INPROC && mode != VP_MODE_NONE)
+			vp_system_writer_removed(id);
+		w = next;
+	}
+}

@@ -1,0 +1,657 @@
+/*
+ * consumer_port.c - the ConsumerPort service of vtraced: consumers, their
+ * (one) session, ReadBuffers streaming, flush, detach/attach, the queries.
+ *
+ * ReadBuffers streams ReadBuffersResponse replies of slices (at most
+ * SVC_READ_SLICE_MAX bytes each, replies under the IPC frame target) and
+ * pauses whenever more than SVC_READ_TX_HIGH bytes wait on the consumer's
+ * socket, resuming from vp_ipc_conn_on_drain: a slow consumer never makes
+ * the service hold the whole trace in memory.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "service.h"
+
+#include "perfetto/ipc/consumer_port.pb-c.h"
+
+static struct vp_consumer *consumer_of(struct vp_ipc_conn *conn)
+{
+	return vp_ipc_conn_user(conn);
+}
+
+static void reply_empty(struct vp_consumer *c, uint64_t req)
+{
+	vp_ipc_conn_reply(c->conn, req, true, false, NULL, 0, -1);
+}
+
+static void reply_error(struct vp_consumer *c, uint64_t req,
+			const char *method, const char *msg)
+{
+	vp_svc_log(c->svc, true, "consumer (pid %d) %s: %s", (int)c->pid,
+		   method, msg);
+	vp_ipc_conn_error(c->conn, req, msg);
+}
+
+/* ---- EnableTracing and the end of a session ------------------------------ */
+
+static void send_enable_reply(struct vp_consumer *c, uint64_t req,
+			      const char *error)
+{
+	Perfetto__Protos__EnableTracingResponse r =
+		PERFETTO__PROTOS__ENABLE_TRACING_RESPONSE__INIT;
+	r.state_case = PERFETTO__PROTOS__ENABLE_TRACING_RESPONSE__STATE_DISABLED;
+	r.disabled = true;
+	r.error = (char *)error;
+	size_t n = perfetto__protos__enable_tracing_response__get_packed_size(
+		&r);
+	uint8_t *out = malloc(n ? n : 1);
+	if (!out)
+		abort();
+	perfetto__protos__enable_tracing_response__pack(&r, out);
+	vp_ipc_conn_reply(c->conn, req, true, false, out, n, -1);
+	free(out);
+}
+
+void vp_consumer_session_ended(struct vp_consumer *c, struct vp_session *s,
+			       const char *error)
+{
+	if (!s->enable_pending)
+		return;
+	s->enable_pending = false;
+	send_enable_reply(c, s->enable_req, error);
+}
+
+static void m_enable_tracing(void *ctx, struct vp_ipc_conn *conn,
+			     uint64_t req, const uint8_t *args, size_t len)
+{
+	struct vp_service *s = ctx;
+	struct vp_consumer *c = consumer_of(conn);
+	int fd = vp_ipc_conn_take_fd(conn);
+	if (!c) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	Perfetto__Protos__EnableTracingRequest *m =
+		perfetto__protos__enable_tracing_request__unpack(NULL, len,
+								 args);
+	bool notify_only = m && m->has_attach_notification_only &&
+			   m->attach_notification_only;
+	if (m)
+		perfetto__protos__enable_tracing_request__free_unpacked(m,
+									NULL);
+	if (notify_only && c->session) {
+		/* After Attach: tell me when the session ends. */
+		if (fd >= 0)
+			close(fd);
+		struct vp_session *sess = c->session;
+		if (sess->state == SESS_STOPPED) {
+			send_enable_reply(c, req, NULL);
+			return;
+		}
+		sess->enable_pending = true;
+		sess->enable_req = req;
+		return;
+	}
+	struct vp_error err;
+	if (c->session) {
+		if (fd >= 0)
+			close(fd);
+		s->stats.invalid_requests++;
+		send_enable_reply(c, req,
+				  "this consumer already has a tracing session");
+		return;
+	}
+	if (vp_session_create(s, c, req, args, len, fd, &err) < 0) {
+		if (fd >= 0)
+			close(fd);
+		vp_svc_log(s, true, "consumer (pid %d) EnableTracing: %s",
+			   (int)c->pid, err.msg);
+		send_enable_reply(c, req, err.msg);
+		return;
+	}
+	if (fd >= 0 && (!c->session || c->session->file_fd != fd))
+		close(fd);
+}
+
+static void m_start_tracing(void *ctx, struct vp_ipc_conn *conn,
+			    uint64_t req, const uint8_t *args, size_t len)
+{
+	(void)ctx;
+	(void)args;
+	(void)len;
+	struct vp_consumer *c = consumer_of(conn);
+	if (!c)
+		return;
+	if (!c->session || c->session->state != SESS_CONFIGURED) {
+		reply_error(c, req, "StartTracing",
+			    "no session waiting for StartTracing");
+		return;
+	}
+	vp_session_start(c->session);
+	reply_empty(c, req);
+}
+
+static void m_disable_tracing(void *ctx, struct vp_ipc_conn *conn,
+			      uint64_t req, const uint8_t *args, size_t len)
+{
+	(void)ctx;
+	(void)args;
+	(void)len;
+	struct vp_consumer *c = consumer_of(conn);
+	if (!c)
+		return;
+	if (!c->session) {
+		reply_error(c, req, "DisableTracing", "no tracing session");
+		return;
+	}
+	reply_empty(c, req);
+	/* A file session gets its final flush; otherwise, as traced does,
+	 * the consumer flushes first if it wants to. */
+	vp_session_disable(c->session, c->session->file_fd >= 0);
+}
+
+/* ---- ReadBuffers ---------------------------------------------------------- */
+
+static void read_send(struct vp_consumer *c, bool last)
+{
+	struct vp_read_op *op = &c->read;
+	vp_ipc_conn_reply(c->conn, op->request_id, true, !last,
+			  op->reply.data, op->reply.len, -1);
+	pb_buf_reset(&op->reply);
+	op->reply_slices = 0;
+}
+
+static void read_end(struct vp_consumer *c)
+{
+	struct vp_read_op *op = &c->read;
+	if (!op->active)
+		return;
+	op->active = false;
+	vp_session_reader_fini(&op->rd);
+	pb_buf_free(&op->reply);
+}
+
+/* Appends one packet as slices, sending replies as they fill up. */
+static void read_add_packet(struct vp_consumer *c, const uint8_t *p,
+			    size_t len)
+{
+	struct vp_read_op *op = &c->read;
+	size_t off = 0;
+	do {
+		size_t n = len - off;
+		if (n > SVC_READ_SLICE_MAX)
+			n = SVC_READ_SLICE_MAX;
+		if (op->reply.len + n + 32 > SVC_READ_REPLY_TARGET &&
+		    op->reply_slices)
+			read_send(c, false);
+		size_t sl = pb_begin_nested(&op->reply, 2);
+		pb_put_bytes(&op->reply, 1, p + off, n);
+		off += n;
+		if (off == len)
+			pb_put_varint(&op->reply, 2, 1);
+		pb_end_nested(&op->reply, sl);
+		op->reply_slices++;
+	} while (off < len);
+}
+
+static void read_step(void *ctx)
+{
+	struct vp_consumer *c = ctx;
+	struct vp_read_op *op = &c->read;
+	if (!op->active)
+		return;
+	vp_session_reader_resume(&op->rd);
+	for (;;) {
+		if (vp_ipc_conn_tx_queued(c->conn) >= SVC_READ_TX_HIGH) {
+			vp_ipc_conn_on_drain(c->conn, SVC_READ_TX_LOW,
+					     read_step, c);
+			return;
+		}
+		if (vp_session_reader_next(&op->rd) == 0) {
+			read_send(c, true);
+			read_end(c);
+			return;
+		}
+		read_add_packet(c, op->rd.pkt.data, op->rd.pkt.len);
+	}
+}
+
+void vp_consumer_abort_read(struct vp_consumer *c, struct vp_session *s)
+{
+	if (!c->read.active || c->read.rd.session != s)
+		return;
+	read_send(c, true);
+	read_end(c);
+}
+
+static void m_read_buffers(void *ctx, struct vp_ipc_conn *conn, uint64_t req,
+			   const uint8_t *args, size_t len)
+{
+	(void)ctx;
+	(void)args;
+	(void)len;
+	struct vp_consumer *c = consumer_of(conn);
+	if (!c)
+		return;
+	if (!c->session) {
+		reply_error(c, req, "ReadBuffers", "no tracing session");
+		return;
+	}
+	if (c->session->file_fd >= 0) {
+		reply_error(c, req, "ReadBuffers",
+			    "the session writes into a file");
+		return;
+	}
+	if (c->read.active) {
+		reply_error(c, req, "ReadBuffers", "a read is in progress");
+		return;
+	}
+	struct vp_read_op *op = &c->read;
+	memset(op, 0, sizeof(*op));
+	op->active = true;
+	op->request_id = req;
+	pb_buf_init(&op->reply);
+	vp_session_reader_init(&op->rd, c->session, true);
+	read_step(c);
+}
+
+/* ---- the rest of the session methods -------------------------------------- */
+
+static void m_free_buffers(void *ctx, struct vp_ipc_conn *conn, uint64_t req,
+			   const uint8_t *args, size_t len)
+{
+	(void)ctx;
+	(void)args;
+	(void)len;
+	struct vp_consumer *c = consumer_of(conn);
+	if (!c)
+		return;
+	struct vp_session *sess = c->session;
+	if (sess) {
+		vp_consumer_session_ended(c, sess, NULL);
+		vp_session_free(sess);
+	}
+	reply_empty(c, req);
+}
+
+static void flush_done(struct vp_session *sess, bool ok, void *ctx,
+		       uint64_t req)
+{
+	(void)ctx;
+	struct vp_consumer *c = sess->consumer;
+	if (!c)
+		return;
+	vp_ipc_conn_reply(c->conn, req, ok, false, NULL, 0, -1);
+}
+
+static void m_flush(void *ctx, struct vp_ipc_conn *conn, uint64_t req,
+		    const uint8_t *args, size_t len)
+{
+	(void)ctx;
+	struct vp_consumer *c = consumer_of(conn);
+	if (!c)
+		return;
+	if (!c->session) {
+		reply_error(c, req, "Flush", "no tracing session");
+		return;
+	}
+	Perfetto__Protos__FlushRequest *m =
+		perfetto__protos__flush_request__unpack(NULL, len, args);
+	uint32_t timeout = m && m->has_timeout_ms ? m->timeout_ms : 0;
+	if (m)
+		perfetto__protos__flush_request__free_unpacked(m, NULL);
+	vp_session_flush(c->session, timeout, flush_done, NULL, req);
+}
+
+static void m_get_trace_stats(void *ctx, struct vp_ipc_conn *conn,
+			      uint64_t req, const uint8_t *args, size_t len)
+{
+	(void)ctx;
+	(void)args;
+	(void)len;
+	struct vp_consumer *c = consumer_of(conn);
+	if (!c)
+		return;
+	if (!c->session) {
+		reply_error(c, req, "GetTraceStats", "no tracing session");
+		return;
+	}
+	struct pb_buf b;
+	pb_buf_init(&b);
+	vp_write_trace_stats(c->session, &b, 1);
+	vp_ipc_conn_reply(c->conn, req, true, false, b.data, b.len, -1);
+	pb_buf_free(&b);
+}
+
+/* TracingServiceState fields. */
+enum {
+	TSS_PRODUCERS = 1,
+	TSS_DATA_SOURCES = 2,
+	TSS_NUM_SESSIONS = 3,
+	TSS_NUM_SESSIONS_STARTED = 4,
+	TSS_VERSION = 5,
+};
+
+static void m_query_service_state(void *ctx, struct vp_ipc_conn *conn,
+				  uint64_t req, const uint8_t *args,
+				  size_t len)
+{
+	struct vp_service *s = ctx;
+	(void)args;
+	(void)len;
+	struct vp_consumer *c = consumer_of(conn);
+	if (!c)
+		return;
+	struct pb_buf b;
+	pb_buf_init(&b);
+	size_t st = pb_begin_nested(&b, 1);
+	for (size_t i = 0; i < s->producers.n; i++) {
+		const struct vp_producer *p = s->producers.v[i];
+		size_t n = pb_begin_nested(&b, TSS_PRODUCERS);
+		pb_put_varint(&b, 1, p->id);
+		pb_put_string(&b, 2, p->name ? p->name : "");
+		if ((int32_t)p->uid >= 0)
+			pb_put_varint(&b, 3, (uint64_t)p->uid);
+		if (p->sdk_version && p->sdk_version[0])
+			pb_put_string(&b, 4, p->sdk_version);
+		if (p->pid > 0)
+			pb_put_varint(&b, 5, (uint64_t)p->pid);
+		pb_end_nested(&b, n);
+	}
+	for (size_t i = 0; i < s->producers.n; i++) {
+		const struct vp_producer *p = s->producers.v[i];
+		for (size_t k = 0; k < p->n_ds; k++) {
+			size_t n = pb_begin_nested(&b, TSS_DATA_SOURCES);
+			pb_put_bytes(&b, 1, p->ds[k].descriptor,
+				     p->ds[k].descriptor_len);
+			pb_put_varint(&b, 2, p->id);
+			pb_end_nested(&b, n);
+		}
+	}
+	uint64_t started = 0;
+	for (size_t i = 0; i < s->sessions.n; i++) {
+		const struct vp_session *sess = s->sessions.v[i];
+		started += sess->state == SESS_STARTED;
+	}
+	pb_put_varint(&b, TSS_NUM_SESSIONS, s->sessions.n);
+	pb_put_varint(&b, TSS_NUM_SESSIONS_STARTED, started);
+	pb_put_string(&b, TSS_VERSION, "vtraced " VP_VERSION);
+	pb_end_nested(&b, st);
+	vp_ipc_conn_reply(c->conn, req, true, false, b.data, b.len, -1);
+	pb_buf_free(&b);
+}
+
+static void m_query_capabilities(void *ctx, struct vp_ipc_conn *conn,
+				 uint64_t req, const uint8_t *args, size_t len)
+{
+	(void)ctx;
+	(void)args;
+	(void)len;
+	struct vp_consumer *c = consumer_of(conn);
+	if (!c)
+		return;
+	struct pb_buf b;
+	pb_buf_init(&b);
+	size_t n = pb_begin_nested(&b, 1);
+	pb_put_varint(&b, 1, 1); /* has_query_capabilities */
+	pb_put_varint(&b, 2, PERFETTO__PROTOS__OBSERVABLE_EVENTS__TYPE__TYPE_ALL_DATA_SOURCES_STARTED);
+	pb_end_nested(&b, n);
+	vp_ipc_conn_reply(c->conn, req, true, false, b.data, b.len, -1);
+	pb_buf_free(&b);
+}
+
+void vp_consumer_all_started(struct vp_consumer *c)
+{
+	if (!c->observing || !c->observe_all_started)
+		return;
+	struct pb_buf b;
+	pb_buf_init(&b);
+	size_t n = pb_begin_nested(&b, 1);
+	pb_put_varint(&b, 2, 1); /* all_data_sources_started */
+	pb_end_nested(&b, n);
+	vp_ipc_conn_reply(c->conn, c->observe_req, true, true, b.data, b.len,
+			  -1);
+	pb_buf_free(&b);
+}
+
+static void m_observe_events(void *ctx, struct vp_ipc_conn *conn,
+			     uint64_t req, const uint8_t *args, size_t len)
+{
+	(void)ctx;
+	struct vp_consumer *c = consumer_of(conn);
+	if (!c)
+		return;
+	Perfetto__Protos__ObserveEventsRequest *m =
+		perfetto__protos__observe_events_request__unpack(NULL, len,
+								 args);
+	if (!m) {
+		c->svc->stats.invalid_requests++;
+		reply_error(c, req, "ObserveEvents", "bad arguments");
+		return;
+	}
+	if (c->observing)  /* the previous stream ends */
+		vp_ipc_conn_reply(c->conn, c->observe_req, true, false, NULL,
+				  0, -1);
+	c->observing = m->n_events_to_observe > 0;
+	c->observe_req = req;
+	c->observe_all_started = false;
+	for (size_t i = 0; i < m->n_events_to_observe; i++)
+		if (m->events_to_observe[i] ==
+		    PERFETTO__PROTOS__OBSERVABLE_EVENTS__TYPE__TYPE_ALL_DATA_SOURCES_STARTED)
+			c->observe_all_started = true;
+	perfetto__protos__observe_events_request__free_unpacked(m, NULL);
+	if (!c->observing) {
+		reply_empty(c, req);
+		return;
+	}
+	if (c->session && c->session->all_started)
+		vp_consumer_all_started(c);
+}
+
+static char *decode_key(const uint8_t *args, size_t len)
+{
+	struct pb_reader r;
+	struct pb_field f;
+	char *key = NULL;
+	pb_reader_init(&r, args, len);
+	while (pb_next(&r, &f)) {
+		if (f.num != 1 || f.wt != PB_WT_LEN || f.len == 0 ||
+		    f.len > SVC_MAX_NAME)
+			continue;
+		free(key);
+		key = vp_svc_strndup((const char *)f.data, f.len);
+		if (strlen(key) != f.len) { /* embedded NUL */
+			free(key);
+			key = NULL;
+		}
+	}
+	return key;
+}
+
+static void m_detach(void *ctx, struct vp_ipc_conn *conn, uint64_t req,
+		     const uint8_t *args, size_t len)
+{
+	struct vp_service *s = ctx;
+	struct vp_consumer *c = consumer_of(conn);
+	if (!c)
+		return;
+	char *key = decode_key(args, len);
+	if (!key || !c->session) {
+		free(key);
+		reply_error(c, req, "Detach",
+			    key ? "no tracing session" : "no key");
+		return;
+	}
+	for (size_t i = 0; i < s->sessions.n; i++) {
+		const struct vp_session *o = s->sessions.v[i];
+		if (o->detach_key && strcmp(o->detach_key, key) == 0 &&
+		    o->uid == c->uid) {
+			free(key);
+			reply_error(c, req, "Detach", "key already in use");
+			return;
+		}
+	}
+	struct vp_session *sess = c->session;
+	vp_consumer_abort_read(c, sess);
+	sess->detach_key = key;
+	sess->consumer = NULL;
+	sess->enable_pending = false;
+	c->session = NULL;
+	vp_svc_log(s, false, "session %llu: detached as \"%s\"",
+		   (unsigned long long)sess->id, key);
+	reply_empty(c, req);
+}
+
+static void m_attach(void *ctx, struct vp_ipc_conn *conn, uint64_t req,
+		     const uint8_t *args, size_t len)
+{
+	struct vp_service *s = ctx;
+	struct vp_consumer *c = consumer_of(conn);
+	if (!c)
+		return;
+	char *key = decode_key(args, len);
+	if (!key || c->session) {
+		free(key);
+		reply_error(c, req, "Attach",
+			    key ? "this consumer already has a session"
+				: "no key");
+		return;
+	}
+	struct vp_session *sess = NULL;
+	for (size_t i = 0; i < s->sessions.n && !sess; i++) {
+		struct vp_session *o = s->sessions.v[i];
+		if (o->detach_key && !o->consumer && o->uid == c->uid &&
+		    strcmp(o->detach_key, key) == 0)
+			sess = o;
+	}
+	free(key);
+	if (!sess) {
+		reply_error(c, req, "Attach", "no detached session with that key");
+		return;
+	}
+	free(sess->detach_key);
+	sess->detach_key = NULL;
+	sess->consumer = c;
+	c->session = sess;
+	struct pb_buf b;
+	pb_buf_init(&b);
+	pb_put_bytes(&b, 1, sess->cfg_raw, sess->cfg_raw_len);
+	vp_ipc_conn_reply(c->conn, req, true, false, b.data, b.len, -1);
+	pb_buf_free(&b);
+	vp_svc_log(s, false, "session %llu: attached",
+		   (unsigned long long)sess->id);
+}
+
+static void m_save_for_bugreport(void *ctx, struct vp_ipc_conn *conn,
+				 uint64_t req, const uint8_t *args,
+				 size_t len)
+{
+	(void)ctx;
+	(void)args;
+	(void)len;
+	struct vp_consumer *c = consumer_of(conn);
+	if (!c)
+		return;
+	struct pb_buf b;
+	pb_buf_init(&b);
+	pb_put_varint(&b, 1, 0);
+	pb_put_string(&b, 2, "SaveTraceForBugreport is not supported on Linux");
+	vp_ipc_conn_reply(c->conn, req, true, false, b.data, b.len, -1);
+	pb_buf_free(&b);
+}
+
+static void m_change_trace_config(void *ctx, struct vp_ipc_conn *conn,
+				  uint64_t req, const uint8_t *args,
+				  size_t len)
+{
+	(void)ctx;
+	(void)args;
+	(void)len;
+	struct vp_consumer *c = consumer_of(conn);
+	if (c)
+		reply_error(c, req, "ChangeTraceConfig",
+			    "ChangeTraceConfig is not supported by vtraced");
+}
+
+static void m_clone_session(void *ctx, struct vp_ipc_conn *conn,
+			    uint64_t req, const uint8_t *args, size_t len)
+{
+	(void)ctx;
+	(void)args;
+	(void)len;
+	struct vp_consumer *c = consumer_of(conn);
+	if (c)
+		reply_error(c, req, "CloneSession",
+			    "CloneSession is not supported by vtraced");
+}
+
+/* ---- connections ------------------------------------------------------------ */
+
+static void on_connect(void *ctx, struct vp_ipc_conn *conn)
+{
+	struct vp_service *s = ctx;
+	struct vp_consumer *c = calloc(1, sizeof(*c));
+	if (!c)
+		abort();
+	const struct vp_ipc_peer *peer = vp_ipc_conn_peer(conn);
+	c->svc = s;
+	c->conn = conn;
+	c->pid = peer ? peer->pid : -1;
+	c->uid = peer ? peer->uid : (uid_t)-1;
+	vp_ipc_conn_set_user(conn, c);
+	vp_ptrvec_push(&s->consumers, c);
+	vp_svc_log(s, false, "consumer connected (pid %d uid %d)", (int)c->pid,
+		   (int)c->uid);
+}
+
+static void on_disconnect(void *ctx, struct vp_ipc_conn *conn)
+{
+	struct vp_service *s = ctx;
+	struct vp_consumer *c = consumer_of(conn);
+	if (!c)
+		return;
+	vp_svc_log(s, false, "consumer (pid %d) disconnected", (int)c->pid);
+	read_end(c);
+	if (c->session) {
+		/* Not detached: the session goes with its consumer. */
+		struct vp_session *sess = c->session;
+		sess->enable_pending = false;
+		vp_session_free(sess);
+	}
+	vp_ptrvec_remove(&s->consumers, c);
+	vp_ipc_conn_set_user(conn, NULL);
+	free(c);
+}
+
+static const struct vp_ipc_method consumer_methods[] = {
+	{"EnableTracing", m_enable_tracing},
+	{"DisableTracing", m_disable_tracing},
+	{"ReadBuffers", m_read_buffers},
+	{"FreeBuffers", m_free_buffers},
+	{"Flush", m_flush},
+	{"StartTracing", m_start_tracing},
+	{"ChangeTraceConfig", m_change_trace_config},
+	{"Detach", m_detach},
+	{"Attach", m_attach},
+	{"GetTraceStats", m_get_trace_stats},
+	{"ObserveEvents", m_observe_events},
+	{"QueryServiceState", m_query_service_state},
+	{"QueryCapabilities", m_query_capabilities},
+	{"SaveTraceForBugreport", m_save_for_bugreport},
+	{"CloneSession", m_clone_session},
+};
+
+void vp_consumer_port_describe(struct vp_ipc_service *d,
+			       struct vp_service *s)
+{
+	memset(d, 0, sizeof(*d));
+	d->name = "ConsumerPort";
+	d->methods = consumer_methods;
+	d->n_methods = sizeof(consumer_methods) / sizeof(consumer_methods[0]);
+	d->ctx = s;
+	d->on_connect = on_connect;
+	d->on_disconnect = on_disconnect;
+}

@@ -1,0 +1,219 @@
+/*
+ * packets.c - the packets vtraced writes itself into a session: the trace
+ * config, system info, clock snapshots, the trace UUID, TracingServiceEvents
+ * and TraceStats.  All on the service's own sequence
+ * (trusted_packet_sequence_id 1) with the service's uid and pid, as traced
+ * writes them.  Built with pb_wire; field numbers as Perfetto's.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "perfetto_fields.h"
+#include "service.h"
+
+/* SystemInfo / Utsname fields. */
+enum {
+	SI_UTSNAME = 1,
+	SI_TRACING_SERVICE_VERSION = 4,
+	SI_PAGE_SIZE = 6,
+	SI_NUM_CPUS = 8,
+	SI_MACHINE_NAME = 17,
+	UTS_SYSNAME = 1,
+	UTS_VERSION = 2,
+	UTS_RELEASE = 3,
+	UTS_MACHINE = 4,
+};
+
+/* TraceStats and TraceStats.BufferStats fields. */
+enum {
+	TS_BUFFER_STATS = 1,
+	TS_PRODUCERS_CONNECTED = 2,
+	TS_PRODUCERS_SEEN = 3,
+	TS_DATA_SOURCES_REGISTERED = 4,
+	TS_DATA_SOURCES_SEEN = 5,
+	TS_TRACING_SESSIONS = 6,
+	TS_TOTAL_BUFFERS = 7,
+	TS_CHUNKS_DISCARDED = 8,
+	TS_PATCHES_DISCARDED = 9,
+	TS_INVALID_PACKETS = 10,
+	TS_FLUSHES_REQUESTED = 12,
+	TS_FLUSHES_SUCCEEDED = 13,
+	TS_FLUSHES_FAILED = 14,
+	TS_FINAL_FLUSH_OUTCOME = 15,
+};
+
+#ifndef VP_VERSION
+#define VP_VERSION "0"
+#endif
+
+static void append_service_trusted(struct vp_service *s, struct pb_buf *b)
+{
+	pb_put_varint(b, TP_TRUSTED_UID, (uint64_t)s->uid);
+	pb_put_varint(b, TP_TRUSTED_PID, (uint64_t)s->pid);
+	pb_put_varint(b, TP_TRUSTED_PACKET_SEQUENCE_ID, SVC_SERVICE_SEQ_ID);
+}
+
+/* Starts a service packet: its timestamp (BOOTTIME; marked as such when
+ * the session's trace clock is another one). */
+static void begin(struct vp_session *sess, struct pb_buf *out)
+{
+	pb_buf_reset(out);
+	pb_put_varint(out, TP_TIMESTAMP, vp_svc_clock_ns(CLOCK_BOOTTIME));
+	if (sess->primary_clock &&
+	    sess->primary_clock != BUILTIN_CLOCK_BOOTTIME)
+		pb_put_varint(out, TP_TIMESTAMP_CLOCK_ID,
+			      BUILTIN_CLOCK_BOOTTIME);
+}
+
+static void end(struct vp_session *sess, struct pb_buf *out)
+{
+	append_service_trusted(sess->svc, out);
+}
+
+void vp_pkt_trace_config(struct vp_session *sess, struct pb_buf *out)
+{
+	begin(sess, out);
+	pb_put_bytes(out, TP_TRACE_CONFIG, sess->cfg_raw, sess->cfg_raw_len);
+	end(sess, out);
+}
+
+void vp_pkt_system_info(struct vp_session *sess, struct pb_buf *out)
+{
+	struct utsname u;
+	begin(sess, out);
+	size_t si = pb_begin_nested(out, TP_SYSTEM_INFO);
+	if (uname(&u) == 0) {
+		size_t un = pb_begin_nested(out, SI_UTSNAME);
+		pb_put_string(out, UTS_SYSNAME, u.sysname);
+		pb_put_string(out, UTS_VERSION, u.version);
+		pb_put_string(out, UTS_RELEASE, u.release);
+		pb_put_string(out, UTS_MACHINE, u.machine);
+		pb_end_nested(out, un);
+	}
+	pb_put_string(out, SI_TRACING_SERVICE_VERSION, "vtraced " VP_VERSION);
+	long page = sysconf(_SC_PAGESIZE);
+	if (page > 0)
+		pb_put_varint(out, SI_PAGE_SIZE, (uint64_t)page);
+	long cpus = sysconf(_SC_NPROCESSORS_CONF);
+	if (cpus > 0)
+		pb_put_varint(out, SI_NUM_CPUS, (uint64_t)cpus);
+	if (uname(&u) == 0 && u.nodename[0])
+		pb_put_string(out, SI_MACHINE_NAME, u.nodename);
+	pb_end_nested(out, si);
+	end(sess, out);
+}
+
+static void put_clock(struct pb_buf *out, uint32_t id, int clk)
+{
+	size_t c = pb_begin_nested(out, CS_CLOCKS);
+	pb_put_varint(out, CLK_CLOCK_ID, id);
+	pb_put_varint(out, CLK_TIMESTAMP, vp_svc_clock_ns(clk));
+	pb_end_nested(out, c);
+}
+
+void vp_pkt_clock_snapshot(struct vp_session *sess, struct pb_buf *out)
+{
+	begin(sess, out);
+	size_t cs = pb_begin_nested(out, TP_CLOCK_SNAPSHOT);
+	put_clock(out, BUILTIN_CLOCK_BOOTTIME, CLOCK_BOOTTIME);
+	put_clock(out, BUILTIN_CLOCK_MONOTONIC, CLOCK_MONOTONIC);
+	put_clock(out, BUILTIN_CLOCK_REALTIME, CLOCK_REALTIME);
+	put_clock(out, BUILTIN_CLOCK_MONOTONIC_RAW, CLOCK_MONOTONIC_RAW);
+	put_clock(out, BUILTIN_CLOCK_REALTIME_COARSE, CLOCK_REALTIME_COARSE);
+	put_clock(out, BUILTIN_CLOCK_MONOTONIC_COARSE, CLOCK_MONOTONIC_COARSE);
+	if (sess->primary_clock)
+		pb_put_varint(out, CS_PRIMARY_TRACE_CLOCK, sess->primary_clock);
+	pb_end_nested(out, cs);
+	end(sess, out);
+}
+
+void vp_pkt_trace_uuid(struct vp_session *sess, struct pb_buf *out)
+{
+	uint64_t v[2] = {0, 0};
+	if (getrandom(v, sizeof(v), 0) != (ssize_t)sizeof(v)) {
+		v[0] = vp_svc_clock_ns(CLOCK_REALTIME);
+		v[1] = sess->id ^ ((uint64_t)sess->svc->pid << 32);
+	}
+	begin(sess, out);
+	size_t u = pb_begin_nested(out, TP_TRACE_UUID);
+	pb_put_varint(out, 1, v[0]);
+	pb_put_varint(out, 2, v[1]);
+	pb_end_nested(out, u);
+	end(sess, out);
+}
+
+void vp_pkt_service_event(struct vp_session *sess, uint32_t field,
+			  struct pb_buf *out)
+{
+	begin(sess, out);
+	size_t e = pb_begin_nested(out, TP_SERVICE_EVENT);
+	pb_put_varint(out, field, 1);
+	pb_end_nested(out, e);
+	end(sess, out);
+}
+
+static void put_buffer_stats(struct pb_buf *b, const struct vp_tb_stats *st)
+{
+	size_t n = pb_begin_nested(b, TS_BUFFER_STATS);
+	pb_put_varint(b, 1, st->bytes_written);
+	pb_put_varint(b, 2, st->chunks_written);
+	pb_put_varint(b, 3, st->chunks_overwritten);
+	pb_put_varint(b, 4, st->write_wrap_count);
+	pb_put_varint(b, 5, st->patches_succeeded);
+	pb_put_varint(b, 6, st->patches_failed);
+	pb_put_varint(b, 7, st->readaheads_succeeded);
+	pb_put_varint(b, 8, st->readaheads_failed);
+	pb_put_varint(b, 9, st->abi_violations);
+	pb_put_varint(b, 10, st->chunks_rewritten);
+	pb_put_varint(b, 11, st->chunks_committed_out_of_order);
+	pb_put_varint(b, 12, st->buffer_size);
+	pb_put_varint(b, 13, st->bytes_overwritten);
+	pb_put_varint(b, 14, st->bytes_read);
+	pb_put_varint(b, 15, st->padding_bytes_written);
+	pb_put_varint(b, 16, st->padding_bytes_cleared);
+	pb_put_varint(b, 17, st->chunks_read);
+	pb_put_varint(b, 18, st->chunks_discarded);
+	pb_put_varint(b, 19, st->trace_writer_packet_loss);
+	pb_end_nested(b, n);
+}
+
+void vp_write_trace_stats(struct vp_session *sess, struct pb_buf *b,
+			  uint32_t field)
+{
+	struct vp_service_stats ss;
+	vp_service_get_stats(sess->svc, &ss);
+	size_t n = pb_begin_nested(b, field);
+	for (size_t i = 0; i < sess->n_bufs; i++) {
+		struct vp_tb_stats st;
+		vp_trace_buffer_get_stats(sess->bufs[i]->tb, &st);
+		put_buffer_stats(b, &st);
+	}
+	pb_put_varint(b, TS_PRODUCERS_CONNECTED, ss.producers_connected);
+	pb_put_varint(b, TS_PRODUCERS_SEEN, ss.producers_seen);
+	pb_put_varint(b, TS_DATA_SOURCES_REGISTERED,
+		      ss.data_sources_registered);
+	pb_put_varint(b, TS_DATA_SOURCES_SEEN, ss.data_sources_seen);
+	pb_put_varint(b, TS_TRACING_SESSIONS, ss.tracing_sessions);
+	pb_put_varint(b, TS_TOTAL_BUFFERS, ss.total_buffers);
+	pb_put_varint(b, TS_CHUNKS_DISCARDED, ss.chunks_discarded);
+	pb_put_varint(b, TS_PATCHES_DISCARDED, ss.patches_discarded);
+	pb_put_varint(b, TS_INVALID_PACKETS, sess->invalid_packets);
+	pb_put_varint(b, TS_FLUSHES_REQUESTED, sess->flushes_requested);
+	pb_put_varint(b, TS_FLUSHES_SUCCEEDED, sess->flushes_succeeded);
+	pb_put_varint(b, TS_FLUSHES_FAILED, sess->flushes_failed);
+	if (sess->final_flush_outcome)
+		pb_put_varint(b, TS_FINAL_FLUSH_OUTCOME,
+			      (uint64_t)sess->final_flush_outcome);
+	pb_end_nested(b, n);
+}
+
+void vp_pkt_trace_stats(struct vp_session *sess, struct pb_buf *out)
+{
+	begin(sess, out);
+	vp_write_trace_stats(sess, out, TP_TRACE_STATS);
+	end(sess, out);
+}

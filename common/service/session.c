@@ -1,0 +1,1110 @@
+/*
+ * session.c - tracing sessions: a TraceConfig turned into buffers and data
+ * source instances, and their life: start (now or on StartTracing), the
+ * periodic work (flush, incremental state clearing, clock snapshots, file
+ * writes), flushes, and the end (final flush, StopDataSource and waiting for
+ * the data sources, the last packets, the EnableTracing reply).
+ *
+ * Data sources are matched by name (and the producer filters) against every
+ * producer, including those that register later while the session runs.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "service.h"
+
+#include "perfetto/ipc/consumer_port.pb-c.h"
+
+static void session_finalize(struct vp_session *sess);
+static void session_stop_phase(struct vp_session *sess);
+static void check_all_started(struct vp_session *sess);
+static void drain_to_file(struct vp_session *sess, bool final);
+
+/* ---- lookups ---------------------------------------------------------- */
+
+struct vp_session *vp_session_by_id(struct vp_service *s, uint64_t id)
+{
+	for (size_t i = 0; i < s->sessions.n; i++) {
+		struct vp_session *sess = s->sessions.v[i];
+		if (sess->id == id)
+			return sess;
+	}
+	return NULL;
+}
+
+bool vp_session_alive(struct vp_service *s, const struct vp_session *sess)
+{
+	for (size_t i = 0; i < s->sessions.n; i++)
+		if (s->sessions.v[i] == sess)
+			return true;
+	return false;
+}
+
+bool vp_producer_may_write(struct vp_service *s, struct vp_producer *p,
+			   uint16_t buffer_id)
+{
+	struct vp_svc_buffer *b = vp_buffer_by_id(s, buffer_id);
+	if (!b)
+		return false;
+	const struct vp_session *sess = b->session;
+	for (size_t i = 0; i < sess->instances.n; i++) {
+		const struct vp_ds_instance *inst = sess->instances.v[i];
+		if (inst->producer == p)
+			return true;
+	}
+	return false;
+}
+
+void vp_session_push_packet(struct vp_session *sess, const struct pb_buf *pkt)
+{
+	pb_put_bytes(&sess->pending, 1, pkt->data, pkt->len);
+}
+
+static void push_built(struct vp_session *sess,
+		       void (*build)(struct vp_session *, struct pb_buf *))
+{
+	struct pb_buf b;
+	pb_buf_init(&b);
+	build(sess, &b);
+	vp_session_push_packet(sess, &b);
+	pb_buf_free(&b);
+}
+
+static void push_event(struct vp_session *sess, uint32_t field)
+{
+	if (!sess->service_events)
+		return;
+	struct pb_buf b;
+	pb_buf_init(&b);
+	vp_pkt_service_event(sess, field, &b);
+	vp_session_push_packet(sess, &b);
+	pb_buf_free(&b);
+}
+
+/* Instances changed: the producers' "may write buffer X" answers must be
+ * recomputed. */
+static void forget_write_permissions(struct vp_service *s)
+{
+	for (size_t i = 0; i < s->producers.n; i++) {
+		struct vp_producer *p = s->producers.v[i];
+		p->last_ok_buffer = 0;
+	}
+}
+
+/* ---- matching ------------------------------------------------------------ */
+
+static bool regex_full_match(const char *pattern, const char *name)
+{
+	size_t n = strlen(pattern);
+	char *anchored = malloc(n + 5);
+	if (!anchored)
+		abort();
+	snprintf(anchored, n + 5, "^(%s)$", pattern);
+	regex_t re;
+	bool ok = false;
+	if (regcomp(&re, anchored, REG_EXTENDED | REG_NOSUB) == 0) {
+		ok = regexec(&re, name, 0, NULL, 0) == 0;
+		regfree(&re);
+	}
+	free(anchored);
+	return ok;
+}
+
+static const char *local_machine_name(void)
+{
+	static struct utsname u;
+	static bool done;
+	if (!done) {
+		if (uname(&u) != 0)
+			u.nodename[0] = '\0';
+		done = true;
+	}
+	return u.nodename;
+}
+
+/* Does TraceConfig.data_sources[i] select data source ds of producer p? */
+static bool ds_matches(const struct vp_session *sess, size_t i,
+		       const struct vp_producer *p, const struct vp_svc_ds *ds)
+{
+	const Perfetto__Protos__TraceConfig__DataSource *cd =
+		sess->cfg->data_sources[i];
+	if (!cd->config || !cd->config->name ||
+	    strcmp(cd->config->name, ds->name) != 0)
+		return false;
+	const char *pname = p->name ? p->name : "";
+	if (cd->n_producer_name_filter || cd->n_producer_name_regex_filter) {
+		bool ok = false;
+		for (size_t k = 0; k < cd->n_producer_name_filter && !ok; k++)
+			ok = strcmp(cd->producer_name_filter[k], pname) == 0;
+		for (size_t k = 0; k < cd->n_producer_name_regex_filter && !ok;
+		     k++)
+			ok = regex_full_match(cd->producer_name_regex_filter[k],
+					      pname);
+		if (!ok)
+			return false;
+	}
+	if (cd->n_machine_name_filter) {
+		const char *mname =
+			p->remote ? p->machine_name : local_machine_name();
+		for (size_t k = 0; k < cd->n_machine_name_filter; k++)
+			if (strcmp(cd->machine_name_filter[k], mname) == 0)
+				return true;
+		return false;
+	}
+	/* As traced: other machines' producers only when asked for. */
+	if (p->remote && !(sess->cfg->has_trace_all_machines &&
+			   sess->cfg->trace_all_machines))
+		return false;
+	return true;
+}
+
+static struct vp_ds_instance *find_instance(struct vp_session *sess,
+					    const struct vp_producer *p,
+					    size_t cfg_index)
+{
+	for (size_t i = 0; i < sess->instances.n; i++) {
+		struct vp_ds_instance *inst = sess->instances.v[i];
+		if (inst->producer == p && inst->cfg_index == cfg_index)
+			return inst;
+	}
+	return NULL;
+}
+
+/* The DataSourceConfig for one instance: the consumer's, with
+ * target_buffer naming the global buffer and tracing_session_id set. */
+static void pack_instance_config(struct vp_session *sess, size_t cfg_index,
+				 struct vp_ds_instance *inst)
+{
+	Perfetto__Protos__DataSourceConfig *dc =
+		sess->cfg->data_sources[cfg_index]->config;
+	Perfetto__Protos__DataSourceConfig saved = *dc;
+	uint32_t idx = dc->has_target_buffer ? dc->target_buffer : 0;
+	dc->has_target_buffer = true;
+	dc->target_buffer = sess->bufs[idx]->id;
+	dc->has_tracing_session_id = true;
+	dc->tracing_session_id = sess->id;
+	inst->config_len =
+		perfetto__protos__data_source_config__get_packed_size(dc);
+	inst->config = malloc(inst->config_len ? inst->config_len : 1);
+	if (!inst->config)
+		abort();
+	perfetto__protos__data_source_config__pack(dc, inst->config);
+	*dc = saved;
+}
+
+static void start_instance(struct vp_ds_instance *inst)
+{
+	if (!inst->producer)
+		return;
+	inst->state = inst->will_notify_on_start ? DS_STARTING : DS_STARTED;
+	vp_producer_start_ds(inst->producer, inst->id, inst->config,
+			     inst->config_len);
+}
+
+static void add_instance(struct vp_session *sess, size_t cfg_index,
+			 struct vp_producer *p, const struct vp_svc_ds *ds)
+{
+	struct vp_service *s = sess->svc;
+	struct vp_ds_instance *inst = calloc(1, sizeof(*inst));
+	if (!inst)
+		abort();
+	inst->id = s->next_instance_id++;
+	inst->session = sess;
+	inst->producer = p;
+	inst->producer_id = p->id;
+	inst->cfg_index = cfg_index;
+	inst->ds_name = vp_svc_strndup(ds->name, SVC_MAX_NAME);
+	inst->will_notify_on_start = ds->will_notify_on_start;
+	inst->will_notify_on_stop = ds->will_notify_on_stop;
+	inst->handles_incremental_state_clear =
+		ds->handles_incremental_state_clear;
+	inst->no_flush = ds->no_flush;
+	inst->state = DS_CONFIGURED;
+	pack_instance_config(sess, cfg_index, inst);
+	vp_ptrvec_push(&sess->instances, inst);
+	p->last_ok_buffer = 0;
+	vp_svc_log(s, false, "session %llu: data source %s of producer %u (%s)"
+		   " is instance %llu",
+		   (unsigned long long)sess->id, inst->ds_name, p->id,
+		   p->name ? p->name : "?", (unsigned long long)inst->id);
+	vp_producer_setup_ds(p, inst->id, inst->config, inst->config_len);
+	if (sess->state == SESS_STARTED)
+		start_instance(inst);
+}
+
+/* Adds the instances a (producer, data source) pair gets in a session. */
+static void match_session(struct vp_session *sess, struct vp_producer *p,
+			  const struct vp_svc_ds *ds)
+{
+	if (sess->state != SESS_CONFIGURED && sess->state != SESS_STARTED)
+		return;
+	for (size_t i = 0; i < sess->cfg->n_data_sources; i++) {
+		if (!ds_matches(sess, i, p, ds) || find_instance(sess, p, i))
+			continue;
+		add_instance(sess, i, p, ds);
+	}
+}
+
+void vp_sessions_on_ds_registered(struct vp_service *s, struct vp_producer *p,
+				  const struct vp_svc_ds *ds)
+{
+	for (size_t i = 0; i < s->sessions.n; i++) {
+		struct vp_session *sess = s->sessions.v[i];
+		bool was_all_started = sess->all_started;
+		match_session(sess, p, ds);
+		if (!was_all_started)
+			check_all_started(sess);
+	}
+}
+
+static void free_instance(struct vp_ds_instance *inst)
+{
+	free(inst->ds_name);
+	free(inst->config);
+	free(inst);
+}
+
+/* Anything waiting on data sources may be done now. */
+static void recheck_session(struct vp_session *sess)
+{
+	if (sess->state == SESS_STARTED) {
+		check_all_started(sess);
+		return;
+	}
+	if (sess->state != SESS_DISABLING || sess->t_stop == 0)
+		return;
+	for (size_t i = 0; i < sess->instances.n; i++) {
+		const struct vp_ds_instance *inst = sess->instances.v[i];
+		if (inst->state == DS_STOPPING)
+			return;
+	}
+	vp_loop_cancel(sess->svc->loop, sess->t_stop);
+	sess->t_stop = 0;
+	session_finalize(sess);
+}
+
+void vp_sessions_on_ds_unregistered(struct vp_service *s,
+				    struct vp_producer *p, const char *name)
+{
+	for (size_t i = 0; i < s->sessions.n; i++) {
+		struct vp_session *sess = s->sessions.v[i];
+		for (size_t k = 0; k < sess->instances.n;) {
+			struct vp_ds_instance *inst = sess->instances.v[k];
+			if (inst->producer != p ||
+			    strcmp(inst->ds_name, name) != 0) {
+				k++;
+				continue;
+			}
+			if (inst->state != DS_STOPPED)
+				vp_producer_stop_ds(p, inst->id);
+			inst->producer = NULL;
+			inst->state = DS_STOPPED;
+			k++;
+		}
+	}
+	forget_write_permissions(s);
+	/* Re-checking may finalize sessions; sessions are not freed by it. */
+	for (size_t i = 0; i < s->sessions.n; i++)
+		recheck_session(s->sessions.v[i]);
+}
+
+/* ---- flushes ------------------------------------------------------------- */
+
+static void flush_free(struct vp_flush *f)
+{
+	free(f->pending);
+	free(f);
+}
+
+static void flush_complete(struct vp_flush *f, bool ok)
+{
+	struct vp_session *sess = f->session;
+	struct vp_service *s = sess->svc;
+	vp_ptrvec_remove(&sess->flushes, f);
+	if (f->timer)
+		vp_loop_cancel(s->loop, f->timer);
+	if (ok) {
+		sess->flushes_succeeded++;
+		s->stats.flushes_succeeded++;
+	} else {
+		sess->flushes_failed++;
+		s->stats.flushes_failed++;
+	}
+	vp_flush_done_fn done = f->done;
+	void *ctx = f->ctx;
+	uint64_t arg = f->arg;
+	flush_free(f);
+	if (done)
+		done(sess, ok, ctx, arg);
+}
+
+static void flush_timeout(void *ctx)
+{
+	struct vp_flush *f = ctx;
+	f->timer = 0;
+	vp_svc_log(f->session->svc, true,
+		   "session %llu: flush %llu timed out (%zu producers)",
+		   (unsigned long long)f->session->id,
+		   (unsigned long long)f->id, f->n_pending);
+	flush_complete(f, false);
+}
+
+static void flush_drop_producer(struct vp_flush *f, uint16_t pid)
+{
+	for (size_t i = 0; i < f->n_pending; i++) {
+		if (f->pending[i] != pid)
+			continue;
+		f->pending[i] = f->pending[--f->n_pending];
+		return;
+	}
+}
+
+/* Completes, one at a time, flushes nobody is pending on any more.  A
+ * completion can start or end other flushes, hence the rescan. */
+static void complete_finished_flushes(struct vp_service *s)
+{
+	for (;;) {
+		struct vp_flush *done = NULL;
+		for (size_t i = 0; i < s->sessions.n && !done; i++) {
+			struct vp_session *sess = s->sessions.v[i];
+			for (size_t k = 0; k < sess->flushes.n && !done; k++) {
+				struct vp_flush *f = sess->flushes.v[k];
+				if (f->n_pending == 0)
+					done = f;
+			}
+		}
+		if (!done)
+			return;
+		flush_complete(done, true);
+	}
+}
+
+void vp_session_flush(struct vp_session *sess, uint32_t timeout_ms,
+		      vp_flush_done_fn done, void *ctx, uint64_t arg)
+{
+	struct vp_service *s = sess->svc;
+	struct vp_flush *f = calloc(1, sizeof(*f));
+	if (!f)
+		abort();
+	f->id = s->next_flush_id++;
+	f->session = sess;
+	f->done = done;
+	f->ctx = ctx;
+	f->arg = arg;
+	f->pending = calloc(sess->instances.n ? sess->instances.n : 1,
+			    sizeof(*f->pending));
+	uint64_t *ids = calloc(sess->instances.n ? sess->instances.n : 1,
+			       sizeof(*ids));
+	if (!f->pending || !ids)
+		abort();
+	sess->flushes_requested++;
+	s->stats.flushes_requested++;
+	vp_ptrvec_push(&sess->flushes, f);
+
+	/* One Flush command per producer, naming its instances. */
+	for (size_t i = 0; i < sess->instances.n; i++) {
+		struct vp_ds_instance *first = sess->instances.v[i];
+		struct vp_producer *p = first->producer;
+		if (!p || first->no_flush)
+			continue;
+		bool seen = false;
+		for (size_t k = 0; k < f->n_pending; k++)
+			seen |= f->pending[k] == p->id;
+		if (seen)
+			continue;
+		size_t n = 0;
+		for (size_t k = i; k < sess->instances.n; k++) {
+			struct vp_ds_instance *inst = sess->instances.v[k];
+			if (inst->producer == p && !inst->no_flush)
+				ids[n++] = inst->id;
+		}
+		f->pending[f->n_pending++] = p->id;
+		vp_producer_flush(p, ids, n, f->id);
+	}
+	free(ids);
+	if (f->n_pending == 0) {
+		flush_complete(f, true);
+		return;
+	}
+	f->timer = vp_loop_timer(s->loop,
+				 timeout_ms ? timeout_ms
+					    : SVC_DEFAULT_FLUSH_TIMEOUT_MS,
+				 0, flush_timeout, f);
+}
+
+void vp_sessions_on_flush_ack(struct vp_service *s, struct vp_producer *p,
+			      uint64_t flush_id)
+{
+	/* An ack covers every earlier flush of this producer too. */
+	for (size_t i = 0; i < s->sessions.n; i++) {
+		struct vp_session *sess = s->sessions.v[i];
+		for (size_t k = 0; k < sess->flushes.n; k++) {
+			struct vp_flush *f = sess->flushes.v[k];
+			if (f->id <= flush_id)
+				flush_drop_producer(f, p->id);
+		}
+	}
+	complete_finished_flushes(s);
+}
+
+/* ---- producer events ----------------------------------------------------- */
+
+static struct vp_ds_instance *instance_of(struct vp_service *s,
+					  struct vp_producer *p, uint64_t id)
+{
+	for (size_t i = 0; i < s->sessions.n; i++) {
+		struct vp_session *sess = s->sessions.v[i];
+		for (size_t k = 0; k < sess->instances.n; k++) {
+			struct vp_ds_instance *inst = sess->instances.v[k];
+			if (inst->id == id && inst->producer == p)
+				return inst;
+		}
+	}
+	return NULL;
+}
+
+void vp_sessions_on_ds_started(struct vp_service *s, struct vp_producer *p,
+			       uint64_t instance_id)
+{
+	struct vp_ds_instance *inst = instance_of(s, p, instance_id);
+	if (!inst) {
+		s->stats.invalid_requests++;
+		return;
+	}
+	if (inst->state == DS_STARTING)
+		inst->state = DS_STARTED;
+	check_all_started(inst->session);
+}
+
+void vp_sessions_on_ds_stopped(struct vp_service *s, struct vp_producer *p,
+			       uint64_t instance_id)
+{
+	struct vp_ds_instance *inst = instance_of(s, p, instance_id);
+	if (!inst) {
+		s->stats.invalid_requests++;
+		return;
+	}
+	inst->state = DS_STOPPED;
+	recheck_session(inst->session);
+}
+
+void vp_sessions_on_producer_gone(struct vp_service *s, struct vp_producer *p)
+{
+	for (size_t i = 0; i < s->sessions.n; i++) {
+		struct vp_session *sess = s->sessions.v[i];
+		for (size_t k = 0; k < sess->flushes.n; k++)
+			flush_drop_producer(sess->flushes.v[k], p->id);
+		for (size_t k = 0; k < sess->instances.n;) {
+			struct vp_ds_instance *inst = sess->instances.v[k];
+			if (inst->producer != p) {
+				k++;
+				continue;
+			}
+			vp_ptrvec_remove(&sess->instances, inst);
+			free_instance(inst);
+		}
+	}
+	complete_finished_flushes(s);
+	for (size_t i = 0; i < s->sessions.n; i++)
+		recheck_session(s->sessions.v[i]);
+}
+
+/* ---- start --------------------------------------------------------------- */
+
+static void check_all_started(struct vp_session *sess)
+{
+	if (sess->all_started || sess->state != SESS_STARTED)
+		return;
+	for (size_t i = 0; i < sess->instances.n; i++) {
+		const struct vp_ds_instance *inst = sess->instances.v[i];
+		if (inst->producer && inst->state < DS_STARTED)
+			return;
+	}
+	sess->all_started = true;
+	push_event(sess, TSE_ALL_DATA_SOURCES_STARTED);
+	vp_svc_log(sess->svc, false, "session %llu: all data sources started",
+		   (unsigned long long)sess->id);
+	if (sess->consumer)
+		vp_consumer_all_started(sess->consumer);
+}
+
+static void on_duration(void *ctx)
+{
+	struct vp_session *sess = ctx;
+	sess->t_duration = 0;
+	vp_svc_log(sess->svc, false, "session %llu: duration elapsed",
+		   (unsigned long long)sess->id);
+	vp_session_disable(sess, true);
+}
+
+static void on_periodic_flush(void *ctx)
+{
+	struct vp_session *sess = ctx;
+	if (sess->state != SESS_STARTED)
+		return;
+	uint32_t t = sess->cfg->has_flush_timeout_ms
+			     ? sess->cfg->flush_timeout_ms
+			     : SVC_DEFAULT_FLUSH_TIMEOUT_MS;
+	vp_session_flush(sess, t, NULL, NULL, 0);
+}
+
+static void on_clear_incremental(void *ctx)
+{
+	struct vp_session *sess = ctx;
+	if (sess->state != SESS_STARTED)
+		return;
+	uint64_t *ids = calloc(sess->instances.n ? sess->instances.n : 1,
+			       sizeof(*ids));
+	bool *done = calloc(sess->instances.n ? sess->instances.n : 1, 1);
+	if (!ids || !done)
+		abort();
+	for (size_t i = 0; i < sess->instances.n; i++) {
+		struct vp_ds_instance *first = sess->instances.v[i];
+		if (done[i] || !first->producer)
+			continue;
+		size_t n = 0;
+		for (size_t k = i; k < sess->instances.n; k++) {
+			struct vp_ds_instance *inst = sess->instances.v[k];
+			if (inst->producer != first->producer)
+				continue;
+			done[k] = true;
+			if (inst->handles_incremental_state_clear &&
+			    inst->state == DS_STARTED)
+				ids[n++] = inst->id;
+		}
+		if (n)
+			vp_producer_clear_incremental(first->producer, ids, n);
+	}
+	free(ids);
+	free(done);
+}
+
+static void on_snapshot(void *ctx)
+{
+	struct vp_session *sess = ctx;
+	if (sess->state == SESS_STARTED)
+		push_built(sess, vp_pkt_clock_snapshot);
+}
+
+static void on_file_period(void *ctx)
+{
+	struct vp_session *sess = ctx;
+	drain_to_file(sess, false);
+}
+
+static uint32_t period(uint32_t v)
+{
+	return v < SVC_MIN_PERIODIC_MS ? SVC_MIN_PERIODIC_MS : v;
+}
+
+void vp_session_start(struct vp_session *sess)
+{
+	struct vp_service *s = sess->svc;
+	const Perfetto__Protos__TraceConfig *cfg = sess->cfg;
+	const Perfetto__Protos__TraceConfig__BuiltinDataSource *bi =
+		cfg->builtin_data_sources;
+	if (sess->state != SESS_CONFIGURED)
+		return;
+	sess->state = SESS_STARTED;
+	vp_svc_log(s, false, "session %llu: started (%zu buffers, %zu data "
+		   "source instances)",
+		   (unsigned long long)sess->id, sess->n_bufs,
+		   sess->instances.n);
+
+	if (!(bi && bi->has_disable_trace_config && bi->disable_trace_config))
+		push_built(sess, vp_pkt_trace_config);
+	if (!(bi && bi->has_disable_system_info && bi->disable_system_info))
+		push_built(sess, vp_pkt_system_info);
+	push_built(sess, vp_pkt_trace_uuid);
+	if (sess->clock_snapshots)
+		push_built(sess, vp_pkt_clock_snapshot);
+	push_event(sess, TSE_TRACING_STARTED);
+
+	for (size_t i = 0; i < sess->instances.n; i++) {
+		struct vp_ds_instance *inst = sess->instances.v[i];
+		if (inst->state == DS_CONFIGURED)
+			start_instance(inst);
+	}
+
+	if (cfg->has_duration_ms && cfg->duration_ms > 0)
+		sess->t_duration = vp_loop_timer(s->loop, cfg->duration_ms, 0,
+						 on_duration, sess);
+	if (cfg->has_flush_period_ms && cfg->flush_period_ms > 0) {
+		uint32_t p = period(cfg->flush_period_ms);
+		sess->t_flush_period = vp_loop_timer(s->loop, p, p,
+						     on_periodic_flush, sess);
+	}
+	if (cfg->incremental_state_config &&
+	    cfg->incremental_state_config->has_clear_period_ms &&
+	    cfg->incremental_state_config->clear_period_ms > 0) {
+		uint32_t p =
+			period(cfg->incremental_state_config->clear_period_ms);
+		sess->t_clear = vp_loop_timer(s->loop, p, p,
+					      on_clear_incremental, sess);
+	}
+	if (sess->clock_snapshots) {
+		uint32_t p = SVC_DEFAULT_SNAPSHOT_MS;
+		if (bi && bi->has_snapshot_interval_ms &&
+		    bi->snapshot_interval_ms > 0)
+			p = period(bi->snapshot_interval_ms);
+		sess->t_snapshot =
+			vp_loop_timer(s->loop, p, p, on_snapshot, sess);
+	}
+	if (sess->file_fd >= 0) {
+		uint32_t p = SVC_DEFAULT_FILE_PERIOD_MS;
+		if (cfg->has_file_write_period_ms &&
+		    cfg->file_write_period_ms > 0)
+			p = cfg->file_write_period_ms;
+		if (p < SVC_MIN_FILE_PERIOD_MS)
+			p = SVC_MIN_FILE_PERIOD_MS;
+		sess->t_file =
+			vp_loop_timer(s->loop, p, p, on_file_period, sess);
+	}
+	check_all_started(sess);
+}
+
+/* ---- stop ---------------------------------------------------------------- */
+
+static void cancel_timer(struct vp_session *sess, uint64_t *t)
+{
+	if (*t)
+		vp_loop_cancel(sess->svc->loop, *t);
+	*t = 0;
+}
+
+static void cancel_periodic(struct vp_session *sess)
+{
+	cancel_timer(sess, &sess->t_duration);
+	cancel_timer(sess, &sess->t_flush_period);
+	cancel_timer(sess, &sess->t_clear);
+	cancel_timer(sess, &sess->t_snapshot);
+	cancel_timer(sess, &sess->t_file);
+}
+
+static void session_finalize(struct vp_session *sess)
+{
+	if (sess->state == SESS_STOPPED)
+		return;
+	sess->state = SESS_STOPPED;
+	cancel_timer(sess, &sess->t_stop);
+	if (sess->clock_snapshots)
+		push_built(sess, vp_pkt_clock_snapshot);
+	push_event(sess, TSE_TRACING_DISABLED);
+	vp_svc_log(sess->svc, false, "session %llu: stopped",
+		   (unsigned long long)sess->id);
+	if (sess->file_fd >= 0) {
+		drain_to_file(sess, true);
+		if (sess->file_fd >= 0)
+			close(sess->file_fd);
+		sess->file_fd = -1;
+	}
+	if (sess->consumer)
+		vp_consumer_session_ended(sess->consumer, sess, NULL);
+	vp_svc_check_shutdown(sess->svc);
+}
+
+static void on_stop_timeout(void *ctx)
+{
+	struct vp_session *sess = ctx;
+	sess->t_stop = 0;
+	vp_svc_log(sess->svc, true,
+		   "session %llu: data sources did not stop in time",
+		   (unsigned long long)sess->id);
+	session_finalize(sess);
+}
+
+static void session_stop_phase(struct vp_session *sess)
+{
+	bool wait = false;
+	for (size_t i = 0; i < sess->instances.n; i++) {
+		struct vp_ds_instance *inst = sess->instances.v[i];
+		if (!inst->producer || inst->state == DS_STOPPED ||
+		    inst->state == DS_STOPPING)
+			continue;
+		vp_producer_stop_ds(inst->producer, inst->id);
+		if (inst->will_notify_on_stop) {
+			inst->state = DS_STOPPING;
+			wait = true;
+		} else {
+			inst->state = DS_STOPPED;
+		}
+	}
+	if (!wait) {
+		session_finalize(sess);
+		return;
+	}
+	uint32_t t = sess->cfg->has_data_source_stop_timeout_ms &&
+				     sess->cfg->data_source_stop_timeout_ms
+			     ? sess->cfg->data_source_stop_timeout_ms
+			     : SVC_DEFAULT_STOP_TIMEOUT_MS;
+	sess->t_stop = vp_loop_timer(sess->svc->loop, t, 0, on_stop_timeout,
+				     sess);
+}
+
+static void after_final_flush(struct vp_session *sess, bool ok, void *ctx,
+			      uint64_t arg)
+{
+	(void)ctx;
+	(void)arg;
+	sess->final_flush_outcome = ok ? 1 : 2;
+	if (sess->state == SESS_DISABLING)
+		session_stop_phase(sess);
+}
+
+void vp_session_disable(struct vp_session *sess, bool flush_first)
+{
+	if (sess->state == SESS_DISABLING || sess->state == SESS_STOPPED)
+		return;
+	bool was_started = sess->state == SESS_STARTED;
+	sess->state = SESS_DISABLING;
+	cancel_periodic(sess);
+	vp_svc_log(sess->svc, false, "session %llu: stopping%s",
+		   (unsigned long long)sess->id,
+		   flush_first ? " (final flush)" : "");
+	if (flush_first && was_started) {
+		uint32_t t = sess->cfg->has_flush_timeout_ms &&
+					     sess->cfg->flush_timeout_ms
+				     ? sess->cfg->flush_timeout_ms
+				     : SVC_DEFAULT_FLUSH_TIMEOUT_MS;
+		vp_session_flush(sess, t, after_final_flush, NULL, 0);
+		return;
+	}
+	session_stop_phase(sess);
+}
+
+/* ---- write_into_file ----------------------------------------------------- */
+
+static int write_all(int fd, const uint8_t *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && errno == EAGAIN) {
+			struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+			if (poll(&pfd, 1, 1000) <= 0)
+				return -1;
+			continue;
+		}
+		if (w <= 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* Moves what the session holds into its output file, as Trace.packet
+ * records.  Stops the session when the file reaches max_file_size_bytes or
+ * cannot be written. */
+static void drain_to_file(struct vp_session *sess, bool final)
+{
+	if (sess->file_fd < 0)
+		return;
+	struct vp_session_reader rd;
+	vp_session_reader_init(&rd, sess, final);
+	bool stop = false;
+	const char *why = NULL;
+	uint8_t hdr[1 + PB_MAX_VARINT_LEN];
+	while (vp_session_reader_next(&rd) == 1) {
+		hdr[0] = 0x0a;
+		size_t hl = 1 + pb_encode_varint(hdr + 1, rd.pkt.len);
+		uint64_t rec = hl + rd.pkt.len;
+		if (sess->max_file_size &&
+		    sess->file_bytes + rec > sess->max_file_size) {
+			stop = true;
+			why = "max_file_size_bytes reached";
+			break;
+		}
+		if (write_all(sess->file_fd, hdr, hl) < 0 ||
+		    write_all(sess->file_fd, rd.pkt.data, rd.pkt.len) < 0) {
+			stop = true;
+			why = "cannot write the output file";
+			close(sess->file_fd);
+			sess->file_fd = -1;
+			break;
+		}
+		sess->file_bytes += rec;
+	}
+	vp_session_reader_fini(&rd);
+	if (!stop)
+		return;
+	vp_svc_log(sess->svc, !why || why[0] == 'c', "session %llu: %s",
+		   (unsigned long long)sess->id, why);
+	if (!final)
+		vp_session_disable(sess, false);
+}
+
+/* ---- creation ------------------------------------------------------------ */
+
+/* The raw TraceConfig inside EnableTracingRequest (field 1). */
+static bool raw_trace_config(const uint8_t *args, size_t len,
+			     const uint8_t **cfg, size_t *cfg_len)
+{
+	struct pb_reader r;
+	struct pb_field f;
+	bool found = false;
+	pb_reader_init(&r, args, len);
+	while (pb_next(&r, &f)) {
+		if (f.num == 1 && f.wt == PB_WT_LEN) {
+			*cfg = f.data;
+			*cfg_len = f.len;
+			found = true;
+		}
+	}
+	return found && r.err == PB_OK;
+}
+
+static int check_config(struct vp_service *s,
+			const Perfetto__Protos__TraceConfig *cfg,
+			uint64_t *total, struct vp_error *err)
+{
+	if (s->sessions.n >= SVC_MAX_SESSIONS)
+		return vp_errorf(err, "too many tracing sessions (max %u)",
+				 SVC_MAX_SESSIONS);
+	if (cfg->n_buffers == 0)
+		return vp_errorf(err, "TraceConfig has no buffers");
+	if (cfg->n_buffers > SVC_MAX_BUFFERS_PER_SESSION)
+		return vp_errorf(err, "TraceConfig has %zu buffers (max %u)",
+				 cfg->n_buffers, SVC_MAX_BUFFERS_PER_SESSION);
+	*total = 0;
+	for (size_t i = 0; i < cfg->n_buffers; i++) {
+		const Perfetto__Protos__TraceConfig__BufferConfig *b =
+			cfg->buffers[i];
+		if (!b->has_size_kb || b->size_kb == 0)
+			return vp_errorf(err, "buffers[%zu]: size_kb is 0", i);
+		*total += (uint64_t)b->size_kb * 1024u;
+	}
+	if (*total + s->total_buffer_bytes > SVC_MAX_TOTAL_BUFFER_BYTES)
+		return vp_errorf(err,
+				 "buffers of %llu KiB exceed the service's "
+				 "limit (%llu KiB in use, %llu KiB max)",
+				 (unsigned long long)(*total / 1024),
+				 (unsigned long long)(s->total_buffer_bytes /
+						      1024),
+				 SVC_MAX_TOTAL_BUFFER_BYTES / 1024);
+	for (size_t i = 0; i < cfg->n_data_sources; i++) {
+		const Perfetto__Protos__TraceConfig__DataSource *d =
+			cfg->data_sources[i];
+		if (!d->config || !d->config->name || !d->config->name[0])
+			return vp_errorf(err,
+					 "data_sources[%zu]: no config.name",
+					 i);
+		if (d->config->has_target_buffer &&
+		    d->config->target_buffer >= cfg->n_buffers)
+			return vp_errorf(err,
+					 "data_sources[%zu] (%s): target_buffer"
+					 " %u out of range (%zu buffers)",
+					 i, d->config->name,
+					 d->config->target_buffer,
+					 cfg->n_buffers);
+	}
+	if (cfg->unique_session_name && cfg->unique_session_name[0]) {
+		for (size_t i = 0; i < s->sessions.n; i++) {
+			const struct vp_session *o = s->sessions.v[i];
+			const char *n = o->cfg->unique_session_name;
+			if (n && strcmp(n, cfg->unique_session_name) == 0)
+				return vp_errorf(
+					err,
+					"a session named \"%s\" already exists",
+					n);
+		}
+	}
+	return 0;
+}
+
+static uint16_t alloc_buffer_id(struct vp_service *s)
+{
+	for (unsigned tries = 0; tries < SVC_MAX_BUFFER_IDS; tries++) {
+		uint16_t id = s->next_buffer_id++;
+		if (s->next_buffer_id >= SVC_MAX_BUFFER_IDS)
+			s->next_buffer_id = 1;
+		if (id != 0 && !s->buffers[id])
+			return id;
+	}
+	return 0;
+}
+
+static int create_buffers(struct vp_session *sess, struct vp_error *err)
+{
+	struct vp_service *s = sess->svc;
+	const Perfetto__Protos__TraceConfig *cfg = sess->cfg;
+	sess->bufs = calloc(cfg->n_buffers, sizeof(*sess->bufs));
+	if (!sess->bufs)
+		abort();
+	for (size_t i = 0; i < cfg->n_buffers; i++) {
+		const Perfetto__Protos__TraceConfig__BufferConfig *bc =
+			cfg->buffers[i];
+		uint16_t id = alloc_buffer_id(s);
+		if (id == 0)
+			return vp_errorf(err, "out of buffer ids");
+		struct vp_svc_buffer *b = calloc(1, sizeof(*b));
+		if (!b)
+			abort();
+		enum vp_fill_policy pol =
+			bc->has_fill_policy &&
+				bc->fill_policy ==
+					PERFETTO__PROTOS__TRACE_CONFIG__BUFFER_CONFIG__FILL_POLICY__DISCARD
+				? VP_FILL_DISCARD
+				: VP_FILL_RING_BUFFER;
+		if (vp_trace_buffer_new(&b->tb, (size_t)bc->size_kb * 1024u,
+					pol, err) < 0) {
+			free(b);
+			return -1;
+		}
+		b->id = id;
+		b->session = sess;
+		b->size = vp_trace_buffer_size(b->tb);
+		s->buffers[id] = b;
+		s->total_buffer_bytes += b->size;
+		sess->bufs[sess->n_bufs++] = b;
+	}
+	return 0;
+}
+
+static void configure_builtins(struct vp_session *sess)
+{
+	const Perfetto__Protos__TraceConfig__BuiltinDataSource *bi =
+		sess->cfg->builtin_data_sources;
+	sess->service_events =
+		!(bi && bi->has_disable_service_events &&
+		  bi->disable_service_events);
+	sess->clock_snapshots =
+		!(bi && bi->has_disable_clock_snapshotting &&
+		  bi->disable_clock_snapshotting);
+	if (bi && bi->has_primary_trace_clock)
+		sess->primary_clock = (uint32_t)bi->primary_trace_clock;
+}
+
+int vp_session_create(struct vp_service *s, struct vp_consumer *c,
+		      uint64_t request_id, const uint8_t *args, size_t len,
+		      int file_fd, struct vp_error *err)
+{
+	const uint8_t *raw = NULL;
+	size_t raw_len = 0;
+	uint64_t total = 0;
+	if (!raw_trace_config(args, len, &raw, &raw_len))
+		return vp_errorf(err, "EnableTracing: no trace_config");
+	Perfetto__Protos__TraceConfig *cfg =
+		perfetto__protos__trace_config__unpack(NULL, raw_len, raw);
+	if (!cfg)
+		return vp_errorf(err, "EnableTracing: TraceConfig (%zu bytes) "
+				 "does not decode", raw_len);
+	if (check_config(s, cfg, &total, err) < 0) {
+		perfetto__protos__trace_config__free_unpacked(cfg, NULL);
+		return -1;
+	}
+	bool to_file = cfg->has_write_into_file && cfg->write_into_file;
+	if (to_file && file_fd < 0) {
+		perfetto__protos__trace_config__free_unpacked(cfg, NULL);
+		return vp_errorf(err, "write_into_file is set but no file "
+				 "descriptor came with EnableTracing");
+	}
+
+	struct vp_session *sess = calloc(1, sizeof(*sess));
+	if (!sess)
+		abort();
+	sess->svc = s;
+	sess->id = s->next_session_id++;
+	sess->cfg = cfg;
+	sess->cfg_raw = malloc(raw_len ? raw_len : 1);
+	if (!sess->cfg_raw)
+		abort();
+	memcpy(sess->cfg_raw, raw, raw_len);
+	sess->cfg_raw_len = raw_len;
+	sess->file_fd = -1;
+	sess->uid = c ? c->uid : (uid_t)-1;
+	pb_buf_init(&sess->pending);
+	configure_builtins(sess);
+	vp_ptrvec_push(&s->sessions, sess);
+	if (create_buffers(sess, err) < 0) {
+		vp_session_free(sess);
+		return -1;
+	}
+	if (to_file) {
+		sess->file_fd = file_fd;
+		if (cfg->has_max_file_size_bytes)
+			sess->max_file_size = cfg->max_file_size_bytes;
+	}
+	sess->consumer = c;
+	if (c) {
+		c->session = sess;
+		sess->enable_pending = true;
+		sess->enable_req = request_id;
+	}
+	vp_svc_log(s, false, "session %llu: enabled (%zu KiB of buffers%s)",
+		   (unsigned long long)sess->id, (size_t)(total / 1024),
+		   to_file ? ", into a file" : "");
+
+	for (size_t i = 0; i < s->producers.n; i++) {
+		struct vp_producer *p = s->producers.v[i];
+		for (size_t k = 0; k < p->n_ds; k++)
+			match_session(sess, p, &p->ds[k]);
+	}
+	if (!(cfg->has_deferred_start && cfg->deferred_start))
+		vp_session_start(sess);
+	return 0;
+}
+
+/* ---- freeing ------------------------------------------------------------- */
+
+void vp_session_free(struct vp_session *sess)
+{
+	struct vp_service *s = sess->svc;
+	if (sess->consumer)
+		vp_consumer_abort_read(sess->consumer, sess);
+	if (sess->state != SESS_STOPPED) {
+		for (size_t i = 0; i < sess->instances.n; i++) {
+			struct vp_ds_instance *inst = sess->instances.v[i];
+			if (inst->producer && inst->state != DS_STOPPED)
+				vp_producer_stop_ds(inst->producer, inst->id);
+		}
+	}
+	cancel_periodic(sess);
+	cancel_timer(sess, &sess->t_stop);
+	/* Pending flushes end without their callbacks: the session they
+	 * would act on is going. */
+	while (sess->flushes.n) {
+		struct vp_flush *f = sess->flushes.v[sess->flushes.n - 1];
+		sess->flushes.n--;
+		if (f->timer)
+			vp_loop_cancel(s->loop, f->timer);
+		flush_free(f);
+	}
+	if (sess->file_fd >= 0) {
+		drain_to_file(sess, true);
+		if (sess->file_fd >= 0)
+			close(sess->file_fd);
+		sess->file_fd = -1;
+	}
+	for (size_t i = 0; i < sess->n_bufs; i++) {
+		struct vp_svc_buffer *b = sess->bufs[i];
+		s->buffers[b->id] = NULL;
+		s->total_buffer_bytes -= b->size;
+		vp_trace_buffer_free(b->tb);
+		free(b);
+	}
+	free(sess->bufs);
+	for (size_t i = 0; i < sess->instances.n; i++)
+		free_instance(sess->instances.v[i]);
+	vp_ptrvec_free(&sess->instances);
+	vp_ptrvec_free(&sess->flushes);
+	if (sess->consumer && sess->consumer->session == sess)
+		sess->consumer->session = NULL;
+	vp_ptrvec_remove(&s->sessions, sess);
+	forget_write_permissions(s);
+	vp_svc_log(s, false, "session %llu: freed",
+		   (unsigned long long)sess->id);
+	perfetto__protos__trace_config__free_unpacked(sess->cfg, NULL);
+	free(sess->cfg_raw);
+	free(sess->detach_key);
+	pb_buf_free(&sess->pending);
+	free(sess);
+	vp_svc_check_shutdown(s);
+}

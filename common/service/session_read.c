@@ -1,0 +1,189 @@
+/*
+ * session_read.c - reading a session out, one packet at a time: first the
+ * packets the service queued (trace config, clock snapshots, events), then
+ * each buffer's packets, then (optionally) the trace stats and the
+ * read_tracing_buffers_completed event.
+ *
+ * Every producer packet gets the trusted fields appended after the
+ * producer's bytes (protobuf: the last value wins): trusted_uid,
+ * trusted_pid, trusted_packet_sequence_id, previous_packet_dropped and, for
+ * other machines, machine_id.  A producer cannot forge them: a packet whose
+ * own bytes carry any of those fields at the top level, or that does not
+ * parse, is dropped and counted in invalid_packets (what traced does).
+ *
+ * ReadBuffers and the write_into_file drain both use this reader.
+ */
+#include <string.h>
+
+#include "perfetto_fields.h"
+#include "service.h"
+
+void vp_session_reader_init(struct vp_session_reader *r,
+			    struct vp_session *sess, bool with_stats)
+{
+	memset(r, 0, sizeof(*r));
+	r->session = sess;
+	r->stage = RD_SERVICE_PACKETS;
+	r->with_stats = with_stats;
+	pb_buf_init(&r->pkt);
+}
+
+void vp_session_reader_fini(struct vp_session_reader *r)
+{
+	pb_buf_free(&r->pkt);
+}
+
+void vp_session_reader_resume(struct vp_session_reader *r)
+{
+	/* A new pass over the current buffer: chunks may have been added or
+	 * overwritten meanwhile; what was read is gone from it. */
+	r->buf_begun = false;
+}
+
+/* False if the packet's top level does not parse or carries a field only
+ * the service may set. */
+static bool producer_packet_ok(const uint8_t *p, size_t len)
+{
+	struct pb_reader rd;
+	struct pb_field f;
+	pb_reader_init(&rd, p, len);
+	while (pb_next(&rd, &f)) {
+		switch (f.num) {
+		case TP_TRUSTED_UID:
+		case TP_TRUSTED_PID:
+		case TP_TRUSTED_PACKET_SEQUENCE_ID:
+		case TP_MACHINE_ID:
+			return false;
+		default:
+			break;
+		}
+	}
+	return rd.err == PB_OK;
+}
+
+static void append_trusted(struct pb_buf *b,
+			   const struct vp_tb_packet_info *info)
+{
+	if (info->meta.uid >= 0)
+		pb_put_varint(b, TP_TRUSTED_UID, (uint64_t)info->meta.uid);
+	if (info->meta.pid > 0)
+		pb_put_varint(b, TP_TRUSTED_PID, (uint64_t)info->meta.pid);
+	pb_put_varint(b, TP_TRUSTED_PACKET_SEQUENCE_ID,
+		      info->meta.sequence_id);
+	if (info->previous_packet_dropped)
+		pb_put_varint(b, TP_PREVIOUS_PACKET_DROPPED, 1);
+	if (info->meta.machine_id)
+		pb_put_varint(b, TP_MACHINE_ID, info->meta.machine_id);
+}
+
+/* The next queued service packet, if any. */
+static bool next_service_packet(struct vp_session_reader *r)
+{
+	struct vp_session *sess = r->session;
+	struct pb_reader rd;
+	struct pb_field f;
+	if (sess->pending_off >= sess->pending.len) {
+		sess->pending.len = 0;
+		sess->pending_off = 0;
+		return false;
+	}
+	pb_reader_init(&rd, sess->pending.data + sess->pending_off,
+		       sess->pending.len - sess->pending_off);
+	if (!pb_next(&rd, &f) || f.wt != PB_WT_LEN) {
+		/* Cannot happen (we framed them); drop the rest. */
+		sess->pending.len = 0;
+		sess->pending_off = 0;
+		return false;
+	}
+	pb_buf_reset(&r->pkt);
+	pb_put_raw(&r->pkt, f.data, f.len);
+	sess->pending_off += (size_t)(f.end - f.start);
+	return true;
+}
+
+/* The next valid packet of the current buffer; false when the buffer has
+ * nothing more for this pass (or this reader read a buffer's worth). */
+static bool next_buffer_packet(struct vp_session_reader *r,
+			       struct vp_svc_buffer *b)
+{
+	struct vp_session *sess = r->session;
+	if (!r->buf_begun) {
+		vp_trace_buffer_begin_read(b->tb);
+		r->buf_begun = true;
+	}
+	while (r->buf_bytes <= b->size) {
+		struct vp_tb_packet_info info;
+		pb_buf_reset(&r->pkt);
+		memset(&info, 0, sizeof(info));
+		if (vp_trace_buffer_read_packet(b->tb, &r->pkt, &info) != 1)
+			return false;
+		r->buf_bytes += r->pkt.len;
+		if (!producer_packet_ok(r->pkt.data, r->pkt.len)) {
+			sess->invalid_packets++;
+			sess->svc->stats.invalid_packets++;
+			continue;
+		}
+		append_trusted(&r->pkt, &info);
+		return true;
+	}
+	return false;
+}
+
+int vp_session_reader_next(struct vp_session_reader *r)
+{
+	struct vp_session *sess = r->session;
+	for (;;) {
+		switch (r->stage) {
+		case RD_SERVICE_PACKETS:
+			if (next_service_packet(r))
+				return 1;
+			r->stage = RD_BUFFERS;
+			r->buf_idx = 0;
+			r->buf_begun = false;
+			r->buf_bytes = 0;
+			break;
+		case RD_BUFFERS:
+			if (r->buf_idx >= sess->n_bufs) {
+				r->stage = RD_TAIL;
+				break;
+			}
+			if (next_buffer_packet(r, sess->bufs[r->buf_idx]))
+				return 1;
+			r->buf_idx++;
+			r->buf_begun = false;
+			r->buf_bytes = 0;
+			break;
+		case RD_TAIL:
+			if (r->tail_step == 0) {
+				/* Service packets queued during the read. */
+				if (next_service_packet(r))
+					return 1;
+				r->tail_step = 1;
+			}
+			if (r->tail_step == 1) {
+				r->tail_step = 2;
+				if (r->with_stats) {
+					vp_pkt_trace_stats(sess, &r->pkt);
+					return 1;
+				}
+			}
+			if (r->tail_step == 2) {
+				r->tail_step = 3;
+				if (sess->state == SESS_STOPPED &&
+				    sess->service_events &&
+				    !sess->read_completed_emitted) {
+					sess->read_completed_emitted = true;
+					vp_pkt_service_event(
+						sess,
+						TSE_READ_TRACING_BUFFERS_COMPLETED,
+						&r->pkt);
+					return 1;
+				}
+			}
+			r->stage = RD_DONE;
+			break;
+		case RD_DONE:
+			return 0;
+		}
+	}
+}
