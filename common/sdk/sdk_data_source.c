@@ -187,7 +187,6 @@ struct vp_ds_instance *vp_instance_setup(struct vp_data_source *ds,
 	inst->config_len = inst->config ? len : 0;
 	inst->target_buffer = vp_ds_config_target_buffer(cfg, len);
 	inst->clear_period_ns = (uint64_t)vp_g.clear_period_ms * 1000000ull;
-	inst->started_cb_done = false;
 	inst->writers = NULL;
 	if (ds->is_track_event)
 		inst->te = vp_te_config_from_ds_config(cfg, len);
@@ -218,7 +217,6 @@ void vp_instance_start(struct vp_ds_instance *inst)
 	if (ds->desc.on_start)
 		ds->desc.on_start(ds->desc.ctx, inst, inst->config,
 				  inst->config_len);
-	inst->started_cb_done = true;
 }
 
 void vp_instance_stop(struct vp_ds_instance *inst)

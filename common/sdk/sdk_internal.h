@@ -106,7 +106,6 @@ struct vp_ds_instance {
 	_Atomic uint32_t clear_gen; /* bumped to clear incremental state */
 	uint64_t clear_period_ns;   /* in process: periodic clears (0: none) */
 	int slot;                /* track_event slot, -1 for the others */
-	bool started_cb_done;
 	uint8_t *config;         /* serialized DataSourceConfig */
 	size_t config_len;
 	struct vp_te_config *te; /* track_event: parsed TrackEventConfig */
@@ -145,7 +144,6 @@ struct vp_writer {
 	struct vp_smb_chunk smb_chunk;
 	uint32_t next_chunk_id;
 	uint32_t smb_cursor;
-	uint64_t smb_epoch;       /* the SMB this chunk belongs to */
 
 	/* Drops (SMB full). */
 	bool dropping;
@@ -214,7 +212,6 @@ struct vp_sdk {
 	/* Shared memory (SMB) or the private arena of emulation mode. */
 	struct vp_smb smb;
 	uint8_t *arena;          /* emulation: private memory under smb */
-	_Atomic uint64_t smb_epoch; /* bumped whenever smb changes */
 	enum vp_page_layout layout;
 
 	/* Chunks waiting for CommitData (system backend). */

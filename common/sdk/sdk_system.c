@@ -456,9 +456,7 @@ static void cmd_flush(struct vp_system *s, const uint8_t *p, size_t len)
 		if (f.num == 2 && f.wt == PB_WT_VARINT)
 			req = f.val;
 	for_each_id(p, len, flush_instance);
-	sys_commit(s, req);
-	if (req == 0)
-		return;
+	sys_commit(s, req); /* flush_request_id acknowledges the flush */
 }
 
 static void on_async_command(void *ctx, const struct vp_ipc_reply *rep)

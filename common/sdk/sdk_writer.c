@@ -415,13 +415,9 @@ bool vp_writer_write_packet(struct vp_writer *w, const uint8_t *p, size_t len,
 		return writer_write_2(w, p, len, dropped, sizeof(dropped),
 				      now_ns);
 	}
-	if (!writer_write_2(w, p, len, NULL, 0, now_ns))
-		return false;
-	if (w->prev_dropped) {
-		/* Recovered while writing this packet: it is the first after
-		 * the gap, but written already; the next one says so. */
-	}
-	return true;
+	/* (If the writer recovers from a drop inside this call, the next
+	 * packet carries the flag.) */
+	return writer_write_2(w, p, len, NULL, 0, now_ns);
 }
 
 /* ---------------------------------------------------- control threads */

@@ -32,7 +32,7 @@ VP_CATEGORY(cat_slow, "test.slow", "a slow category");
 VP_CATEGORY(cat_other, "other.c", "another category");
 
 #define MAX_NAMES 64
-#define MAX_EVENTS 20000
+#define MAX_EVENTS 60000
 
 /* One decoded track event, names resolved through the interning. */
 struct ev {
@@ -50,7 +50,7 @@ struct ev {
 		int kind; /* DA_* value field */
 		uint64_t u;
 		double d;
-		char s[64];
+		char s[24];
 		size_t slen;
 	} args[8];
 };
@@ -731,7 +731,8 @@ static void *spinner(void *v)
 	uint64_t i = 0;
 	while (!atomic_load(&g_spin_stop)) {
 		TRACE_EVENT_INSTANT(cat_a, "spin", VP_ARG_UINT("i", i));
-		i++;
+		if (++i % 32 == 0)
+			usleep(100); /* a bounded number of events */
 	}
 	return NULL;
 }

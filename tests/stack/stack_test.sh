@@ -64,14 +64,22 @@ start_vtraced() {
 
 vtraced_alive() { kill -0 "$VTRACED_PID" 2>/dev/null; }
 
-# config NAME SIZE_KB POLICY: a text TraceConfig enabling category "stack"
+# config NAME SIZE_KB POLICY [EXTRA]: a text TraceConfig enabling category
+# "stack".  Writers stall rather than drop when shared memory is full, so
+# that every event reaches the service (Perfetto's
+# BUFFER_EXHAUSTED_STALL_THEN_DROP).
 config() {
   cat >"$D/$1.cfg" <<CFG
 buffers { size_kb: $2 fill_policy: $3 }
 data_sources {
-  config { name: "track_event" track_event_config { enabled_categories: "stack" } }
+  config {
+    name: "track_event"
+    buffer_exhausted_policy: BUFFER_EXHAUSTED_STALL_THEN_DROP
+    track_event_config { enabled_categories: "stack" }
+  }
 }
 duration_ms: 60000
+${4:-}
 CFG
 }
 
@@ -135,9 +143,12 @@ n=$(q "$D/all.pb" "select count(*) from stats where name like
 check "no chunk overwritten in a big buffer" test "$n" = 0
 
 # --- 2. a small ring buffer overwrites and counts ---------------------------
-config ring 256 RING_BUFFER
+# Incremental state is cleared every 50 ms, so that what survives the
+# overwrites can be decoded (its interned names are re-emitted).
+config ring 256 RING_BUFFER "incremental_state_config { clear_period_ms: 50 }"
 start_consumer ring
-"$WRITER" --threads 2 --events 20000 --pad 200 >"$D/writer2.log" 2>&1
+"$WRITER" --threads 2 --events 20000 --pad 200 --pause-every 100 \
+  --pause-us 3000 >"$D/writer2.log" 2>&1
 stop_consumer ring
 n=$(q "$D/ring.pb" "select count(*) from slice where name = 'work'")
 check "ring buffer kept some but not all (kept $n of 40000)" \
@@ -185,7 +196,7 @@ check "the next session records normally ($n of 500)" test "$n" = 500
 kill "$VTRACED_PID"; wait "$VTRACED_PID" 2>/dev/null
 PORT=$((20000 + RANDOM % 20000))
 start_vtraced -v --remote-producer "127.0.0.1:$PORT"
-config remote 8192 RING_BUFFER
+config remote 8192 RING_BUFFER "trace_all_machines: true"
 start_consumer remote
 "$WRITER" --threads 2 --events 2000 --socket "127.0.0.1:$PORT" \
   --name remote_writer >"$D/writer5.log" 2>&1

@@ -8,7 +8,8 @@
  * annotations thread=<index> and seq=<0..N-1>, flushes and exits.  With
  * --forever it keeps writing until killed (the "producer killed mid-trace"
  * test).  --pad BYTES adds a string annotation of that size, to fill
- * buffers quickly.
+ * buffers quickly; --pause-every N --pause-us U sleeps U us after every N
+ * events, to stretch a run over time.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -28,12 +29,14 @@ struct opts {
 	unsigned wait_ms;
 	bool forever;
 	size_t pad;
+	unsigned long pause_every;
+	unsigned pause_us;
 	const char *name;
 	const char *socket;
 };
 
-static struct opts g_opts = {4, 10000, 10000, false, 0, "stack_writer",
-			     NULL};
+static struct opts g_opts = {4, 10000, 10000, false, 0, 0, 0,
+			     "stack_writer", NULL};
 static char *g_pad;
 
 struct thread_arg {
@@ -56,6 +59,8 @@ static void *writer_thread(void *p)
 					  VP_ARG_UINT("seq", i));
 		TRACE_EVENT_END(stack);
 		a->written++;
+		if (g_opts.pause_every && (i + 1) % g_opts.pause_every == 0)
+			usleep(g_opts.pause_us);
 	}
 	return NULL;
 }
@@ -82,6 +87,10 @@ static int parse_args(int argc, char **argv)
 			g_opts.wait_ms = (unsigned)strtoul(v, NULL, 0);
 		else if (!strcmp(a, "--pad"))
 			g_opts.pad = strtoul(v, NULL, 0);
+		else if (!strcmp(a, "--pause-every"))
+			g_opts.pause_every = strtoul(v, NULL, 0);
+		else if (!strcmp(a, "--pause-us"))
+			g_opts.pause_us = (unsigned)strtoul(v, NULL, 0);
 		else if (!strcmp(a, "--name"))
 			g_opts.name = v;
 		else if (!strcmp(a, "--socket"))

@@ -17,9 +17,12 @@
  *
  * Categories are off until a tracing session enables them through the
  * "track_event" data source's TrackEventConfig (enabled_categories /
- * disabled_categories, globs).  A disabled event costs one load and one
- * branch: the macros test the category's `enabled` word before evaluating
- * any argument.
+ * disabled_categories, globs), with Perfetto's precedence: an exact name
+ * in enabled, then an exact name in disabled, then a glob in enabled, then
+ * a glob in disabled; a category nothing matches stays off (as in
+ * Perfetto's C SDK).  A disabled event costs one load and one branch: the
+ * macros test the category's `enabled` word before evaluating any
+ * argument.  Tracing from signal handlers is not supported.
  *
  * Backends:
  *   VP_BACKEND_SYSTEM      connect to the tracing service (vtraced or
