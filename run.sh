@@ -80,6 +80,40 @@ demo() {
     group by 1 order by 1;
     select name, idx, severity, value from stats
     where value > 0 and severity != 'info' order by name"
+  record_demo "$w/stack"
+}
+
+# record_demo DIR: the tracing stack on this machine: vtraced on sockets in
+# DIR, the vperfetto consumer recording 3 s of track events, and a program
+# traced with libvperfetto (tests/sdk/sdk_example.c).
+record_demo() {
+  local d=$1
+  rm -rf "$d"; mkdir -p "$d"
+  export PERFETTO_PRODUCER_SOCK_NAME=$ROOT/$d/producer.sock
+  export PERFETTO_CONSUMER_SOCK_NAME=$ROOT/$d/consumer.sock
+  say "recording with the tracing stack: vtraced, vperfetto -t 3s, an SDK program"
+  build/common/service/vtraced --foreground 2>"$d/vtraced.log" &
+  local vtraced_pid=$!
+  local i
+  for i in $(seq 100); do [ -S "$PERFETTO_CONSUMER_SOCK_NAME" ] && break; sleep 0.05; done
+  build/common/consumer/vperfetto -o "$d/stack.pb" -t 3s -b 8mb \
+    --track-event example &
+  local consumer_pid=$!
+  build/tests/sdk/sdk_example system "$PERFETTO_PRODUCER_SOCK_NAME" 10 ||
+    echo "the SDK program failed"
+  local rc=0
+  wait "$consumer_pid" || rc=$?
+  kill "$vtraced_pid" 2>/dev/null; wait "$vtraced_pid" 2>/dev/null || true
+  unset PERFETTO_PRODUCER_SOCK_NAME PERFETTO_CONSUMER_SOCK_NAME
+  [ "$rc" -eq 0 ] || { echo "vperfetto failed (exit $rc)"; return 1; }
+  say "vperfetto_tp $d/stack.pb: slices per thread, and the service's stats"
+  build/processor/vperfetto_tp "$d/stack.pb" -Q "
+    select t.tid, t.name as thread, count(*) as slices,
+           count(distinct s.name) as names, max(s.depth) as max_depth
+    from slice s join thread_track tt on s.track_id = tt.id
+    join thread t using (utid) group by t.utid order by t.tid;
+    select name, value from stats where name like 'traced_%' and value > 0
+    order by name"
 }
 
 # Counts of every test run by `./run.sh test`, for the closing line.
@@ -166,7 +200,9 @@ case "${1:-demo}" in
   test) run_tests ;;
   build) build build ;;
   bench) build build && python3 tests/bench/merge_bench.py "${@:2}" &&
-         python3 tests/bench/tp_bench.py --bin-dir build ;;
+         python3 tests/bench/tp_bench.py --bin-dir build &&
+         bash tests/bench/sdk_bench.sh build &&
+         bash tests/bench/service_bench.sh build ;;
   fuzz) fuzz "${2:-60}" ;;
   *) echo "usage: $0 [demo|test|build|bench|fuzz SECONDS]" >&2; exit 1 ;;
 esac

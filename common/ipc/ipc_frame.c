@@ -59,20 +59,22 @@ static bool want_varint(const struct pb_field *f)
 
 static bool want_len(const struct pb_field *f) { return f->wt == PB_WT_LEN; }
 
-static int decode_bind(const uint8_t *frame, const struct pb_field *m,
-		       struct vp_ipc_frame *out, struct vp_error *err)
+/* Decodes a message whose only field we read is one string (BindService,
+ * RequestError) into *out_str. */
+static int decode_one_string(const uint8_t *frame, const struct pb_field *m,
+			     uint32_t num, const char *what,
+			     struct vp_ipc_bytes *out_str, struct vp_error *err)
 {
 	struct pb_reader r;
 	struct pb_field f;
-	const char *what = "BindService";
 
 	pb_reader_init(&r, m->data, m->len);
 	while (pb_next(&r, &f)) {
-		if (f.num == F_BIND_SERVICE_NAME) {
+		if (f.num == num) {
 			if (!want_len(&f))
 				return bad_field(err, frame, &f, what);
-			out->bind.service_name.data = f.data;
-			out->bind.service_name.len = f.len;
+			out_str->data = f.data;
+			out_str->len = f.len;
 		}
 	}
 	return r.err ? bad_wire(err, frame, &r, what) : 0;
@@ -200,25 +202,6 @@ static int decode_reply(const uint8_t *frame, const struct pb_field *m,
 	return r.err ? bad_wire(err, frame, &r, what) : 0;
 }
 
-static int decode_error(const uint8_t *frame, const struct pb_field *m,
-			struct vp_ipc_frame *out, struct vp_error *err)
-{
-	struct pb_reader r;
-	struct pb_field f;
-	const char *what = "RequestError";
-
-	pb_reader_init(&r, m->data, m->len);
-	while (pb_next(&r, &f)) {
-		if (f.num == F_ERROR_ERROR) {
-			if (!want_len(&f))
-				return bad_field(err, frame, &f, what);
-			out->error.error.data = f.data;
-			out->error.error.len = f.len;
-		}
-	}
-	return r.err ? bad_wire(err, frame, &r, what) : 0;
-}
-
 static int decode_peer(const uint8_t *frame, const struct pb_field *m,
 		       struct vp_ipc_frame *out, struct vp_error *err)
 {
@@ -270,7 +253,9 @@ static int decode_msg(const uint8_t *frame, const struct pb_field *m,
 	out->msg = (enum vp_ipc_msg)m->num;
 	switch (m->num) {
 	case VP_IPC_MSG_BIND_SERVICE:
-		return decode_bind(frame, m, out, err);
+		return decode_one_string(frame, m, F_BIND_SERVICE_NAME,
+					 "BindService",
+					 &out->bind.service_name, err);
 	case VP_IPC_MSG_BIND_SERVICE_REPLY:
 		return decode_bind_reply(frame, m, out, err);
 	case VP_IPC_MSG_INVOKE_METHOD:
@@ -278,7 +263,9 @@ static int decode_msg(const uint8_t *frame, const struct pb_field *m,
 	case VP_IPC_MSG_INVOKE_METHOD_REPLY:
 		return decode_reply(frame, m, out, err);
 	case VP_IPC_MSG_REQUEST_ERROR:
-		return decode_error(frame, m, out, err);
+		return decode_one_string(frame, m, F_ERROR_ERROR,
+					 "RequestError",
+					 &out->error.error, err);
 	default:
 		return decode_peer(frame, m, out, err);
 	}
