@@ -41,6 +41,25 @@ uint32_t vp_ds_config_target_buffer(const uint8_t *cfg, size_t len)
 	return tb;
 }
 
+uint32_t vp_ds_config_exhausted_policy(const uint8_t *cfg, size_t len)
+{
+	struct pb_reader r;
+	struct pb_field f;
+	uint32_t policy = VP_EXHAUSTED_DROP;
+
+	pb_reader_init(&r, cfg, len);
+	while (pb_next(&r, &f)) {
+		if (f.num != 9 || f.wt != PB_WT_VARINT)
+			continue; /* buffer_exhausted_policy */
+		if (f.val == VP_EXHAUSTED_STALL_THEN_ABORT ||
+		    f.val == VP_EXHAUSTED_STALL_THEN_DROP)
+			policy = (uint32_t)f.val;
+		else
+			policy = VP_EXHAUSTED_DROP; /* DROP, UNSPECIFIED */
+	}
+	return policy;
+}
+
 /* ------------------------------------------------------------- registry */
 
 struct vp_data_source *vp_data_source_find(const char *name)
@@ -186,6 +205,7 @@ struct vp_ds_instance *vp_instance_setup(struct vp_data_source *ds,
 		memcpy(inst->config, cfg, len);
 	inst->config_len = inst->config ? len : 0;
 	inst->target_buffer = vp_ds_config_target_buffer(cfg, len);
+	inst->exhausted_policy = vp_ds_config_exhausted_policy(cfg, len);
 	inst->clear_period_ns = (uint64_t)vp_g.clear_period_ms * 1000000ull;
 	inst->writers = NULL;
 	if (ds->is_track_event)

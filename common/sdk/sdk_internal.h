@@ -56,6 +56,11 @@
 #define VP_INPROC_CHUNK_SIZE 4088u /* a 4 KiB page with one chunk */
 #define VP_COMMIT_BATCH 4u      /* chunks that make the producer commit */
 #define VP_COMMIT_DELAY_MS 20u  /* the longest a lone chunk waits */
+#define VP_STALL_MAX_MS 3000u   /* a stalled writer gives up after this */
+/* A track event sequence starts a new incremental-state generation after
+ * this many bytes of chunks, so that a ring buffer that overwrote the
+ * start of a generation still holds a decodable tail of each sequence. */
+#define VP_GEN_MAX_BYTES (32u * 1024u)
 
 #define VP_TLS __attribute__((tls_model("initial-exec"))) __thread
 #define VP_LIKELY(x) __builtin_expect(!!(x), 1)
@@ -66,6 +71,14 @@ enum vp_mode {
 	VP_MODE_SMB,      /* system backend, shared memory from the service */
 	VP_MODE_EMULATED, /* system backend over vsock/TCP: chunks inline */
 	VP_MODE_INPROC,   /* in-process backend: chunks into a trace buffer */
+};
+
+/* DataSourceConfig.buffer_exhausted_policy: what a writer does when no
+ * chunk of shared memory is free. */
+enum vp_exhausted_policy {
+	VP_EXHAUSTED_DROP = 1,             /* drop and count (the default) */
+	VP_EXHAUSTED_STALL_THEN_ABORT = 2, /* wait, then abort() */
+	VP_EXHAUSTED_STALL_THEN_DROP = 3,  /* wait, then drop */
 };
 
 enum vp_inst_state {
@@ -101,6 +114,7 @@ struct vp_ds_instance {
 	struct vp_data_source *ds;
 	uint64_t id;             /* the service's instance id */
 	uint32_t target_buffer;
+	uint32_t exhausted_policy; /* enum vp_exhausted_policy */
 	_Atomic uint32_t state;  /* enum vp_inst_state */
 	_Atomic uint64_t gen;    /* a new value at every setup; never reused */
 	_Atomic uint32_t clear_gen; /* bumped to clear incremental state */
@@ -134,6 +148,7 @@ struct vp_writer {
 	uint16_t producer_id;     /* in process: keeps (producer, writer) unique */
 	uint32_t sequence_id;     /* in process: trusted_packet_sequence_id */
 	uint32_t target_buffer;
+	uint32_t exhausted_policy; /* the instance's, at creation */
 
 	/* The chunk being written (chunk == NULL: none). */
 	uint8_t *chunk;
@@ -152,12 +167,14 @@ struct vp_writer {
 	uint32_t drops_since_retry;
 	uint64_t last_retry_ns;
 	uint64_t dropped_packets;
+	uint64_t stalls;          /* times it waited for a free chunk */
 
 	/* Incremental state (track event, and the generic first-packet flag). */
 	bool ever_written;        /* first_packet_on_sequence pending if false */
 	bool state_valid;
 	uint32_t clear_gen_seen;
 	uint64_t state_since_ns;
+	size_t gen_bytes;         /* chunk bytes taken in this generation */
 	bool ds_first_pending;    /* generic data sources */
 	struct vp_intern names, cats, arg_names, counters;
 
@@ -242,6 +259,7 @@ struct vp_thread_state {
 	struct vp_writer *te[VP_TE_MAX_INSTANCES];
 	struct vp_writer *ds_writers;
 	bool attached;
+	bool no_stall; /* the producer thread: must never wait for chunks */
 };
 extern VP_TLS struct vp_thread_state vp_tls;
 static inline struct vp_thread_state *vp_thread_state(void)
@@ -347,6 +365,8 @@ void vp_flush_all_writers(void);
 void vp_data_sources_free(void);
 /* The target_buffer of a serialized DataSourceConfig. */
 uint32_t vp_ds_config_target_buffer(const uint8_t *cfg, size_t len);
+/* Its buffer_exhausted_policy (VP_EXHAUSTED_DROP when unset or unknown). */
+uint32_t vp_ds_config_exhausted_policy(const uint8_t *cfg, size_t len);
 
 /* ---- sdk_system.c ---- */
 int vp_system_start(const struct vp_init_args *args);

@@ -686,6 +686,9 @@ static void *producer_thread(void *arg)
 	sigset_t all;
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	/* Data source callbacks that write run here: they must not wait for
+	 * the commits only this thread sends. */
+	vp_thread_state()->no_stall = true;
 	vp_loop_run(s->loop);
 	return NULL;
 }

@@ -18,7 +18,10 @@
  * are compacted to the minimal varint at the end (a memmove only for
  * bodies of 128 bytes and more).
  *
- * A sequence generation starts with two packets: the process track
+ * A sequence generation starts (at the first event, when the service
+ * clears incremental state, every clear_period_ms in process, after the
+ * writer dropped packets, and after VP_GEN_MAX_BYTES of chunks) with two
+ * packets: the process track
  * descriptor (sequence_flags INCREMENTAL_STATE_CLEARED, the first one also
  * first_packet_on_sequence, trace_packet_defaults pointing track events at
  * the thread track) and the thread track descriptor.  Event packets set
@@ -445,6 +448,7 @@ static bool te_reset_state(struct vp_writer *w, uint64_t ts)
 	w->clear_gen_seen = atomic_load_explicit(&inst->clear_gen,
 						 memory_order_relaxed);
 	w->state_since_ns = ts;
+	w->gen_bytes = 0;
 
 	/* The process track, opening the generation. */
 	uint8_t *p = put_vfield(s, TP_TIMESTAMP, ts);

@@ -17,11 +17,17 @@
  * LAST_PACKET_CONTINUES on one chunk and FIRST_PACKET_CONTINUES on the
  * next; chunks_to_patch and NEEDS_PATCHING are never needed.
  *
- * SMB full: the packet is dropped and counted, the writer skips one
+ * SMB full, as the instance's buffer_exhausted_policy says.  DROP (the
+ * default): the packet is dropped and counted, the writer skips one
  * chunk_id so the service sees the gap, retries now and then (every 32
  * drops or 1 ms), and once it has a chunk again its next packet carries
  * previous_packet_dropped and its incremental state is emitted again.
- * Nothing here blocks the traced thread.
+ * STALL_THEN_DROP / STALL_THEN_ABORT: the writer first has the producer
+ * thread commit what is queued and waits (yields, then sleeps of growing
+ * length, its writer lock released) for the service to free a chunk; after
+ * VP_STALL_MAX_MS it drops as above (and does not stall again until it
+ * has a chunk), or aborts.  A stop or retirement ends the wait.  The
+ * producer thread itself never stalls (it is the one that commits).
  */
 #include <errno.h>
 #include <sched.h>
@@ -30,6 +36,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sdk_internal.h"
@@ -185,6 +192,7 @@ struct vp_writer *vp_writer_create(struct vp_ds_instance *inst)
 	w->inst = inst;
 	w->inst_gen = atomic_load(&inst->gen);
 	w->target_buffer = inst->target_buffer;
+	w->exhausted_policy = inst->exhausted_policy;
 	w->clear_gen_seen = atomic_load(&inst->clear_gen);
 	w->inst_next = inst->writers;
 	inst->writers = w;
@@ -256,7 +264,90 @@ static bool writer_acquire_raw(struct vp_writer *w)
 	return true;
 }
 
-/* Gets a chunk, or enters / stays in drop mode. */
+/* Asks the producer thread to commit what is queued, now. */
+static void commit_now(void)
+{
+	if (atomic_load(&vp_g.mode) == VP_MODE_INPROC)
+		return;
+	pthread_mutex_lock(&vp_g.commit_mu);
+	vp_system_commit_wakeup(vp_g.commit_len, true);
+	pthread_mutex_unlock(&vp_g.commit_mu);
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* True while w may keep waiting: not retired, its instance still the one
+ * it was made for and still started. */
+static bool writer_may_stall(const struct vp_writer *w)
+{
+	const struct vp_ds_instance *inst = w->inst;
+	return !w->retired && inst &&
+	       atomic_load(&inst->state) == VP_INST_STARTED &&
+	       atomic_load(&inst->gen) == w->inst_gen;
+}
+
+/* The stall of BUFFER_EXHAUSTED_STALL_THEN_*: no chunk is free.  Makes sure
+ * the completed chunks are committed, then waits, with the writer lock
+ * released (w has no chunk, so a flush or stop on another thread has
+ * nothing to wait for), until the service frees a chunk.  Gives up when
+ * the writer is retired or its instance stops, or after VP_STALL_MAX_MS
+ * (then STALL_THEN_ABORT aborts).  Returns true with a chunk. */
+static bool writer_stall(struct vp_writer *w)
+{
+	uint64_t start = mono_ns();
+	unsigned delay_us = 20;
+
+	w->stalls++;
+	for (unsigned i = 0;; i++) {
+		commit_now();
+		vp_writer_unlock(w);
+		if (i < 4) {
+			sched_yield();
+		} else {
+			struct timespec ts = {0, (long)delay_us * 1000L};
+			nanosleep(&ts, NULL);
+			if (delay_us < 1000)
+				delay_us *= 2;
+		}
+		vp_writer_lock(w);
+		if (!writer_may_stall(w))
+			return false;
+		if (writer_acquire_raw(w))
+			return true;
+		if (mono_ns() - start < (uint64_t)VP_STALL_MAX_MS * 1000000ull)
+			continue;
+		if (w->exhausted_policy == VP_EXHAUSTED_STALL_THEN_ABORT) {
+			fprintf(stderr,
+				"vperfetto: writer %u (tid %d): no free chunk "
+				"in shared memory after %u ms "
+				"(BUFFER_EXHAUSTED_STALL_THEN_ABORT)\n",
+				w->writer_id, (int)w->tid, VP_STALL_MAX_MS);
+			abort();
+		}
+		return false;
+	}
+}
+
+/* Whether w stalls instead of dropping: its policy says so, it is not
+ * dropping already (after a stall gave up it drops until a chunk is free
+ * again), it is not the producer thread, and there is a service. */
+static bool writer_wants_stall(const struct vp_writer *w)
+{
+	if (w->exhausted_policy == VP_EXHAUSTED_DROP || w->dropping)
+		return false;
+	if (vp_thread_state()->no_stall)
+		return false;
+	int mode = atomic_load(&vp_g.mode);
+	return mode == VP_MODE_SMB || mode == VP_MODE_EMULATED;
+}
+
+/* Gets a chunk: drops, stalls or enters / stays in drop mode, as the
+ * buffer_exhausted_policy says. */
 static bool writer_acquire(struct vp_writer *w, uint64_t now_ns, unsigned flags)
 {
 	if (w->dropping) {
@@ -266,18 +357,17 @@ static bool writer_acquire(struct vp_writer *w, uint64_t now_ns, unsigned flags)
 		w->drops_since_retry = 0;
 		w->last_retry_ns = now_ns;
 	}
-	if (!writer_acquire_raw(w)) {
+	if (!writer_acquire_raw(w) &&
+	    !(writer_wants_stall(w) && writer_stall(w))) {
+		if (w->retired)
+			return false; /* stopped while stalled */
 		if (!w->dropping) {
 			w->dropping = true;
 			/* A chunk_id gap: the service sees data was lost. */
 			w->next_chunk_id++;
 			w->last_retry_ns = now_ns;
 			w->drops_since_retry = 0;
-			if (atomic_load(&vp_g.mode) != VP_MODE_INPROC) {
-				pthread_mutex_lock(&vp_g.commit_mu);
-				vp_system_commit_wakeup(vp_g.commit_len, true);
-				pthread_mutex_unlock(&vp_g.commit_mu);
-			}
+			commit_now();
 		}
 		return false;
 	}
@@ -289,6 +379,10 @@ static bool writer_acquire(struct vp_writer *w, uint64_t now_ns, unsigned flags)
 		/* The chunk follows a gap: nothing continues into it. */
 		w->flags &= ~VP_CHUNK_FIRST_PACKET_CONTINUES;
 	}
+	/* Long generations end (see VP_GEN_MAX_BYTES). */
+	w->gen_bytes += (size_t)(w->cend - w->chunk);
+	if (w->gen_bytes >= VP_GEN_MAX_BYTES)
+		w->state_valid = false;
 	return true;
 }
 

@@ -1,0 +1,185 @@
+#!/usr/bin/env bash
+# sdk_stall.sh - DataSourceConfig.buffer_exhausted_policy end to end: a
+# traced program (sdk_flood) with a tiny shared memory buffer writes far
+# faster than vtraced drains it, into a session the consumer (vperfetto)
+# records; the trace processor counts what arrived.
+#
+# Usage: sdk_stall.sh SDK_FLOOD VTRACED VPERFETTO VPERFETTO_TP
+#
+# Scenarios:
+#   stall  STALL_THEN_DROP: writers wait for free chunks; nothing is lost
+#   abort  STALL_THEN_ABORT: the same, and the program does not abort
+#   drop   DROP (the default): packets are dropped, the chunk_id gaps are
+#          counted by the service, and what arrived is still decodable
+#          (each writer starts a new incremental-state generation after
+#          it dropped)
+#   pause  STALL_THEN_DROP with vtraced stopped (SIGSTOP) for longer than
+#          the stall limit: the writer gives up, drops, and finishes
+# Prints PASS/FAIL per check; exits 1 if any failed.
+set -u
+if [ $# -ne 4 ]; then
+	echo "usage: $0 SDK_FLOOD VTRACED VPERFETTO VPERFETTO_TP" >&2
+	exit 2
+fi
+flood=$1
+vtraced=$2
+consumer=$3
+tp=$4
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/sdk_stall.XXXXXX")
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do
+		kill -CONT "$p" 2>/dev/null
+		kill "$p" 2>/dev/null
+	done
+	wait 2>/dev/null
+	[ -z "${SDK_STALL_KEEP:-}" ] && rm -rf "$tmp"
+}
+trap cleanup EXIT
+failures=0
+
+pass() { echo "PASS $1"; }
+fail() {
+	echo "FAIL $1"
+	failures=$((failures + 1))
+}
+check() { # check NAME COMMAND...
+	local what=$1
+	shift
+	if "$@"; then pass "$what"; else fail "$what"; fi
+}
+
+query() { # query TRACE SQL: the single value the query returns
+	timeout 60 "$tp" --quiet "$1" -Q "$2" 2>&1 | tail -n 1 | tr -d '"\r'
+}
+
+stat() { # stat TRACE NAME: the sum of a stat, 0 if absent
+	query "$1" "select coalesce(sum(value), 0) from stats
+	  where name = '$2'"
+}
+
+# session NAME POLICY: starts vtraced and a consumer recording with
+# POLICY (empty: none given); sets VT, CP, DIR.
+session() {
+	DIR=$tmp/$1
+	mkdir -p "$DIR"
+	"$vtraced" --foreground --producer-socket "$DIR/p.sock" \
+		--consumer-socket "$DIR/c.sock" >"$DIR/vtraced.log" 2>&1 &
+	VT=$!
+	pids+=("$VT")
+	for _ in $(seq 200); do
+		[ -S "$DIR/c.sock" ] && [ -S "$DIR/p.sock" ] && break
+		sleep 0.05
+	done
+	local policy=""
+	[ -n "$2" ] && policy="buffer_exhausted_policy: $2"
+	cat >"$DIR/config.txt" <<CFG
+buffers { size_kb: 65536 fill_policy: RING_BUFFER }
+data_sources {
+  config {
+    name: "track_event"
+    $policy
+    track_event_config { enabled_categories: "flood" }
+  }
+}
+duration_ms: 60000
+CFG
+	timeout --foreground 120 "$consumer" --consumer-socket "$DIR/c.sock" \
+		-c "$DIR/config.txt" --txt -o "$DIR/trace.pftrace" \
+		>"$DIR/consumer.log" 2>&1 &
+	CP=$!
+	pids+=("$CP")
+	# The consumer takes the first SIGINT as "stop" once tracing runs.
+	sleep 0.5
+}
+
+# end_session: stops the consumer (SIGINT: it stops the session and
+# writes the trace) and vtraced.
+end_session() {
+	kill -INT "$CP" 2>/dev/null
+	if ! wait "$CP"; then
+		fail "$(basename "$DIR"): the consumer failed: $(cat "$DIR/consumer.log")"
+	fi
+	kill "$VT" 2>/dev/null
+	# Bounded: a sanitizer's exit-time leak check has been seen to hang.
+	for _ in $(seq 100); do
+		kill -0 "$VT" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -9 "$VT" 2>/dev/null
+	wait "$VT" 2>/dev/null
+}
+
+# flood NAME SHMEM_KB THREADS EVENTS [MIN_MS]: runs sdk_flood against the
+# current session; sets WROTE.
+flood() {
+	local name=$1
+	shift
+	WROTE=$(timeout 60 "$flood" "$DIR/p.sock" "$@" 2>"$DIR/flood.err")
+	local rc=$?
+	check "$name: sdk_flood ran (exit $rc)" test $rc -eq 0
+	[ $rc -eq 0 ] || cat "$DIR/flood.err"
+}
+
+events() { # events: how many "ev" slices the trace holds
+	query "$DIR/trace.pftrace" "select count(*) from slice where name = 'ev'"
+}
+
+# --- stall: nothing lost -------------------------------------------------------
+session stall BUFFER_EXHAUSTED_STALL_THEN_DROP
+flood stall 16 4 20000
+end_session
+t=$DIR/trace.pftrace
+n=$(events)
+check "stall: all 80000 slices arrived through 16 KiB of shared memory (got $n)" \
+	test "$n" = 80000
+n=$(stat "$t" traced_buf_sequence_packet_loss)
+check "stall: no packet loss on any sequence ($n)" test "$n" = 0
+n=$(stat "$t" traced_buf_trace_writer_packet_loss)
+check "stall: no chunk_id gap seen by the service ($n)" test "$n" = 0
+n=$(query "$t" "select count(*) from slice where name = 'ev' and dur < 0")
+check "stall: every begin has its end ($n unfinished)" test "$n" = 0
+
+# --- abort: stalls, does not abort ---------------------------------------------
+session abort BUFFER_EXHAUSTED_STALL_THEN_ABORT
+flood abort 16 2 20000
+end_session
+n=$(events)
+check "abort: all 40000 slices arrived (got $n)" test "$n" = 40000
+
+# --- drop: loses, and says so --------------------------------------------------
+session drop ""
+flood drop 16 4 20000
+end_session
+t=$DIR/trace.pftrace
+n=$(events)
+check "drop: some but not all slices arrived (got $n of 80000)" \
+	test "${n:-0}" -gt 0 -a "${n:-0}" -lt 80000
+n=$(stat "$t" traced_buf_trace_writer_packet_loss)
+check "drop: the service counted chunk_id gaps ($n)" test "${n:-0}" -gt 0
+n=$(stat "$t" tokenizer_skipped_packets)
+check "drop: each sequence restarts its interning after a drop ($n skipped)" \
+	test "$n" = 0
+
+# --- pause: the stall gives up -------------------------------------------------
+session pause BUFFER_EXHAUSTED_STALL_THEN_DROP
+(
+	sleep 1.5
+	kill -STOP "$VT"
+	sleep 5
+	kill -CONT "$VT"
+) &
+pauser=$!
+start=$SECONDS
+flood pause 16 1 0 5000
+wait "$pauser"
+took=$((SECONDS - start))
+check "pause: the writer finished despite the stopped service (${took} s)" \
+	test $took -lt 30
+end_session
+n=$(events)
+check "pause: slices before and after the pause arrived ($n)" \
+	test "${n:-0}" -gt 0
+check "pause: some were dropped ($n of ${WROTE:-?})" \
+	test -n "$WROTE" -a "${n:-0}" -lt "${WROTE:-0}"
+exit $((failures > 0))
