@@ -18,7 +18,7 @@ ROOT=$PWD
 PACKAGES=(meson ninja-build pkg-config gcc clang libclang-rt-14-dev
           protobuf-c-compiler libprotobuf-c-dev protobuf-compiler
           libcmocka-dev zlib1g-dev python3 libsqlite3-dev sqlite3
-          libedit-dev)
+          libedit-dev libtracefs-dev libtraceevent-dev libvirt-dev)
 # Only for ./run.sh bench: the LTTng-UST comparison of the SDK benchmark.
 BENCH_PACKAGES=(liblttng-ust-dev lttng-tools)
 
