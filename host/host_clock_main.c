@@ -1,0 +1,342 @@
+/*
+ * host_clock_main.c - vperfetto_host_clock: the host's clock-sync producer.
+ *
+ * Connects to the tracing service (vtraced, or Perfetto's traced) as a
+ * producer with the vperfetto.clock_sync data source (clock_producer.c),
+ * answers the guests' sync exchanges (sync_endpoint.c), and writes the
+ * KVM counter relation of the VMs named on the command line (kvm_tsc.c,
+ * libvirt_domain.c).  Runs until SIGINT or SIGTERM, then prints a
+ * one-line summary.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <vperfetto/vperfetto.h>
+
+#include "clock_config.h"
+#include "clock_producer.h"
+#include "kvm_tsc.h"
+#include "libvirt_domain.h"
+#include "sync_endpoint.h"
+#include "vp_clock.h"
+
+#define PROG "vperfetto_host_clock"
+#define MAX_VMS 64
+
+struct args {
+	const char *producer_socket;
+	struct host_clock_opts clock;
+	struct sync_endpoint_opts sync;
+	int vm_pids[MAX_VMS];
+	size_t n_vm_pids;
+	const char *domains[MAX_VMS];
+	size_t n_domains;
+	const char *libvirt_uri;
+	const char *kvm_debugfs;
+	bool verbose;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: " PROG " [options]\n"
+		"\n"
+		"Writes (clock, cpu counter) snapshots into the trace as the\n"
+		"data source \"" CLOCK_PRODUCER_DS_NAME "\", answers guests' "
+		"clock-sync\n"
+		"exchanges, and records KVM's TSC offset of the given VMs.\n"
+		"\n"
+		"options:\n"
+		"  --producer-socket ADDR   the service's producer socket\n"
+		"                           (default: PERFETTO_PRODUCER_SOCK_NAME"
+		" or\n"
+		"                           Perfetto's default)\n"
+		"  --clock boottime|monotonic\n"
+		"                           the clock paired with the counter\n"
+		"                           (default boottime)\n"
+		"  --period-ms N            snapshot period (default %u)\n"
+		"  --sync-vsock-port N      vsock port of the sync endpoint\n"
+		"                           (default %u)\n"
+		"  --no-vsock               no vsock sync endpoint\n"
+		"  --sync-unix PATH         also listen on this UNIX socket\n"
+		"  --qemu-chardev PATH      the host end of a virtio-serial port:"
+		"\n"
+		"                           QEMU's chardev server socket, or a\n"
+		"                           pty / character device\n"
+		"  --vm-pid PID             a VM (QEMU pid) whose KVM TSC offset "
+		"to\n"
+		"                           record (repeatable)\n"
+		"  --domain NAME            the same, by libvirt domain name\n"
+		"                           (repeatable)\n"
+		"  --libvirt-uri URI        libvirt connection (default %s)\n"
+		"  --kvm-debugfs DIR        debugfs mount point (default %s)\n"
+		"  -v, --verbose            log sessions and sync clients\n"
+		"  -h, --help               this text\n"
+		"  --version                the version\n"
+		"\n"
+		"A session may override --clock and --period-ms through\n"
+		"DataSourceConfig.legacy_config, e.g.\n"
+		"  legacy_config: \"period_ms=50 clock=monotonic\"\n",
+		HOST_CLOCK_DEFAULT_PERIOD_MS, VP_SYNC_DEFAULT_VSOCK_PORT,
+		LIBVIRT_DEFAULT_URI, KVM_TSC_DEFAULT_DEBUGFS);
+}
+
+/* A decimal in [lo, hi] that is the whole string. */
+static bool parse_uint(const char *s, unsigned long lo, unsigned long hi,
+		       unsigned long *out)
+{
+	char *end;
+	if (s[0] < '0' || s[0] > '9')
+		return false;
+	errno = 0;
+	unsigned long v = strtoul(s, &end, 10);
+	if (*end || errno || v < lo || v > hi)
+		return false;
+	*out = v;
+	return true;
+}
+
+enum {
+	OPT_PRODUCER_SOCKET = 256,
+	OPT_CLOCK,
+	OPT_PERIOD_MS,
+	OPT_VSOCK_PORT,
+	OPT_NO_VSOCK,
+	OPT_SYNC_UNIX,
+	OPT_QEMU_CHARDEV,
+	OPT_VM_PID,
+	OPT_DOMAIN,
+	OPT_LIBVIRT_URI,
+	OPT_KVM_DEBUGFS,
+	OPT_VERSION,
+};
+
+static const struct option long_opts[] = {
+	{"producer-socket", required_argument, NULL, OPT_PRODUCER_SOCKET},
+	{"clock", required_argument, NULL, OPT_CLOCK},
+	{"period-ms", required_argument, NULL, OPT_PERIOD_MS},
+	{"sync-vsock-port", required_argument, NULL, OPT_VSOCK_PORT},
+	{"no-vsock", no_argument, NULL, OPT_NO_VSOCK},
+	{"sync-unix", required_argument, NULL, OPT_SYNC_UNIX},
+	{"qemu-chardev", required_argument, NULL, OPT_QEMU_CHARDEV},
+	{"vm-pid", required_argument, NULL, OPT_VM_PID},
+	{"domain", required_argument, NULL, OPT_DOMAIN},
+	{"libvirt-uri", required_argument, NULL, OPT_LIBVIRT_URI},
+	{"kvm-debugfs", required_argument, NULL, OPT_KVM_DEBUGFS},
+	{"verbose", no_argument, NULL, 'v'},
+	{"help", no_argument, NULL, 'h'},
+	{"version", no_argument, NULL, OPT_VERSION},
+	{NULL, 0, NULL, 0},
+};
+
+static int bad_arg(const char *opt, const char *val, const char *want)
+{
+	fprintf(stderr, PROG ": %s \"%s\": %s\n", opt, val, want);
+	usage(stderr);
+	return -1;
+}
+
+/* Returns 0, 1 when done (help, version), -1 on a bad command line. */
+static int parse_args(int argc, char **argv, struct args *a)
+{
+	struct vp_error err;
+	unsigned long v;
+	bool have_port = false, no_vsock = false;
+	int c;
+
+	host_clock_opts_default(&a->clock);
+	a->sync.vsock = true;
+	a->sync.vsock_port = VP_SYNC_DEFAULT_VSOCK_PORT;
+	while ((c = getopt_long(argc, argv, "vh", long_opts, NULL)) != -1) {
+		switch (c) {
+		case OPT_PRODUCER_SOCKET:
+			a->producer_socket = optarg;
+			break;
+		case OPT_CLOCK:
+			if (host_clock_parse_clock(optarg, &a->clock.clock_id,
+						   &err) < 0)
+				return bad_arg("--clock", optarg,
+					       "want boottime or monotonic");
+			break;
+		case OPT_PERIOD_MS:
+			if (host_clock_parse_period(optarg,
+						    &a->clock.period_ms,
+						    &err) < 0)
+				return bad_arg("--period-ms", optarg, err.msg);
+			break;
+		case OPT_VSOCK_PORT:
+			if (!parse_uint(optarg, 1, UINT32_MAX - 1, &v))
+				return bad_arg("--sync-vsock-port", optarg,
+					       "not a port number");
+			a->sync.vsock_port = (uint32_t)v;
+			have_port = true;
+			break;
+		case OPT_NO_VSOCK:
+			no_vsock = true;
+			break;
+		case OPT_SYNC_UNIX:
+			a->sync.unix_path = optarg;
+			break;
+		case OPT_QEMU_CHARDEV:
+			a->sync.qemu_chardev = optarg;
+			break;
+		case OPT_VM_PID:
+			if (!parse_uint(optarg, 1, INT_MAX, &v))
+				return bad_arg("--vm-pid", optarg,
+					       "not a process id");
+			if (a->n_vm_pids == MAX_VMS)
+				return bad_arg("--vm-pid", optarg,
+					       "too many VMs");
+			a->vm_pids[a->n_vm_pids++] = (int)v;
+			break;
+		case OPT_DOMAIN:
+			if (a->n_domains == MAX_VMS)
+				return bad_arg("--domain", optarg,
+					       "too many VMs");
+			a->domains[a->n_domains++] = optarg;
+			break;
+		case OPT_LIBVIRT_URI:
+			a->libvirt_uri = optarg;
+			break;
+		case OPT_KVM_DEBUGFS:
+			a->kvm_debugfs = optarg;
+			break;
+		case 'v':
+			a->verbose = true;
+			break;
+		case 'h':
+			usage(stdout);
+			return 1;
+		case OPT_VERSION:
+			printf(PROG " %s\n", VP_VERSION);
+			return 1;
+		default:
+			usage(stderr);
+			return -1;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, PROG ": unexpected argument \"%s\"\n",
+			argv[optind]);
+		usage(stderr);
+		return -1;
+	}
+	if (no_vsock && have_port) {
+		fprintf(stderr, PROG ": --sync-vsock-port and --no-vsock "
+				"contradict each other\n");
+		usage(stderr);
+		return -1;
+	}
+	a->sync.vsock = !no_vsock;
+	a->sync.verbose = a->verbose;
+	return 0;
+}
+
+/* --domain NAME -> --vm-pid; a domain that cannot be resolved is a
+ * warning (the VM may start later; give --vm-pid then). */
+static void resolve_domains(struct args *a)
+{
+	for (size_t i = 0; i < a->n_domains; i++) {
+		struct vp_error err;
+		pid_t pid;
+		if (libvirt_domain_pid(a->libvirt_uri, a->domains[i], &pid,
+				       &err) < 0) {
+			fprintf(stderr,
+				PROG ": warning: --domain %s: %s; no kvm_tsc "
+				"records for it\n",
+				a->domains[i], err.msg);
+			continue;
+		}
+		if (a->n_vm_pids == MAX_VMS)
+			break;
+		if (a->verbose)
+			fprintf(stderr, PROG ": domain %s is QEMU pid %d\n",
+				a->domains[i], (int)pid);
+		a->vm_pids[a->n_vm_pids++] = (int)pid;
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct args a = {0};
+	struct vp_error err;
+
+	int rc = parse_args(argc, argv, &a);
+	if (rc != 0)
+		return rc < 0 ? 1 : 0;
+	resolve_domains(&a);
+
+	/* Every thread started from here on inherits the blocked signals;
+	 * this one waits for them. */
+	sigset_t stop_set;
+	sigemptyset(&stop_set);
+	sigaddset(&stop_set, SIGINT);
+	sigaddset(&stop_set, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &stop_set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	struct sync_endpoint *ep = NULL;
+	if (sync_endpoint_start(&a.sync, &ep, &err) < 0) {
+		fprintf(stderr, PROG ": %s\n", err.msg);
+		return 1;
+	}
+	struct vp_init_args ia = {
+		.backend = VP_BACKEND_SYSTEM,
+		.producer_name = PROG,
+		.producer_socket = a.producer_socket,
+	};
+	if (vp_init(&ia) < 0) {
+		sync_endpoint_stop(ep, NULL);
+		return 1;
+	}
+	struct clock_producer_opts po = {
+		.defaults = a.clock,
+		.kvm_debugfs = a.kvm_debugfs,
+		.vm_pids = a.vm_pids,
+		.n_vm_pids = a.n_vm_pids,
+		.verbose = a.verbose,
+	};
+	struct clock_producer *prod = NULL;
+	if (clock_producer_new(&po, &prod, &err) < 0) {
+		fprintf(stderr, PROG ": %s\n", err.msg);
+		vp_shutdown();
+		sync_endpoint_stop(ep, NULL);
+		return 1;
+	}
+	if (a.verbose)
+		fprintf(stderr,
+			PROG ": running: %s and the cpu counter (%s) every %u "
+			"ms, %zu VM(s)\n",
+			host_clock_name(a.clock.clock_id), vp_cpu_counter_name(),
+			a.clock.period_ms, a.n_vm_pids);
+
+	int sig = 0;
+	while (sigwait(&stop_set, &sig) != 0)
+		;
+
+	/* Stopping the SDK stops running sessions, which write their final
+	 * snapshots. */
+	struct sync_endpoint_stats es;
+	struct clock_producer_stats ps;
+	sync_endpoint_stop(ep, &es);
+	vp_shutdown();
+	clock_producer_get_stats(prod, &ps);
+	clock_producer_free(prod);
+	fprintf(stderr,
+		PROG ": %llu snapshots written in %llu session(s), %llu "
+		"kvm_tsc records, %llu packets dropped; %llu exchanges served "
+		"to %llu client(s), %llu garbage bytes skipped\n",
+		(unsigned long long)ps.snapshots,
+		(unsigned long long)ps.sessions,
+		(unsigned long long)ps.kvm_records,
+		(unsigned long long)ps.dropped, (unsigned long long)es.served,
+		(unsigned long long)es.clients,
+		(unsigned long long)es.garbage_bytes);
+	return 0;
+}
