@@ -120,11 +120,16 @@ record_demo() {
 PASSED=0
 FAILED=0
 
-# meson_tests DIR [ENV=VALUE...]: runs a build's tests and counts them
+# meson_tests DIR [ENV=VALUE...] [-- MESON_TEST_ARGS...]: runs a build's
+# tests and counts them
 meson_tests() {
   local dir=$1; shift
-  local out="$dir/meson-test.out" rc=0
-  env "$@" meson test -C "$dir" --print-errorlogs >"$out" 2>&1 || rc=$?
+  local envs=()
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do envs+=("$1"); shift; done
+  [ $# -gt 0 ] && shift
+  local out rc=0
+  out=$(mktemp "$dir/meson-test.XXXXXX")
+  env "${envs[@]}" meson test -C "$dir" --print-errorlogs "$@" >"$out" 2>&1 || rc=$?
   cat "$out"
   local ok fail
   ok=$(awk '/^Ok:/ {print $2}' "$out")
@@ -140,8 +145,15 @@ run_tests() {
   meson_tests build
   say "build and test under AddressSanitizer + UndefinedBehaviorSanitizer"
   build build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug
+  # Leaks are checked in the unit tests (the service, the SDK and the
+  # merge run in process there).  The multi-process tests run daemons that
+  # are stopped by signals; LeakSanitizer's exit-time check has been seen
+  # to hang in them (its tracer never sees the thread stop), so they run
+  # with every other check on and leak detection off.
   meson_tests build-asan ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 -- --suite=unit
+  meson_tests build-asan ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
+    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 -- --no-suite=unit
   say "end-to-end tests under ThreadSanitizer (the merge runs on two threads)"
   CC=clang build build-tsan -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debug
   meson_tests build-tsan TSAN_OPTIONS=halt_on_error=1
