@@ -186,8 +186,9 @@ fuzz() {
   fi
   local total=0 failed=0
   local exe t
-  # Every libFuzzer target the build made (tests/*/fuzz_*).
-  for exe in build-fuzz/tests/*/fuzz_*; do
+  # Every libFuzzer target the build made (tests/*/fuzz_*, and one level
+  # deeper: tests/probes/*/fuzz_*).
+  for exe in build-fuzz/tests/*/fuzz_* build-fuzz/tests/*/*/fuzz_*; do
     [ -f "$exe" ] && [ -x "$exe" ] || continue
     t=$(basename "$exe")
     mkdir -p "$corpus/$t"
