@@ -119,7 +119,8 @@ static uint32_t lookup(const char *const *names, size_t count, const char *s,
 {
 	for (size_t i = 1; i < count; i++) {
 		const char *k = names[i];
-		if (k && strlen(k) == n && memcmp(k, s, n) == 0)
+		if (k && n && k[0] == s[0] && strlen(k) == n &&
+		    memcmp(k, s, n) == 0)
 			return (uint32_t)i;
 	}
 	return 0;
