@@ -1,0 +1,232 @@
+#!/usr/bin/env bash
+# ftrace_e2e.sh - linux.ftrace end to end: vtraced on temporary sockets,
+# vtraced_probes, a ~2 s recording with vperfetto while a workload spawns
+# processes and writes to trace_marker, then checks with vperfetto_tp and
+# a comparison of the tracefs state before and after.
+#
+# Usage: ftrace_e2e.sh VTRACED VTRACED_PROBES VPERFETTO VPERFETTO_TP MODE
+#   MODE  plain    sched_switch / sched_waking as typed FtraceEvents
+#         compact  with compact_sched { enabled: true }
+#
+# Needs root and a usable tracefs; otherwise prints "SKIP: <reason>" and
+# exits 77.  Prints PASS/FAIL per check; exits 1 if any failed.
+set -u
+if [ $# -ne 5 ]; then
+	echo "usage: $0 VTRACED VTRACED_PROBES VPERFETTO VPERFETTO_TP MODE" >&2
+	exit 2
+fi
+vtraced=$1
+probes=$2
+consumer=$3
+tp=$4
+mode=$5
+
+skip() {
+	echo "SKIP: $1"
+	exit 77
+}
+
+[ "$(id -u)" = 0 ] || skip "not root: tracefs needs root"
+tracefs=
+for d in /sys/kernel/tracing /sys/kernel/debug/tracing; do
+	if [ -e "$d/trace_clock" ]; then
+		tracefs=$d
+		break
+	fi
+done
+if [ -z "$tracefs" ]; then
+	mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null ||
+		skip "tracefs is not mounted and cannot be mounted"
+	tracefs=/sys/kernel/tracing
+fi
+[ -w "$tracefs/instances" ] || skip "$tracefs/instances is not writable"
+grep -q boot "$tracefs/trace_clock" || skip "no boot trace clock"
+[ -d "$tracefs/events/sched/sched_switch" ] || skip "no sched events"
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/ftrace_e2e.XXXXXX")
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do
+		kill "$p" 2>/dev/null
+	done
+	wait 2>/dev/null
+	[ -n "${KEEP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"
+}
+trap cleanup EXIT
+failures=0
+
+fail() {
+	echo "FAIL $1"
+	failures=$((failures + 1))
+}
+
+pass() {
+	echo "PASS $1"
+}
+
+# The tracefs state that must come back unchanged.
+snapshot() {
+	local f
+	for f in tracing_on trace_clock current_tracer set_event \
+		buffer_size_kb; do
+		echo "== $f"
+		cat "$tracefs/$f"
+	done
+	echo "== instances"
+	ls "$tracefs/instances"
+}
+
+query() { # TRACE SQL: the rows, without the header
+	timeout 60 "$tp" --quiet "$1" -Q "$2" 2>&1 | tail -n +2 | tr -d '"\r'
+}
+
+snapshot >"$tmp/before.txt"
+
+timeout 120 "$vtraced" --foreground --consumer-socket "$tmp/c.sock" \
+	--producer-socket "$tmp/p.sock" >"$tmp/vtraced.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 200); do
+	[ -S "$tmp/c.sock" ] && [ -S "$tmp/p.sock" ] && break
+	sleep 0.05
+done
+timeout 120 "$probes" --producer-socket "$tmp/p.sock" -v \
+	>"$tmp/probes.log" 2>&1 &
+probes_pid=$!
+pids+=("$probes_pid")
+sleep 1
+
+compact=""
+if [ "$mode" = compact ]; then
+	compact="compact_sched { enabled: true }"
+fi
+cat >"$tmp/config.txt" <<CFG
+buffers { size_kb: 16384 fill_policy: DISCARD }
+data_sources {
+  config {
+    name: "linux.ftrace"
+    ftrace_config {
+      ftrace_events: "sched/sched_switch"
+      ftrace_events: "sched/sched_waking"
+      ftrace_events: "task/task_newtask"
+      ftrace_events: "sched/sched_process_exit"
+      ftrace_events: "ftrace/print"
+      ftrace_events: "no_such_group/no_such_event"
+      buffer_size_kb: 1024
+      drain_period_ms: 100
+      $compact
+    }
+  }
+}
+duration_ms: 2500
+CFG
+
+marker="vperfetto-ftrace-e2e-$$-$RANDOM"
+# BOOTTIME window of the recording, from /proc/uptime (seconds).
+uptime_ns() {
+	local u s f
+	read -r u _ </proc/uptime
+	s=${u%.*}
+	f=${u#*.}000000000
+	echo $((s * 1000000000 + 10#${f:0:9}))
+}
+t0=$(uptime_ns)
+timeout 90 "$consumer" --consumer-socket "$tmp/c.sock" \
+	-c "$tmp/config.txt" --txt -o "$tmp/trace.pb" \
+	>"$tmp/consumer.log" 2>&1 &
+cons=$!
+pids+=("$cons")
+# The workload: processes that come and go, and marker writes.
+sleep 0.7
+for i in $(seq 20); do
+	/bin/true
+	sh -c 'sleep 0.01' &
+	echo "$marker $i" >"$tracefs/trace_marker"
+	sleep 0.03
+done
+wait "$!" 2>/dev/null
+if wait "$cons"; then
+	pass "$mode: the consumer finished"
+else
+	fail "$mode: the consumer failed: $(cat "$tmp/consumer.log")"
+fi
+t1=$(uptime_ns)
+
+kill -INT "$probes_pid"
+wait "$probes_pid"
+rc=$?
+if [ "$rc" = 0 ]; then
+	pass "$mode: vtraced_probes exited cleanly"
+else
+	fail "$mode: vtraced_probes exited with $rc: $(cat "$tmp/probes.log")"
+fi
+
+snapshot >"$tmp/after.txt"
+if diff -u "$tmp/before.txt" "$tmp/after.txt"; then
+	pass "$mode: tracefs state unchanged"
+else
+	fail "$mode: tracefs state changed"
+fi
+
+t=$tmp/trace.pb
+if [ ! -s "$t" ]; then
+	fail "$mode: no trace written"
+	cat "$tmp/probes.log"
+	exit 1
+fi
+
+n=$(query "$t" "select count(*) from sched where dur > 0")
+if [ "${n:-0}" -gt 20 ] 2>/dev/null; then
+	pass "$mode: $n sched slices"
+else
+	fail "$mode: sched slices: '$n'"
+	cat "$tmp/probes.log"
+fi
+
+# Durations: positive, none longer than the recording (plus slack).
+bad=$(query "$t" "select count(*) from sched where dur < -1 or dur > 10000000000")
+[ "$bad" = 0 ] && pass "$mode: slice durations sane" ||
+	fail "$mode: $bad slices with bad durations"
+
+# Timestamps inside the BOOTTIME window of the recording (1 s slack).
+range=$(query "$t" "select min(ts) || ' ' || max(ts + dur) from sched where dur > 0")
+read -r lo hi <<<"$range"
+slack=1000000000
+if [ -n "${lo:-}" ] && [ "$lo" -ge $((t0 - slack)) ] &&
+	[ "$hi" -le $((t1 + slack)) ]; then
+	pass "$mode: sched timestamps within the recording ($t0..$t1)"
+else
+	fail "$mode: sched range '$range' outside $t0..$t1"
+fi
+
+m=$(query "$t" "select count(*) from ftrace_event e join args a using (arg_set_id) where e.name = 'print' and a.string_value like '$marker%'")
+if [ "${m:-0}" -ge 1 ] 2>/dev/null; then
+	pass "$mode: $m print events with the marker"
+else
+	fail "$mode: no print event with the marker ('$m')"
+fi
+
+nt=$(query "$t" "select count(*) from ftrace_event where name = 'task_newtask'")
+[ "${nt:-0}" -ge 20 ] 2>/dev/null && pass "$mode: $nt task_newtask events" ||
+	fail "$mode: task_newtask events: '$nt'"
+
+ne=$(query "$t" "select count(*) from ftrace_event where name = 'sched_process_exit'")
+[ "${ne:-0}" -ge 20 ] 2>/dev/null && pass "$mode: $ne sched_process_exit events" ||
+	fail "$mode: sched_process_exit events: '$ne'"
+
+nw=$(query "$t" "select count(*) from ftrace_event where name = 'sched_waking'")
+[ "${nw:-0}" -ge 1 ] 2>/dev/null && pass "$mode: $nw sched_waking events" ||
+	fail "$mode: sched_waking events: '$nw'"
+
+st=$(query "$t" "select count(*) from stats where name = 'ftrace_cpu_entries_begin'")
+se=$(query "$t" "select count(*) from stats where name = 'ftrace_cpu_entries_end'")
+if [ "${st:-0}" -ge 1 ] && [ "${se:-0}" -ge 1 ] 2>/dev/null; then
+	pass "$mode: ftrace_stats at start and end"
+else
+	fail "$mode: ftrace_stats begin '$st' end '$se'"
+fi
+
+ts=$(query "$t" "select count(*) from thread_state")
+[ "${ts:-0}" -ge 1 ] 2>/dev/null && pass "$mode: $ts thread states" ||
+	fail "$mode: thread_state rows: '$ts'"
+
+exit $((failures > 0))
