@@ -26,6 +26,7 @@
  * If tracefs cannot be found, mounted or written, a one-line warning says
  * why and the instance records nothing.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -318,6 +319,10 @@ static void enable_pattern(struct ft_inst *fi, const char *pattern)
 		snprintf(sys, sizeof sys, "%s", s ? s : "");
 		name = pattern;
 	}
+	/* The ftrace group (print, ...) is always recorded and has no
+	 * enable file. */
+	if (!strcmp(sys, "ftrace"))
+		return;
 	if (ft_tracefs_enable(&fi->fs, sys, name) != 0)
 		push_name(&fi->failed, &fi->n_failed, pattern);
 }
@@ -338,47 +343,131 @@ static bool valid_pattern(const char *p)
 	       ft_tracefs_valid_name(slash + 1, false);
 }
 
-/* Loads the formats of the event systems the config names (all of them
- * if it names a bare event). */
+/* The whole of a (small) tracefs file, NUL-terminated; NULL on error. */
+static char *read_text(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return NULL;
+	size_t cap = 8192, n = 0;
+	char *buf = malloc(cap);
+	while (buf) {
+		size_t got = fread(buf + n, 1, cap - n - 1, f);
+		n += got;
+		if (got == 0)
+			break;
+		if (cap - n - 1 == 0) {
+			char *nb = cap < (1u << 20) ? realloc(buf, cap * 2)
+						    : NULL;
+			if (!nb) {
+				free(buf);
+				buf = NULL;
+				break;
+			}
+			buf = nb;
+			cap *= 2;
+		}
+	}
+	fclose(f);
+	if (buf) {
+		buf[n] = 0;
+		*len = n;
+	}
+	return buf;
+}
+
+/* Parses events/<sys>/<name>/format into tep (once). */
+static void load_event(struct tep_handle *tep, const char *dir,
+		       const char *sys, const char *name)
+{
+	char path[4096];
+	size_t len;
+
+	if (tep_find_event_by_name(tep, sys, name))
+		return;
+	snprintf(path, sizeof path, "%s/events/%s/%s/format", dir, sys, name);
+	char *text = read_text(path, &len);
+	if (!text)
+		return;
+	tep_parse_event(tep, text, len, sys);
+	free(text);
+}
+
+/* Every event of events/<sys>/. */
+static void load_system(struct tep_handle *tep, const char *dir,
+			const char *sys)
+{
+	char path[4096];
+	snprintf(path, sizeof path, "%s/events/%s", dir, sys);
+	DIR *d = opendir(path);
+	if (!d)
+		return;
+	struct dirent *de;
+	while ((de = readdir(d)) != NULL)
+		if (ft_tracefs_valid_name(de->d_name, false) &&
+		    strcmp(de->d_name, "enable") && strcmp(de->d_name, "filter"))
+			load_event(tep, dir, sys, de->d_name);
+	closedir(d);
+}
+
+/* A bare event name: its format in whichever system has it. */
+static void load_bare(struct tep_handle *tep, const char *dir,
+		      const char *name)
+{
+	char path[4096];
+	snprintf(path, sizeof path, "%s/events", dir);
+	DIR *d = opendir(path);
+	if (!d)
+		return;
+	struct dirent *de;
+	while ((de = readdir(d)) != NULL) {
+		char fmt[4096 + 512];
+		if (!ft_tracefs_valid_name(de->d_name, false))
+			continue;
+		snprintf(fmt, sizeof fmt, "%s/%s/%s/format", path, de->d_name,
+			 name);
+		if (access(fmt, R_OK) == 0)
+			load_event(tep, dir, de->d_name, name);
+	}
+	closedir(d);
+}
+
+/* Parses the page header and the formats of just the events the config
+ * selects (libtracefs' loaders also read kallsyms, which takes most of a
+ * second). */
 static struct tep_handle *load_formats(struct ft_inst *fi)
 {
-	const char **systems = calloc(fi->cfg.n_events + 1, sizeof *systems);
-	char **owned = calloc(fi->cfg.n_events + 1, sizeof *owned);
-	bool all = false;
-	unsigned n = 0;
-	struct tep_handle *tep = NULL;
+	const char *dir = fi->fs.dir;
+	char path[4096];
+	size_t len;
 
-	if (!systems || !owned)
-		goto out;
+	struct tep_handle *tep = tep_alloc();
+	if (!tep)
+		return NULL;
+	snprintf(path, sizeof path, "%s/events/header_page", dir);
+	char *hp = read_text(path, &len);
+	if (!hp || tep_parse_header_page(tep, hp, len, (int)sizeof(long)) != 0) {
+		free(hp);
+		tep_free(tep);
+		return NULL;
+	}
+	free(hp);
 	for (unsigned i = 0; i < fi->cfg.n_events; i++) {
 		const char *e = fi->cfg.events[i];
 		const char *slash = strchr(e, '/');
+		if (!valid_pattern(e))
+			continue;
 		if (!slash) {
-			all = true;
+			load_bare(tep, dir, e);
 			continue;
 		}
-		char *s = strndup(e, (size_t)(slash - e));
-		if (!s)
-			goto out;
-		bool dup = false;
-		for (unsigned j = 0; j < n && !dup; j++)
-			dup = !strcmp(owned[j], s);
-		if (dup) {
-			free(s);
-			continue;
-		}
-		owned[n] = s;
-		systems[n++] = s;
+		char sys[256];
+		snprintf(sys, sizeof sys, "%.*s", (int)(slash - e), e);
+		if (!strcmp(slash + 1, "*"))
+			load_system(tep, dir, sys);
+		else
+			load_event(tep, dir, sys, slash + 1);
 	}
-	if (all)
-		tep = tracefs_local_events(fi->fs.dir);
-	else
-		tep = tracefs_local_events_system(fi->fs.dir, systems);
-out:
-	for (unsigned i = 0; owned && i < n; i++)
-		free(owned[i]);
-	free(owned);
-	free(systems);
 	return tep;
 }
 
@@ -710,6 +799,7 @@ static void on_start(void *ctx, struct vp_ds_instance *inst,
 		     const uint8_t *config, size_t len)
 {
 	struct vp_error err = { { 0 } };
+	uint64_t setup_ns = 0;
 	(void)ctx;
 
 	struct ft_inst *fi = calloc(1, sizeof *fi);
@@ -728,6 +818,7 @@ static void on_start(void *ctx, struct vp_ds_instance *inst,
 		if (fi->cfg.atrace)
 			fprintf(stderr, TAG "atrace categories and apps are "
 					"Android-only; ignored\n");
+		setup_ns = vp_now_ns();
 		if (setup_tracefs(fi, &err) != 0)
 			fprintf(stderr, TAG "%s; recording nothing\n", err.msg);
 		else
@@ -749,9 +840,12 @@ static void on_start(void *ctx, struct vp_ds_instance *inst,
 			vp_ds_flush(inst);
 			if (g.verbose)
 				fprintf(stderr, TAG "recording %u event "
-						"patterns into %s/instances/%s\n",
+						"patterns into %s/instances/%s "
+						"(set up in %llu ms)\n",
 					fi->cfg.n_events, fi->fs.dir,
-					fi->fs.name);
+					fi->fs.name,
+					(unsigned long long)(start - setup_ns) /
+						1000000ull);
 		}
 	}
 	pthread_mutex_lock(&g.mu);

@@ -4,15 +4,20 @@
 # processes and writes to trace_marker, then checks with vperfetto_tp and
 # a comparison of the tracefs state before and after.
 #
-# Usage: ftrace_e2e.sh VTRACED VTRACED_PROBES VPERFETTO VPERFETTO_TP MODE
-#   MODE  plain    sched_switch / sched_waking as typed FtraceEvents
-#         compact  with compact_sched { enabled: true }
+# Usage: ftrace_e2e.sh VTRACED VTRACED_PROBES VPERFETTO VPERFETTO_TP MODE PROTOS
+#   MODE  plain      sched_switch / sched_waking as typed FtraceEvents
+#         compact    with compact_sched { enabled: true }
+#         notracefs  vtraced_probes --tracefs pointing at a plain
+#                    directory: a one-line warning, no ftrace data, no
+#                    crash
+#   PROTOS  the protos/ directory, for protoc --decode of the trace
 #
 # Needs root and a usable tracefs; otherwise prints "SKIP: <reason>" and
 # exits 77.  Prints PASS/FAIL per check; exits 1 if any failed.
 set -u
-if [ $# -ne 5 ]; then
-	echo "usage: $0 VTRACED VTRACED_PROBES VPERFETTO VPERFETTO_TP MODE" >&2
+if [ $# -ne 6 ]; then
+	echo "usage: $0 VTRACED VTRACED_PROBES VPERFETTO VPERFETTO_TP MODE" \
+		"PROTOS" >&2
 	exit 2
 fi
 vtraced=$1
@@ -20,6 +25,7 @@ probes=$2
 consumer=$3
 tp=$4
 mode=$5
+protos=$6
 
 skip() {
 	echo "SKIP: $1"
@@ -89,7 +95,12 @@ for _ in $(seq 200); do
 	[ -S "$tmp/c.sock" ] && [ -S "$tmp/p.sock" ] && break
 	sleep 0.05
 done
-timeout 120 "$probes" --producer-socket "$tmp/p.sock" -v \
+probe_args=()
+if [ "$mode" = notracefs ]; then
+	mkdir -p "$tmp/notracefs"
+	probe_args=(--tracefs "$tmp/notracefs")
+fi
+timeout 120 "$probes" --producer-socket "$tmp/p.sock" -v "${probe_args[@]}" \
 	>"$tmp/probes.log" 2>&1 &
 probes_pid=$!
 pids+=("$probes_pid")
@@ -172,6 +183,56 @@ if [ ! -s "$t" ]; then
 	fail "$mode: no trace written"
 	cat "$tmp/probes.log"
 	exit 1
+fi
+
+# protoc decodes the whole trace with our protos.
+if protoc --decode=perfetto.protos.Trace -I "$protos" \
+	"$protos/perfetto/trace/trace.proto" <"$t" >"$tmp/trace.txt" \
+	2>"$tmp/protoc.err"; then
+	pass "$mode: protoc decodes the trace"
+else
+	fail "$mode: protoc: $(head -3 "$tmp/protoc.err")"
+fi
+
+if [ "$mode" = notracefs ]; then
+	if grep -q "linux.ftrace: .*recording nothing" "$tmp/probes.log"; then
+		pass "notracefs: one-line warning"
+	else
+		fail "notracefs: no warning in: $(cat "$tmp/probes.log")"
+	fi
+	if grep -q "ftrace_events {\|ftrace_stats {" "$tmp/trace.txt"; then
+		fail "notracefs: ftrace packets written"
+	else
+		pass "notracefs: no ftrace packets"
+	fi
+	exit $((failures > 0))
+fi
+
+grep -q 'unknown_ftrace_events: "no_such_group/no_such_event"' \
+	"$tmp/trace.txt" && pass "$mode: unknown event reported" ||
+	fail "$mode: the unknown event is not in ftrace_stats"
+if grep -q failed_ftrace_events "$tmp/trace.txt"; then
+	fail "$mode: events failed to enable:" \
+		"$(grep failed_ftrace_events "$tmp/trace.txt" | sort -u)"
+else
+	pass "$mode: every known event enabled"
+fi
+if grep -q "phase: START_OF_TRACE" "$tmp/trace.txt" &&
+	grep -q "phase: END_OF_TRACE" "$tmp/trace.txt"; then
+	pass "$mode: ftrace_stats START_OF_TRACE and END_OF_TRACE"
+else
+	fail "$mode: ftrace_stats phases missing"
+fi
+if [ "$mode" = compact ]; then
+	grep -q "compact_sched {" "$tmp/trace.txt" &&
+		grep -q "switch_timestamp:" "$tmp/trace.txt" &&
+		pass "compact: CompactSched bundles" ||
+		fail "compact: no CompactSched in the bundles"
+	if grep -q "sched_switch {" "$tmp/trace.txt"; then
+		fail "compact: typed sched_switch events next to compact_sched"
+	else
+		pass "compact: no typed sched_switch"
+	fi
 fi
 
 n=$(query "$t" "select count(*) from sched where dur > 0")
