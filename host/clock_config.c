@@ -152,7 +152,18 @@ static int apply_item(const char *item, size_t len,
 	int rc = is_period ? host_clock_parse_period(value, &opts->period_ms, &e)
 			   : host_clock_parse_clock(value, &opts->clock_id, &e);
 	if (rc < 0) {
-		warnf(warn, ctx, "legacy_config item \"%s\": %s", shown, e.msg);
+		/* e.msg quotes the raw value: say why without it. */
+		if (is_period)
+			warnf(warn, ctx,
+			      "legacy_config item \"%s\": want a period of "
+			      "%u..%u ms",
+			      shown, HOST_CLOCK_MIN_PERIOD_MS,
+			      HOST_CLOCK_MAX_PERIOD_MS);
+		else
+			warnf(warn, ctx,
+			      "legacy_config item \"%s\": want boottime or "
+			      "monotonic",
+			      shown);
 		return 1;
 	}
 	return 0;
