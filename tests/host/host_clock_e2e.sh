@@ -72,6 +72,19 @@ expect_range() { # NAME TRACE SQL LO HI
 	fi
 }
 
+# Bad command lines: usage and exit status 1.
+for bad in "--bogus" "--period-ms 0" "--clock tsc" "--vm-pid x" \
+	"--no-vsock --sync-vsock-port 5" "extra"; do
+	# shellcheck disable=SC2086
+	timeout 10 "$host_clock" $bad >"$tmp/bad.log" 2>&1
+	rc=$?
+	if [ $rc = 1 ] && grep -q "^usage:" "$tmp/bad.log"; then
+		pass "bad command line '$bad': usage, exit 1"
+	else
+		fail "bad command line '$bad': exit $rc: $(cat "$tmp/bad.log")"
+	fi
+done
+
 # A fake KVM debugfs: VM pid 31337 (fd 12) with two vcpus.
 vm=31337
 dbg=$tmp/debugfs
@@ -90,10 +103,12 @@ for _ in $(seq 100); do
 	[ -S "$tmp/p.sock" ] && break
 	sleep 0.05
 done
-# VM 31338 does not exist: one warning, tracing goes on.
+# VM 31338 does not exist: one warning, tracing goes on.  The domain
+# "test" of libvirt's test driver has no QEMU process: a warning too.
 timeout 120 "$host_clock" --producer-socket "$tmp/p.sock" --no-vsock \
 	--sync-unix "$tmp/sync.sock" --kvm-debugfs "$dbg" \
-	--vm-pid $vm --vm-pid 31338 -v >"$tmp/host_clock.log" 2>&1 &
+	--vm-pid $vm --vm-pid 31338 --domain test \
+	--libvirt-uri test:///default -v >"$tmp/host_clock.log" 2>&1 &
 hc=$!
 pids+=($hc)
 for _ in $(seq 100); do
@@ -161,6 +176,9 @@ fi
 n=$(grep -c "warning: kvm_tsc of VM pid 31338" "$log")
 [ "$n" = 1 ] && pass "one warning for the missing VM" ||
 	fail "missing VM warned $n times: $(cat "$log")"
+grep -q 'warning: --domain test: .*no QEMU process' "$log" &&
+	pass "libvirt test domain: no QEMU pid, said so" ||
+	fail "no warning for --domain test: $(cat "$log")"
 grep -q 'warning: session .*"bogus=1": unknown key' "$log" &&
 	pass "bad legacy_config key named" ||
 	fail "no warning naming bogus=1: $(cat "$log")"
