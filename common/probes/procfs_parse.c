@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -113,16 +114,33 @@ const char *procfs_vmstat_name(uint32_t key)
 	return key < NELEM(vmstat_names) ? vmstat_names[key] : NULL;
 }
 
-/* The key whose name is [s, s + n) in names[], or 0. */
-static uint32_t lookup(const char *const *names, size_t count, const char *s,
-		       size_t n)
+/* Name lengths of both tables, computed once (lookups compare lengths
+ * before bytes). */
+static uint8_t meminfo_lens[NELEM(meminfo_names)];
+static uint8_t vmstat_lens[NELEM(vmstat_names)];
+static pthread_once_t lens_once = PTHREAD_ONCE_INIT;
+
+static void lens_init(void)
 {
-	for (size_t i = 1; i < count; i++) {
-		const char *k = names[i];
-		if (k && n && k[0] == s[0] && strlen(k) == n &&
-		    memcmp(k, s, n) == 0)
+	for (size_t i = 0; i < NELEM(meminfo_names); i++)
+		meminfo_lens[i] = meminfo_names[i] ?
+			(uint8_t)strlen(meminfo_names[i]) : 0;
+	for (size_t i = 0; i < NELEM(vmstat_names); i++)
+		vmstat_lens[i] = vmstat_names[i] ?
+			(uint8_t)strlen(vmstat_names[i]) : 0;
+}
+
+/* The key whose name is [s, s + n) in names[], or 0. */
+static uint32_t lookup(const char *const *names, const uint8_t *lens,
+		       size_t count, const char *s, size_t n)
+{
+	if (n == 0 || n > UINT8_MAX)
+		return 0;
+	pthread_once(&lens_once, lens_init);
+	for (size_t i = 1; i < count; i++)
+		if (lens[i] == n && names[i][0] == s[0] &&
+		    memcmp(names[i], s, n) == 0)
 			return (uint32_t)i;
-	}
 	return 0;
 }
 
@@ -363,7 +381,8 @@ int procfs_parse_meminfo(const char *buf, size_t len, procfs_kv_fn fn,
 		uint64_t v;
 		if (!split_colon(ls, le, &ks, &ke, &vs, &ve))
 			continue;
-		uint32_t key = lookup(meminfo_names, NELEM(meminfo_names), ks,
+		uint32_t key = lookup(meminfo_names, meminfo_lens,
+				      NELEM(meminfo_names), ks,
 				      (size_t)(ke - ks));
 		if (!key || !next_u64(&vs, ve, &v))
 			continue;
@@ -387,7 +406,8 @@ int procfs_parse_vmstat(const char *buf, size_t len, procfs_kv_fn fn,
 		uint64_t v;
 		if (!next_token(&ls, le, &t, &tn))
 			continue;
-		uint32_t key = lookup(vmstat_names, NELEM(vmstat_names), t, tn);
+		uint32_t key = lookup(vmstat_names, vmstat_lens,
+				      NELEM(vmstat_names), t, tn);
 		if (!key || !next_u64(&ls, le, &v))
 			continue;
 		fn(ctx, key, v);

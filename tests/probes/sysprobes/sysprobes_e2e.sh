@@ -181,7 +181,12 @@ CFG
 fi
 
 # ---- scan ------------------------------------------------------------------
-# A thread with a known name in a child process: the scan must list it.
+# A thread with a known name in a child process: the scan must list it
+# (python3 names it; without python3 that check is skipped).
+have_py=0
+command -v python3 >/dev/null && have_py=1
+child=0
+if [ $have_py = 1 ]; then
 python3 - <<'PY' &
 import threading, time, ctypes
 libc = ctypes.CDLL(None)
@@ -193,7 +198,8 @@ time.sleep(30)
 PY
 child=$!
 pids+=("$child")
-sleep 0.3
+sleep 0.5
+fi
 if record scan "$(cat <<CFG
 buffers { size_kb: 16384 fill_policy: DISCARD }
 data_sources {
@@ -222,8 +228,12 @@ CFG
 	t=$tmp/scan/trace.pftrace
 	expect "scan: this shell's process" "$t" \
 		"select cmdline from process where pid = $mypid" "$mycmd"
-	expect "scan: the named thread of the child" "$t" \
-		"select count(*) from thread t join process p using(upid) where p.pid = $child and t.name = 'sysprobe_thr'" 1
+	if [ $have_py = 1 ]; then
+		expect "scan: the named thread of the child" "$t" \
+			"select count(*) from thread t join process p using(upid) where p.pid = $child and t.name = 'sysprobe_thr'" 1
+	else
+		echo "SKIP scan: the named thread (no python3)"
+	fi
 	expect "scan: pid 1" "$t" "select count(*) from process where pid = 1" 1
 	expect "scan: no memory counters without polling" "$t" \
 		"select count(*) from process_counter_track where name like 'mem.%'" 0
@@ -236,7 +246,7 @@ CFG
 	expect_ge "scan: cpu times" "$t" \
 		"select count(*) from counter_track where name = 'cpu.times.system_mode_ns'" 1
 fi
-kill "$child" 2>/dev/null
+[ "$child" != 0 ] && kill "$child" 2>/dev/null
 
 echo "$passes passed, $failures failed"
 exit $((failures > 0))
