@@ -55,9 +55,9 @@ char *ft_tracefs_find(const char *opt_dir, struct vp_error *err)
 		}
 		return strdup(opt_dir);
 	}
-	const char *path = NULL;
-	if (tracefs_tracing_dir_is_mounted(false, &path) == 1 && path &&
-	    is_tracefs_dir(path))
+	/* libtracefs looks in /proc/mounts (and keeps the answer). */
+	const char *path = tracefs_tracing_dir();
+	if (path && is_tracefs_dir(path))
 		return strdup(path);
 	/* Not mounted: mount it where it usually lives. */
 	if (mount("nodev", DEFAULT_MOUNT, "tracefs", 0, NULL) != 0 &&
