@@ -10,6 +10,8 @@
 #         notracefs  vtraced_probes --tracefs pointing at a plain
 #                    directory: a one-line warning, no ftrace data, no
 #                    crash
+#         instance   instance_name of an existing tracefs instance with
+#                    settings of its own: they must come back
 #   PROTOS  the protos/ directory, for protoc --decode of the trace
 #
 # Needs root and a usable tracefs; otherwise prints "SKIP: <reason>" and
@@ -56,6 +58,7 @@ cleanup() {
 		kill "$p" 2>/dev/null
 	done
 	wait 2>/dev/null
+	remove_instance
 	[ -n "${KEEP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -70,7 +73,9 @@ pass() {
 	echo "PASS $1"
 }
 
-# The tracefs state that must come back unchanged.
+# The tracefs state that must come back unchanged (and that of the
+# instance named by instance_name).
+inst=vperfetto_e2e_$$
 snapshot() {
 	local f
 	for f in tracing_on trace_clock current_tracer set_event \
@@ -78,8 +83,32 @@ snapshot() {
 		echo "== $f"
 		cat "$tracefs/$f"
 	done
+	# Private instances of other vtraced_probes running meanwhile come
+	# and go; ours is checked on its own below.
 	echo "== instances"
-	ls "$tracefs/instances"
+	ls "$tracefs/instances" | grep -v '^vtraced_probes\.'
+	if [ "$mode" = instance ]; then
+		for f in tracing_on trace_clock set_event buffer_size_kb; do
+			echo "== $inst/$f"
+			cat "$tracefs/instances/$inst/$f"
+		done
+	fi
+}
+
+instance_cfg=""
+marker_file=$tracefs/trace_marker
+if [ "$mode" = instance ]; then
+	mkdir "$tracefs/instances/$inst" || skip "cannot create an instance"
+	echo local >"$tracefs/instances/$inst/trace_clock"
+	echo 1410 >"$tracefs/instances/$inst/buffer_size_kb"
+	echo sched:sched_wakeup >"$tracefs/instances/$inst/set_event"
+	echo 1 >"$tracefs/instances/$inst/tracing_on"
+	instance_cfg="instance_name: \"$inst\""
+	marker_file=$tracefs/instances/$inst/trace_marker
+fi
+remove_instance() {
+	[ "$mode" = instance ] && rmdir "$tracefs/instances/$inst" 2>/dev/null
+	return 0
 }
 
 query() { # TRACE SQL: the rows, without the header
@@ -87,6 +116,12 @@ query() { # TRACE SQL: the rows, without the header
 }
 
 snapshot >"$tmp/before.txt"
+# A private instance left by a vtraced_probes that died: removed at start.
+stale=""
+if [ "$mode" = plain ]; then
+	stale=$tracefs/instances/vtraced_probes.4194304.0
+	mkdir "$stale" || stale=""
+fi
 
 timeout 120 "$vtraced" --foreground --consumer-socket "$tmp/c.sock" \
 	--producer-socket "$tmp/p.sock" >"$tmp/vtraced.log" 2>&1 &
@@ -125,6 +160,7 @@ data_sources {
       buffer_size_kb: 1024
       drain_period_ms: 100
       $compact
+      $instance_cfg
     }
   }
 }
@@ -151,7 +187,7 @@ sleep 0.7
 for i in $(seq 20); do
 	/bin/true
 	sh -c 'sleep 0.01' &
-	echo "$marker $i" >"$tracefs/trace_marker"
+	echo "$marker $i" >"$marker_file"
 	sleep 0.03
 done
 wait "$!" 2>/dev/null
@@ -172,6 +208,19 @@ else
 fi
 
 snapshot >"$tmp/after.txt"
+if ls "$tracefs/instances" | grep -q "^vtraced_probes\.$probes_pid\."; then
+	fail "$mode: the private instance of vtraced_probes is still there"
+else
+	pass "$mode: no private instance left"
+fi
+if [ -n "$stale" ]; then
+	if [ -d "$stale" ]; then
+		rmdir "$stale"
+		fail "$mode: the stale private instance was not removed"
+	else
+		pass "$mode: the stale private instance was removed"
+	fi
+fi
 if diff -u "$tmp/before.txt" "$tmp/after.txt"; then
 	pass "$mode: tracefs state unchanged"
 else
