@@ -762,7 +762,7 @@ static uint32_t raw_row(struct tp_ctx *ctx, int64_t ts, tp_str name,
 	tp_set_int(t, TP_FTRACE_EVENT_cpu, row, cpu);
 	tp_set_int(t, TP_FTRACE_EVENT_utid, row, utid);
 	tp_set_int(t, TP_FTRACE_EVENT_ucpu, row, ucpu_of(machine, cpu));
-	tp_set_int(t, TP_FTRACE_EVENT_machine_id, row, machine);
+	tp_set_machine(t, TP_FTRACE_EVENT_machine_id, row, machine);
 	return row;
 }
 
@@ -867,7 +867,7 @@ static void ts_open(struct tp_ctx *ctx, int64_t ts, uint32_t utid,
 	tp_set_int(t, TP_THREAD_STATE_dur, row, -1);
 	tp_set_int(t, TP_THREAD_STATE_utid, row, utid);
 	tp_set_str(t, TP_THREAD_STATE_state, row, state);
-	tp_set_int(t, TP_THREAD_STATE_machine_id, row, machine);
+	tp_set_machine(t, TP_THREAD_STATE_machine_id, row, machine);
 	if (cpu >= 0) {
 		tp_set_int(t, TP_THREAD_STATE_cpu, row, cpu);
 		tp_set_int(t, TP_THREAD_STATE_ucpu, row,
@@ -1011,7 +1011,7 @@ static uint32_t sched_start(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,
 	tp_set_int(t, TP_SCHED_utid, row, utid);
 	tp_set_int(t, TP_SCHED_priority, row, prio);
 	tp_set_int(t, TP_SCHED_ucpu, row, ucpu_of(machine, cpu));
-	tp_set_int(t, TP_SCHED_machine_id, row, machine);
+	tp_set_machine(t, TP_SCHED_machine_id, row, machine);
 	return row;
 }
 

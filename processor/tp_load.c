@@ -501,7 +501,7 @@ static void clock_snapshot(struct tp_ctx *ctx, struct tp_packet *pkt,
 				   tp_s(ctx, name));
 		tp_set_int(t, TP_CLOCK_SNAPSHOT_clock_value, row, rd[i].ts_ns);
 		tp_set_int(t, TP_CLOCK_SNAPSHOT_snapshot_id, row, snap);
-		tp_set_int(t, TP_CLOCK_SNAPSHOT_machine_id, row, pkt->machine);
+		tp_set_machine(t, TP_CLOCK_SNAPSHOT_machine_id, row, pkt->machine);
 	}
 }
 

@@ -120,7 +120,7 @@ static uint32_t add_process_row(struct tp_ctx *ctx, uint32_t machine,
 	uint32_t upid = tp_table_add_row(t);
 
 	tp_set_int(t, TP_PROCESS_pid, upid, pid);
-	tp_set_int(t, TP_PROCESS_machine_id, upid, machine);
+	tp_set_machine(t, TP_PROCESS_machine_id, upid, machine);
 	return upid;
 }
 
@@ -132,7 +132,7 @@ static uint32_t add_thread_row(struct tp_ctx *ctx, uint32_t machine,
 
 	tp_set_int(t, TP_THREAD_tid, utid, tid);
 	tp_set_int(t, TP_THREAD_is_idle, utid, 0);
-	tp_set_int(t, TP_THREAD_machine_id, utid, machine);
+	tp_set_machine(t, TP_THREAD_machine_id, utid, machine);
 	return utid;
 }
 

@@ -1212,7 +1212,7 @@ static uint32_t cpu_table_row(struct tp_ctx *ctx, uint32_t machine,
 			return r;
 	uint32_t r = tp_table_add_row(t);
 	tp_set_int(t, TP_CPU_cpu, r, cpu);
-	tp_set_int(t, TP_CPU_machine_id, r, machine);
+	tp_set_machine(t, TP_CPU_machine_id, r, machine);
 	return r;
 }
 

@@ -88,8 +88,7 @@ uint32_t tp_track_new(struct tp_ctx *ctx, const struct tp_track_spec *s)
 		tp_set_int(t, TP_TRACK_utid, row, s->utid);
 	if (s->upid >= 0)
 		tp_set_int(t, TP_TRACK_upid, row, s->upid);
-	if (s->machine)
-		tp_set_int(t, TP_TRACK_machine_id, row, s->machine);
+	tp_set_machine(t, TP_TRACK_machine_id, row, s->machine);
 	return row;
 }
 

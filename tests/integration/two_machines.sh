@@ -1,0 +1,263 @@
+#!/usr/bin/env bash
+# two_machines.sh - "two machines on one machine": the whole host/guest
+# pipeline with both sides on this machine.
+#
+# A "host" and a "guest" tracing stack, each a vtraced on sockets of its
+# own with vtraced_probes beside it; vperfetto_host_clock writes clock
+# snapshots into the host and serves sync exchanges on a UNIX socket;
+# vperfetto_guest_agent writes cros/guest_clock_sync into the guest and
+# exchanges with the host endpoint.  A workload runs (processes, an SDK
+# program in the guest); the vperfetto consumer records host.pb and
+# guest.pb, vperfetto_merge merges them, and vperfetto_tp checks:
+#   - guest events are on a machine of their own;
+#   - every exchange is causal on the merged axis: the host read its
+#     counter (placed on host BOOTTIME through the host's own clock
+#     snapshots, independently of the merge) no later than the guest
+#     recorded the exchange, and not long before;
+#   - the merge's report: zero causality violations, its bound printed;
+#   - sched slices from ftrace on both machines (skipped, with the reason,
+#     where tracefs cannot be used).
+# Both sides share one counter here, so the offset the merge finds from
+# the exchanges must be near 0.
+#
+# usage: two_machines.sh BUILD_DIR
+set -uo pipefail
+B=$(cd "$1" && pwd)
+VTRACED=$B/common/service/vtraced
+PROBES=$B/common/probes/vtraced_probes
+CONSUMER=$B/common/consumer/vperfetto
+HOSTCLK=$B/host/vperfetto_host_clock
+AGENT=$B/guest/vperfetto_guest_agent
+EXAMPLE=$B/tests/sdk/sdk_example
+MERGE=$B/merge/vperfetto_merge
+TP=$B/processor/vperfetto_tp
+
+D=$(mktemp -d /tmp/vp-two.XXXXXX)
+PIDS=()
+PASS=0
+FAIL=0
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+  sleep 0.3
+  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
+  wait 2>/dev/null
+  [ -n "${KEEP:-}" ] && echo "kept $D" || rm -rf "$D"
+}
+trap cleanup EXIT
+
+ok() { echo "ok   - $*"; PASS=$((PASS + 1)); }
+bad() { echo "FAIL - $*"; FAIL=$((FAIL + 1)); }
+check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
+q() { timeout 120 "$TP" --quiet "$1" -Q "$2" 2>>"$D/tp.log" | tail -n +2 | tr -d '"'; }
+
+wait_sock() { # wait_sock PATH: until a socket exists (10 s)
+  local i
+  for i in $(seq 200); do [ -S "$1" ] && return 0; sleep 0.05; done
+  return 1
+}
+
+# Can ftrace be used here?  (root, tracefs mounted or mountable)
+FTRACE=yes
+if [ "$(id -u)" -ne 0 ]; then
+  FTRACE="not root"
+elif [ ! -e /sys/kernel/tracing/trace_clock ] &&
+     ! mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null; then
+  FTRACE="tracefs cannot be mounted"
+fi
+
+# side NAME: vtraced and vtraced_probes for one "machine"
+side() {
+  local n=$1
+  mkdir -p "$D/$n"
+  "$VTRACED" --foreground --producer-socket "$D/$n/producer.sock" \
+    --consumer-socket "$D/$n/consumer.sock" >"$D/$n/vtraced.log" 2>&1 &
+  PIDS+=($!)
+  wait_sock "$D/$n/consumer.sock" && wait_sock "$D/$n/producer.sock" ||
+    { bad "$n: vtraced did not start"; cat "$D/$n/vtraced.log"; exit 1; }
+  "$PROBES" --producer-socket "$D/$n/producer.sock" -v \
+    >"$D/$n/probes.log" 2>&1 &
+  PIDS+=($!)
+}
+
+ftrace_cfg() {
+  [ "$FTRACE" = yes ] || return 0
+  cat <<CFG
+data_sources {
+  config {
+    name: "linux.ftrace"
+    ftrace_config {
+      ftrace_events: "sched/sched_switch"
+      ftrace_events: "sched/sched_waking"
+      ftrace_events: "task/task_newtask"
+      ftrace_events: "sched/sched_process_exit"
+      buffer_size_kb: 2048
+    }
+  }
+}
+CFG
+}
+
+side host
+side guest
+
+cat >"$D/host.cfg" <<CFG
+buffers { size_kb: 32768 fill_policy: RING_BUFFER }
+data_sources { config { name: "vperfetto.clock_sync" } }
+data_sources {
+  config {
+    name: "linux.process_stats"
+    process_stats_config { scan_all_processes_on_start: true }
+  }
+}
+$(ftrace_cfg)
+duration_ms: 60000
+CFG
+cat >"$D/guest.cfg" <<CFG
+buffers { size_kb: 32768 fill_policy: RING_BUFFER }
+data_sources {
+  config {
+    name: "track_event"
+    track_event_config { enabled_categories: "cros" enabled_categories: "example" }
+  }
+}
+data_sources {
+  config {
+    name: "linux.process_stats"
+    process_stats_config { scan_all_processes_on_start: true }
+  }
+}
+$(ftrace_cfg)
+duration_ms: 60000
+CFG
+
+"$HOSTCLK" --producer-socket "$D/host/producer.sock" --no-vsock \
+  --sync-unix "$D/sync.sock" -v >"$D/hostclock.log" 2>&1 &
+HOSTCLK_PID=$!
+PIDS+=($HOSTCLK_PID)
+wait_sock "$D/sync.sock" || { bad "the sync endpoint did not start"; cat "$D/hostclock.log"; exit 1; }
+
+"$AGENT" --producer-socket "$D/guest/producer.sock" --host "unix:$D/sync.sock" \
+  -v >"$D/agent.log" 2>&1 &
+AGENT_PID=$!
+PIDS+=($AGENT_PID)
+sleep 0.5
+
+for n in host guest; do
+  "$CONSUMER" --consumer-socket "$D/$n/consumer.sock" -c "$D/$n.cfg" --txt \
+    -o "$D/$n.pb" >"$D/$n.consumer.log" 2>&1 &
+  eval "${n}_consumer=$!"
+done
+sleep 1
+
+# The workload: an SDK program on the guest (it traces once the session
+# enables its category, then waits for the session to stop), processes
+# coming and going.
+"$EXAMPLE" system "$D/guest/producer.sock" 30 >"$D/example.log" 2>&1 &
+EX_PID=$!
+for i in $(seq 40); do
+  sh -c 'i=0; while [ $i -lt 2000 ]; do i=$((i+1)); done' &
+  sleep 0.1
+done
+sleep 0.5
+
+for n in host guest; do
+  eval "pid=\$${n}_consumer"
+  kill -INT "$pid"
+  wait "$pid"
+  rc=$?
+  check "$n trace recorded (exit $rc)" test $rc -eq 0 -a -s "$D/$n.pb"
+  [ $rc -eq 0 ] || cat "$D/$n.consumer.log"
+done
+wait "$EX_PID"
+rc=$?
+check "the SDK program traced in the guest and saw the session stop (exit $rc)" \
+  test $rc -eq 0
+[ $rc -eq 0 ] || cat "$D/example.log"
+kill -INT "$AGENT_PID" "$HOSTCLK_PID"
+wait "$AGENT_PID" "$HOSTCLK_PID" 2>/dev/null
+echo "# agent: $(tail -n 1 "$D/agent.log")"
+echo "# host clock: $(tail -n 1 "$D/hostclock.log")"
+
+# --- merge -------------------------------------------------------------------
+"$MERGE" "$D/host.pb" "$D/guest.pb" -o "$D/merged.pb" --report "$D/report.json" \
+  2>"$D/merge.log"
+rc=$?
+check "vperfetto_merge host.pb guest.pb (exit $rc)" test $rc -eq 0
+[ $rc -eq 0 ] || { cat "$D/merge.log"; exit 1; }
+sed 's/^/# /' "$D/merge.log"
+
+report() { # report EXPR: a value of the first guest in the merge report
+  python3 -c 'import json, sys
+g = json.load(open(sys.argv[1]))["guests"][0]
+print(eval(sys.argv[2], {}, {"g": g}))' "$D/report.json" "$1"
+}
+nex=$(report 'g["exchanges"]["count"]')
+check "the merge used the exchanges ($nex)" test "${nex:-0}" -ge 20
+n=$(report 'g["exchanges"]["causality_violations"]')
+check "zero causality violations in the merge report ($n)" test "$n" = 0
+src=$(report 'g["counter_map"]["source"]')
+check "the counter offset came from the exchanges ($src)" test "$src" = exchanges
+# One machine, one counter: the offset interval must hold 0.
+n=$(report 'int(g["counter_map"]["offset_interval"][0] <= 0 <= g["counter_map"]["offset_interval"][1])')
+check "the offset interval holds 0, the true offset ($(report 'g["counter_map"]["offset_interval"]'))" test "$n" = 1
+echo "# sync report: error bound p50 $(report 'g["error_bound_ns"]["p50"]') ns," \
+  "p99 $(report 'g["error_bound_ns"]["p99"]') ns;" \
+  "exchange round trip p50 $(report 'g["exchanges"]["round_trip_ns"]["p50"]') ns"
+
+M=$D/merged.pb
+# --- machines ----------------------------------------------------------------
+n=$(q "$M" "select count(*) from slice s join track t on s.track_id = t.id
+     where s.name = 'guest_clock_sync' and t.machine_id is not null")
+check "guest_clock_sync events on the guest machine ($n)" test "${n:-0}" -ge 30
+n=$(q "$M" "select count(*) from slice s join track t on s.track_id = t.id
+     where s.name = 'outer' and t.machine_id is not null")
+check "the guest SDK program's slices on the guest machine ($n)" test "${n:-0}" -gt 0
+n=$(q "$M" "select count(*) from slice s join track t on s.track_id = t.id
+     where t.machine_id is null and s.name in ('guest_clock_sync', 'outer')")
+check "no guest event on the host machine ($n)" test "$n" = 0
+
+# --- causality, independently of the merge's own check ------------------------
+# Host samples (counter, BOOTTIME) from the host's clock snapshots; each
+# exchange's host counter placed on host BOOTTIME by the nearest sample
+# before it and the mean rate; the guest recorded the exchange after the
+# reply came, so host time <= merged guest time, and within 100 ms.
+CAUSAL="
+  with hs as (
+    select c.clock_value as cyc, b.clock_value as boot
+    from clock_snapshot c join clock_snapshot b using (snapshot_id)
+    where c.clock_id = 64 and b.clock_id = 6 and c.machine_id is null),
+  rate as (
+    select (max(boot) - min(boot)) * 1.0 / (max(cyc) - min(cyc)) as ns_per_cyc
+    from hs),
+  ex as (
+    select s.ts, extract_arg(s.arg_set_id, 'debug.host_cputime') as hc
+    from slice s join track t on s.track_id = t.id
+    where s.name = 'guest_clock_sync_exchange' and t.machine_id is not null),
+  placed as (
+    select ex.ts, (select boot + (ex.hc - cyc) * (select ns_per_cyc from rate)
+                   from hs where cyc <= ex.hc order by cyc desc limit 1) as host_ts
+    from ex)"
+n=$(q "$M" "$CAUSAL select count(*) from placed where host_ts is not null")
+check "exchanges on the merged axis ($n)" test "${n:-0}" -ge 20
+n=$(q "$M" "$CAUSAL select count(*) from placed
+     where host_ts is not null and (ts < host_ts or ts - host_ts > 100e6)")
+check "every exchange causal on the merged axis (violations: $n)" test "$n" = 0
+echo "# exchange lag guest record - host receipt (ns): $(q "$M" "$CAUSAL
+  select 'min ' || cast(min(ts - host_ts) as int) || ' mean ' ||
+  cast(avg(ts - host_ts) as int) || ' max ' || cast(max(ts - host_ts) as int)
+  as lag from placed where host_ts is not null")"
+
+# --- ftrace --------------------------------------------------------------------
+if [ "$FTRACE" = yes ]; then
+  n=$(q "$M" "select count(*) from sched where machine_id is null")
+  check "host sched slices from ftrace ($n)" test "${n:-0}" -gt 0
+  n=$(q "$M" "select count(*) from sched where machine_id is not null")
+  check "guest sched slices from ftrace ($n)" test "${n:-0}" -gt 0
+else
+  echo "SKIP: ftrace checks: $FTRACE"
+fi
+n=$(q "$M" "select count(*) from process where machine_id is not null")
+check "guest processes from linux.process_stats ($n)" test "${n:-0}" -gt 0
+
+echo "two_machines: $PASS passed, $FAIL failed"
+[ "$FAIL" -eq 0 ]
