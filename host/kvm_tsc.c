@@ -287,7 +287,8 @@ int kvm_tsc_read_vm(const char *debugfs, int pid, struct kvm_vcpu_tsc **out,
 			  kvm, pid, pid);
 		return KVM_TSC_NO_VM;
 	}
-	qsort(v, n, sizeof(*v), cmp_vcpu);
+	if (n > 1)
+		qsort(v, n, sizeof(*v), cmp_vcpu);
 	*out = v;
 	return (int)n;
 }
