@@ -355,3 +355,63 @@ int vp_cmd_override(vp_trace_config *tc, bool set_duration,
 	tc->buffers[0]->size_kb = size_kb;
 	return 0;
 }
+
+/* ------------------------------------------------ adjusting a config */
+
+static ds_config *find_data_source(vp_trace_config *tc, const char *name)
+{
+	for (size_t i = 0; i < tc->n_data_sources; i++) {
+		ds_config *c = tc->data_sources[i]->config;
+		if (c && c->name && strcmp(c->name, name) == 0)
+			return c;
+	}
+	return NULL;
+}
+
+int vp_cmd_ensure_data_source(vp_trace_config *tc, const char *name,
+			      struct vp_error *err)
+{
+	ds_config *c;
+	if (find_data_source(tc, name))
+		return 0;
+	if (add_data_source(tc, name, &c) < 0)
+		return vp_errorf(err, "out of memory");
+	return 0;
+}
+
+int vp_cmd_ensure_category(vp_trace_config *tc, const char *cat,
+			   struct vp_error *err)
+{
+	ds_config *c = find_data_source(tc, "track_event");
+	if (!c && add_data_source(tc, "track_event", &c) < 0)
+		return vp_errorf(err, "out of memory");
+	if (!c->track_event_config) {
+		c->track_event_config =
+			new_msg(&perfetto__protos__track_event_config__descriptor);
+		if (!c->track_event_config)
+			return vp_errorf(err, "out of memory");
+	}
+	Perfetto__Protos__TrackEventConfig *te = c->track_event_config;
+	for (size_t i = 0; i < te->n_enabled_categories; i++)
+		if (strcmp(te->enabled_categories[i], cat) == 0)
+			return 0;
+	char *dup = strdup(cat);
+	if (!dup || PUSH(te->enabled_categories, te->n_enabled_categories,
+			 dup) < 0) {
+		free(dup);
+		return vp_errorf(err, "out of memory");
+	}
+	return 0;
+}
+
+int vp_cmd_pack_config(const vp_trace_config *tc, uint8_t **buf, size_t *len,
+		       struct vp_error *err)
+{
+	size_t n = perfetto__protos__trace_config__get_packed_size(tc);
+	uint8_t *b = malloc(n ? n : 1);
+	if (!b)
+		return vp_errorf(err, "out of memory");
+	*len = perfetto__protos__trace_config__pack(tc, b);
+	*buf = b;
+	return 0;
+}

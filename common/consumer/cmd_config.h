@@ -44,4 +44,20 @@ int vp_cmd_override(vp_trace_config *tc, bool set_duration,
 		    uint32_t duration_ms, bool set_size, uint32_t size_kb,
 		    struct vp_error *err);
 
+/* Adds a data source called name (with an empty config) unless tc has
+ * one already.  0, or -1 (out of memory). */
+int vp_cmd_ensure_data_source(vp_trace_config *tc, const char *name,
+			      struct vp_error *err);
+
+/* Makes sure a track_event data source enables category cat by its exact
+ * name (which Perfetto's rules put above any disabled pattern): added to
+ * the first track_event data source's enabled_categories, or a new
+ * track_event data source when there is none.  0, or -1. */
+int vp_cmd_ensure_category(vp_trace_config *tc, const char *cat,
+			   struct vp_error *err);
+
+/* Serializes tc into a malloc'd buffer.  0, or -1 (out of memory). */
+int vp_cmd_pack_config(const vp_trace_config *tc, uint8_t **buf, size_t *len,
+		       struct vp_error *err);
+
 #endif
