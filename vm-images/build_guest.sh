@@ -6,6 +6,9 @@
 #
 # Usage: build_guest.sh BUILD_DIR OUT_DIR
 #
+# Exit status: 0 done, 1 error, 2 usage, 3 a Debian package could not be
+# had (no package lists or no network, and nothing cached).
+#
 # Writes OUT_DIR/vmlinuz, OUT_DIR/initramfs.img (newc cpio, gzip) and
 # OUT_DIR/manifest.txt (what went in).  Nothing is downloaded but Debian
 # packages, with apt-get download, into a cache directory
@@ -24,6 +27,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 die() {
 	echo "$prog: error: $*" >&2
 	exit 1
+}
+# A Debian package that cannot be had (no package lists, offline): exit 3,
+# which the tests take for "cannot be done on this machine".
+die_fetch() {
+	echo "$prog: error: $*" >&2
+	exit 3
 }
 say() { echo "$prog: $*" >&2; }
 
@@ -60,7 +69,7 @@ apt_download() {
 		# A cached download works without package lists.
 		deb=$(ls -t "$cache/${pkg}_"*.deb 2>/dev/null | head -n 1 || true)
 		[ -n "$deb" ] && { echo "$deb"; return 0; }
-		die "no candidate for Debian package '$pkg' (run apt-get update)"
+		die_fetch "no candidate for Debian package '$pkg' (run apt-get update)"
 	fi
 	# Epochs ("1:") become "%3a" in file names.
 	deb=$cache/${pkg}_${ver//:/%3a}_amd64.deb
@@ -71,7 +80,7 @@ apt_download() {
 		[ "$(id -u)" = 0 ] && opts+=(-o APT::Sandbox::User=root)
 		(cd "$cache" && apt-get download -q "${opts[@]}" "$pkg=$ver" \
 			>"$cache/download.log" 2>&1) ||
-			die "apt-get download $pkg=$ver failed: $(tail -n 3 "$cache/download.log")"
+			die_fetch "apt-get download $pkg=$ver failed: $(tail -n 3 "$cache/download.log")"
 		[ -s "$deb" ] || deb=$(ls -t "$cache/${pkg}_"*.deb | head -n 1)
 	fi
 	echo "$deb"
@@ -100,7 +109,7 @@ if [ -z "$kpkg" ]; then
 			head -n 1 | sed 's|.*/||; s|_.*||' || true)
 	fi
 	[ -n "$kpkg" ] ||
-		die "cannot resolve linux-image-amd64's kernel package (run apt-get update)"
+		die_fetch "cannot resolve linux-image-amd64's kernel package (run apt-get update)"
 fi
 kdir=$(unpack "$(apt_download "$kpkg")")
 kver=$(ls "$kdir/lib/modules" | head -n 1)
