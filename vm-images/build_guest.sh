@@ -111,7 +111,8 @@ if [ -z "$kpkg" ]; then
 	[ -n "$kpkg" ] ||
 		die_fetch "cannot resolve linux-image-amd64's kernel package (run apt-get update)"
 fi
-kdir=$(unpack "$(apt_download "$kpkg")")
+kdeb=$(apt_download "$kpkg") || exit $?
+kdir=$(unpack "$kdeb") || exit $?
 kver=$(ls "$kdir/lib/modules" | head -n 1)
 [ -n "$kver" ] && [ -f "$kdir/boot/vmlinuz-$kver" ] ||
 	die "$kpkg: no kernel image or modules in the package"
@@ -124,7 +125,8 @@ if command -v busybox >/dev/null &&
 	! ldd "$(command -v busybox)" >/dev/null 2>&1; then
 	busybox=$(command -v busybox)
 else
-	bdir=$(unpack "$(apt_download busybox-static)")
+	bdeb=$(apt_download busybox-static) || exit $?
+	bdir=$(unpack "$bdeb") || exit $?
 	busybox=$bdir/bin/busybox
 	[ -x "$busybox" ] || die "busybox-static: no bin/busybox in the package"
 fi

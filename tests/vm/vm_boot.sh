@@ -128,7 +128,7 @@ if [ $ready = 0 ]; then
 	fail "no ready marker within 120 s; console: $(tail -n 30 "$log")"
 	exit 1
 fi
-pass "guest ready $(($(date +%s) - start)) s after QEMU started"
+pass "guest ready $(($(date +%s) - start)) s after QEMU started: $(grep -a "vperfetto-guest: ready" "$log")"
 
 console_has() { # NAME PATTERN
 	if grep -aq -- "$2" "$log"; then
