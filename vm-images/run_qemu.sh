@@ -122,6 +122,7 @@ args=(-accel "$accel" "${cpu[@]}" -M q35 -m "$mem" -smp "$smp"
 	-append "console=ttyS0 panic=-1 $append"
 	-chardev "socket,id=ctl,path=$dir/control.sock,server=on,wait=off"
 	-chardev "socket,id=sync,path=$dir/sync.sock,server=on,wait=off"
+	-device virtio-rng-pci
 	-device virtio-serial-pci,id=vser0
 	-device virtserialport,bus=vser0.0,chardev=ctl,name=org.vperfetto.control
 	-device virtserialport,bus=vser0.0,chardev=sync,name=org.vperfetto.sync
