@@ -1,0 +1,776 @@
+/*
+ * record_main.c - vperfetto_record: traces a host and one of its VMs at
+ * once and merges the two traces.
+ *
+ *   vperfetto_record --domain NAME [-c host.cfg] [-g guest.cfg] [--txt]
+ *                    [-t 10s] -o merged.pb
+ *   vperfetto_record --qemu-chardev DIR|CONTROL.sock [--qemu-sync-chardev
+ *                    SYNC.sock] [--qemu-pid PID] ...
+ *   vperfetto_record --guest-vsock CID ...
+ *
+ * The run:
+ *   1. finds the guest: a libvirt domain's channels, vsock CID and QEMU
+ *      pid (record_domain.h), or the sockets of a plain QEMU's chardevs;
+ *   2. starts the host session: its own vtraced on private sockets,
+ *      vtraced_probes, vperfetto_host_clock (clock snapshots, the sync
+ *      endpoint on the guest's sync channel, KVM counter offsets for the
+ *      QEMU pid) and the vperfetto consumer writing OUT.host.pb;
+ *   3. starts the guest session over the control channel
+ *      (vperfetto_guest_ctl in the guest);
+ *   4. waits for -t or Ctrl-C (a second Ctrl-C aborts);
+ *   5. stops the guest session, then the host's, and pulls the guest
+ *      trace into OUT.guest.pb;
+ *   6. merges (merge.h) into OUT and prints the sync report
+ *      (OUT.report.json holds it all).
+ * Failures keep what was recorded: a guest that never answers or dies
+ * leaves OUT.host.pb and no OUT; nothing is ever half-written (every file
+ * is written to a temporary name and renamed into place).
+ *
+ * Exit status: 0 ok, 1 usage, 2 the host session failed, 3 the guest
+ * session failed (the host trace is kept), 4 the merge failed (both traces
+ * are kept), 130 aborted.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cmd_config.h"
+#include "guest_ctl_client.h"
+#include "merge.h"
+#include "record_domain.h"
+#include "record_proc.h"
+#include "report.h"
+#include "textproto.h"
+#include "trace_io.h"
+
+enum record_status {
+	REC_OK = 0,
+	REC_USAGE = 1,
+	REC_HOST_FAILED = 2,
+	REC_GUEST_FAILED = 3,
+	REC_MERGE_FAILED = 4,
+	REC_ABORTED = 130,
+};
+
+/* Used when -c / -g are not given: what a VM developer wants first. */
+static const char default_host_config[] =
+	"buffers { size_kb: 65536 fill_policy: RING_BUFFER }\n"
+	"data_sources { config { name: \"vperfetto.clock_sync\" } }\n"
+	"data_sources { config { name: \"linux.ftrace\" ftrace_config {\n"
+	"  ftrace_events: \"sched/sched_switch\"\n"
+	"  ftrace_events: \"sched/sched_waking\"\n"
+	"  ftrace_events: \"task/task_newtask\"\n"
+	"  ftrace_events: \"sched/sched_process_exit\"\n"
+	"  ftrace_events: \"kvm/kvm_entry\"\n"
+	"  ftrace_events: \"kvm/kvm_exit\"\n"
+	"} } }\n"
+	"data_sources { config { name: \"linux.process_stats\"\n"
+	"  process_stats_config { scan_all_processes_on_start: true } } }\n"
+	"data_sources { config { name: \"linux.system_info\" } }\n";
+static const char default_guest_config[] =
+	"buffers { size_kb: 32768 fill_policy: RING_BUFFER }\n"
+	"data_sources { config { name: \"track_event\"\n"
+	"  track_event_config { enabled_categories: \"*\" } } }\n"
+	"data_sources { config { name: \"linux.ftrace\" ftrace_config {\n"
+	"  ftrace_events: \"sched/sched_switch\"\n"
+	"  ftrace_events: \"sched/sched_waking\"\n"
+	"  ftrace_events: \"task/task_newtask\"\n"
+	"  ftrace_events: \"sched/sched_process_exit\"\n"
+	"  ftrace_events: \"ftrace/print\"\n"
+	"} } }\n"
+	"data_sources { config { name: \"linux.process_stats\"\n"
+	"  process_stats_config { scan_all_processes_on_start: true } } }\n"
+	"data_sources { config { name: \"linux.system_info\" } }\n";
+
+struct options {
+	const char *domain;
+	const char *libvirt_uri;
+	const char *qemu_chardev;
+	const char *qemu_sync_chardev;
+	pid_t qemu_pid;
+	unsigned guest_vsock;
+	const char *host_cfg;
+	const char *guest_cfg;
+	bool txt;
+	uint32_t duration_ms;
+	const char *out;
+	int guest_timeout_ms;
+	bool keep_logs;
+	bool verbose;
+};
+
+/* Everything a run owns, so that every exit path cleans up the same way. */
+struct run {
+	struct options o;
+	struct record_guest_addr guest;
+	char dir[64];                  /* sockets, configs, logs */
+	char host_pb[PATH_MAX], guest_pb[PATH_MAX], report[PATH_MAX];
+	char p_sock[PATH_MAX], c_sock[PATH_MAX];
+	pid_t vtraced, probes, host_clock, consumer;
+	struct vp_guest_ctl *ctl;
+	bool guest_started;
+	sigset_t sigs;
+	int interrupts;
+};
+
+static void say(const struct run *r, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void say(const struct run *r, const char *fmt, ...)
+{
+	(void)r;
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("vperfetto_record: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: vperfetto_record (--domain NAME | --qemu-chardev PATH |"
+		" --guest-vsock CID)\n"
+		"                        [-c HOST.cfg] [-g GUEST.cfg] [--txt]"
+		" [-t 10s] -o MERGED.pb\n"
+		"\n"
+		"Records the host and a VM at once and merges the two traces"
+		" onto the host's\ntime axis.  Keeps MERGED.host.pb,"
+		" MERGED.guest.pb and MERGED.report.json\nbeside the output.\n"
+		"\n"
+		"guest:\n"
+		"  --domain NAME            a libvirt domain (its channels, vsock"
+		" CID and QEMU pid)\n"
+		"  --libvirt-uri URI        default qemu:///system\n"
+		"  --qemu-chardev PATH      a QEMU started by hand: the directory"
+		" holding\n"
+		"                           control.sock and sync.sock, or the"
+		" control socket\n"
+		"  --qemu-sync-chardev PATH the sync channel's socket (default:"
+		" sync.sock beside\n"
+		"                           the control socket)\n"
+		"  --qemu-pid PID           QEMU's pid, for KVM's counter offsets\n"
+		"  --guest-vsock CID        reach the guest over vsock (control"
+		" port %u)\n"
+		"  --guest-timeout SECONDS  how long the guest may take to answer"
+		" (default 60)\n"
+		"session:\n"
+		"  -c, --host-config FILE   host TraceConfig (default: clock sync,"
+		" sched, processes)\n"
+		"  -g, --guest-config FILE  guest TraceConfig (default: track"
+		" events, sched, processes)\n"
+		"  --txt                    the configs are in text format\n"
+		"  -t, --time DURATION      how long to record (default 10s;"
+		" Ctrl-C stops early)\n"
+		"  -o, --out FILE           the merged trace\n"
+		"  --keep-logs              keep the run directory's logs\n"
+		"  -v, --verbose\n"
+		"\n"
+		"exit status: 0 ok, 1 usage, 2 host session failed, 3 guest"
+		" session failed\n(host trace kept), 4 merge failed (both traces"
+		" kept), 130 aborted.\n",
+		RECORD_CONTROL_VSOCK_PORT);
+}
+
+static int usage_error(const char *msg)
+{
+	fprintf(stderr, "vperfetto_record: %s\nTry 'vperfetto_record "
+		"--help'.\n", msg);
+	return REC_USAGE;
+}
+
+static int parse_uint(const char *s, unsigned long max, unsigned long *v)
+{
+	char *e;
+	errno = 0;
+	unsigned long x = strtoul(s, &e, 10);
+	if (errno || e == s || *e || x > max)
+		return -1;
+	*v = x;
+	return 0;
+}
+
+enum {
+	OPT_DOMAIN = 256,
+	OPT_URI,
+	OPT_CHARDEV,
+	OPT_SYNC_CHARDEV,
+	OPT_QEMU_PID,
+	OPT_VSOCK,
+	OPT_TXT,
+	OPT_GUEST_TIMEOUT,
+	OPT_KEEP_LOGS,
+};
+
+static int parse_args(int argc, char **argv, struct options *o)
+{
+	static const struct option longopts[] = {
+		{"domain", required_argument, NULL, OPT_DOMAIN},
+		{"libvirt-uri", required_argument, NULL, OPT_URI},
+		{"qemu-chardev", required_argument, NULL, OPT_CHARDEV},
+		{"qemu-sync-chardev", required_argument, NULL, OPT_SYNC_CHARDEV},
+		{"qemu-pid", required_argument, NULL, OPT_QEMU_PID},
+		{"guest-vsock", required_argument, NULL, OPT_VSOCK},
+		{"guest-timeout", required_argument, NULL, OPT_GUEST_TIMEOUT},
+		{"host-config", required_argument, NULL, 'c'},
+		{"guest-config", required_argument, NULL, 'g'},
+		{"txt", no_argument, NULL, OPT_TXT},
+		{"time", required_argument, NULL, 't'},
+		{"out", required_argument, NULL, 'o'},
+		{"keep-logs", no_argument, NULL, OPT_KEEP_LOGS},
+		{"verbose", no_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'},
+		{0},
+	};
+	struct vp_error err = {{0}};
+	unsigned long v;
+	int c;
+
+	o->duration_ms = 10000;
+	o->guest_timeout_ms = 60000;
+	while ((c = getopt_long(argc, argv, "c:g:t:o:vh", longopts, NULL)) !=
+	       -1) {
+		switch (c) {
+		case OPT_DOMAIN: o->domain = optarg; break;
+		case OPT_URI: o->libvirt_uri = optarg; break;
+		case OPT_CHARDEV: o->qemu_chardev = optarg; break;
+		case OPT_SYNC_CHARDEV: o->qemu_sync_chardev = optarg; break;
+		case OPT_QEMU_PID:
+			if (parse_uint(optarg, INT_MAX, &v) < 0 || v == 0)
+				return usage_error("--qemu-pid: not a pid");
+			o->qemu_pid = (pid_t)v;
+			break;
+		case OPT_VSOCK:
+			if (parse_uint(optarg, 0xfffffffful, &v) < 0 || v < 3)
+				return usage_error("--guest-vsock: not a guest "
+						   "CID (3 or more)");
+			o->guest_vsock = (unsigned)v;
+			break;
+		case OPT_GUEST_TIMEOUT:
+			if (parse_uint(optarg, 3600, &v) < 0 || v == 0)
+				return usage_error("--guest-timeout: 1 to 3600 "
+						   "seconds");
+			o->guest_timeout_ms = (int)v * 1000;
+			break;
+		case 'c': o->host_cfg = optarg; break;
+		case 'g': o->guest_cfg = optarg; break;
+		case OPT_TXT: o->txt = true; break;
+		case 't':
+			if (vp_cmd_parse_duration(optarg, &o->duration_ms,
+						  &err) < 0)
+				return usage_error(err.msg);
+			if (o->duration_ms == 0)
+				return usage_error("-t: the duration must be "
+						   "more than 0");
+			break;
+		case 'o': o->out = optarg; break;
+		case OPT_KEEP_LOGS: o->keep_logs = true; break;
+		case 'v': o->verbose = true; break;
+		case 'h': usage(stdout); exit(0);
+		default: return usage_error("bad option");
+		}
+	}
+	if (optind != argc)
+		return usage_error("unexpected arguments");
+	if (!o->out)
+		return usage_error("no output file (-o MERGED.pb)");
+	int targets = !!o->domain + !!o->qemu_chardev + !!o->guest_vsock;
+	if (targets != 1)
+		return usage_error("name the guest once: --domain, "
+				   "--qemu-chardev or --guest-vsock");
+	if (o->qemu_sync_chardev && !o->qemu_chardev)
+		return usage_error("--qemu-sync-chardev goes with "
+				   "--qemu-chardev");
+	if (o->libvirt_uri && !o->domain)
+		return usage_error("--libvirt-uri goes with --domain");
+	return REC_OK;
+}
+
+/* OUT minus a ".pb"/".pftrace" suffix, plus suffix, into dst. */
+static int beside(char *dst, const char *out, const char *suffix)
+{
+	size_t n = strlen(out);
+	static const char *const exts[] = {".pb", ".pftrace",
+					   ".perfetto-trace"};
+	for (size_t i = 0; i < sizeof(exts) / sizeof(exts[0]); i++) {
+		size_t e = strlen(exts[i]);
+		if (n > e && strcmp(out + n - e, exts[i]) == 0) {
+			n -= e;
+			break;
+		}
+	}
+	int w = snprintf(dst, PATH_MAX, "%.*s%s", (int)n, out, suffix);
+	return w > 0 && w < PATH_MAX ? 0 : -1;
+}
+
+/* -------------------------------------------------------------- guest */
+
+static int find_guest(struct run *r, struct vp_error *err)
+{
+	const struct options *o = &r->o;
+	struct stat st;
+
+	if (o->domain)
+		return record_domain_resolve(o->libvirt_uri, o->domain,
+					     &r->guest, err);
+	memset(&r->guest, 0, sizeof(r->guest));
+	r->guest.qemu_pid = o->qemu_pid;
+	if (o->guest_vsock) {
+		r->guest.vsock_cid = o->guest_vsock;
+		return 0;
+	}
+	const char *p = o->qemu_chardev;
+	if (stat(p, &st) == 0 && S_ISDIR(st.st_mode)) {
+		snprintf(r->guest.control, PATH_MAX, "%s/control.sock", p);
+		snprintf(r->guest.sync, PATH_MAX, "%s/sync.sock", p);
+	} else {
+		snprintf(r->guest.control, PATH_MAX, "%s", p);
+		const char *slash = strrchr(p, '/');
+		int dl = slash ? (int)(slash - p) : 1;
+		snprintf(r->guest.sync, PATH_MAX, "%.*s/sync.sock", dl,
+			 slash ? p : ".");
+	}
+	if (o->qemu_sync_chardev)
+		snprintf(r->guest.sync, PATH_MAX, "%s", o->qemu_sync_chardev);
+	if (stat(r->guest.control, &st) != 0 || !S_ISSOCK(st.st_mode))
+		return vp_errorf(err, "%s: not a socket (QEMU's control "
+				 "chardev: -chardev socket,path=...,server=on)",
+				 r->guest.control);
+	if (stat(r->guest.sync, &st) != 0 || !S_ISSOCK(st.st_mode)) {
+		say(r, "warning: %s is not a socket: no sync exchanges over "
+		    "virtio-serial", r->guest.sync);
+		r->guest.sync[0] = 0;
+	}
+	return 0;
+}
+
+static void control_addr(const struct run *r, char *buf, size_t len)
+{
+	if (r->guest.control[0])
+		snprintf(buf, len, "%s", r->guest.control);
+	else
+		snprintf(buf, len, "vsock://%u:%u", r->guest.vsock_cid,
+			 RECORD_CONTROL_VSOCK_PORT);
+}
+
+/* --------------------------------------------------------- configs */
+
+/* Loads a config (or the default text), makes sure it records what the
+ * merge needs, and writes it in binary form to path. */
+static int prepare_config(const char *file, bool txt, const char *deflt,
+			  bool host, uint32_t duration_ms, uint8_t **bin,
+			  size_t *bin_len, struct vp_error *err)
+{
+	vp_trace_config *tc = NULL;
+	int rc;
+
+	if (file) {
+		rc = vp_cmd_load_config(file, txt, &tc, err);
+	} else {
+		rc = vp_textproto_parse(&perfetto__protos__trace_config__descriptor,
+					deflt, strlen(deflt),
+					host ? "default host config"
+					     : "default guest config",
+					(ProtobufCMessage **)&tc, err);
+	}
+	if (rc < 0)
+		return -1;
+	/* The merge needs the host's clock snapshots and the guest's
+	 * cros/guest_clock_sync events. */
+	if (host)
+		rc = vp_cmd_ensure_data_source(tc, "vperfetto.clock_sync", err);
+	else
+		rc = vp_cmd_ensure_category(tc, "cros", err);
+	/* A cap, in case we die and cannot stop the sessions: -t plus a
+	 * minute.  We stop them ourselves before that. */
+	if (rc == 0)
+		rc = vp_cmd_override(tc, true, duration_ms + 60000, false, 0,
+				     err);
+	if (rc == 0)
+		rc = vp_cmd_pack_config(tc, bin, bin_len, err);
+	perfetto__protos__trace_config__free_unpacked(tc, NULL);
+	return rc;
+}
+
+static int write_file(const char *path, const uint8_t *buf, size_t len,
+		      struct vp_error *err)
+{
+	FILE *f = fopen(path, "wb");
+	if (!f)
+		return vp_errorf(err, "%s: %s", path, strerror(errno));
+	bool ok = fwrite(buf, 1, len, f) == len;
+	ok = (fclose(f) == 0) && ok;
+	return ok ? 0 : vp_errorf(err, "%s: write failed", path);
+}
+
+/* ---------------------------------------------------- host session */
+
+static void log_path(const struct run *r, const char *name, char *buf)
+{
+	snprintf(buf, PATH_MAX, "%s/%s.log", r->dir, name);
+}
+
+static pid_t start_program(struct run *r, const char *name,
+			   const char *subdir, char **args, size_t n_args,
+			   struct vp_error *err)
+{
+	char prog[PATH_MAX], log[PATH_MAX];
+	char *argv[32];
+
+	if (record_find_program(name, subdir, prog, sizeof(prog), err) < 0)
+		return -1;
+	if (n_args + 2 > sizeof(argv) / sizeof(argv[0])) {
+		vp_errorf(err, "too many arguments for %s", name);
+		return -1;
+	}
+	argv[0] = prog;
+	for (size_t i = 0; i < n_args; i++)
+		argv[i + 1] = args[i];
+	argv[n_args + 1] = NULL;
+	log_path(r, name, log);
+	if (r->o.verbose) {
+		fprintf(stderr, "vperfetto_record: starting");
+		for (size_t i = 0; argv[i]; i++)
+			fprintf(stderr, " %s", argv[i]);
+		fprintf(stderr, "\n");
+	}
+	return record_spawn(argv, log, err);
+}
+
+static int host_failed(struct run *r, const char *name, struct vp_error *err)
+{
+	char log[PATH_MAX], tail[256];
+	log_path(r, name, log);
+	record_log_tail(log, tail, sizeof(tail));
+	return vp_errorf(err, "%s failed%s%s (log: %s)", name,
+			 tail[0] ? ": " : "", tail, log);
+}
+
+static int start_host_producers(struct run *r, struct vp_error *err)
+{
+	char pid_arg[32];
+	char *vt[] = {"--foreground", "--producer-socket", r->p_sock,
+		      "--consumer-socket", r->c_sock};
+	r->vtraced = start_program(r, "vtraced", "common/service", vt, 5, err);
+	if (r->vtraced < 0)
+		return -1;
+	if (record_wait_socket(r->c_sock, 10000) < 0 ||
+	    record_wait_socket(r->p_sock, 10000) < 0)
+		return host_failed(r, "vtraced", err);
+
+	char *pr[] = {"--producer-socket", r->p_sock, "-v"};
+	r->probes = start_program(r, "vtraced_probes", "common/probes", pr, 3,
+				  err);
+	if (r->probes < 0)
+		return -1;
+
+	char *hc[16];
+	size_t n = 0;
+	hc[n++] = "--producer-socket";
+	hc[n++] = r->p_sock;
+	hc[n++] = "-v";
+	if (!r->guest.vsock_cid)
+		hc[n++] = "--no-vsock";
+	if (r->guest.sync[0]) {
+		hc[n++] = "--qemu-chardev";
+		hc[n++] = r->guest.sync;
+	}
+	if (r->guest.qemu_pid > 0) {
+		snprintf(pid_arg, sizeof(pid_arg), "%d", (int)r->guest.qemu_pid);
+		hc[n++] = "--vm-pid";
+		hc[n++] = pid_arg;
+	}
+	r->host_clock = start_program(r, "vperfetto_host_clock", "host", hc, n,
+				      err);
+	return r->host_clock < 0 ? -1 : 0;
+}
+
+static int start_host_consumer(struct run *r, const char *cfg_path,
+			       struct vp_error *err)
+{
+	char *args[] = {"--consumer-socket", r->c_sock, "-c", (char *)cfg_path,
+			"-o", r->host_pb};
+	r->consumer = start_program(r, "vperfetto", "common/consumer", args, 6,
+				    err);
+	if (r->consumer < 0)
+		return -1;
+	/* Give the session a moment to start: a consumer that fails (a bad
+	 * config, no service) exits at once. */
+	for (int i = 0; i < 25; i++) {
+		struct timespec ts = {0, 20 * 1000000L};
+		nanosleep(&ts, NULL);
+		if (!record_alive(r->consumer, NULL)) {
+			r->consumer = 0;
+			return host_failed(r, "vperfetto", err);
+		}
+	}
+	return 0;
+}
+
+/* Stops the host consumer (it flushes and writes OUT.host.pb).  0 when
+ * the trace was written. */
+static int stop_host_consumer(struct run *r, struct vp_error *err)
+{
+	int st = 0;
+	if (r->consumer <= 0)
+		return vp_errorf(err, "the host consumer is not running");
+	int k = record_stop(r->consumer, SIGINT, 60000, &st);
+	r->consumer = 0;
+	if (k != 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		return host_failed(r, "vperfetto", err);
+	return 0;
+}
+
+static void stop_host_producers(struct run *r)
+{
+	pid_t *ps[] = {&r->host_clock, &r->probes, &r->vtraced};
+	for (size_t i = 0; i < 3; i++) {
+		if (*ps[i] > 0)
+			record_stop(*ps[i], SIGTERM, 10000, NULL);
+		*ps[i] = 0;
+	}
+}
+
+/* ------------------------------------------------------------- waiting */
+
+/* Waits up to ms, returning early on SIGINT/SIGTERM (counted) or when
+ * the host consumer exits.  Returns 1 on a signal, 0 at the end, -1 if
+ * the host consumer died. */
+static int wait_recording(struct run *r, uint32_t ms)
+{
+	uint64_t left = ms;
+	while (left > 0) {
+		uint32_t step = left > 200 ? 200 : (uint32_t)left;
+		struct timespec ts = {step / 1000, (long)(step % 1000) * 1000000L};
+		int sig = sigtimedwait(&r->sigs, NULL, &ts);
+		if (sig > 0) {
+			r->interrupts++;
+			return 1;
+		}
+		if (r->consumer > 0 && !record_alive(r->consumer, NULL)) {
+			r->consumer = 0;
+			return -1;
+		}
+		left -= step;
+	}
+	return 0;
+}
+
+/* True if a second Ctrl-C came (the user wants out now). */
+static bool aborted(struct run *r)
+{
+	struct timespec zero = {0, 0};
+	while (sigtimedwait(&r->sigs, NULL, &zero) > 0)
+		r->interrupts++;
+	return r->interrupts >= 2;
+}
+
+/* ------------------------------------------------------------- merge */
+
+static int merge_traces(struct run *r, struct vp_error *err)
+{
+	struct merge_opts mo;
+	struct merge_result res;
+	struct trace_writer *rw = NULL;
+
+	memset(&mo, 0, sizeof(mo));
+	mo.host = r->host_pb;
+	mo.guests[0] = r->guest_pb;
+	mo.n_guests = 1;
+	mo.out = r->o.out;
+	mo.threads = sysconf(_SC_NPROCESSORS_ONLN) >= 2 ? 2 : 1;
+	if (r->guest.qemu_pid > 0) {
+		mo.vm_pid[0] = r->guest.qemu_pid;
+		mo.n_vm_pid = 1;
+	}
+	if (trace_writer_open(&rw, r->report, err) < 0)
+		return -1;
+	int st = merge_run(&mo, &res, err);
+	if (st != MERGE_OK) {
+		trace_writer_abort(rw);
+		merge_result_free(&res);
+		return -1;
+	}
+	report_summary(stderr, &mo, &res);
+	int rc = report_write_json(rw, &mo, &res, err);
+	merge_result_free(&res);
+	return rc;
+}
+
+/* --------------------------------------------------------------- run */
+
+static int record(struct run *r)
+{
+	struct vp_error err = {{0}};
+	uint8_t *host_cfg = NULL, *guest_cfg = NULL;
+	size_t host_len = 0, guest_len = 0;
+	char path[PATH_MAX], addr[PATH_MAX + 32];
+	int status = REC_OK;
+
+	if (prepare_config(r->o.host_cfg, r->o.txt, default_host_config, true,
+			   r->o.duration_ms, &host_cfg, &host_len, &err) < 0 ||
+	    prepare_config(r->o.guest_cfg, r->o.txt, default_guest_config,
+			   false, r->o.duration_ms, &guest_cfg, &guest_len,
+			   &err) < 0) {
+		say(r, "%s", err.msg);
+		status = REC_USAGE;
+		goto out;
+	}
+	if (find_guest(r, &err) < 0) {
+		say(r, "%s", err.msg);
+		status = REC_GUEST_FAILED;
+		goto out;
+	}
+	control_addr(r, addr, sizeof(addr));
+	say(r, "guest: control %s, sync %s%s", addr,
+	    r->guest.sync[0] ? r->guest.sync
+			     : (r->guest.vsock_cid ? "over vsock" : "none"),
+	    r->guest.qemu_pid > 0 ? "" : ", QEMU pid unknown (no kvm_tsc)");
+
+	snprintf(path, sizeof(path), "%s/host.cfg.pb", r->dir);
+	if (write_file(path, host_cfg, host_len, &err) < 0 ||
+	    start_host_producers(r, &err) < 0 ||
+	    start_host_consumer(r, path, &err) < 0) {
+		say(r, "host session: %s", err.msg);
+		status = REC_HOST_FAILED;
+		goto out;
+	}
+	say(r, "host session recording into %s", r->host_pb);
+
+	/* The guest. */
+	struct vp_guest_info info;
+	if (vp_guest_ctl_connect(addr, r->o.guest_timeout_ms, &r->ctl,
+				 &err) < 0 ||
+	    vp_guest_ctl_hello(r->ctl, r->o.guest_timeout_ms, &info,
+			       &err) < 0 ||
+	    vp_guest_ctl_start(r->ctl, guest_cfg, guest_len,
+			       "vperfetto_record", r->o.guest_timeout_ms, NULL,
+			       &err) < 0) {
+		say(r, "guest session: %s", err.msg);
+		status = REC_GUEST_FAILED;
+		goto stop_host;
+	}
+	r->guest_started = true;
+	say(r, "guest session started on %s (%s); recording for %u ms "
+	    "(Ctrl-C stops early)", info.machine, info.uname,
+	    r->o.duration_ms);
+
+	int w = wait_recording(r, r->o.duration_ms);
+	if (w < 0) {
+		say(r, "the host consumer stopped on its own");
+		status = REC_HOST_FAILED;
+	} else if (w > 0) {
+		say(r, "stopping (Ctrl-C again aborts)");
+	}
+	if (aborted(r)) {
+		status = REC_ABORTED;
+		goto stop_host;
+	}
+
+	uint64_t guest_size = 0;
+	if (vp_guest_ctl_stop(r->ctl, 60000, &guest_size, &err) < 0) {
+		say(r, "guest session: %s", err.msg);
+		status = REC_GUEST_FAILED;
+	}
+
+stop_host:
+	if (r->consumer > 0) {
+		if (stop_host_consumer(r, &err) < 0) {
+			say(r, "host session: %s", err.msg);
+			status = REC_HOST_FAILED;
+		} else {
+			say(r, "host trace: %s", r->host_pb);
+		}
+	}
+	stop_host_producers(r);
+	if (status != REC_OK || aborted(r)) {
+		if (aborted(r))
+			status = REC_ABORTED;
+		goto out;
+	}
+
+	if (vp_guest_ctl_pull(r->ctl, r->guest_pb, 0, 60000, NULL, NULL, NULL,
+			      &err) < 0) {
+		say(r, "pulling the guest trace: %s", err.msg);
+		status = REC_GUEST_FAILED;
+		goto out;
+	}
+	say(r, "guest trace: %s", r->guest_pb);
+
+	if (merge_traces(r, &err) < 0) {
+		say(r, "merge: %s", err.msg);
+		status = REC_MERGE_FAILED;
+		goto out;
+	}
+	say(r, "merged trace: %s (sync report: %s)", r->o.out, r->report);
+
+out:
+	if (r->ctl)
+		vp_guest_ctl_close(r->ctl);
+	r->ctl = NULL;
+	if (r->consumer > 0)
+		record_stop(r->consumer, SIGINT, 30000, NULL);
+	stop_host_producers(r);
+	free(host_cfg);
+	free(guest_cfg);
+	return status;
+}
+
+static void remove_run_dir(const struct run *r)
+{
+	static const char *const names[] = {
+		"host.cfg.pb", "vtraced.log", "vtraced_probes.log",
+		"vperfetto_host_clock.log", "vperfetto.log", "p.sock",
+		"c.sock"};
+	char p[PATH_MAX];
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		snprintf(p, sizeof(p), "%s/%s", r->dir, names[i]);
+		unlink(p);
+	}
+	if (rmdir(r->dir) != 0)
+		fprintf(stderr, "vperfetto_record: left %s\n", r->dir);
+}
+
+int main(int argc, char **argv)
+{
+	static struct run r;
+	int st = parse_args(argc, argv, &r.o);
+	if (st != REC_OK)
+		return st;
+	if (beside(r.host_pb, r.o.out, ".host.pb") < 0 ||
+	    beside(r.guest_pb, r.o.out, ".guest.pb") < 0 ||
+	    beside(r.report, r.o.out, ".report.json") < 0)
+		return usage_error("-o: path too long");
+
+	/* Signals are taken synchronously (sigtimedwait); children get the
+	 * default mask back (record_spawn). */
+	sigemptyset(&r.sigs);
+	sigaddset(&r.sigs, SIGINT);
+	sigaddset(&r.sigs, SIGTERM);
+	sigprocmask(SIG_BLOCK, &r.sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	snprintf(r.dir, sizeof(r.dir), "/tmp/vperfetto_record.XXXXXX");
+	if (!mkdtemp(r.dir)) {
+		perror("vperfetto_record: mkdtemp");
+		return REC_HOST_FAILED;
+	}
+	snprintf(r.p_sock, sizeof(r.p_sock), "%s/p.sock", r.dir);
+	snprintf(r.c_sock, sizeof(r.c_sock), "%s/c.sock", r.dir);
+
+	st = record(&r);
+	if (st == REC_OK && !r.o.keep_logs)
+		remove_run_dir(&r);
+	else
+		fprintf(stderr, "vperfetto_record: logs in %s\n", r.dir);
+	return st;
+}
