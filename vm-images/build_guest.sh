@@ -313,8 +313,11 @@ cp "$kdir/boot/vmlinuz-$kver" "$out/vmlinuz"
 	echo "kernel: $kpkg ($kver)"
 	echo "busybox: $busybox"
 	echo "modules: ${loaded[*]}"
-	echo "binaries: $(cd "$root/bin" && ls -1 | grep -vxF -f <(
-		"$busybox" --list) | tr '\n' ' ')"
+	printf 'binaries:'
+	for f in "$root"/bin/*; do
+		[ -L "$f" ] || [ "${f##*/}" = busybox ] || printf ' %s' "${f##*/}"
+	done
+	echo
 } >"$out/manifest.txt"
 rm -rf "$root"
 say "wrote $out/vmlinuz and $out/initramfs.img ($(du -h "$out/initramfs.img" | cut -f1))"

@@ -83,14 +83,14 @@ dir=$(cd "$dir" && pwd)
 # not run a guest (a nested hypervisor without long mode, say).
 kvm_works() {
 	[ -r /dev/kvm ] && [ -w /dev/kvm ] || return 1
-	local plog ppid ok=1 i
+	local plog ppid ok=1
 	plog=$(mktemp "${TMPDIR:-/tmp}/run_qemu_probe.XXXXXX")
 	"$qemu" -accel kvm -M q35 -m 128 -nodefaults -no-user-config \
 		-display none -monitor none -serial "file:$plog" \
 		-kernel "$kernel" -append "console=ttyS0 earlyprintk=serial,ttyS0 panic=-1" \
 		-no-reboot </dev/null >/dev/null 2>&1 &
 	ppid=$!
-	for i in $(seq 50); do
+	for _ in $(seq 50); do
 		if grep -q "Linux version" "$plog" 2>/dev/null; then
 			ok=0
 			break
@@ -116,6 +116,7 @@ cpu=()
 [ "$accel" = kvm ] && cpu=(-cpu host)
 
 rm -f "$dir/control.sock" "$dir/sync.sock" "$dir/qmp.sock"
+# shellcheck disable=SC2054 # commas separate QEMU suboptions
 args=(-accel "$accel" "${cpu[@]}" -M q35 -m "$mem" -smp "$smp"
 	-nodefaults -no-user-config -no-reboot
 	-kernel "$kernel" -initrd "$initrd"

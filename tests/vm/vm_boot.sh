@@ -181,7 +181,7 @@ done
 timeout 120 "$B/host/vperfetto_host_clock" --producer-socket "$tmp/p.sock" \
 	--no-vsock --qemu-chardev "$chr/sync.sock" -v >"$tmp/host_clock.log" 2>&1 &
 hc=$!
-pids+=($hc)
+pids+=("$hc")
 sleep 6
 kill -INT "$hc"
 wait "$hc"
