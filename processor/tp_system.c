@@ -20,6 +20,7 @@
 #include "tp_load.h"
 #include "tp_modules.h"
 #include "perfetto_fields.h"
+#include "sys_stats_names.h"
 #include "tp_slices.h"
 #include "tp_sort.h"
 #include "tp_stats.h"
@@ -245,90 +246,6 @@ static uint32_t plain_counter_track(struct tp_ctx *ctx, uint32_t machine,
 
 /* ---- sys_stats ---------------------------------------------------------------- */
 
-/* /proc/meminfo keys (MeminfoCounters), as the counter names Perfetto
- * gives them. */
-static const char *const meminfo_names[] = {
-	"mem.unspecified", "mem.total", "mem.free", "mem.available",
-	"mem.buffers", "mem.cached", "mem.swap_cached", "mem.active",
-	"mem.inactive", "mem.active_anon", "mem.inactive_anon",
-	"mem.active_file", "mem.inactive_file", "mem.unevictable",
-	"mem.mlocked", "mem.swap_total", "mem.swap_free", "mem.dirty",
-	"mem.writeback", "mem.anon_pages", "mem.mapped", "mem.shmem",
-	"mem.slab", "mem.slab_reclaimable", "mem.slab_unreclaimable",
-	"mem.kernel_stack", "mem.page_tables", "mem.commit_limit",
-	"mem.committed_as", "mem.vmalloc_total", "mem.vmalloc_used",
-	"mem.vmalloc_chunk", "mem.cma_total", "mem.cma_free", "mem.gpu",
-	"mem.zram", "mem.misc", "mem.ion_heap", "mem.ion_heap_pool",
-};
-
-/* /proc/vmstat keys (VmstatCounters), in enum order. */
-static const char *const vmstat_names[] = {
-	"unspecified", "nr_free_pages", "nr_alloc_batch", "nr_inactive_anon",
-	"nr_active_anon", "nr_inactive_file", "nr_active_file",
-	"nr_unevictable", "nr_mlock", "nr_anon_pages", "nr_mapped",
-	"nr_file_pages", "nr_dirty", "nr_writeback", "nr_slab_reclaimable",
-	"nr_slab_unreclaimable", "nr_page_table_pages", "nr_kernel_stack",
-	"nr_overhead", "nr_unstable", "nr_bounce", "nr_vmscan_write",
-	"nr_vmscan_immediate_reclaim", "nr_writeback_temp",
-	"nr_isolated_anon", "nr_isolated_file", "nr_shmem", "nr_dirtied",
-	"nr_written", "nr_pages_scanned", "workingset_refault",
-	"workingset_activate", "workingset_nodereclaim",
-	"nr_anon_transparent_hugepages", "nr_free_cma", "nr_swapcache",
-	"nr_dirty_threshold", "nr_dirty_background_threshold", "pgpgin",
-	"pgpgout", "pgpgoutclean", "pswpin", "pswpout", "pgalloc_dma",
-	"pgalloc_normal", "pgalloc_movable", "pgfree", "pgactivate",
-	"pgdeactivate", "pgfault", "pgmajfault", "pgrefill_dma",
-	"pgrefill_normal", "pgrefill_movable", "pgsteal_kswapd_dma",
-	"pgsteal_kswapd_normal", "pgsteal_kswapd_movable",
-	"pgsteal_direct_dma", "pgsteal_direct_normal",
-	"pgsteal_direct_movable", "pgscan_kswapd_dma", "pgscan_kswapd_normal",
-	"pgscan_kswapd_movable", "pgscan_direct_dma", "pgscan_direct_normal",
-	"pgscan_direct_movable", "pgscan_direct_throttle", "pginodesteal",
-	"slabs_scanned", "kswapd_inodesteal", "kswapd_low_wmark_hit_quickly",
-	"kswapd_high_wmark_hit_quickly", "pageoutrun", "allocstall",
-	"pgrotated", "drop_pagecache", "drop_slab", "pgmigrate_success",
-	"pgmigrate_fail", "compact_migrate_scanned", "compact_free_scanned",
-	"compact_isolated", "compact_stall", "compact_fail",
-	"compact_success", "compact_daemon_wake", "unevictable_pgs_culled",
-	"unevictable_pgs_scanned", "unevictable_pgs_rescued",
-	"unevictable_pgs_mlocked", "unevictable_pgs_munlocked",
-	"unevictable_pgs_cleared", "unevictable_pgs_stranded", "nr_zspages",
-	"nr_ion_heap", "nr_gpu_heap", "allocstall_dma", "allocstall_movable",
-	"allocstall_normal", "compact_daemon_free_scanned",
-	"compact_daemon_migrate_scanned", "nr_fastrpc",
-	"nr_indirectly_reclaimable", "nr_ion_heap_pool",
-	"nr_kernel_misc_reclaimable", "nr_shadow_call_stack_bytes",
-	"nr_shmem_hugepages", "nr_shmem_pmdmapped", "nr_unreclaimable_pages",
-	"nr_zone_active_anon", "nr_zone_active_file", "nr_zone_inactive_anon",
-	"nr_zone_inactive_file", "nr_zone_unevictable",
-	"nr_zone_write_pending", "oom_kill", "pglazyfree", "pglazyfreed",
-	"pgrefill", "pgscan_direct", "pgscan_kswapd", "pgskip_dma",
-	"pgskip_movable", "pgskip_normal", "pgsteal_direct", "pgsteal_kswapd",
-	"swap_ra", "swap_ra_hit", "workingset_restore", "allocstall_device",
-	"allocstall_dma32", "balloon_deflate", "balloon_inflate",
-	"balloon_migrate", "cma_alloc_fail", "cma_alloc_success",
-	"nr_file_hugepages", "nr_file_pmdmapped", "nr_foll_pin_acquired",
-	"nr_foll_pin_released", "nr_sec_page_table_pages",
-	"nr_shadow_call_stack", "nr_swapcached", "nr_throttled_written",
-	"pgalloc_device", "pgalloc_dma32", "pgdemote_direct",
-	"pgdemote_kswapd", "pgreuse", "pgscan_anon", "pgscan_file",
-	"pgskip_device", "pgskip_dma32", "pgsteal_anon", "pgsteal_file",
-	"thp_collapse_alloc", "thp_collapse_alloc_failed",
-	"thp_deferred_split_page", "thp_fault_alloc", "thp_fault_fallback",
-	"thp_fault_fallback_charge", "thp_file_alloc", "thp_file_fallback",
-	"thp_file_fallback_charge", "thp_file_mapped", "thp_migration_fail",
-	"thp_migration_split", "thp_migration_success",
-	"thp_scan_exceed_none_pte", "thp_scan_exceed_share_pte",
-	"thp_scan_exceed_swap_pte", "thp_split_page",
-	"thp_split_page_failed", "thp_split_pmd", "thp_swpout",
-	"thp_swpout_fallback", "thp_zero_page_alloc",
-	"thp_zero_page_alloc_failed", "vma_lock_abort", "vma_lock_miss",
-	"vma_lock_retry", "vma_lock_success", "workingset_activate_anon",
-	"workingset_activate_file", "workingset_nodes",
-	"workingset_refault_anon", "workingset_refault_file",
-	"workingset_restore_anon", "workingset_restore_file",
-};
-
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Reads the key (varint) and value (varint) of a {key = 1, value = 2}
@@ -359,11 +276,12 @@ static void sys_meminfo(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	bool has_key;
 	if (!read_kv(f, &key, &val, &has_key))
 		return;
-	if (key >= NELEM(meminfo_names)) {
+	const char *cname = sys_stats_meminfo_counter_name((uint32_t)key);
+	if (key > UINT32_MAX || !cname) {
 		tp_stat_add(ctx, "meminfo_unknown_keys", pkt->machine, -1, 1);
 		return;
 	}
-	tp_str name = tp_s(ctx, meminfo_names[key]);
+	tp_str name = tp_s(ctx, cname);
 	dim_reset(ctx);
 	dim_str(ctx, "meminfo_key", name);
 	uint32_t t = dim_counter_track(ctx, pkt->machine, "meminfo", name,
@@ -378,11 +296,12 @@ static void sys_vmstat(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	bool has_key;
 	if (!read_kv(f, &key, &val, &has_key))
 		return;
-	if (key >= NELEM(vmstat_names)) {
+	const char *cname = sys_stats_vmstat_counter_name((uint32_t)key);
+	if (key > UINT32_MAX || !cname) {
 		tp_stat_add(ctx, "vmstat_unknown_keys", pkt->machine, -1, 1);
 		return;
 	}
-	tp_str name = tp_s(ctx, vmstat_names[key]);
+	tp_str name = tp_s(ctx, cname);
 	dim_reset(ctx);
 	dim_str(ctx, "vmstat_key", name);
 	uint32_t t = dim_counter_track(ctx, pkt->machine, "vmstat", name, NULL);

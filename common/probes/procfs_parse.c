@@ -9,7 +9,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -17,132 +16,6 @@
 #include "procfs_parse.h"
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
-
-/* ---- tables ----------------------------------------------------------- */
-
-/* /proc/meminfo keys by MeminfoCounters value (Perfetto's mapping; the
- * Android-only keys past CmaFree have no /proc/meminfo line). */
-static const char *const meminfo_names[PROCFS_MEMINFO_MAX_KEY + 1] = {
-	NULL, "MemTotal", "MemFree", "MemAvailable", "Buffers", "Cached",
-	"SwapCached", "Active", "Inactive", "Active(anon)", "Inactive(anon)",
-	"Active(file)", "Inactive(file)", "Unevictable", "Mlocked",
-	"SwapTotal", "SwapFree", "Dirty", "Writeback", "AnonPages", "Mapped",
-	"Shmem", "Slab", "SReclaimable", "SUnreclaim", "KernelStack",
-	"PageTables", "CommitLimit", "Committed_AS", "VmallocTotal",
-	"VmallocUsed", "VmallocChunk", "CmaTotal", "CmaFree",
-};
-
-/* /proc/vmstat keys by VmstatCounters value: the enum names, lower case. */
-static const char *const vmstat_names[] = {
-	NULL,
-	"nr_free_pages", "nr_alloc_batch", "nr_inactive_anon",
-	"nr_active_anon", "nr_inactive_file", "nr_active_file",
-	"nr_unevictable", "nr_mlock", "nr_anon_pages", "nr_mapped",
-	"nr_file_pages", "nr_dirty", "nr_writeback", "nr_slab_reclaimable",
-	"nr_slab_unreclaimable", "nr_page_table_pages", "nr_kernel_stack",
-	"nr_overhead", "nr_unstable", "nr_bounce", "nr_vmscan_write",
-	"nr_vmscan_immediate_reclaim", "nr_writeback_temp", "nr_isolated_anon",
-	"nr_isolated_file", "nr_shmem", "nr_dirtied", "nr_written",
-	"nr_pages_scanned", "workingset_refault", "workingset_activate",
-	"workingset_nodereclaim", "nr_anon_transparent_hugepages",
-	"nr_free_cma", "nr_swapcache", "nr_dirty_threshold",
-	"nr_dirty_background_threshold", "pgpgin", "pgpgout", "pgpgoutclean",
-	"pswpin", "pswpout", "pgalloc_dma", "pgalloc_normal",
-	"pgalloc_movable", "pgfree", "pgactivate", "pgdeactivate", "pgfault",
-	"pgmajfault", "pgrefill_dma", "pgrefill_normal", "pgrefill_movable",
-	"pgsteal_kswapd_dma", "pgsteal_kswapd_normal",
-	"pgsteal_kswapd_movable", "pgsteal_direct_dma",
-	"pgsteal_direct_normal", "pgsteal_direct_movable", "pgscan_kswapd_dma",
-	"pgscan_kswapd_normal", "pgscan_kswapd_movable", "pgscan_direct_dma",
-	"pgscan_direct_normal", "pgscan_direct_movable",
-	"pgscan_direct_throttle", "pginodesteal", "slabs_scanned",
-	"kswapd_inodesteal", "kswapd_low_wmark_hit_quickly",
-	"kswapd_high_wmark_hit_quickly", "pageoutrun", "allocstall",
-	"pgrotated", "drop_pagecache", "drop_slab", "pgmigrate_success",
-	"pgmigrate_fail", "compact_migrate_scanned", "compact_free_scanned",
-	"compact_isolated", "compact_stall", "compact_fail", "compact_success",
-	"compact_daemon_wake", "unevictable_pgs_culled",
-	"unevictable_pgs_scanned", "unevictable_pgs_rescued",
-	"unevictable_pgs_mlocked", "unevictable_pgs_munlocked",
-	"unevictable_pgs_cleared", "unevictable_pgs_stranded", "nr_zspages",
-	"nr_ion_heap", "nr_gpu_heap", "allocstall_dma", "allocstall_movable",
-	"allocstall_normal", "compact_daemon_free_scanned",
-	"compact_daemon_migrate_scanned", "nr_fastrpc",
-	"nr_indirectly_reclaimable", "nr_ion_heap_pool",
-	"nr_kernel_misc_reclaimable", "nr_shadow_call_stack_bytes",
-	"nr_shmem_hugepages", "nr_shmem_pmdmapped", "nr_unreclaimable_pages",
-	"nr_zone_active_anon", "nr_zone_active_file", "nr_zone_inactive_anon",
-	"nr_zone_inactive_file", "nr_zone_unevictable",
-	"nr_zone_write_pending", "oom_kill", "pglazyfree", "pglazyfreed",
-	"pgrefill", "pgscan_direct", "pgscan_kswapd", "pgskip_dma",
-	"pgskip_movable", "pgskip_normal", "pgsteal_direct", "pgsteal_kswapd",
-	"swap_ra", "swap_ra_hit", "workingset_restore", "allocstall_device",
-	"allocstall_dma32", "balloon_deflate", "balloon_inflate",
-	"balloon_migrate", "cma_alloc_fail", "cma_alloc_success",
-	"nr_file_hugepages", "nr_file_pmdmapped", "nr_foll_pin_acquired",
-	"nr_foll_pin_released", "nr_sec_page_table_pages",
-	"nr_shadow_call_stack", "nr_swapcached", "nr_throttled_written",
-	"pgalloc_device", "pgalloc_dma32", "pgdemote_direct",
-	"pgdemote_kswapd", "pgreuse", "pgscan_anon", "pgscan_file",
-	"pgskip_device", "pgskip_dma32", "pgsteal_anon", "pgsteal_file",
-	"thp_collapse_alloc", "thp_collapse_alloc_failed",
-	"thp_deferred_split_page", "thp_fault_alloc", "thp_fault_fallback",
-	"thp_fault_fallback_charge", "thp_file_alloc", "thp_file_fallback",
-	"thp_file_fallback_charge", "thp_file_mapped", "thp_migration_fail",
-	"thp_migration_split", "thp_migration_success",
-	"thp_scan_exceed_none_pte", "thp_scan_exceed_share_pte",
-	"thp_scan_exceed_swap_pte", "thp_split_page", "thp_split_page_failed",
-	"thp_split_pmd", "thp_swpout", "thp_swpout_fallback",
-	"thp_zero_page_alloc", "thp_zero_page_alloc_failed", "vma_lock_abort",
-	"vma_lock_miss", "vma_lock_retry", "vma_lock_success",
-	"workingset_activate_anon", "workingset_activate_file",
-	"workingset_nodes", "workingset_refault_anon",
-	"workingset_refault_file", "workingset_restore_anon",
-	"workingset_restore_file",
-};
-
-_Static_assert(NELEM(vmstat_names) == PROCFS_VMSTAT_MAX_KEY + 1,
-	       "vmstat_names follows VmstatCounters");
-
-const char *procfs_meminfo_name(uint32_t key)
-{
-	return key < NELEM(meminfo_names) ? meminfo_names[key] : NULL;
-}
-
-const char *procfs_vmstat_name(uint32_t key)
-{
-	return key < NELEM(vmstat_names) ? vmstat_names[key] : NULL;
-}
-
-/* Name lengths of both tables, computed once (lookups compare lengths
- * before bytes). */
-static uint8_t meminfo_lens[NELEM(meminfo_names)];
-static uint8_t vmstat_lens[NELEM(vmstat_names)];
-static pthread_once_t lens_once = PTHREAD_ONCE_INIT;
-
-static void lens_init(void)
-{
-	for (size_t i = 0; i < NELEM(meminfo_names); i++)
-		meminfo_lens[i] = meminfo_names[i] ?
-			(uint8_t)strlen(meminfo_names[i]) : 0;
-	for (size_t i = 0; i < NELEM(vmstat_names); i++)
-		vmstat_lens[i] = vmstat_names[i] ?
-			(uint8_t)strlen(vmstat_names[i]) : 0;
-}
-
-/* The key whose name is [s, s + n) in names[], or 0. */
-static uint32_t lookup(const char *const *names, const uint8_t *lens,
-		       size_t count, const char *s, size_t n)
-{
-	if (n == 0 || n > UINT8_MAX)
-		return 0;
-	pthread_once(&lens_once, lens_init);
-	for (size_t i = 1; i < count; i++)
-		if (lens[i] == n && names[i][0] == s[0] &&
-		    memcmp(names[i], s, n) == 0)
-			return (uint32_t)i;
-	return 0;
-}
 
 /* ---- scanning helpers ------------------------------------------------- */
 
@@ -381,9 +254,7 @@ int procfs_parse_meminfo(const char *buf, size_t len, procfs_kv_fn fn,
 		uint64_t v;
 		if (!split_colon(ls, le, &ks, &ke, &vs, &ve))
 			continue;
-		uint32_t key = lookup(meminfo_names, meminfo_lens,
-				      NELEM(meminfo_names), ks,
-				      (size_t)(ke - ks));
+		uint32_t key = sys_stats_meminfo_key(ks, (size_t)(ke - ks));
 		if (!key || !next_u64(&vs, ve, &v))
 			continue;
 		fn(ctx, key, v);
@@ -406,8 +277,7 @@ int procfs_parse_vmstat(const char *buf, size_t len, procfs_kv_fn fn,
 		uint64_t v;
 		if (!next_token(&ls, le, &t, &tn))
 			continue;
-		uint32_t key = lookup(vmstat_names, vmstat_lens,
-				      NELEM(vmstat_names), t, tn);
+		uint32_t key = sys_stats_vmstat_key(t, tn);
 		if (!key || !next_u64(&ls, le, &v))
 			continue;
 		fn(ctx, key, v);

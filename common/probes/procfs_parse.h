@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sys_stats_names.h"
+
 /* ---- /proc/PID/status ------------------------------------------------- */
 
 /* Memory fields of /proc/PID/status, in ProcessStats.Process order. */
@@ -62,22 +64,16 @@ bool procfs_cmdline_next(const char *buf, size_t len, size_t *pos,
 /* ---- /proc/meminfo and /proc/vmstat ----------------------------------- */
 
 /* Called once per recognised line with the MeminfoCounters or
- * VmstatCounters key and the value as written (kB for meminfo). */
+ * VmstatCounters key (at most SYS_STATS_MEMINFO_MAX_KEY /
+ * SYS_STATS_VMSTAT_MAX_KEY; the names are in sys_stats_names.h) and the
+ * value as written (kB for meminfo). */
 typedef void (*procfs_kv_fn)(void *ctx, uint32_t key, uint64_t value);
-
-/* Highest key each table knows (MeminfoCounters / VmstatCounters). */
-#define PROCFS_MEMINFO_MAX_KEY 38
-#define PROCFS_VMSTAT_MAX_KEY 188
 
 /* Return the number of lines reported. */
 int procfs_parse_meminfo(const char *buf, size_t len, procfs_kv_fn fn,
 			 void *ctx);
 int procfs_parse_vmstat(const char *buf, size_t len, procfs_kv_fn fn,
 			void *ctx);
-
-/* The /proc name of a key, or NULL for keys without one. */
-const char *procfs_meminfo_name(uint32_t key);
-const char *procfs_vmstat_name(uint32_t key);
 
 /* ---- /proc/stat ------------------------------------------------------- */
 

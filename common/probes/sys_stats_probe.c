@@ -64,8 +64,8 @@ enum { P_MEMINFO, P_VMSTAT, P_STAT, P_CPUFREQ, NPOLLERS };
 struct ss_config {
 	uint32_t period_ms[NPOLLERS];
 	/* Bit k set: key k enabled. */
-	uint8_t meminfo_on[(PROCFS_MEMINFO_MAX_KEY + 8) / 8];
-	uint8_t vmstat_on[(PROCFS_VMSTAT_MAX_KEY + 8) / 8];
+	uint8_t meminfo_on[(SYS_STATS_MEMINFO_MAX_KEY + 8) / 8];
+	uint8_t vmstat_on[(SYS_STATS_VMSTAT_MAX_KEY + 8) / 8];
 	uint32_t stat_on; /* bit STAT_*: enabled */
 };
 
@@ -147,9 +147,9 @@ static void stat_add(void *ctx, uint64_t v)
 static int parse_ss_fields(const uint8_t *data, size_t len,
 			   struct ss_config *out, bool verbose)
 {
-	struct enum_sink mi = { out->meminfo_on, PROCFS_MEMINFO_MAX_KEY + 1,
+	struct enum_sink mi = { out->meminfo_on, SYS_STATS_MEMINFO_MAX_KEY + 1,
 				false };
-	struct enum_sink vm = { out->vmstat_on, PROCFS_VMSTAT_MAX_KEY + 1,
+	struct enum_sink vm = { out->vmstat_on, SYS_STATS_VMSTAT_MAX_KEY + 1,
 				false };
 	struct pb_reader r;
 	struct pb_field g;
@@ -268,7 +268,7 @@ static bool read_into(struct ss_inst *s, const char *path)
 static void read_meminfo(struct ss_inst *s)
 {
 	struct kv_ctx k = { s, SS_MEMINFO, s->cfg.meminfo_on,
-			    PROCFS_MEMINFO_MAX_KEY + 1 };
+			    SYS_STATS_MEMINFO_MAX_KEY + 1 };
 	if (read_into(s, "/proc/meminfo"))
 		procfs_parse_meminfo(s->buf.data, s->buf.len, put_kv, &k);
 }
@@ -276,7 +276,7 @@ static void read_meminfo(struct ss_inst *s)
 static void read_vmstat(struct ss_inst *s)
 {
 	struct kv_ctx k = { s, SS_VMSTAT, s->cfg.vmstat_on,
-			    PROCFS_VMSTAT_MAX_KEY + 1 };
+			    SYS_STATS_VMSTAT_MAX_KEY + 1 };
 	if (read_into(s, "/proc/vmstat"))
 		procfs_parse_vmstat(s->buf.data, s->buf.len, put_kv, &k);
 }

@@ -74,7 +74,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	const char *buf = (const char *)data;
 	struct procfs_status st;
-	uint32_t mi_max = PROCFS_MEMINFO_MAX_KEY, vm_max = PROCFS_VMSTAT_MAX_KEY;
+	uint32_t mi_max = SYS_STATS_MEMINFO_MAX_KEY;
+	uint32_t vm_max = SYS_STATS_VMSTAT_MAX_KEY;
 	struct procfs_stat_sink sink = { NULL, cpu, irq_total, irq, forks };
 	size_t pos = 0, n;
 	const char *a;

@@ -209,9 +209,20 @@ static void test_meminfo(void **state)
 	assert_int_equal(l.val[6], 400000);
 	assert_int_equal(l.key[7], 12); /* INACTIVE_FILE */
 	assert_int_equal(l.key[8], 28); /* COMMITED_AS */
-	assert_string_equal(procfs_meminfo_name(23), "SReclaimable");
-	assert_null(procfs_meminfo_name(0));
-	assert_null(procfs_meminfo_name(1000));
+	assert_string_equal(sys_stats_meminfo_proc_name(23), "SReclaimable");
+	assert_null(sys_stats_meminfo_proc_name(0));
+	assert_null(sys_stats_meminfo_proc_name(34)); /* MEM_GPU: Android */
+	assert_null(sys_stats_meminfo_proc_name(1000));
+	/* The processor's names for the same values. */
+	assert_string_equal(sys_stats_meminfo_counter_name(23),
+			    "mem.slab_reclaimable");
+	assert_string_equal(sys_stats_meminfo_counter_name(0),
+			    "mem.unspecified");
+	assert_string_equal(sys_stats_meminfo_counter_name(34), "mem.gpu");
+	assert_null(sys_stats_meminfo_counter_name(39));
+	/* A key with a NUL inside is not a prefix match. */
+	assert_int_equal(sys_stats_meminfo_key("Slab\0xyz", 8), 0);
+	assert_int_equal(sys_stats_meminfo_key("Slab", 4), 22);
 }
 
 static void test_meminfo_malformed(void **state)
@@ -244,7 +255,13 @@ static void test_vmstat(void **state)
 	assert_int_equal(l.key[3], 188); /* WORKINGSET_RESTORE_FILE */
 	assert_int_equal(l.key[4], 115); /* OOM_KILL */
 	assert_true(l.val[4] == UINT64_MAX);
-	assert_string_equal(procfs_vmstat_name(30), "workingset_refault");
+	assert_string_equal(sys_stats_vmstat_proc_name(30),
+			    "workingset_refault");
+	assert_string_equal(sys_stats_vmstat_counter_name(30),
+			    "workingset_refault");
+	assert_null(sys_stats_vmstat_proc_name(0));
+	assert_string_equal(sys_stats_vmstat_counter_name(0), "unspecified");
+	assert_null(sys_stats_vmstat_counter_name(189));
 }
 
 /* ---- /proc/stat ------------------------------------------------------------- */
