@@ -25,7 +25,6 @@
  */
 #include <dirent.h>
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,7 +67,6 @@ enum {
 /* Caps on what is read per process. */
 #define STATUS_MAX (64 * 1024)
 #define CMDLINE_MAX (128 * 1024)
-#define STOP_TIMEOUT_MS 5000
 
 /* What was last written for one process: the memory counters then
  * oom_score_adj. */
@@ -89,8 +87,6 @@ struct ps_inst {
 	struct vp_ds_instance *inst;
 	struct ps_config cfg;
 	bool verbose;
-	struct procfs_poller *poller;
-	struct ps_inst *next;
 
 	/* Used by the polling thread only. */
 	struct u64map seen;      /* pids and tids in a ProcessTree */
@@ -107,14 +103,6 @@ struct ps_inst {
 	int32_t *pids;
 	size_t npids, cappids;
 };
-
-struct ps_module {
-	pthread_mutex_t mu;
-	struct ps_inst *insts; /* started instances, under mu */
-	bool verbose;
-};
-
-static struct ps_module g_ps = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
 /* ---- config ----------------------------------------------------------- */
 
@@ -497,8 +485,10 @@ static void ps_thread(void *arg, struct procfs_poller *p)
 	} while (procfs_poll_sleep_until(p, next));
 }
 
-static void ps_inst_free(struct ps_inst *s)
+static void ps_inst_free(void *state)
 {
+	struct ps_inst *s = state;
+
 	u64map_free(&s->seen);
 	u64map_free(&s->skip);
 	u64map_free(&s->cache_idx);
@@ -513,32 +503,32 @@ static void ps_inst_free(struct ps_inst *s)
 
 /* ---- callbacks -------------------------------------------------------- */
 
-static void ps_on_start(void *ctx, struct vp_ds_instance *inst,
-			const uint8_t *config, size_t len)
+static void *ps_create(const struct procfs_source *src,
+		       struct vp_ds_instance *inst, const uint8_t *config,
+		       size_t len)
 {
-	struct ps_module *m = ctx;
 	struct ps_config cfg;
 
 	if (parse_ps_config(config, len, &cfg) != 0)
-		return;
+		return NULL;
 	if (!cfg.scan_all && !cfg.poll_ms) {
 		/* Perfetto dumps on demand for pids other data sources see;
 		 * with neither option there is nothing to do here. */
-		if (m->verbose)
+		if (src->verbose)
 			fprintf(stderr, "vtraced_probes: linux.process_stats: "
 				"neither scan_all_processes_on_start nor "
 				"proc_stats_poll_ms: nothing to record\n");
-		return;
+		return NULL;
 	}
 	struct ps_inst *s = calloc(1, sizeof(*s));
 	if (!s) {
 		fprintf(stderr, "vtraced_probes: linux.process_stats: out of "
 			"memory\n");
-		return;
+		return NULL;
 	}
 	s->inst = inst;
 	s->cfg = cfg;
-	s->verbose = m->verbose;
+	s->verbose = src->verbose;
 	u64map_init(&s->seen);
 	u64map_init(&s->skip);
 	u64map_init(&s->cache_idx);
@@ -546,58 +536,31 @@ static void ps_on_start(void *ctx, struct vp_ds_instance *inst,
 	s->ttl_ticks = 1;
 	if (cfg.poll_ms && cfg.cache_ttl_ms / cfg.poll_ms > 1)
 		s->ttl_ticks = cfg.cache_ttl_ms / cfg.poll_ms;
-	s->poller = procfs_poll_start("vp_procstats", ps_thread, s);
-	if (!s->poller) {
-		ps_inst_free(s);
-		return;
-	}
-	pthread_mutex_lock(&m->mu);
-	s->next = m->insts;
-	m->insts = s;
-	pthread_mutex_unlock(&m->mu);
-	if (m->verbose)
-		fprintf(stderr, "vtraced_probes: linux.process_stats started "
-			"(scan_all %d, thread names %d, poll %u ms, ttl %u "
-			"polls)\n", cfg.scan_all, cfg.thread_names,
-			cfg.poll_ms, s->ttl_ticks);
+	return s;
 }
 
-static void ps_on_stop(void *ctx, struct vp_ds_instance *inst)
+static void ps_describe(void *state)
 {
-	struct ps_module *m = ctx;
-	struct ps_inst *s = NULL, **pp;
+	struct ps_inst *s = state;
 
-	pthread_mutex_lock(&m->mu);
-	for (pp = &m->insts; *pp; pp = &(*pp)->next) {
-		if ((*pp)->inst == inst) {
-			s = *pp;
-			*pp = s->next;
-			break;
-		}
-	}
-	pthread_mutex_unlock(&m->mu);
-	if (!s)
-		return;
-	if (procfs_poll_stop(s->poller, STOP_TIMEOUT_MS) != 0)
-		return; /* the thread still uses s: leave it */
-	ps_inst_free(s);
+	fprintf(stderr, "vtraced_probes: linux.process_stats started "
+		"(scan_all %d, thread names %d, poll %u ms, ttl %u polls)\n",
+		s->cfg.scan_all, s->cfg.thread_names, s->cfg.poll_ms,
+		s->ttl_ticks);
 }
+
+static struct procfs_source g_ps = {
+	.name = "linux.process_stats",
+	.thread_name = "vp_procstats",
+	.create = ps_create,
+	.poll = ps_thread,
+	.destroy = ps_inst_free,
+	.describe = ps_describe,
+	PROCFS_SOURCE_INIT,
+};
 
 int process_probe_register(const struct probes_options *opt)
 {
-	static const char *const name = "linux.process_stats";
-
 	g_ps.verbose = opt && opt->verbose;
-	struct vp_data_source_desc d = {
-		.name = name,
-		.ctx = &g_ps,
-		.on_start = ps_on_start,
-		.on_stop = ps_on_stop,
-		/* on_flush: the SDK commits every writer of the instance. */
-	};
-	if (!vp_data_source_register(&d)) {
-		fprintf(stderr, "vtraced_probes: cannot register %s\n", name);
-		return -1;
-	}
-	return 0;
+	return procfs_source_register(&g_ps);
 }

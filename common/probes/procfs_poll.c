@@ -1,5 +1,6 @@
 /*
- * procfs_poll.c - the polling thread of a probe instance (procfs_poll.h).
+ * procfs_poll.c - the polling thread of a probe instance, and the data
+ * source glue of the probes that poll (procfs_poll.h).
  *
  * The stop flag and the condition variable live in the poller; the thread
  * waits on the condition with a CLOCK_MONOTONIC deadline.  If a join times
@@ -13,6 +14,10 @@
 #include <time.h>
 
 #include "procfs_poll.h"
+#include "vperfetto/vperfetto.h"
+
+/* How long on_stop waits for a polling thread. */
+#define STOP_TIMEOUT_MS 5000
 
 struct procfs_poller {
 	pthread_t thread;
@@ -143,5 +148,95 @@ int procfs_poll_stop(struct procfs_poller *p, unsigned timeout_ms)
 	pthread_mutex_unlock(&p->mu);
 	pthread_join(p->thread, NULL);
 	poller_free(p);
+	return 0;
+}
+
+/* ---- a data source of polled instances -------------------------------- */
+
+/* A started instance: the SDK's handle, the module's state and the thread
+ * polling with it. */
+struct procfs_running {
+	struct vp_ds_instance *inst;
+	void *state;
+	struct procfs_poller *poller;
+	struct procfs_running *next;
+};
+
+static void source_on_start(void *ctx, struct vp_ds_instance *inst,
+			    const uint8_t *config, size_t len)
+{
+	struct procfs_source *src = ctx;
+	void *state = src->create(src, inst, config, len);
+
+	if (!state)
+		return;
+	struct procfs_running *r = calloc(1, sizeof(*r));
+	if (!r) {
+		fprintf(stderr, "vtraced_probes: %s: out of memory\n",
+			src->name);
+		src->destroy(state);
+		return;
+	}
+	r->inst = inst;
+	r->state = state;
+	r->poller = procfs_poll_start(src->thread_name, src->poll, state);
+	if (!r->poller) {
+		src->destroy(state);
+		free(r);
+		return;
+	}
+	pthread_mutex_lock(&src->mu);
+	r->next = src->running;
+	src->running = r;
+	pthread_mutex_unlock(&src->mu);
+	if (src->verbose && src->describe)
+		src->describe(state);
+}
+
+/* Unlinks and returns the running instance of inst, or NULL. */
+static struct procfs_running *source_take(struct procfs_source *src,
+					  struct vp_ds_instance *inst)
+{
+	struct procfs_running *r = NULL, **pp;
+
+	pthread_mutex_lock(&src->mu);
+	for (pp = &src->running; *pp; pp = &(*pp)->next) {
+		if ((*pp)->inst == inst) {
+			r = *pp;
+			*pp = r->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&src->mu);
+	return r;
+}
+
+static void source_on_stop(void *ctx, struct vp_ds_instance *inst)
+{
+	struct procfs_source *src = ctx;
+	struct procfs_running *r = source_take(src, inst);
+
+	if (!r)
+		return;
+	/* If the thread did not stop it still uses the state: leave it. */
+	if (procfs_poll_stop(r->poller, STOP_TIMEOUT_MS) == 0)
+		src->destroy(r->state);
+	free(r);
+}
+
+int procfs_source_register(struct procfs_source *src)
+{
+	struct vp_data_source_desc d = {
+		.name = src->name,
+		.ctx = src,
+		.on_start = source_on_start,
+		.on_stop = source_on_stop,
+		/* on_flush: the SDK commits every writer of the instance. */
+	};
+	if (!vp_data_source_register(&d)) {
+		fprintf(stderr, "vtraced_probes: cannot register %s\n",
+			src->name);
+		return -1;
+	}
 	return 0;
 }

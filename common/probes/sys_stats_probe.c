@@ -19,7 +19,6 @@
  *
  * One thread per started instance polls; on_stop joins it.
  */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,7 +58,6 @@ enum { P_MEMINFO, P_VMSTAT, P_STAT, P_CPUFREQ, NPOLLERS };
 
 #define MIN_PERIOD_MS 10
 #define PROC_FILE_MAX (4u << 20)
-#define STOP_TIMEOUT_MS 5000
 
 struct ss_config {
 	uint32_t period_ms[NPOLLERS];
@@ -72,22 +70,12 @@ struct ss_config {
 struct ss_inst {
 	struct vp_ds_instance *inst;
 	struct ss_config cfg;
-	struct procfs_poller *poller;
-	struct ss_inst *next;
 	/* Used by the polling thread only. */
 	uint64_t ns_per_tick;
 	long ncpus;
 	struct procfs_buf buf;
 	struct pb_buf pkt;
 };
-
-struct ss_module {
-	pthread_mutex_t mu;
-	struct ss_inst *insts; /* under mu */
-	bool verbose;
-};
-
-static struct ss_module g_ss = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
 static const char *const poller_names[NPOLLERS] = {
 	"meminfo", "vmstat", "stat", "cpufreq",
@@ -424,31 +412,33 @@ static void ss_thread(void *arg, struct procfs_poller *p)
 
 /* ---- callbacks -------------------------------------------------------- */
 
-static void ss_inst_free(struct ss_inst *s)
+static void ss_inst_free(void *state)
 {
+	struct ss_inst *s = state;
+
 	procfs_buf_free(&s->buf);
 	pb_buf_free(&s->pkt);
 	free(s);
 }
 
-static void ss_on_start(void *ctx, struct vp_ds_instance *inst,
-			const uint8_t *config, size_t len)
+static void *ss_create(const struct procfs_source *src,
+		       struct vp_ds_instance *inst, const uint8_t *config,
+		       size_t len)
 {
-	struct ss_module *m = ctx;
 	struct ss_config cfg;
 	bool any = false;
 
-	if (parse_ss_config(config, len, &cfg, m->verbose) != 0)
-		return;
+	if (parse_ss_config(config, len, &cfg, src->verbose) != 0)
+		return NULL;
 	for (unsigned i = 0; i < NPOLLERS; i++)
 		any |= cfg.period_ms[i] != 0;
 	if (!any)
-		return; /* no poller configured, as in Perfetto */
+		return NULL; /* no poller configured, as in Perfetto */
 	struct ss_inst *s = calloc(1, sizeof(*s));
 	if (!s) {
 		fprintf(stderr, "vtraced_probes: linux.sys_stats: out of "
 			"memory\n");
-		return;
+		return NULL;
 	}
 	s->inst = inst;
 	s->cfg = cfg;
@@ -458,58 +448,32 @@ static void ss_on_start(void *ctx, struct vp_ds_instance *inst,
 	if (s->ncpus < 1)
 		s->ncpus = 1;
 	pb_buf_init(&s->pkt);
-	s->poller = procfs_poll_start("vp_sysstats", ss_thread, s);
-	if (!s->poller) {
-		ss_inst_free(s);
-		return;
-	}
-	pthread_mutex_lock(&m->mu);
-	s->next = m->insts;
-	m->insts = s;
-	pthread_mutex_unlock(&m->mu);
-	if (m->verbose)
-		for (unsigned i = 0; i < NPOLLERS; i++)
-			if (cfg.period_ms[i])
-				fprintf(stderr, "vtraced_probes: linux.sys_stats:"
-					" %s every %u ms\n", poller_names[i],
-					cfg.period_ms[i]);
+	return s;
 }
 
-static void ss_on_stop(void *ctx, struct vp_ds_instance *inst)
+static void ss_describe(void *state)
 {
-	struct ss_module *m = ctx;
-	struct ss_inst *s = NULL, **pp;
+	struct ss_inst *s = state;
 
-	pthread_mutex_lock(&m->mu);
-	for (pp = &m->insts; *pp; pp = &(*pp)->next) {
-		if ((*pp)->inst == inst) {
-			s = *pp;
-			*pp = s->next;
-			break;
-		}
-	}
-	pthread_mutex_unlock(&m->mu);
-	if (!s)
-		return;
-	if (procfs_poll_stop(s->poller, STOP_TIMEOUT_MS) != 0)
-		return; /* the thread still uses s: leave it */
-	ss_inst_free(s);
+	for (unsigned i = 0; i < NPOLLERS; i++)
+		if (s->cfg.period_ms[i])
+			fprintf(stderr, "vtraced_probes: linux.sys_stats: %s "
+				"every %u ms\n", poller_names[i],
+				s->cfg.period_ms[i]);
 }
+
+static struct procfs_source g_ss = {
+	.name = "linux.sys_stats",
+	.thread_name = "vp_sysstats",
+	.create = ss_create,
+	.poll = ss_thread,
+	.destroy = ss_inst_free,
+	.describe = ss_describe,
+	PROCFS_SOURCE_INIT,
+};
 
 int sys_stats_probe_register(const struct probes_options *opt)
 {
-	static const char *const name = "linux.sys_stats";
-
 	g_ss.verbose = opt && opt->verbose;
-	struct vp_data_source_desc d = {
-		.name = name,
-		.ctx = &g_ss,
-		.on_start = ss_on_start,
-		.on_stop = ss_on_stop,
-	};
-	if (!vp_data_source_register(&d)) {
-		fprintf(stderr, "vtraced_probes: cannot register %s\n", name);
-		return -1;
-	}
-	return 0;
+	return procfs_source_register(&g_ss);
 }
