@@ -542,12 +542,13 @@ static void stop_host_producers(struct run *r)
 
 /* ------------------------------------------------------------- waiting */
 
-/* Waits up to ms, returning early on SIGINT/SIGTERM (counted) or when
- * the host consumer exits.  Returns 1 on a signal, 0 at the end, -1 if
- * the host consumer died. */
-static int wait_recording(struct run *r, uint32_t ms)
+/* Waits up to ms, returning early on SIGINT/SIGTERM (counted), when the
+ * host consumer exits or when the guest stops answering (it is pinged
+ * every 2 s).  Returns 1 on a signal, 0 at the end, -1 if the host
+ * consumer died, -2 if the guest failed (err says how). */
+static int wait_recording(struct run *r, uint32_t ms, struct vp_error *err)
 {
-	uint64_t left = ms;
+	uint64_t left = ms, since_ping = 0;
 	while (left > 0) {
 		uint32_t step = left > 200 ? 200 : (uint32_t)left;
 		struct timespec ts = {step / 1000, (long)(step % 1000) * 1000000L};
@@ -561,6 +562,12 @@ static int wait_recording(struct run *r, uint32_t ms)
 			return -1;
 		}
 		left -= step;
+		since_ping += step;
+		if (since_ping >= 2000 && left > 0) {
+			since_ping = 0;
+			if (vp_guest_ctl_ping(r->ctl, 10000, NULL, err) < 0)
+				return -2;
+		}
 	}
 	return 0;
 }
@@ -664,10 +671,15 @@ static int record(struct run *r)
 	    "(Ctrl-C stops early)", info.machine, info.uname,
 	    r->o.duration_ms);
 
-	int w = wait_recording(r, r->o.duration_ms);
-	if (w < 0) {
+	int w = wait_recording(r, r->o.duration_ms, &err);
+	if (w == -1) {
 		say(r, "the host consumer stopped on its own");
 		status = REC_HOST_FAILED;
+		goto stop_host;
+	} else if (w == -2) {
+		say(r, "guest session: %s", err.msg);
+		status = REC_GUEST_FAILED;
+		goto stop_host;
 	} else if (w > 0) {
 		say(r, "stopping (Ctrl-C again aborts)");
 	}
