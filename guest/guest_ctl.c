@@ -520,8 +520,11 @@ void gc_session_handle(struct gc_session *s, const struct vp_ctl_msg *req,
 	case VP_CTL_PULL: handle_pull(s, req, send, ctx); break;
 	case VP_CTL_PING: handle_ping(s, req, send, ctx); break;
 	default:
-		reply_error(s, req, send, ctx, "%s is not a request",
-			    vp_ctl_type_name(req->type));
+		/* A reply coming our way is our own frame echoed back (a
+		 * serial line with echo on) or a confused peer: answering it
+		 * could loop, so it is only logged. */
+		logv(s, "ignored %s (id %u): not a request",
+		     vp_ctl_type_name(req->type), req->id);
 		break;
 	}
 }

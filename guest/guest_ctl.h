@@ -16,6 +16,9 @@
  *          with the size and CRC32 of the whole file.
  *   PING   PONG with the state; a consumer that died on its own shows up
  *          here (state failed, with its message) and on the next STOP.
+ * A STOP after the session ended by itself (duration_ms) answers STOPPED
+ * with the size.  Frames of reply types are logged and not answered, so
+ * a line that echoes cannot loop.
  */
 #ifndef VP_GUEST_CTL_H
 #define VP_GUEST_CTL_H
@@ -61,8 +64,7 @@ struct gc_session {
 int gc_session_init(struct gc_session *s, const struct gc_options *opt,
 		    struct vp_error *err);
 
-/* Handles one request, answering through send.  Requests of unknown or
- * reply types get an ERROR. */
+/* Handles one request, answering through send. */
 void gc_session_handle(struct gc_session *s, const struct vp_ctl_msg *req,
 		       gc_send_fn send, void *ctx);
 

@@ -10,7 +10,8 @@
  *
  * Steps, run in order on one connection:
  *   garbage            write junk (random bytes, a corrupted frame, a
- *                      header claiming an oversize payload) on the link
+ *                      header claiming an oversize payload, a PONG as an
+ *                      echo would bring back) on the link
  *   hello              HELLO (retried for up to 30 s)
  *   start=TXT[:NAME]   START with a text TraceConfig (compiled to binary)
  *   startraw=FILE      START with FILE's bytes as the binary config
@@ -111,6 +112,13 @@ static int send_garbage(int fd)
 	if (r == 0)
 		r = write_all(fd, frame, 20);
 	free(frame);
+	/* A valid frame of a reply type, as an echoing line would return:
+	 * the daemon must not answer it. */
+	m.type = VP_CTL_PONG;
+	if (r == 0 && vp_ctl_encode(&m, &frame, &len, NULL) == 0) {
+		r = write_all(fd, frame, len);
+		free(frame);
+	}
 	return r;
 }
 

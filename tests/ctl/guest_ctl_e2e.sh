@@ -98,6 +98,8 @@ wait_for "$D/ctl.sock" || fail "vperfetto_guest_ctl did not listen"
 steps real_garbage_then_hello "$D/ctl.sock" garbage hello \
 	"!pull=$D/none.pb" ping
 check "real: garbage was skipped and logged" "$D/ctl.log" "skipped"
+check "real: an echoed reply frame is not answered" "$D/ctl.log" \
+	"ignored PONG (id 7): not a request"
 check "real: pull with no trace refused" "$D/real_garbage_then_hello.out" \
 	"failed pull=.*: guest: PULL failed: no trace to pull: no session"
 [ ! -e "$D/none.pb" ] && pass "real: failed pull wrote nothing" ||
