@@ -18,7 +18,9 @@ ROOT=$PWD
 PACKAGES=(meson ninja-build pkg-config gcc clang libclang-rt-14-dev
           protobuf-c-compiler libprotobuf-c-dev protobuf-compiler
           libcmocka-dev zlib1g-dev python3 libsqlite3-dev sqlite3
-          libedit-dev libtracefs-dev libtraceevent-dev libvirt-dev)
+          libedit-dev libtracefs-dev libtraceevent-dev libvirt-dev
+          qemu-system-x86 cpio libvirt-daemon-system libvirt-daemon-driver-qemu
+          libvirt-clients)
 # Only for ./run.sh bench: the LTTng-UST comparison of the SDK benchmark.
 BENCH_PACKAGES=(liblttng-ust-dev lttng-tools)
 
@@ -35,7 +37,8 @@ install_deps() {
   local sudo=""
   [ "$(id -u)" -ne 0 ] && sudo=sudo
   $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq \
+    --no-install-recommends "${missing[@]}" >/dev/null
 }
 
 # build DIR [meson options...]: quiet unless something fails
@@ -153,10 +156,11 @@ run_tests() {
   meson_tests build-asan ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 -- --suite=unit
   meson_tests build-asan ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
-    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 -- --no-suite=unit
+    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 -- --no-suite=unit \
+    --no-suite=vm
   say "end-to-end tests under ThreadSanitizer (the merge runs on two threads)"
   CC=clang build build-tsan -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debug
-  meson_tests build-tsan TSAN_OPTIONS=halt_on_error=1
+  meson_tests build-tsan TSAN_OPTIONS=halt_on_error=1 -- --no-suite=vm
   fuzz "${FUZZ_SECONDS:-20}" || true
   echo
   echo "vperfetto tests: $PASSED passed, $FAILED failed"

@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# vm_libvirt.sh - the test guest as a libvirt domain (TCG), traced with
+# `vperfetto_record --domain NAME`: the domain's channels and QEMU pid are
+# found through the libvirt API, the guest records over its
+# org.vperfetto.control / org.vperfetto.sync channels, the traces are
+# merged and checked in vperfetto_tp.
+#
+# Runs as root: starts virtlogd and libvirtd itself when they are not
+# running (and stops what it started).  Skips (exit 77, "SKIP: reason")
+# when not root, without libvirtd / virsh / QEMU, or when the guest's
+# Debian packages cannot be had.
+#
+# Usage: vm_libvirt.sh BUILD_ROOT VM_IMAGES_DIR
+set -u
+if [ $# -ne 2 ]; then
+	echo "usage: $0 BUILD_ROOT VM_IMAGES_DIR" >&2
+	exit 2
+fi
+B=$(cd "$1" && pwd)
+V=$(cd "$2" && pwd)
+RECORD=$B/host/vperfetto_record
+TP=$B/processor/vperfetto_tp
+URI=qemu:///system
+skip() {
+	echo "SKIP: $*"
+	exit 77
+}
+[ "$(uname -m)" = x86_64 ] || skip "the test guest is x86_64 only"
+[ "$(id -u)" -eq 0 ] || skip "libvirtd is started by this test, which needs root"
+for t in libvirtd virtlogd virsh qemu-system-x86_64; do
+	command -v "$t" >/dev/null || PATH=$PATH:/usr/sbin command -v "$t" >/dev/null ||
+		skip "$t not found (Debian packages libvirt-daemon-system, libvirt-clients, qemu-system-x86)"
+done
+export PATH=$PATH:/usr/sbin
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/vm_libvirt.XXXXXX")
+chmod 755 "$tmp"
+name=vperfetto-test-$$
+started=()
+cleanup() {
+	virsh -c "$URI" destroy "$name" >/dev/null 2>&1
+	for d in "${started[@]}"; do
+		pkill -x "$d" 2>/dev/null
+	done
+	[ -n "${KEEP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"
+}
+trap cleanup EXIT
+failures=0
+fail() {
+	echo "FAIL $1"
+	failures=$((failures + 1))
+}
+pass() { echo "PASS $1"; }
+check() {
+	local what=$1
+	shift
+	if "$@"; then pass "$what"; else fail "$what"; fi
+}
+q() { timeout 120 "$TP" --quiet "$1" -Q "$2" 2>>"$tmp/tp.log" | tail -n +2 | tr -d '"'; }
+
+# --- the daemons ---------------------------------------------------------------
+for d in virtlogd libvirtd; do
+	if ! pgrep -x "$d" >/dev/null; then
+		"$d" -d >"$tmp/$d.log" 2>&1 || skip "$d does not start: $(tail -n 1 "$tmp/$d.log")"
+		started+=("$d")
+	fi
+done
+for _ in $(seq 100); do
+	virsh -c "$URI" version >/dev/null 2>&1 && break
+	sleep 0.1
+done
+virsh -c "$URI" version >/dev/null 2>&1 || skip "libvirtd does not answer on $URI"
+
+# --- the image and the domain --------------------------------------------------
+img=$B/vm-images/guest
+if [ ! -s "$img/initramfs.img" ]; then
+	bash "$V/build_guest.sh" "$B" "$img" >"$tmp/build.log" 2>&1
+	rc=$?
+	[ $rc -eq 3 ] && skip "the guest's Debian packages cannot be had"
+	[ $rc -eq 0 ] || { cat "$tmp/build.log"; fail "build_guest.sh (exit $rc)"; exit 1; }
+fi
+# QEMU runs as libvirt's user: give it its own copies and a directory it
+# may create its sockets in.
+mkdir -p "$tmp/ch"
+cp "$img/vmlinuz" "$img/initramfs.img" "$tmp/"
+chmod 644 "$tmp/vmlinuz" "$tmp/initramfs.img"
+chmod 777 "$tmp/ch"
+bash "$V/make_domain.sh" "$name" "$tmp/vmlinuz" "$tmp/initramfs.img" "$tmp/ch" \
+	"append=vperfetto.workload=1" >"$tmp/domain.xml" 2>"$tmp/make_domain.log"
+check "make_domain.sh wrote the domain XML" test -s "$tmp/domain.xml"
+virsh -c "$URI" create "$tmp/domain.xml" >"$tmp/create.log" 2>&1
+rc=$?
+check "virsh create (a transient TCG domain) (exit $rc)" test $rc -eq 0
+[ $rc -eq 0 ] || { cat "$tmp/create.log"; exit 1; }
+
+ready=no
+for _ in $(seq 180); do
+	grep -q "vperfetto-guest: ready" "$tmp/ch/console.log" 2>/dev/null && { ready=yes; break; }
+	sleep 1
+done
+check "the domain's guest booted ($(grep -o 'ready (uptime [0-9.]* s)' "$tmp/ch/console.log" 2>/dev/null))" \
+	test $ready = yes
+[ $ready = yes ] || { tail -n 20 "$tmp/ch/console.log" 2>/dev/null; exit 1; }
+
+# --- vperfetto_record --domain ---------------------------------------------------
+mkdir -p "$tmp/rec"
+"$RECORD" --domain "$name" --libvirt-uri "$URI" -t 8s -o "$tmp/rec/merged.pb" \
+	>"$tmp/rec.log" 2>&1
+rc=$?
+check "vperfetto_record --domain $name -t 8s (exit $rc)" test $rc -eq 0
+sed 's/^/# /' "$tmp/rec.log"
+check "the domain's control channel was found through libvirt" \
+	grep -q "guest: control $tmp/ch/control.sock, sync $tmp/ch/sync.sock" "$tmp/rec.log"
+check "the QEMU pid was found (no 'QEMU pid unknown')" \
+	bash -c "! grep -q 'QEMU pid unknown' '$tmp/rec.log'"
+M=$tmp/rec/merged.pb
+check "merged trace written" test -s "$M"
+n=$(q "$M" "select count(*) from sched where machine_id = 1")
+check "guest sched slices on the guest machine ($n)" test "${n:-0}" -gt 0
+n=$(q "$M" "select count(*) from slice s join track t on s.track_id = t.id
+     where t.machine_id = 1 and s.name = 'guest_clock_sync_exchange'")
+check "sync exchanges on the guest machine ($n)" test "${n:-0}" -ge 30
+n=$(python3 -c 'import json, sys
+print(json.load(open(sys.argv[1]))["guests"][0]["exchanges"]["causality_violations"])' \
+	"$tmp/rec/merged.report.json" 2>/dev/null)
+check "zero causality violations ($n)" test "$n" = 0
+
+# A domain that does not exist: a clear message, exit 3, nothing written.
+"$RECORD" --domain "no-such-domain-$$" -t 1s -o "$tmp/none.pb" >"$tmp/none.log" 2>&1
+rc=$?
+check "an unknown domain: exit 3 (got $rc)" test $rc -eq 3
+check "an unknown domain: the message names it" grep -q "no-such-domain-$$" "$tmp/none.log"
+check "an unknown domain: nothing written" test ! -e "$tmp/none.pb" -a ! -e "$tmp/none.host.pb"
+
+echo "vm_libvirt: $failures failed"
+exit $((failures > 0))
