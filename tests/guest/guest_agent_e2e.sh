@@ -30,56 +30,12 @@ consumer=$4
 tp=$5
 merge=$6
 tracegen=$7
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/guest_e2e.XXXXXX")
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do
-		kill "$p" 2>/dev/null
-	done
-	wait 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-failures=0
-
-pass() { echo "PASS $1"; }
-fail() {
-	echo "FAIL $1"
-	failures=$((failures + 1))
-}
-
-# query TRACE SQL: the single value the query returns.
-query() {
-	timeout 60 "$tp" --quiet "$1" -Q "$2" 2>&1 | tail -n 1 | tr -d '"\r'
-}
-
-expect() { # NAME TRACE SQL WANT
-	local got
-	got=$(query "$2" "$3")
-	if [ "$got" = "$4" ]; then
-		pass "$1"
-	else
-		fail "$1: '$3' gave '$got', want '$4'"
-	fi
-}
-
-expect_ge() { # NAME TRACE SQL MIN
-	local got
-	got=$(query "$2" "$3")
-	if [[ "$got" =~ ^[0-9]+$ ]] && [ "$got" -ge "$4" ]; then
-		pass "$1 ($got)"
-	else
-		fail "$1: '$3' gave '$got', want >= $4"
-	fi
-}
-
-wait_for_socket() { # PATH
-	for _ in $(seq 200); do
-		[ -S "$1" ] && return 0
-		sleep 0.05
-	done
-	return 1
-}
+# shellcheck source=SCRIPTDIR/../lib/e2e_lib.sh
+. "$(dirname "$0")/../lib/e2e_lib.sh"
+E2E_VTRACED=$vtraced
+E2E_TP=$tp
+e2e_init guest_e2e
+tmp=$E2E_DIR
 
 # A summary field of the agent's last line: "... exchanges ok N ..." etc.
 summary_field() { # LOG 'exchanges ok'
@@ -158,13 +114,10 @@ duration_ms: $2
 CFG
 }
 
-# start_vtraced DIR: vtraced on DIR/p.sock and DIR/c.sock.
-start_vtraced() {
-	timeout 120 "$vtraced" --foreground --producer-socket "$1/p.sock" \
-		--consumer-socket "$1/c.sock" >"$1/vtraced.log" 2>&1 &
-	pids+=($!)
-	vt_pid=$!
-	wait_for_socket "$1/c.sock" || fail "vtraced did not start"
+# start_vt DIR: vtraced on DIR/p.sock and DIR/c.sock; sets vt_pid.
+start_vt() {
+	start_vtraced "$1" || fail "vtraced did not start"
+	vt_pid=$VTRACED_PID
 }
 
 start_responder() { # DIR LOGNAME [options]
@@ -172,14 +125,14 @@ start_responder() { # DIR LOGNAME [options]
 	shift 2
 	timeout 120 "$responder" --listen "$d/h.sock" "$@" >>"$d/$log" 2>&1 &
 	resp_pid=$!
-	pids+=($resp_pid)
+	e2e_track $resp_pid
 }
 
 start_agent() { # DIR
 	timeout 120 "$agent" --producer-socket "$1/p.sock" \
 		--host "unix:$1/h.sock" -v >"$1/agent.out" 2>"$1/agent.err" &
 	agent_pid=$!
-	pids+=($agent_pid)
+	e2e_track $agent_pid
 	# Let the SDK connect and register before the session starts.
 	sleep 1
 }
@@ -211,13 +164,13 @@ stop_agent() { # DIR NAME
 # ---- clean --------------------------------------------------------------
 d=$tmp/clean
 mkdir -p "$d"
-start_vtraced "$d"
+start_vt "$d"
 start_responder "$d" responder.log
 wait_for_socket "$d/h.sock" || fail "clean: the responder did not start"
 start_agent "$d"
 record "$d" 3000
 stop_agent "$d" clean
-kill "$resp_pid" "$vt_pid" 2>/dev/null
+e2e_stop "$resp_pid" "$vt_pid"
 t=$d/trace.pb
 if [ -s "$t" ]; then
 	check_samples clean "$t" 20
@@ -239,14 +192,14 @@ fi
 # before every 3rd reply, every 11th request never answered.
 d=$tmp/rough
 mkdir -p "$d"
-start_vtraced "$d"
+start_vt "$d"
 start_responder "$d" responder.log --delay-ms 700 --delay-every 5 \
 	--garbage-every 3 --drop-every 11
 wait_for_socket "$d/h.sock" || fail "rough: the responder did not start"
 start_agent "$d"
 record "$d" 2500
 stop_agent "$d" rough
-kill "$resp_pid" "$vt_pid" 2>/dev/null
+e2e_stop "$resp_pid" "$vt_pid"
 t=$d/trace.pb
 if [ -s "$t" ]; then
 	check_samples rough "$t" 20
@@ -269,7 +222,7 @@ fi
 # (100, 200, 400, 800, 1600 ms ...) and reconnects.
 d=$tmp/dies
 mkdir -p "$d"
-start_vtraced "$d"
+start_vt "$d"
 start_responder "$d" responder.log --die-after 30
 wait_for_socket "$d/h.sock" || fail "dies: the responder did not start"
 start_agent "$d"
@@ -277,7 +230,7 @@ write_config "$d/config.txt" 7000
 timeout 60 "$consumer" --consumer-socket "$d/c.sock" -c "$d/config.txt" \
 	--txt -o "$d/trace.pb" >"$d/consumer.log" 2>&1 &
 cons_pid=$!
-pids+=($cons_pid)
+e2e_track $cons_pid
 for _ in $(seq 300); do # it dies after its 30 replies
 	kill -0 "$resp_pid" 2>/dev/null || break
 	sleep 0.1
@@ -293,7 +246,7 @@ if ! wait "$cons_pid"; then
 	fail "dies: the consumer failed: $(cat "$d/consumer.log")"
 fi
 stop_agent "$d" dies
-kill "$resp_pid" "$vt_pid" 2>/dev/null
+e2e_stop "$resp_pid" "$vt_pid"
 t=$d/trace.pb
 if [ -s "$t" ]; then
 	check_samples dies "$t" 40
@@ -460,4 +413,4 @@ else
 	fail "merge: no clean recording to merge"
 fi
 
-exit $((failures > 0))
+e2e_finish guest_agent_e2e

@@ -28,49 +28,12 @@ x86_64 | aarch64) ;;
 	exit 77
 	;;
 esac
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/host_clock_e2e.XXXXXX")
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do
-		kill "$p" 2>/dev/null
-	done
-	wait 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-failures=0
-
-fail() {
-	echo "FAIL $1"
-	failures=$((failures + 1))
-}
-pass() { echo "PASS $1"; }
-
-# query TRACE SQL: the single value the query returns.
-query() {
-	timeout 60 "$tp" --quiet "$1" -Q "$2" 2>&1 | tail -n 1 | tr -d '"\r'
-}
-
-expect() { # NAME TRACE SQL WANT
-	local got
-	got=$(query "$2" "$3")
-	if [ "$got" = "$4" ]; then
-		pass "$1"
-	else
-		fail "$1: '$3' gave '$got', want '$4'"
-	fi
-}
-
-expect_range() { # NAME TRACE SQL LO HI
-	local got
-	got=$(query "$2" "$3")
-	if [[ "$got" =~ ^-?[0-9]+$ ]] && [ "$got" -ge "$4" ] &&
-		[ "$got" -le "$5" ]; then
-		pass "$1 ($got)"
-	else
-		fail "$1: '$3' gave '$got', want $4..$5"
-	fi
-}
+# shellcheck source=SCRIPTDIR/../lib/e2e_lib.sh
+. "$(dirname "$0")/../lib/e2e_lib.sh"
+E2E_VTRACED=$vtraced
+E2E_TP=$tp
+e2e_init host_clock_e2e
+tmp=$E2E_DIR
 
 # Bad command lines: usage and exit status 1.
 for bad in "--bogus" "--period-ms 0" "--clock tsc" "--vm-pid x" \
@@ -96,13 +59,7 @@ for v in 0 1; do
 	echo 48 >"$d/tsc-scaling-ratio-frac-bits"
 done
 
-timeout 120 "$vtraced" --foreground --consumer-socket "$tmp/c.sock" \
-	--producer-socket "$tmp/p.sock" >"$tmp/vtraced.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 100); do
-	[ -S "$tmp/p.sock" ] && break
-	sleep 0.05
-done
+start_vtraced "$tmp" || fail "vtraced did not start"
 # VM 31338 does not exist: one warning, tracing goes on.  The domain
 # "test" of libvirt's test driver has no QEMU process: a warning too.
 timeout 120 "$host_clock" --producer-socket "$tmp/p.sock" --no-vsock \
@@ -110,11 +67,8 @@ timeout 120 "$host_clock" --producer-socket "$tmp/p.sock" --no-vsock \
 	--vm-pid $vm --vm-pid 31338 --domain test \
 	--libvirt-uri test:///default -v >"$tmp/host_clock.log" 2>&1 &
 hc=$!
-pids+=($hc)
-for _ in $(seq 100); do
-	[ -S "$tmp/sync.sock" ] && break
-	sleep 0.05
-done
+e2e_track $hc
+wait_for_socket "$tmp/sync.sock"
 # Time for the producer to connect and register its data source.
 sleep 1
 
@@ -259,4 +213,4 @@ else
 	fail "vperfetto_tracegen failed"
 fi
 
-exit $((failures > 0))
+e2e_finish host_clock_e2e

@@ -32,29 +32,12 @@ EXAMPLE=$B/tests/sdk/sdk_example
 MERGE=$B/merge/vperfetto_merge
 TP=$B/processor/vperfetto_tp
 
-D=$(mktemp -d /tmp/vp-two.XXXXXX)
-PIDS=()
-PASS=0
-FAIL=0
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-  sleep 0.3
-  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
-  wait 2>/dev/null
-  [ -n "${KEEP:-}" ] && echo "kept $D" || rm -rf "$D"
-}
-trap cleanup EXIT
-
-ok() { echo "ok   - $*"; PASS=$((PASS + 1)); }
-bad() { echo "FAIL - $*"; FAIL=$((FAIL + 1)); }
-check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
-q() { timeout 120 "$TP" --quiet "$1" -Q "$2" 2>>"$D/tp.log" | tail -n +2 | tr -d '"'; }
-
-wait_sock() { # wait_sock PATH: until a socket exists (10 s)
-  local i
-  for i in $(seq 200); do [ -S "$1" ] && return 0; sleep 0.05; done
-  return 1
-}
+# shellcheck source=SCRIPTDIR/../lib/e2e_lib.sh
+. "$(dirname "$0")/../lib/e2e_lib.sh"
+E2E_VTRACED=$VTRACED
+E2E_TP=$TP
+e2e_init vp-two
+D=$E2E_DIR
 
 # Can ftrace be used here?  (root, tracefs mounted or mountable)
 FTRACE=yes
@@ -69,14 +52,11 @@ fi
 side() {
   local n=$1
   mkdir -p "$D/$n"
-  "$VTRACED" --foreground --producer-socket "$D/$n/producer.sock" \
-    --consumer-socket "$D/$n/consumer.sock" >"$D/$n/vtraced.log" 2>&1 &
-  PIDS+=($!)
-  wait_sock "$D/$n/consumer.sock" && wait_sock "$D/$n/producer.sock" ||
-    { bad "$n: vtraced did not start"; cat "$D/$n/vtraced.log"; exit 1; }
-  "$PROBES" --producer-socket "$D/$n/producer.sock" -v \
+  start_vtraced "$D/$n" ||
+    { fail "$n: vtraced did not start"; cat "$D/$n/vtraced.log"; exit 1; }
+  "$PROBES" --producer-socket "$D/$n/p.sock" -v \
     >"$D/$n/probes.log" 2>&1 &
-  PIDS+=($!)
+  e2e_track $!
 }
 
 ftrace_cfg() {
@@ -130,20 +110,20 @@ $(ftrace_cfg)
 duration_ms: 60000
 CFG
 
-"$HOSTCLK" --producer-socket "$D/host/producer.sock" --no-vsock \
+"$HOSTCLK" --producer-socket "$D/host/p.sock" --no-vsock \
   --sync-unix "$D/sync.sock" -v >"$D/hostclock.log" 2>&1 &
 HOSTCLK_PID=$!
-PIDS+=($HOSTCLK_PID)
-wait_sock "$D/sync.sock" || { bad "the sync endpoint did not start"; cat "$D/hostclock.log"; exit 1; }
+e2e_track $HOSTCLK_PID
+wait_for_socket "$D/sync.sock" || { fail "the sync endpoint did not start"; cat "$D/hostclock.log"; exit 1; }
 
-"$AGENT" --producer-socket "$D/guest/producer.sock" --host "unix:$D/sync.sock" \
+"$AGENT" --producer-socket "$D/guest/p.sock" --host "unix:$D/sync.sock" \
   -v >"$D/agent.log" 2>&1 &
 AGENT_PID=$!
-PIDS+=($AGENT_PID)
+e2e_track $AGENT_PID
 sleep 0.5
 
 for n in host guest; do
-  "$CONSUMER" --consumer-socket "$D/$n/consumer.sock" -c "$D/$n.cfg" --txt \
+  "$CONSUMER" --consumer-socket "$D/$n/c.sock" -c "$D/$n.cfg" --txt \
     -o "$D/$n.pb" >"$D/$n.consumer.log" 2>&1 &
   eval "${n}_consumer=$!"
 done
@@ -152,7 +132,7 @@ sleep 1
 # The workload: an SDK program on the guest (it traces once the session
 # enables its category, then waits for the session to stop), processes
 # coming and going.
-"$EXAMPLE" system "$D/guest/producer.sock" 30 >"$D/example.log" 2>&1 &
+"$EXAMPLE" system "$D/guest/p.sock" 30 >"$D/example.log" 2>&1 &
 EX_PID=$!
 for i in $(seq 40); do
   sh -c 'i=0; while [ $i -lt 2000 ]; do i=$((i+1)); done' &
@@ -162,8 +142,7 @@ sleep 0.5
 
 for n in host guest; do
   eval "pid=\$${n}_consumer"
-  kill -INT "$pid"
-  wait "$pid"
+  stop_consumer "$pid"
   rc=$?
   check "$n trace recorded (exit $rc)" test $rc -eq 0 -a -s "$D/$n.pb"
   [ $rc -eq 0 ] || cat "$D/$n.consumer.log"
@@ -206,13 +185,13 @@ echo "# sync report: error bound p50 $(report 'g["error_bound_ns"]["p50"]') ns,"
 
 M=$D/merged.pb
 # --- machines ----------------------------------------------------------------
-n=$(q "$M" "select count(*) from slice s join track t on s.track_id = t.id
+n=$(query_rows "$M" "select count(*) from slice s join track t on s.track_id = t.id
      where s.name = 'guest_clock_sync' and t.machine_id is not null")
 check "guest_clock_sync events on the guest machine ($n)" test "${n:-0}" -ge 30
-n=$(q "$M" "select count(*) from slice s join track t on s.track_id = t.id
+n=$(query_rows "$M" "select count(*) from slice s join track t on s.track_id = t.id
      where s.name = 'outer' and t.machine_id is not null")
 check "the guest SDK program's slices on the guest machine ($n)" test "${n:-0}" -gt 0
-n=$(q "$M" "select count(*) from slice s join track t on s.track_id = t.id
+n=$(query_rows "$M" "select count(*) from slice s join track t on s.track_id = t.id
      where t.machine_id is null and s.name in ('guest_clock_sync', 'outer')")
 check "no guest event on the host machine ($n)" test "$n" = 0
 
@@ -237,27 +216,26 @@ CAUSAL="
     select ex.ts, (select boot + (ex.hc - cyc) * (select ns_per_cyc from rate)
                    from hs where cyc <= ex.hc order by cyc desc limit 1) as host_ts
     from ex)"
-n=$(q "$M" "$CAUSAL select count(*) from placed where host_ts is not null")
+n=$(query_rows "$M" "$CAUSAL select count(*) from placed where host_ts is not null")
 check "exchanges on the merged axis ($n)" test "${n:-0}" -ge 20
-n=$(q "$M" "$CAUSAL select count(*) from placed
+n=$(query_rows "$M" "$CAUSAL select count(*) from placed
      where host_ts is not null and (ts < host_ts or ts - host_ts > 100e6)")
 check "every exchange causal on the merged axis (violations: $n)" test "$n" = 0
-echo "# exchange lag guest record - host receipt (ns): $(q "$M" "$CAUSAL
+echo "# exchange lag guest record - host receipt (ns): $(query_rows "$M" "$CAUSAL
   select 'min ' || cast(min(ts - host_ts) as int) || ' mean ' ||
   cast(avg(ts - host_ts) as int) || ' max ' || cast(max(ts - host_ts) as int)
   as lag from placed where host_ts is not null")"
 
 # --- ftrace --------------------------------------------------------------------
 if [ "$FTRACE" = yes ]; then
-  n=$(q "$M" "select count(*) from sched where machine_id is null")
+  n=$(query_rows "$M" "select count(*) from sched where machine_id is null")
   check "host sched slices from ftrace ($n)" test "${n:-0}" -gt 0
-  n=$(q "$M" "select count(*) from sched where machine_id is not null")
+  n=$(query_rows "$M" "select count(*) from sched where machine_id is not null")
   check "guest sched slices from ftrace ($n)" test "${n:-0}" -gt 0
 else
   echo "SKIP: ftrace checks: $FTRACE"
 fi
-n=$(q "$M" "select count(*) from process where machine_id is not null")
+n=$(query_rows "$M" "select count(*) from process where machine_id is not null")
 check "guest processes from linux.process_stats ($n)" test "${n:-0}" -gt 0
 
-echo "two_machines: $PASS passed, $FAIL failed"
-[ "$FAIL" -eq 0 ]
+e2e_finish two_machines

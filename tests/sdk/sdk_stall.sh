@@ -25,33 +25,12 @@ flood=$1
 vtraced=$2
 consumer=$3
 tp=$4
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/sdk_stall.XXXXXX")
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do
-		kill -CONT "$p" 2>/dev/null
-		kill "$p" 2>/dev/null
-	done
-	wait 2>/dev/null
-	[ -z "${SDK_STALL_KEEP:-}" ] && rm -rf "$tmp"
-}
-trap cleanup EXIT
-failures=0
-
-pass() { echo "PASS $1"; }
-fail() {
-	echo "FAIL $1"
-	failures=$((failures + 1))
-}
-check() { # check NAME COMMAND...
-	local what=$1
-	shift
-	if "$@"; then pass "$what"; else fail "$what"; fi
-}
-
-query() { # query TRACE SQL: the single value the query returns
-	timeout 60 "$tp" --quiet "$1" -Q "$2" 2>&1 | tail -n 1 | tr -d '"\r'
-}
+# shellcheck source=SCRIPTDIR/../lib/e2e_lib.sh
+. "$(dirname "$0")/../lib/e2e_lib.sh"
+E2E_VTRACED=$vtraced
+E2E_TP=$tp
+e2e_init sdk_stall
+tmp=$E2E_DIR
 
 stat() { # stat TRACE NAME: the sum of a stat, 0 if absent
 	query "$1" "select coalesce(sum(value), 0) from stats
@@ -63,14 +42,8 @@ stat() { # stat TRACE NAME: the sum of a stat, 0 if absent
 session() {
 	DIR=$tmp/$1
 	mkdir -p "$DIR"
-	"$vtraced" --foreground --producer-socket "$DIR/p.sock" \
-		--consumer-socket "$DIR/c.sock" >"$DIR/vtraced.log" 2>&1 &
-	VT=$!
-	pids+=("$VT")
-	for _ in $(seq 200); do
-		[ -S "$DIR/c.sock" ] && [ -S "$DIR/p.sock" ] && break
-		sleep 0.05
-	done
+	start_vtraced "$DIR" || fail "$1: vtraced did not start"
+	VT=$VTRACED_PID
 	local policy=""
 	[ -n "$2" ] && policy="buffer_exhausted_policy: $2"
 	cat >"$DIR/config.txt" <<CFG
@@ -88,7 +61,7 @@ CFG
 		-c "$DIR/config.txt" --txt -o "$DIR/trace.pftrace" \
 		>"$DIR/consumer.log" 2>&1 &
 	CP=$!
-	pids+=("$CP")
+	e2e_track "$CP"
 	# The consumer takes the first SIGINT as "stop" once tracing runs.
 	sleep 0.5
 }
@@ -96,18 +69,10 @@ CFG
 # end_session: stops the consumer (SIGINT: it stops the session and
 # writes the trace) and vtraced.
 end_session() {
-	kill -INT "$CP" 2>/dev/null
-	if ! wait "$CP"; then
+	if ! stop_consumer "$CP"; then
 		fail "$(basename "$DIR"): the consumer failed: $(cat "$DIR/consumer.log")"
 	fi
-	kill "$VT" 2>/dev/null
-	# Bounded: a sanitizer's exit-time leak check has been seen to hang.
-	for _ in $(seq 100); do
-		kill -0 "$VT" 2>/dev/null || break
-		sleep 0.1
-	done
-	kill -9 "$VT" 2>/dev/null
-	wait "$VT" 2>/dev/null
+	e2e_stop "$VT"
 }
 
 # flood NAME SHMEM_KB THREADS EVENTS [MIN_MS]: runs sdk_flood against the
@@ -182,4 +147,4 @@ check "pause: slices before and after the pause arrived ($n)" \
 	test "${n:-0}" -gt 0
 check "pause: some were dropped ($n of ${WROTE:-?})" \
 	test -n "$WROTE" -a "${n:-0}" -lt "${WROTE:-0}"
-exit $((failures > 0))
+e2e_finish sdk_stall

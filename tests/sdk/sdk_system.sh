@@ -20,39 +20,15 @@ example=$1
 vtraced=$2
 consumer=$3
 tp=$4
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/sdk_system.XXXXXX")
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do
-		kill "$p" 2>/dev/null
-	done
-	wait 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-failures=0
+# shellcheck source=SCRIPTDIR/../lib/e2e_lib.sh
+. "$(dirname "$0")/../lib/e2e_lib.sh"
+E2E_VTRACED=$vtraced
+E2E_TP=$tp
+e2e_init sdk_system
+tmp=$E2E_DIR
 
-fail() {
-	echo "FAIL $1"
-	failures=$((failures + 1))
-}
-
-# query TRACE SQL: the single value the query returns.
-query() {
-	timeout 60 "$tp" --quiet "$1" -Q "$2" 2>&1 | tail -n 1 | tr -d '"\r'
-}
-
-expect() { # NAME TRACE SQL WANT
-	local got
-	got=$(query "$2" "$3")
-	if [ "$got" = "$4" ]; then
-		echo "PASS $1"
-	else
-		fail "$1: '$3' gave '$got', want '$4'"
-	fi
-}
-
-# run NAME PRODUCER_ADDR [vtraced args...]: one recording.
+# run NAME PRODUCER_ADDR [vtraced args...]: one recording (vtraced on
+# $tmp/NAME/p.sock and c.sock).
 run() {
 	local name=$1 addr=$2
 	shift 2
@@ -61,16 +37,10 @@ run() {
 	# The traced program first: the service is not there yet.
 	timeout 60 "$example" system "$addr" 30 >"$dir/example.log" 2>&1 &
 	local ex=$!
-	pids+=("$ex")
+	e2e_track "$ex"
 	sleep 0.3
-	timeout 90 "$vtraced" --foreground --consumer-socket "$dir/c.sock" \
-		"$@" >"$dir/vtraced.log" 2>&1 &
-	local vt=$!
-	pids+=("$vt")
-	for _ in $(seq 100); do
-		[ -S "$dir/c.sock" ] && break
-		sleep 0.05
-	done
+	start_vtraced "$dir" "$@" || fail "$name: vtraced did not start"
+	local vt=$VTRACED_PID
 	# Give the producer time to connect and register (its backoff).
 	sleep 1
 	# Perfetto's category rules: the exact disabled name beats the
@@ -96,12 +66,11 @@ CFG
 		fail "$name: the consumer failed: $(cat "$dir/consumer.log")"
 	fi
 	if wait "$ex"; then
-		echo "PASS $name: the traced program ran and stopped"
+		pass "$name: the traced program ran and stopped"
 	else
 		fail "$name: the traced program failed: $(cat "$dir/example.log")"
 	fi
-	kill "$vt" 2>/dev/null
-	wait "$vt" 2>/dev/null
+	e2e_stop "$vt"
 	if [ ! -s "$dir/trace.pftrace" ]; then
 		fail "$name: no trace written"
 		return
@@ -119,8 +88,7 @@ CFG
 		"select count(distinct track_id) from slice" 2
 }
 
-run unix "$tmp/unix/p.sock" --producer-socket "$tmp/unix/p.sock"
+run unix "$tmp/unix/p.sock"
 port=$((20000 + RANDOM % 20000))
-run tcp "127.0.0.1:$port" --producer-socket "$tmp/tcp/p.sock" \
-	--remote-producer "127.0.0.1:$port"
-exit $((failures > 0))
+run tcp "127.0.0.1:$port" --remote-producer "127.0.0.1:$port"
+e2e_finish sdk_system

@@ -24,42 +24,21 @@ CONSUMER=$B/common/consumer/vperfetto
 WRITER=$B/tests/stack/stack_writer
 TP=$B/processor/vperfetto_tp
 
-D=$(mktemp -d /tmp/vp-stack.XXXXXX)
-export PERFETTO_PRODUCER_SOCK_NAME=$D/producer.sock
-export PERFETTO_CONSUMER_SOCK_NAME=$D/consumer.sock
-VTRACED_PID=
-PASS=0
-FAIL=0
+# shellcheck source=SCRIPTDIR/../lib/e2e_lib.sh
+. "$(dirname "$0")/../lib/e2e_lib.sh"
+E2E_VTRACED=$VTRACED
+E2E_TP=$TP
+e2e_init vp-stack
+D=$E2E_DIR
+# vtraced, the writers and the consumer find the sockets through
+# Perfetto's environment variables.
+export PERFETTO_PRODUCER_SOCK_NAME=$D/p.sock
+export PERFETTO_CONSUMER_SOCK_NAME=$D/c.sock
+E2E_VTRACED_ENV=1
 
-cleanup() {
-  [ -n "$VTRACED_PID" ] && kill "$VTRACED_PID" 2>/dev/null
-  jobs -p | xargs -r kill -9 2>/dev/null
-  wait 2>/dev/null
-  rm -rf "$D"
-}
-trap cleanup EXIT
-
-ok() { echo "ok   - $*"; PASS=$((PASS + 1)); }
-bad() { echo "FAIL - $*"; FAIL=$((FAIL + 1)); }
-check() { # check DESCRIPTION COMMAND...
-  local what=$1; shift
-  if "$@"; then ok "$what"; else bad "$what"; fi
-}
-
-wait_for() { # wait_for SECONDS COMMAND...: poll until the command succeeds
-  local deadline=$((SECONDS + $1)); shift
-  until "$@"; do
-    [ $SECONDS -ge $deadline ] && return 1
-    sleep 0.05
-  done
-}
-
-start_vtraced() {
-  "$VTRACED" --foreground "$@" >>"$D/vtraced.log" 2>&1 &
-  VTRACED_PID=$!
-  wait_for 10 test -S "$PERFETTO_CONSUMER_SOCK_NAME" ||
-    { bad "vtraced did not create its sockets"; cat "$D/vtraced.log"; exit 1; }
-  wait_for 10 test -S "$PERFETTO_PRODUCER_SOCK_NAME"
+start_vt() {
+  start_vtraced "$D" "$@" ||
+    { fail "vtraced did not create its sockets"; cat "$D/vtraced.log"; exit 1; }
 }
 
 vtraced_alive() { kill -0 "$VTRACED_PID" 2>/dev/null; }
@@ -92,18 +71,13 @@ start_consumer() {
   sleep 0.5
 }
 
-stop_consumer() { # stop_consumer NAME: SIGINT, wait, check exit status
-  kill -INT "$CONSUMER_PID" 2>/dev/null
+stop_cons() { # stop_cons NAME: SIGINT, wait, check exit status
   local rc=0
-  wait "$CONSUMER_PID" || rc=$?
+  stop_consumer "$CONSUMER_PID" || rc=$?
   if [ $rc -ne 0 ]; then
     echo "consumer $1 exited $rc:"; cat "$D/$1.consumer.log"
     return 1
   fi
-}
-
-q() { # q TRACE SQL: the single value of a one-cell query
-  "$TP" "$1" -Q "$2" 2>>"$D/tp.log" | tail -n +2 | tr -d '"'
 }
 
 # Slices whose seq annotation does not follow the previous one of the same
@@ -111,7 +85,7 @@ q() { # q TRACE SQL: the single value of a one-cell query
 out_of_order() { # out_of_order TRACE eq|gt
   local cond='seq != prev + 1'
   [ "$2" = gt ] && cond='seq <= prev'
-  q "$1" "select count(*) from (
+  query_rows "$1" "select count(*) from (
       select extract_arg(arg_set_id, 'debug.seq') as seq,
              lag(extract_arg(arg_set_id, 'debug.seq'))
                over (partition by track_id order by ts, id) as prev
@@ -119,7 +93,7 @@ out_of_order() { # out_of_order TRACE eq|gt
     where prev is not null and $cond"
 }
 
-start_vtraced -v
+start_vt -v
 
 # --- 1. every event arrives, in order per thread ---------------------------
 config all 65536 RING_BUFFER
@@ -127,18 +101,18 @@ start_consumer all
 "$WRITER" --threads 4 --events 20000 >"$D/writer1.log" 2>&1
 rc=$?
 check "4-thread SDK program ran (exit $rc)" test $rc -eq 0
-stop_consumer all
+stop_cons all
 check "trace written" test -s "$D/all.pb"
-n=$(q "$D/all.pb" "select count(*) from slice where name = 'work'")
+n=$(query_rows "$D/all.pb" "select count(*) from slice where name = 'work'")
 check "all 80000 slices arrived (got $n)" test "$n" = 80000
-n=$(q "$D/all.pb" "select count(distinct utid) from thread_track tt
+n=$(query_rows "$D/all.pb" "select count(distinct utid) from thread_track tt
      join slice s on s.track_id = tt.id where s.name = 'work'")
 check "on 4 thread tracks (got $n)" test "$n" = 4
 n=$(out_of_order "$D/all.pb" eq)
 check "in order per thread, no gaps (out of order: $n)" test "$n" = 0
-n=$(q "$D/all.pb" "select count(*) from slice where name = 'work' and dur < 0")
+n=$(query_rows "$D/all.pb" "select count(*) from slice where name = 'work' and dur < 0")
 check "every begin has its end (unfinished: $n)" test "$n" = 0
-n=$(q "$D/all.pb" "select count(*) from stats where name like
+n=$(query_rows "$D/all.pb" "select count(*) from stats where name like
      'traced_buf_chunks_overwritten' and value > 0")
 check "no chunk overwritten in a big buffer" test "$n" = 0
 
@@ -149,11 +123,11 @@ config ring 256 RING_BUFFER "incremental_state_config { clear_period_ms: 50 }"
 start_consumer ring
 "$WRITER" --threads 2 --events 20000 --pad 200 --pause-every 100 \
   --pause-us 3000 >"$D/writer2.log" 2>&1
-stop_consumer ring
-n=$(q "$D/ring.pb" "select count(*) from slice where name = 'work'")
+stop_cons ring
+n=$(query_rows "$D/ring.pb" "select count(*) from slice where name = 'work'")
 check "ring buffer kept some but not all (kept $n of 40000)" \
   test "${n:-0}" -gt 0 -a "${n:-0}" -lt 40000
-n=$(q "$D/ring.pb" "select coalesce(sum(value), 0) from stats
+n=$(query_rows "$D/ring.pb" "select coalesce(sum(value), 0) from stats
      where name = 'traced_buf_chunks_overwritten'")
 check "overwritten chunks counted in trace_stats ($n)" test "${n:-0}" -gt 0
 n=$(out_of_order "$D/ring.pb" gt)
@@ -168,8 +142,8 @@ sleep 1.5
 kill -9 "$WPID"; wait "$WPID" 2>/dev/null
 check "service survives a killed producer" vtraced_alive
 "$WRITER" --threads 1 --events 1000 --name survivor >"$D/writer3b.log" 2>&1
-stop_consumer kill
-n=$(q "$D/kill.pb" "select count(*) from slice s join thread_track tt on
+stop_cons kill
+n=$(query_rows "$D/kill.pb" "select count(*) from slice s join thread_track tt on
      s.track_id = tt.id join thread using (utid) join process using (upid)
      where s.name = 'work'")
 check "killed producer's committed events kept, survivor's all there ($n)" \
@@ -188,22 +162,22 @@ check "--query answers after the consumer vanished" test $? -eq 0
 config after 4096 RING_BUFFER
 start_consumer after
 "$WRITER" --threads 1 --events 500 >"$D/writer4.log" 2>&1
-stop_consumer after
-n=$(q "$D/after.pb" "select count(*) from slice where name = 'work'")
+stop_cons after
+n=$(query_rows "$D/after.pb" "select count(*) from slice where name = 'work'")
 check "the next session records normally ($n of 500)" test "$n" = 500
 
 # --- 5. a remote producer over TCP --------------------------------------------
-kill "$VTRACED_PID"; wait "$VTRACED_PID" 2>/dev/null
+e2e_stop "$VTRACED_PID"
 PORT=$((20000 + RANDOM % 20000))
-start_vtraced -v --remote-producer "127.0.0.1:$PORT"
+start_vt -v --remote-producer "127.0.0.1:$PORT"
 config remote 8192 RING_BUFFER "trace_all_machines: true"
 start_consumer remote
 "$WRITER" --threads 2 --events 2000 --socket "127.0.0.1:$PORT" \
   --name remote_writer >"$D/writer5.log" 2>&1
-stop_consumer remote
-n=$(q "$D/remote.pb" "select count(*) from slice where name = 'work'")
+stop_cons remote
+n=$(query_rows "$D/remote.pb" "select count(*) from slice where name = 'work'")
 check "remote producer's 4000 slices arrived (got $n)" test "$n" = 4000
-n=$(q "$D/remote.pb" "select count(*) from slice s join track t on
+n=$(query_rows "$D/remote.pb" "select count(*) from slice s join track t on
      s.track_id = t.id where s.name = 'work' and t.machine_id is not null")
 check "remote producer's slices carry a machine ($n)" test "$n" = 4000
 
@@ -213,7 +187,7 @@ config cap 4096 RING_BUFFER
 start_consumer cap
 VPERFETTO_IPC_CAPTURE=$D/capture "$WRITER" --threads 1 --events 100 \
   --name capture_writer >"$D/writer6.log" 2>&1
-stop_consumer cap
+stop_cons cap
 first_tx=$(ls "$D/capture"/*-tx.bin 2>/dev/null | head -1)
 check "the SDK's frames were captured" test -n "$first_tx"
 if [ -n "$first_tx" ]; then
@@ -272,13 +246,12 @@ check "service alive after the fuzzed frames" vtraced_alive
 config post 4096 RING_BUFFER
 start_consumer post
 "$WRITER" --threads 2 --events 1000 >"$D/writer7.log" 2>&1
-stop_consumer post
-n=$(q "$D/post.pb" "select count(*) from slice where name = 'work'")
+stop_cons post
+n=$(query_rows "$D/post.pb" "select count(*) from slice where name = 'work'")
 check "a well-behaved client records normally afterwards ($n of 2000)" \
   test "$n" = 2000
 
-echo "stack tests: $PASS passed, $FAIL failed"
-if [ $FAIL -ne 0 ]; then
+if [ "$E2E_FAILURES" -ne 0 ]; then
   echo "--- vtraced log (tail)"; tail -30 "$D/vtraced.log"
 fi
-[ $FAIL -eq 0 ]
+e2e_finish "stack tests"

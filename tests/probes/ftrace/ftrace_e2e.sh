@@ -51,27 +51,13 @@ fi
 grep -q boot "$tracefs/trace_clock" || skip "no boot trace clock"
 [ -d "$tracefs/events/sched/sched_switch" ] || skip "no sched events"
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/ftrace_e2e.XXXXXX")
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do
-		kill "$p" 2>/dev/null
-	done
-	wait 2>/dev/null
-	remove_instance
-	[ -n "${KEEP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"
-}
-trap cleanup EXIT
-failures=0
-
-fail() {
-	echo "FAIL $1"
-	failures=$((failures + 1))
-}
-
-pass() {
-	echo "PASS $1"
-}
+# shellcheck source=SCRIPTDIR/../../lib/e2e_lib.sh
+. "$(dirname "$0")/../../lib/e2e_lib.sh"
+E2E_VTRACED=$vtraced
+E2E_TP=$tp
+e2e_init ftrace_e2e
+tmp=$E2E_DIR
+E2E_CLEANUP_HOOKS+=(remove_instance)
 
 # The tracefs state that must come back unchanged (and that of the
 # instance named by instance_name).
@@ -111,10 +97,6 @@ remove_instance() {
 	return 0
 }
 
-query() { # TRACE SQL: the rows, without the header
-	timeout 60 "$tp" --quiet "$1" -Q "$2" 2>&1 | tail -n +2 | tr -d '"\r'
-}
-
 snapshot >"$tmp/before.txt"
 # A private instance left by a vtraced_probes that died: removed at start.
 stale=""
@@ -123,13 +105,7 @@ if [ "$mode" = plain ]; then
 	mkdir "$stale" || stale=""
 fi
 
-timeout 120 "$vtraced" --foreground --consumer-socket "$tmp/c.sock" \
-	--producer-socket "$tmp/p.sock" >"$tmp/vtraced.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 200); do
-	[ -S "$tmp/c.sock" ] && [ -S "$tmp/p.sock" ] && break
-	sleep 0.05
-done
+start_vtraced "$tmp" || fail "$mode: vtraced did not start"
 probe_args=()
 if [ "$mode" = notracefs ]; then
 	mkdir -p "$tmp/notracefs"
@@ -138,7 +114,7 @@ fi
 timeout 120 "$probes" --producer-socket "$tmp/p.sock" -v "${probe_args[@]}" \
 	>"$tmp/probes.log" 2>&1 &
 probes_pid=$!
-pids+=("$probes_pid")
+e2e_track "$probes_pid"
 sleep 1
 
 compact=""
@@ -181,7 +157,7 @@ timeout 90 "$consumer" --consumer-socket "$tmp/c.sock" \
 	-c "$tmp/config.txt" --txt -o "$tmp/trace.pb" \
 	>"$tmp/consumer.log" 2>&1 &
 cons=$!
-pids+=("$cons")
+e2e_track "$cons"
 # The workload: processes that come and go, and marker writes.
 sleep 0.7
 for i in $(seq 20); do
@@ -254,7 +230,7 @@ if [ "$mode" = notracefs ]; then
 	else
 		pass "notracefs: no ftrace packets"
 	fi
-	exit $((failures > 0))
+	e2e_finish "ftrace_e2e $mode"
 fi
 
 grep -q 'unknown_ftrace_events: "no_such_group/no_such_event"' \
@@ -284,7 +260,7 @@ if [ "$mode" = compact ]; then
 	fi
 fi
 
-n=$(query "$t" "select count(*) from sched where dur > 0")
+n=$(query_rows "$t" "select count(*) from sched where dur > 0")
 if [ "${n:-0}" -gt 20 ] 2>/dev/null; then
 	pass "$mode: $n sched slices"
 else
@@ -293,12 +269,12 @@ else
 fi
 
 # Durations: positive, none longer than the recording (plus slack).
-bad=$(query "$t" "select count(*) from sched where dur < -1 or dur > 10000000000")
+bad=$(query_rows "$t" "select count(*) from sched where dur < -1 or dur > 10000000000")
 [ "$bad" = 0 ] && pass "$mode: slice durations sane" ||
 	fail "$mode: $bad slices with bad durations"
 
 # Timestamps inside the BOOTTIME window of the recording (1 s slack).
-range=$(query "$t" "select min(ts) || ' ' || max(ts + dur) from sched where dur > 0")
+range=$(query_rows "$t" "select min(ts) || ' ' || max(ts + dur) from sched where dur > 0")
 read -r lo hi <<<"$range"
 slack=1000000000
 if [ -n "${lo:-}" ] && [ "$lo" -ge $((t0 - slack)) ] &&
@@ -308,35 +284,35 @@ else
 	fail "$mode: sched range '$range' outside $t0..$t1"
 fi
 
-m=$(query "$t" "select count(*) from ftrace_event e join args a using (arg_set_id) where e.name = 'print' and a.string_value like '$marker%'")
+m=$(query_rows "$t" "select count(*) from ftrace_event e join args a using (arg_set_id) where e.name = 'print' and a.string_value like '$marker%'")
 if [ "${m:-0}" -ge 1 ] 2>/dev/null; then
 	pass "$mode: $m print events with the marker"
 else
 	fail "$mode: no print event with the marker ('$m')"
 fi
 
-nt=$(query "$t" "select count(*) from ftrace_event where name = 'task_newtask'")
+nt=$(query_rows "$t" "select count(*) from ftrace_event where name = 'task_newtask'")
 [ "${nt:-0}" -ge 20 ] 2>/dev/null && pass "$mode: $nt task_newtask events" ||
 	fail "$mode: task_newtask events: '$nt'"
 
-ne=$(query "$t" "select count(*) from ftrace_event where name = 'sched_process_exit'")
+ne=$(query_rows "$t" "select count(*) from ftrace_event where name = 'sched_process_exit'")
 [ "${ne:-0}" -ge 20 ] 2>/dev/null && pass "$mode: $ne sched_process_exit events" ||
 	fail "$mode: sched_process_exit events: '$ne'"
 
-nw=$(query "$t" "select count(*) from ftrace_event where name = 'sched_waking'")
+nw=$(query_rows "$t" "select count(*) from ftrace_event where name = 'sched_waking'")
 [ "${nw:-0}" -ge 1 ] 2>/dev/null && pass "$mode: $nw sched_waking events" ||
 	fail "$mode: sched_waking events: '$nw'"
 
-st=$(query "$t" "select count(*) from stats where name = 'ftrace_cpu_entries_begin'")
-se=$(query "$t" "select count(*) from stats where name = 'ftrace_cpu_entries_end'")
+st=$(query_rows "$t" "select count(*) from stats where name = 'ftrace_cpu_entries_begin'")
+se=$(query_rows "$t" "select count(*) from stats where name = 'ftrace_cpu_entries_end'")
 if [ "${st:-0}" -ge 1 ] && [ "${se:-0}" -ge 1 ] 2>/dev/null; then
 	pass "$mode: ftrace_stats at start and end"
 else
 	fail "$mode: ftrace_stats begin '$st' end '$se'"
 fi
 
-ts=$(query "$t" "select count(*) from thread_state")
+ts=$(query_rows "$t" "select count(*) from thread_state")
 [ "${ts:-0}" -ge 1 ] 2>/dev/null && pass "$mode: $ts thread states" ||
 	fail "$mode: thread_state rows: '$ts'"
 
-exit $((failures > 0))
+e2e_finish "ftrace_e2e $mode"

@@ -23,70 +23,24 @@ vtraced=$1
 probes=$2
 consumer=$3
 tp=$4
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/sysprobes.XXXXXX")
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do
-		kill "$p" 2>/dev/null
-	done
-	wait 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-failures=0
-passes=0
-
-fail() {
-	echo "FAIL $1"
-	failures=$((failures + 1))
-}
-pass() {
-	echo "PASS $1"
-	passes=$((passes + 1))
-}
-
-# query TRACE SQL: the last line the query prints (one value).
-query() {
-	timeout 60 "$tp" --quiet "$1" -Q "$2" 2>&1 | tail -n 1 | tr -d '"\r'
-}
-
-expect() { # NAME TRACE SQL WANT
-	local got
-	got=$(query "$2" "$3")
-	if [ "$got" = "$4" ]; then
-		pass "$1"
-	else
-		fail "$1: '$3' gave '$got', want '$4'"
-	fi
-}
-
-expect_ge() { # NAME TRACE SQL MIN
-	local got
-	got=$(query "$2" "$3")
-	if [[ "$got" =~ ^[0-9]+$ ]] && [ "$got" -ge "$4" ]; then
-		pass "$1 ($got)"
-	else
-		fail "$1: '$3' gave '$got', want >= $4"
-	fi
-}
+# shellcheck source=SCRIPTDIR/../../lib/e2e_lib.sh
+. "$(dirname "$0")/../../lib/e2e_lib.sh"
+E2E_VTRACED=$vtraced
+E2E_TP=$tp
+e2e_init sysprobes
+tmp=$E2E_DIR
 
 # record NAME CONFIG_BODY: starts vtraced and vtraced_probes, records with
 # the config, stops both; the trace is $tmp/NAME/trace.pftrace.
 record() {
 	local name=$1 body=$2 dir=$tmp/$1
 	mkdir -p "$dir"
-	timeout 120 "$vtraced" --foreground --producer-socket "$dir/p.sock" \
-		--consumer-socket "$dir/c.sock" >"$dir/vtraced.log" 2>&1 &
-	local vt=$!
-	pids+=("$vt")
-	for _ in $(seq 200); do
-		[ -S "$dir/c.sock" ] && [ -S "$dir/p.sock" ] && break
-		sleep 0.05
-	done
+	start_vtraced "$dir" || fail "$name: vtraced did not start"
+	local vt=$VTRACED_PID
 	timeout 120 "$probes" --producer-socket "$dir/p.sock" -v \
 		>"$dir/probes.log" 2>&1 &
 	local pr=$!
-	pids+=("$pr")
+	e2e_track "$pr"
 	# Wait until the probes registered their data sources.
 	for _ in $(seq 100); do
 		grep -q "serving" "$dir/probes.log" 2>/dev/null && break
@@ -105,8 +59,7 @@ record() {
 	else
 		fail "$name: vtraced_probes exited badly: $(tail -5 "$dir/probes.log")"
 	fi
-	kill "$vt" 2>/dev/null
-	wait "$vt" 2>/dev/null
+	e2e_stop "$vt"
 	if [ ! -s "$dir/trace.pftrace" ]; then
 		fail "$name: no trace written"
 		return 1
@@ -197,7 +150,7 @@ threading.Thread(target=run, daemon=True).start()
 time.sleep(30)
 PY
 child=$!
-pids+=("$child")
+e2e_track "$child"
 sleep 0.5
 fi
 if record scan "$(cat <<CFG
@@ -248,5 +201,4 @@ CFG
 fi
 [ "$child" != 0 ] && kill "$child" 2>/dev/null
 
-echo "$passes passed, $failures failed"
-exit $((failures > 0))
+e2e_finish sysprobes

@@ -1,0 +1,177 @@
+# shellcheck shell=bash
+# e2e_lib.sh - the harness the bash end-to-end tests share.  Source it
+# (". "$(dirname "$0")/../lib/e2e_lib.sh"), then call e2e_init.
+#
+#   e2e_init NAME        makes the temporary directory E2E_DIR
+#                        (${TMPDIR:-/tmp}/NAME.XXXXXX) and installs the
+#                        EXIT trap that stops what e2e_track registered,
+#                        runs the E2E_CLEANUP_HOOKS functions and removes
+#                        E2E_DIR (kept, and named, when KEEP is set)
+#   e2e_track PID...     background processes the cleanup stops
+#   e2e_stop PID...      stops processes within bounds: SIGTERM, up to
+#                        10 s for them to exit, then SIGKILL (a sanitizer's
+#                        exit-time leak check has been seen to hang)
+#   pass MSG, fail MSG   print "PASS MSG" / "FAIL MSG" and count
+#   check MSG CMD...     pass if CMD succeeds, else fail
+#   e2e_finish [NAME]    prints the counts and exits 1 if any check
+#                        failed, else 0
+#   query TRACE SQL      the last line vperfetto_tp prints (one value;
+#                        an error message shows up in its place)
+#   query_rows TRACE SQL the rows without the header (stderr goes to
+#                        E2E_DIR/tp.log)
+#   expect NAME TRACE SQL WANT, expect_ge NAME TRACE SQL MIN,
+#   expect_range NAME TRACE SQL LO HI
+#                        a check of query's answer
+#   wait_for_socket PATH until a socket exists (10 s); 1 if it does not
+#   start_vtraced DIR [ARGS...]
+#                        vtraced in the background on DIR/p.sock and
+#                        DIR/c.sock (with E2E_VTRACED_ENV=1 no socket
+#                        flags are given: the caller exported
+#                        PERFETTO_PRODUCER_SOCK_NAME / _CONSUMER_ to those
+#                        paths), log appended to DIR/vtraced.log; sets
+#                        VTRACED_PID; 1 if its sockets did not appear
+#   stop_consumer PID    SIGINT (the consumer stops the session and writes
+#                        the trace), then its exit status
+#
+# Set E2E_VTRACED and E2E_TP to the programs before using start_vtraced or
+# the queries.  A test that cannot run prints "SKIP: reason" and exits 77.
+
+E2E_PIDS=()
+E2E_CLEANUP_HOOKS=()
+E2E_PASSES=0
+E2E_FAILURES=0
+
+e2e_init() {
+	E2E_DIR=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX") || exit 1
+	trap e2e_cleanup EXIT
+}
+
+e2e_track() {
+	E2E_PIDS+=("$@")
+}
+
+e2e_stop() {
+	local p live
+	[ $# -gt 0 ] || return 0
+	for p in "$@"; do
+		kill -CONT "$p" 2>/dev/null
+		kill -TERM "$p" 2>/dev/null
+	done
+	for _ in $(seq 100); do
+		live=0
+		for p in "$@"; do
+			kill -0 "$p" 2>/dev/null && live=1
+		done
+		[ $live = 0 ] && break
+		sleep 0.1
+	done
+	for p in "$@"; do
+		kill -KILL "$p" 2>/dev/null
+		wait "$p" 2>/dev/null
+	done
+	return 0
+}
+
+e2e_cleanup() {
+	local h
+	e2e_stop "${E2E_PIDS[@]}"
+	# Anything else still running in the background (workloads).
+	jobs -p | xargs -r kill -9 2>/dev/null
+	wait 2>/dev/null
+	for h in "${E2E_CLEANUP_HOOKS[@]}"; do
+		"$h"
+	done
+	if [ -n "${KEEP:-}" ]; then
+		echo "kept $E2E_DIR"
+	else
+		rm -rf "$E2E_DIR"
+	fi
+}
+
+pass() {
+	echo "PASS $1"
+	E2E_PASSES=$((E2E_PASSES + 1))
+}
+
+fail() {
+	echo "FAIL $*"
+	E2E_FAILURES=$((E2E_FAILURES + 1))
+}
+
+check() {
+	local what=$1
+	shift
+	if "$@"; then pass "$what"; else fail "$what"; fi
+}
+
+e2e_finish() {
+	echo "${1:+$1: }$E2E_PASSES passed, $E2E_FAILURES failed"
+	exit $((E2E_FAILURES > 0))
+}
+
+query() {
+	timeout 120 "$E2E_TP" --quiet "$1" -Q "$2" 2>&1 | tail -n 1 |
+		tr -d '"\r'
+}
+
+query_rows() {
+	timeout 120 "$E2E_TP" --quiet "$1" -Q "$2" 2>>"$E2E_DIR/tp.log" |
+		tail -n +2 | tr -d '"\r'
+}
+
+expect() {
+	local got
+	got=$(query "$2" "$3")
+	if [ "$got" = "$4" ]; then
+		pass "$1"
+	else
+		fail "$1: '$3' gave '$got', want '$4'"
+	fi
+}
+
+expect_ge() {
+	local got
+	got=$(query "$2" "$3")
+	if [[ "$got" =~ ^[0-9]+$ ]] && [ "$got" -ge "$4" ]; then
+		pass "$1 ($got)"
+	else
+		fail "$1: '$3' gave '$got', want >= $4"
+	fi
+}
+
+expect_range() {
+	local got
+	got=$(query "$2" "$3")
+	if [[ "$got" =~ ^-?[0-9]+$ ]] && [ "$got" -ge "$4" ] &&
+		[ "$got" -le "$5" ]; then
+		pass "$1 ($got)"
+	else
+		fail "$1: '$3' gave '$got', want $4..$5"
+	fi
+}
+
+wait_for_socket() {
+	for _ in $(seq 200); do
+		[ -S "$1" ] && return 0
+		sleep 0.05
+	done
+	return 1
+}
+
+start_vtraced() {
+	local dir=$1
+	shift
+	local socks=(--producer-socket "$dir/p.sock"
+		--consumer-socket "$dir/c.sock")
+	[ "${E2E_VTRACED_ENV:-}" = 1 ] && socks=()
+	"$E2E_VTRACED" --foreground "${socks[@]}" "$@" \
+		>>"$dir/vtraced.log" 2>&1 &
+	VTRACED_PID=$!
+	e2e_track "$VTRACED_PID"
+	wait_for_socket "$dir/c.sock" && wait_for_socket "$dir/p.sock"
+}
+
+stop_consumer() {
+	kill -INT "$1" 2>/dev/null
+	wait "$1"
+}
