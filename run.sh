@@ -61,62 +61,67 @@ demo() {
   build build
   local w=build/demo
   mkdir -p "$w"
-  say "generating sample traces (guest counter offset -0x123456789ab, 40 ppm drift)"
+  vm_demo "$w/vm"
+  say "the merge against known truth: generated traces (guest counter offset -0x123456789ab, 40 ppm drift)"
   build/tests/vperfetto_tracegen --host "$w/host.pb" --guest "$w/guest.pb" \
     --seed 1 --duration-s 30 --drift-ppm 40 --jitter-ns 200 --exchanges 100 \
     --outlier-every 50 --params-out "$w/params.txt"
-  ls -l "$w/host.pb" "$w/guest.pb"
-  say "vperfetto_merge $w/host.pb $w/guest.pb -o $w/merged.pb"
   build/merge/vperfetto_merge "$w/host.pb" "$w/guest.pb" -o "$w/merged.pb" \
     --report "$w/report.json"
-  say "every guest timestamp against the generator's truth"
   build/tests/check_truth "$w/params.txt" "$w/guest.pb" "$w/merged.pb" \
     --machine 1 --tolerance-ns 1000
-  say "sync report: $w/report.json"
-  cat "$w/report.json"
-  say "vperfetto_tp $w/merged.pb: what each machine recorded"
-  build/processor/vperfetto_tp "$w/merged.pb" -Q "
-    select coalesce(m.raw_id, 0) as machine, count(*) as slices,
-           min(s.ts) as first_ts, max(s.ts + s.dur) as last_ts
-    from slice s join track t on s.track_id = t.id
-    left join machine m on t.machine_id = m.id
-    group by 1 order by 1;
-    select name, idx, severity, value from stats
-    where value > 0 and severity != 'info' order by name"
-  record_demo "$w/stack"
 }
 
-# record_demo DIR: the tracing stack on this machine: vtraced on sockets in
-# DIR, the vperfetto consumer recording 3 s of track events, and a program
-# traced with libvperfetto (tests/sdk/sdk_example.c).
-record_demo() {
-  local d=$1
-  rm -rf "$d"; mkdir -p "$d"
-  export PERFETTO_PRODUCER_SOCK_NAME=$ROOT/$d/producer.sock
-  export PERFETTO_CONSUMER_SOCK_NAME=$ROOT/$d/consumer.sock
-  say "recording with the tracing stack: vtraced, vperfetto -t 3s, an SDK program"
-  build/common/service/vtraced --foreground 2>"$d/vtraced.log" &
-  local vtraced_pid=$!
+# vm_demo DIR: the whole job on the bundled test guest: build the guest
+# image (Debian's kernel, busybox, our guest stack), boot it in QEMU (TCG
+# where KVM cannot run a guest), record host and guest for 10 s with
+# vperfetto_record over virtio-serial, merge, print the sync report and
+# query the merged trace.
+vm_demo() {
+  local d=$1 qemu_pid=""
+  rm -rf "$d"; mkdir -p "$d/ch"
+  say "building the test guest (vm-images/build_guest.sh)"
+  bash vm-images/build_guest.sh build build/vm-images/guest | tail -n 4
+  say "booting it in QEMU (vm-images/run_qemu.sh; console in $d/console.log)"
+  qemu_pid=$(bash vm-images/run_qemu.sh --kernel build/vm-images/guest/vmlinuz \
+    --initrd build/vm-images/guest/initramfs.img --chardev-dir "$d/ch" \
+    --log "$d/console.log" --append vperfetto.workload=1 | tail -n 1)
   local i
-  for i in $(seq 100); do [ -S "$PERFETTO_CONSUMER_SOCK_NAME" ] && break; sleep 0.05; done
-  build/common/consumer/vperfetto -o "$d/stack.pb" -t 3s -b 8mb \
-    --track-event example &
-  local consumer_pid=$!
-  build/tests/sdk/sdk_example system "$PERFETTO_PRODUCER_SOCK_NAME" 10 ||
-    echo "the SDK program failed"
+  for i in $(seq 180); do
+    grep -q "vperfetto-guest: ready" "$d/console.log" 2>/dev/null && break
+    sleep 1
+  done
+  grep "vperfetto-guest:" "$d/console.log" || true
+  say "vperfetto_record --qemu-chardev $d/ch -t 10s -o $d/merged.pb"
   local rc=0
-  wait "$consumer_pid" || rc=$?
-  kill "$vtraced_pid" 2>/dev/null; wait "$vtraced_pid" 2>/dev/null || true
-  unset PERFETTO_PRODUCER_SOCK_NAME PERFETTO_CONSUMER_SOCK_NAME
-  [ "$rc" -eq 0 ] || { echo "vperfetto failed (exit $rc)"; return 1; }
-  say "vperfetto_tp $d/stack.pb: slices per thread, and the service's stats"
-  build/processor/vperfetto_tp "$d/stack.pb" -Q "
-    select t.tid, t.name as thread, count(*) as slices,
-           count(distinct s.name) as names, max(s.depth) as max_depth
-    from slice s join thread_track tt on s.track_id = tt.id
-    join thread t using (utid) group by t.utid order by t.tid;
-    select name, value from stats where name like 'traced_%' and value > 0
-    order by name"
+  build/host/vperfetto_record --qemu-chardev "$d/ch" -t 10s -o "$d/merged.pb" || rc=$?
+  kill "$qemu_pid" 2>/dev/null || true
+  [ "$rc" -eq 0 ] || { echo "vperfetto_record failed (exit $rc)"; return 1; }
+  say "sync report ($d/merged.report.json), the guest's clock model"
+  python3 - "$d/merged.report.json" <<'PY'
+import json, sys
+g = json.load(open(sys.argv[1]))["guests"][0]
+cm, ex, b = g["counter_map"], g["exchanges"], g["error_bound_ns"]
+print(f"  counter offset {cm['offset']} (from {cm['source']}, interval {cm['offset_interval']}), ratio {cm['ratio']}/2^{cm['frac_bits']}")
+print(f"  drift {g['drift_ppm']} ppm; {ex['count']} sync exchanges, {ex['causality_violations']} causality violations")
+print(f"  error bound p50 {b['p50']:.0f} ns, p99 {b['p99']:.0f} ns, max {b['max']:.0f} ns")
+PY
+  say "vperfetto_tp $d/merged.pb: what each machine recorded"
+  build/processor/vperfetto_tp "$d/merged.pb" -Q "
+    select m.id as machine, m.name, m.release,
+      (select count(*) from sched s where coalesce(s.machine_id, 0) = m.id) as sched_slices,
+      (select count(*) from slice s join track t on s.track_id = t.id
+        where coalesce(t.machine_id, 0) = m.id) as slices,
+      (select count(*) from process p where coalesce(p.machine_id, 0) = m.id) as processes
+    from machine m order by m.id;
+    select t.name as guest_thread, count(*) as slices_on_cpu, sum(s.dur) as ns_on_cpu
+    from sched s join thread t using (utid)
+    where s.machine_id = 1 and t.tid != 0
+    group by t.utid order by ns_on_cpu desc limit 5;
+    select name, count(*) as n, min(ts) as first_ts, max(ts) as last_ts
+    from slice where name like 'guest_clock_sync%' group by name"
+  echo
+  echo "Open $d/merged.pb in ui.perfetto.dev, or query it with build/processor/vperfetto_tp."
 }
 
 # Counts of every test run by `./run.sh test`, for the closing line.
