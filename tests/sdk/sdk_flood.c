@@ -7,7 +7,10 @@
  *
  * Connects to the service at SOCKET asking for SHMEM_KB KiB of shared
  * memory, waits (up to 20 s) for a session to enable category "flood",
- * then each of THREADS threads writes EVENTS begin/end pairs named "ev"
+ * then each of THREADS threads writes an instant "start" (so every writer
+ * has its first chunk committed before the flood: a writer that drops
+ * before it ever had a chunk leaves no chunk_id gap for the service to
+ * see), and then EVENTS begin/end pairs named "ev"
  * with annotation seq=0..EVENTS-1, as fast as it can; with MIN_MS it keeps
  * writing (more pairs) until MIN_MS ms have passed.  Flushes, shuts down,
  * and prints how many pairs it wrote.
@@ -24,6 +27,8 @@ VP_CATEGORY(flood, "flood", "sdk_flood's events");
 
 static unsigned long g_events;
 static unsigned long g_min_ms;
+/* Every writer's first chunk is out before anyone floods. */
+static pthread_barrier_t g_started, g_go;
 
 static uint64_t ms_now(void)
 {
@@ -35,6 +40,9 @@ static uint64_t ms_now(void)
 static void *writer(void *arg)
 {
 	unsigned long *written = arg;
+	TRACE_EVENT_INSTANT(flood, "start");
+	pthread_barrier_wait(&g_started);
+	pthread_barrier_wait(&g_go);
 	uint64_t until = ms_now() + g_min_ms;
 	for (unsigned long i = 0; i < g_events || ms_now() < until; i++) {
 		TRACE_EVENT_BEGIN(flood, "ev", VP_ARG_UINT("seq", i));
@@ -75,16 +83,24 @@ int main(int argc, char **argv)
 	}
 	pthread_t th[16];
 	unsigned long written[16] = {0};
+	pthread_barrier_init(&g_started, NULL, threads + 1);
+	pthread_barrier_init(&g_go, NULL, threads + 1);
 	for (unsigned t = 0; t < threads; t++)
 		if (pthread_create(&th[t], NULL, writer, &written[t]) != 0) {
 			fprintf(stderr, "sdk_flood: pthread_create failed\n");
 			return 1;
 		}
+	pthread_barrier_wait(&g_started);
+	vp_flush();
+	usleep(200000); /* the service copies the first chunks out */
+	pthread_barrier_wait(&g_go);
 	unsigned long total = 0;
 	for (unsigned t = 0; t < threads; t++) {
 		pthread_join(th[t], NULL);
 		total += written[t];
 	}
+	pthread_barrier_destroy(&g_started);
+	pthread_barrier_destroy(&g_go);
 	vp_flush();
 	vp_shutdown();
 	printf("%lu\n", total);
