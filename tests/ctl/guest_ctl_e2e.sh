@@ -26,6 +26,8 @@ fi
 ctl=$1 tool=$2 vtraced=$3 consumer=$4 example=$5 tp=$6 fake=$7
 D=$(mktemp -d "${TMPDIR:-/tmp}/guest_ctl_e2e.XXXXXX")
 pids=()
+# Every long-lived process runs under `timeout -k 5`: a TERM passed on to
+# a program that ignores it is followed by KILL, so cleanup cannot hang.
 cleanup() {
 	for p in "${pids[@]}"; do
 		kill "$p" 2>/dev/null
@@ -65,7 +67,7 @@ check() {
 steps() {
 	local name=$1
 	shift
-	if timeout 120 "$tool" "$@" >"$D/$name.out" 2>&1; then
+	if timeout -k 5 120 "$tool" "$@" >"$D/$name.out" 2>&1; then
 		pass "$name"
 	else
 		fail "$name:"
@@ -84,11 +86,11 @@ printf 'hang' >"$D/mode_hang"
 
 # ---- real: vtraced, the real consumer, sdk_example --------------------------
 mkdir -p "$D/guest"
-timeout 200 "$vtraced" --foreground --consumer-socket "$D/c.sock" \
+timeout -k 5 200 "$vtraced" --foreground --consumer-socket "$D/c.sock" \
 	--producer-socket "$D/p.sock" >"$D/vtraced.log" 2>&1 &
 pids+=($!)
 wait_for "$D/c.sock" || fail "vtraced did not start"
-PERFETTO_CONSUMER_SOCK_NAME=$D/c.sock timeout 200 "$ctl" \
+PERFETTO_CONSUMER_SOCK_NAME=$D/c.sock timeout -k 5 200 "$ctl" \
 	--listen "unix:$D/ctl.sock" --consumer "$consumer" \
 	--out-dir "$D/guest" -v >"$D/ctl.log" 2>&1 &
 ctl_pid=$!
@@ -118,10 +120,10 @@ data_sources {
 }
 CFG
 # The traced program first: it waits for the session to enable it.
-timeout 120 "$example" system "$D/p.sock" 90 >"$D/example.log" 2>&1 &
+timeout -k 5 120 "$example" system "$D/p.sock" 90 >"$D/example.log" 2>&1 &
 ex=$!
 pids+=($ex)
-timeout 150 "$tool" "$D/ctl.sock" hello "start=$D/cfg.txt:e2e" \
+timeout -k 5 150 "$tool" "$D/ctl.sock" hello "start=$D/cfg.txt:e2e" \
 	"mark=$D/started" "!start=$D/cfg.txt:again" "wait=$D/traced" stop \
 	"pull=$D/guest.pb" ping >"$D/real_session.out" 2>&1 &
 session=$!
@@ -167,7 +169,7 @@ kill -0 "$ctl_pid" 2>/dev/null && pass "real: daemon alive" ||
 
 # ---- fake: a stand-in consumer ---------------------------------------------
 mkdir -p "$D/g2"
-timeout 200 "$ctl" --listen "unix:$D/ctl2.sock" --consumer "$fake" \
+timeout -k 5 200 "$ctl" --listen "unix:$D/ctl2.sock" --consumer "$fake" \
 	--out-dir "$D/g2" --stop-timeout 2000 -v >"$D/ctl2.log" 2>&1 &
 ctl2=$!
 pids+=($ctl2)
@@ -191,7 +193,7 @@ check "fake: a consumer ignoring SIGINT is killed" "$D/fake_hangs.out" \
 	"did not stop within 2000 ms of SIGINT; killed"
 
 # The daemon killed mid-pull: nothing at the destination, no temp file.
-timeout 120 "$tool" "$D/ctl2.sock" hello "startraw=$D/mode_ok" stop \
+timeout -k 5 120 "$tool" "$D/ctl2.sock" hello "startraw=$D/mode_ok" stop \
 	"!pullslow=$D/big.pb:$D/pulling" >"$D/fake_kill.out" 2>&1 &
 kt=$!
 if wait_for "$D/pulling" 600; then
@@ -214,14 +216,14 @@ left=$(ls -A "$D" | grep -c 'big\.pb')
 
 # ---- pty: a character device ------------------------------------------------
 mkdir -p "$D/g3"
-timeout 120 "$tool" "pty:$D/pts.name" garbage hello "startraw=$D/mode_ok" \
+timeout -k 5 120 "$tool" "pty:$D/pts.name" garbage hello "startraw=$D/mode_ok" \
 	stop "pull=$D/pty.pb" ping >"$D/pty.out" 2>&1 &
 pt=$!
 if ! wait_for "$D/pts.name" 100; then
 	wait "$pt"
 	echo "SKIP pty: no pseudo-terminal: $(cat "$D/pty.out")"
 else
-	timeout 200 "$ctl" --listen "$(cat "$D/pts.name")" --consumer "$fake" \
+	timeout -k 5 200 "$ctl" --listen "$(cat "$D/pts.name")" --consumer "$fake" \
 		--out-dir "$D/g3" -v >"$D/ctl3.log" 2>&1 &
 	ctl3=$!
 	pids+=($ctl3)
