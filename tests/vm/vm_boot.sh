@@ -18,13 +18,9 @@ if [ $# -ne 2 ]; then
 fi
 B=$1
 V=$2
-skip() {
-	echo "SKIP: $*"
-	exit 77
-}
-[ "$(uname -m)" = x86_64 ] || skip "the test guest is x86_64 only"
-command -v qemu-system-x86_64 >/dev/null ||
-	skip "qemu-system-x86_64 not found (Debian package qemu-system-x86)"
+. "$(dirname "$0")/vm_lib.sh"
+skip() { vm_skip "$@"; }
+vm_require_qemu
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/vm_boot.XXXXXX")
 qemu_pid=""
@@ -53,32 +49,10 @@ fail() {
 pass() { echo "PASS $1"; }
 
 # The image, in the build directory (the package cache makes a rebuild
-# take seconds).
-img=$B/vm-images/guest
-# Reused when nothing that goes into it is newer.
-stale=0
-[ -s "$img/initramfs.img" ] && [ -s "$img/vmlinuz" ] &&
-	[ -s "$img/manifest.txt" ] || stale=1
-for f in "$V/build_guest.sh" "$V/init" "$B/common/service/vtraced" \
-	"$B/common/probes/vtraced_probes" "$B/guest/vperfetto_guest_agent" \
-	"$B/common/consumer/vperfetto" "$B/guest/vperfetto_guest_ctl" \
-	"$B/tests/sdk/sdk_example"; do
-	[ -e "$f" ] && [ "$f" -nt "$img/initramfs.img" ] && stale=1
-done
-if [ $stale = 1 ]; then
-	start=$(date +%s)
-	"$V/build_guest.sh" "$B" "$img" >"$tmp/build.log" 2>&1
-	rc=$?
-	if [ $rc = 3 ]; then
-		skip "the guest's Debian packages cannot be downloaded: $(tail -n 1 "$tmp/build.log")"
-	elif [ $rc != 0 ]; then
-		fail "build_guest.sh exit $rc: $(cat "$tmp/build.log")"
-		exit 1
-	fi
-	pass "image built in $(($(date +%s) - start)) s: $(tr '\n' ';' <"$img/manifest.txt")"
-else
-	pass "image up to date, reused: $(tr '\n' ';' <"$img/manifest.txt")"
-fi
+# take seconds), reused when nothing that goes into it is newer.
+vm_image "$tmp"
+img=$VM_IMG
+pass "$VM_IMAGE_NOTE: $(tr '\n' ';' <"$img/manifest.txt")"
 for m in virtio_console vsock vmw_vsock_virtio_transport; do
 	grep -q "^modules:.* $m\( \|$\)" "$img/manifest.txt" &&
 		pass "module $m in the image" || fail "module $m not in the image"

@@ -21,11 +21,9 @@ V=$(cd "$2" && pwd)
 RECORD=$B/host/vperfetto_record
 TP=$B/processor/vperfetto_tp
 URI=qemu:///system
-skip() {
-	echo "SKIP: $*"
-	exit 77
-}
-[ "$(uname -m)" = x86_64 ] || skip "the test guest is x86_64 only"
+. "$(dirname "$0")/vm_lib.sh"
+skip() { vm_skip "$@"; }
+vm_require_qemu
 [ "$(id -u)" -eq 0 ] || skip "libvirtd is started by this test, which needs root"
 for t in libvirtd virtlogd virsh qemu-system-x86_64; do
 	command -v "$t" >/dev/null || PATH=$PATH:/usr/sbin command -v "$t" >/dev/null ||
@@ -72,13 +70,9 @@ done
 virsh -c "$URI" version >/dev/null 2>&1 || skip "libvirtd does not answer on $URI"
 
 # --- the image and the domain --------------------------------------------------
-img=$B/vm-images/guest
-if [ ! -s "$img/initramfs.img" ]; then
-	bash "$V/build_guest.sh" "$B" "$img" >"$tmp/build.log" 2>&1
-	rc=$?
-	[ $rc -eq 3 ] && skip "the guest's Debian packages cannot be had"
-	[ $rc -eq 0 ] || { cat "$tmp/build.log"; fail "build_guest.sh (exit $rc)"; exit 1; }
-fi
+vm_image "$tmp"
+img=$VM_IMG
+echo "# $VM_IMAGE_NOTE"
 # QEMU runs as libvirt's user: give it its own copies and a directory it
 # may create its sockets in.
 mkdir -p "$tmp/ch"
@@ -94,11 +88,8 @@ check "virsh create (a transient TCG domain) (exit $rc)" test $rc -eq 0
 [ $rc -eq 0 ] || { cat "$tmp/create.log"; exit 1; }
 
 ready=no
-for _ in $(seq 180); do
-	grep -q "vperfetto-guest: ready" "$tmp/ch/console.log" 2>/dev/null && { ready=yes; break; }
-	sleep 1
-done
-check "the domain's guest booted ($(grep -o 'ready (uptime [0-9.]* s)' "$tmp/ch/console.log" 2>/dev/null))" \
+vm_wait_ready "$tmp/ch/console.log" && ready=yes
+check "the domain's guest booted ($(vm_ready_uptime "$tmp/ch/console.log"))" \
 	test $ready = yes
 [ $ready = yes ] || { tail -n 20 "$tmp/ch/console.log" 2>/dev/null; exit 1; }
 

@@ -26,13 +26,8 @@ B=$(cd "$1" && pwd)
 V=$(cd "$2" && pwd)
 RECORD=$B/host/vperfetto_record
 TP=$B/processor/vperfetto_tp
-skip() {
-	echo "SKIP: $*"
-	exit 77
-}
-[ "$(uname -m)" = x86_64 ] || skip "the test guest is x86_64 only"
-command -v qemu-system-x86_64 >/dev/null ||
-	skip "qemu-system-x86_64 not found (Debian package qemu-system-x86)"
+. "$(dirname "$0")/vm_lib.sh"
+vm_require_qemu
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/vm_record.XXXXXX")
 qemu_pid=""
@@ -68,21 +63,13 @@ check() { # check NAME COMMAND...
 q() { timeout 120 "$TP" --quiet "$1" -Q "$2" 2>>"$tmp/tp.log" | tail -n +2 | tr -d '"'; }
 
 # --- the image, and QEMU booting it while the guest-less cases run -----------
-img=$B/vm-images/guest
-if [ ! -s "$img/initramfs.img" ] || [ -n "$(find "$B/guest" "$B/common" "$V" \
-	-newer "$img/initramfs.img" -type f \( -perm -u+x -o -name init \) \
-	2>/dev/null | head -n 1)" ]; then
-	bash "$V/build_guest.sh" "$B" "$img" >"$tmp/build.log" 2>&1
-	rc=$?
-	[ $rc -eq 3 ] && skip "the guest's Debian packages cannot be had: $(tail -n 1 "$tmp/build.log")"
-	[ $rc -eq 0 ] || { cat "$tmp/build.log"; fail "build_guest.sh (exit $rc)"; exit 1; }
-fi
+vm_image "$tmp"
+echo "# $VM_IMAGE_NOTE"
 ch=$tmp/ch
-mkdir -p "$ch"
-qemu_pid=$(bash "$V/run_qemu.sh" --kernel "$img/vmlinuz" --initrd "$img/initramfs.img" \
-	--chardev-dir "$ch" --log "$tmp/console.log" --append "vperfetto.workload=1" \
-	2>"$tmp/qemu.err" | tail -n 1)
-check "QEMU started (pid ${qemu_pid:-none})" kill -0 "${qemu_pid:-0}"
+vm_boot_qemu "$ch" "$tmp/console.log" --append "vperfetto.workload=1"
+qemu_pid=$VM_QEMU_PID
+check "QEMU started (pid ${qemu_pid:-none})" test -n "$qemu_pid"
+[ -n "$qemu_pid" ] || { cat "$ch/run_qemu.log"; exit 1; }
 
 # --- 1. no guest needed --------------------------------------------------------
 # A control channel that accepts and never answers.
@@ -140,12 +127,8 @@ check "a control path that is not a socket: named in the message" \
 
 # --- 2. the real guest -----------------------------------------------------------
 ready=no
-for _ in $(seq 180); do
-	grep -q "vperfetto-guest: ready" "$tmp/console.log" 2>/dev/null && { ready=yes; break; }
-	kill -0 "$qemu_pid" 2>/dev/null || break
-	sleep 1
-done
-check "the guest booted ($(grep -o 'ready (uptime [0-9.]* s)' "$tmp/console.log"))" test $ready = yes
+vm_wait_ready "$tmp/console.log" && ready=yes
+check "the guest booted ($(vm_ready_uptime "$tmp/console.log"))" test $ready = yes
 [ $ready = yes ] || { tail -n 30 "$tmp/console.log"; exit 1; }
 
 mkdir -p "$tmp/rec"
