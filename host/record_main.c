@@ -62,10 +62,14 @@ enum record_status {
 };
 
 /* Used when -c / -g are not given: what a VM developer wants first. */
+/* ftrace gets a buffer of its own, so a busy machine's scheduler events
+ * cannot overwrite the clock sync data and track events. */
 static const char default_host_config[] =
+	"buffers { size_kb: 8192 fill_policy: RING_BUFFER }\n"
 	"buffers { size_kb: 65536 fill_policy: RING_BUFFER }\n"
 	"data_sources { config { name: \"vperfetto.clock_sync\" } }\n"
-	"data_sources { config { name: \"linux.ftrace\" ftrace_config {\n"
+	"data_sources { config { name: \"linux.ftrace\" target_buffer: 1\n"
+	"  ftrace_config {\n"
 	"  ftrace_events: \"sched/sched_switch\"\n"
 	"  ftrace_events: \"sched/sched_waking\"\n"
 	"  ftrace_events: \"task/task_newtask\"\n"
@@ -77,10 +81,12 @@ static const char default_host_config[] =
 	"  process_stats_config { scan_all_processes_on_start: true } } }\n"
 	"data_sources { config { name: \"linux.system_info\" } }\n";
 static const char default_guest_config[] =
+	"buffers { size_kb: 8192 fill_policy: RING_BUFFER }\n"
 	"buffers { size_kb: 32768 fill_policy: RING_BUFFER }\n"
 	"data_sources { config { name: \"track_event\"\n"
 	"  track_event_config { enabled_categories: \"*\" } } }\n"
-	"data_sources { config { name: \"linux.ftrace\" ftrace_config {\n"
+	"data_sources { config { name: \"linux.ftrace\" target_buffer: 1\n"
+	"  ftrace_config {\n"
 	"  ftrace_events: \"sched/sched_switch\"\n"
 	"  ftrace_events: \"sched/sched_waking\"\n"
 	"  ftrace_events: \"task/task_newtask\"\n"

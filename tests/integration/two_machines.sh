@@ -59,12 +59,16 @@ side() {
   e2e_track $!
 }
 
+# Both "machines" trace the same kernel, so each side's ftrace sees all of
+# it: ftrace gets a ring buffer of its own (buffer 1) that cannot overwrite
+# the clock sync and track events (buffer 0), as a real config would.
 ftrace_cfg() {
   [ "$FTRACE" = yes ] || return 0
   cat <<CFG
 data_sources {
   config {
     name: "linux.ftrace"
+    target_buffer: 1
     ftrace_config {
       ftrace_events: "sched/sched_switch"
       ftrace_events: "sched/sched_waking"
@@ -81,6 +85,7 @@ side host
 side guest
 
 cat >"$D/host.cfg" <<CFG
+buffers { size_kb: 8192 fill_policy: RING_BUFFER }
 buffers { size_kb: 32768 fill_policy: RING_BUFFER }
 data_sources { config { name: "vperfetto.clock_sync" } }
 data_sources {
@@ -93,6 +98,7 @@ $(ftrace_cfg)
 duration_ms: 60000
 CFG
 cat >"$D/guest.cfg" <<CFG
+buffers { size_kb: 8192 fill_policy: RING_BUFFER }
 buffers { size_kb: 32768 fill_policy: RING_BUFFER }
 data_sources {
   config {
