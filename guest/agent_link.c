@@ -12,7 +12,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <termios.h>
 #include <unistd.h>
 
 #include "ipc_sock.h"
@@ -156,28 +155,9 @@ static int open_socket(const char *addr, int timeout_ms, struct ga_link *l,
 static int open_chardev(const char *path, struct ga_link *l,
 			struct vp_error *err)
 {
-	int fd = open(path, O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+	int fd = vp_chardev_open(path, true, err);
 	if (fd < 0)
-		return vp_errorf(err, "open %s: %s", path, strerror(errno));
-	if (isatty(fd)) {
-		struct termios t;
-		if (tcgetattr(fd, &t) < 0) {
-			int e = errno;
-			close(fd);
-			return vp_errorf(err, "%s: tcgetattr: %s", path,
-					 strerror(e));
-		}
-		cfmakeraw(&t);
-		t.c_cc[VMIN] = 1;
-		t.c_cc[VTIME] = 0;
-		if (tcsetattr(fd, TCSANOW, &t) < 0) {
-			int e = errno;
-			close(fd);
-			return vp_errorf(err, "%s: raw mode: %s", path,
-					 strerror(e));
-		}
-		tcflush(fd, TCIOFLUSH); /* whatever was queued is stale */
-	}
+		return -1;
 	l->fd = fd;
 	l->is_socket = false;
 	return 0;

@@ -201,19 +201,12 @@ static int parse_options(int argc, char **argv, struct options *o)
 	return 0;
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Sleeps until CLOCK_MONOTONIC reaches `until` (ns) or the agent stops.
  * Returns true if it stopped. */
 static bool sleep_until(struct agent *a, uint64_t until)
 {
 	for (;;) {
-		uint64_t now = mono_ns();
+		uint64_t now = vp_clock_now_ns(CLOCK_MONOTONIC);
 		struct pollfd p = {.fd = a->stop_rd, .events = POLLIN};
 		uint64_t left = until > now ? until - now : 0;
 		struct timespec ts = {.tv_sec = (time_t)(left / 1000000000u),
@@ -262,14 +255,14 @@ static void *tick_thread(void *arg)
 {
 	struct agent *a = arg;
 	uint64_t period = (uint64_t)a->o.period_ms * 1000000u;
-	uint64_t next = mono_ns();
+	uint64_t next = vp_clock_now_ns(CLOCK_MONOTONIC);
 
 	while (!stopping(a)) {
 		tick(a);
 		if (a->o.count && atomic_load(&a->st.ticks) >= a->o.count)
 			break;
 		next += period;
-		uint64_t now = mono_ns();
+		uint64_t now = vp_clock_now_ns(CLOCK_MONOTONIC);
 		if (next + period < now) /* fell far behind: skip, not burst */
 			next = now;
 		if (sleep_until(a, next))
@@ -297,7 +290,7 @@ static bool run_link(struct agent *a, struct ga_link *l, uint64_t *last_seq,
 {
 	struct ga_exchange x;
 	uint64_t period = (uint64_t)a->o.exchange_period_ms * 1000000u;
-	uint64_t next = mono_ns();
+	uint64_t next = vp_clock_now_ns(CLOCK_MONOTONIC);
 	unsigned timeouts = 0;
 	bool stop = false;
 
@@ -345,7 +338,7 @@ static bool run_link(struct agent *a, struct ga_link *l, uint64_t *last_seq,
 			break;
 		}
 		next += period;
-		uint64_t now = mono_ns();
+		uint64_t now = vp_clock_now_ns(CLOCK_MONOTONIC);
 		if (next < now)
 			next = now;
 		if (sleep_until(a, next)) {
@@ -382,7 +375,7 @@ static void *exchange_thread(void *arg)
 			logged_down = true;
 			if (exchanges_done(a))
 				break;
-			if (sleep_until(a, mono_ns() + (uint64_t)ga_backoff_next(
+			if (sleep_until(a, vp_clock_now_ns(CLOCK_MONOTONIC) + (uint64_t)ga_backoff_next(
 							       &bo) * 1000000u))
 				break;
 			continue;
@@ -400,7 +393,7 @@ static void *exchange_thread(void *arg)
 		if (a->o.verbose)
 			fprintf(stderr, "%s: host %s: link lost\n", prog, name);
 		logged_down = true;
-		if (sleep_until(a, mono_ns() +
+		if (sleep_until(a, vp_clock_now_ns(CLOCK_MONOTONIC) +
 					   (uint64_t)ga_backoff_next(&bo) * 1000000u))
 			break;
 	}

@@ -17,16 +17,10 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "event_loop.h"
 #include "guest_ctl.h"
 
 #define LOG_TAIL 600u
-
-uint64_t gc_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 static void logv(const struct gc_session *s, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
@@ -286,7 +280,7 @@ static void handle_start(struct gc_session *s, const struct vp_ctl_msg *req,
 
 	/* A consumer that cannot run (bad config, no service) mostly says
 	 * so at once: wait a little before calling it started. */
-	uint64_t until = gc_now_ms() + (uint64_t)s->opt.start_grace_ms;
+	uint64_t until = vp_loop_now_ms() + (uint64_t)s->opt.start_grace_ms;
 	for (;;) {
 		pid_t r = waitpid(s->pid, &status, WNOHANG);
 		if (r == s->pid) {
@@ -298,7 +292,7 @@ static void handle_start(struct gc_session *s, const struct vp_ctl_msg *req,
 			}
 			break; /* ended already: a very short session */
 		}
-		if (gc_now_ms() >= until)
+		if (vp_loop_now_ms() >= until)
 			break;
 		usleep(20000);
 	}
@@ -343,7 +337,7 @@ static void handle_stop(struct gc_session *s, const struct vp_ctl_msg *req,
 		     (int)s->pid);
 		kill(s->pid, SIGINT);
 		s->state = VP_CTL_STOPPING;
-		s->stop_deadline_ms = gc_now_ms() +
+		s->stop_deadline_ms = vp_loop_now_ms() +
 				      (uint64_t)s->opt.stop_timeout_ms;
 		break;
 	default: /* STOPPING: answer the newest STOP */
@@ -363,7 +357,7 @@ void gc_session_tick(struct gc_session *s, gc_send_fn send, void *ctx)
 	if (r == s->pid) {
 		consumer_exited(s, status);
 	} else if (s->state == VP_CTL_STOPPING &&
-		   gc_now_ms() >= s->stop_deadline_ms) {
+		   vp_loop_now_ms() >= s->stop_deadline_ms) {
 		char tail[VP_CTL_MAX_TEXT / 2];
 		kill(s->pid, SIGKILL);
 		waitpid(s->pid, &status, 0);
@@ -536,9 +530,9 @@ void gc_session_shutdown(struct gc_session *s, int timeout_ms)
 	if (s->pid <= 0)
 		return;
 	kill(s->pid, SIGTERM);
-	uint64_t until = gc_now_ms() + (uint64_t)timeout_ms;
+	uint64_t until = vp_loop_now_ms() + (uint64_t)timeout_ms;
 	while (waitpid(s->pid, &status, WNOHANG) == 0) {
-		if (gc_now_ms() >= until) {
+		if (vp_loop_now_ms() >= until) {
 			kill(s->pid, SIGKILL);
 			waitpid(s->pid, &status, 0);
 			break;

@@ -76,7 +76,4 @@ void gc_session_tick(struct gc_session *s, gc_send_fn send, void *ctx);
  * timeout_ms for it; SIGKILL after that. */
 void gc_session_shutdown(struct gc_session *s, int timeout_ms);
 
-/* Milliseconds of CLOCK_MONOTONIC. */
-uint64_t gc_now_ms(void);
-
 #endif

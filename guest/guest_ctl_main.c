@@ -29,11 +29,11 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <termios.h>
 #include <unistd.h>
 
 #include "ctl_proto.h"
 #include "guest_ctl.h"
+#include "event_loop.h"
 #include "ipc_sock.h"
 
 #define TICK_MS 100
@@ -94,7 +94,7 @@ static void drop_link(struct daemon *d, const char *why)
 /* Writes all of buf, waiting (poll) up to WRITE_TIMEOUT_MS for room. */
 static int write_all(int fd, const uint8_t *buf, size_t len)
 {
-	uint64_t deadline = gc_now_ms() + WRITE_TIMEOUT_MS;
+	uint64_t deadline = vp_loop_now_ms() + WRITE_TIMEOUT_MS;
 
 	while (len > 0) {
 		ssize_t w = write(fd, buf, len);
@@ -107,7 +107,7 @@ static int write_all(int fd, const uint8_t *buf, size_t len)
 			continue;
 		if (w < 0 && errno != EAGAIN)
 			return -1;
-		uint64_t now = gc_now_ms();
+		uint64_t now = vp_loop_now_ms();
 		if (now >= deadline) {
 			errno = ETIMEDOUT;
 			return -1;
@@ -145,45 +145,22 @@ static int send_msg(void *ctx, const struct vp_ctl_msg *m)
 	return 0;
 }
 
-/* Raw mode for a tty: no byte of a frame translated or swallowed. */
-static int make_raw(int fd)
-{
-	struct termios t;
-
-	if (tcgetattr(fd, &t) < 0)
-		return -1;
-	cfmakeraw(&t);
-	t.c_cflag |= CLOCAL | CREAD;
-	t.c_cc[VMIN] = 1;
-	t.c_cc[VTIME] = 0;
-	if (tcsetattr(fd, TCSANOW, &t) < 0)
-		return -1;
-	tcflush(fd, TCIOFLUSH); /* whatever was queued is stale */
-	return 0;
-}
-
 static void open_device(struct daemon *d)
 {
-	int fd = open(d->dev, O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+	struct vp_error err;
 	struct stat st;
+	int fd = vp_chardev_open(d->dev, true, &err);
 
 	if (fd >= 0 && fstat(fd, &st) == 0 && !S_ISCHR(st.st_mode)) {
 		close(fd);
 		fd = -1;
-		errno = ENODEV;
-	}
-	if (fd >= 0 && isatty(fd) && make_raw(fd) < 0) {
-		int e = errno;
-		close(fd);
-		fd = -1;
-		errno = e;
+		vp_errorf(&err, "%s: not a character device", d->dev);
 	}
 	if (fd < 0) {
 		if (!d->open_error_logged)
-			logmsg("%s: %s (retrying every %d ms)", d->dev,
-			       strerror(errno), REOPEN_MS);
+			logmsg("%s (retrying every %d ms)", err.msg, REOPEN_MS);
 		d->open_error_logged = true;
-		d->reopen_at = gc_now_ms() + REOPEN_MS;
+		d->reopen_at = vp_loop_now_ms() + REOPEN_MS;
 		return;
 	}
 	if (d->open_error_logged || d->verbose)
@@ -249,7 +226,7 @@ static bool read_link(struct daemon *d)
 		snprintf(why, sizeof(why), "read: %s", strerror(errno));
 		drop_link(d, why);
 		if (d->is_dev)
-			d->reopen_at = gc_now_ms() + REOPEN_MS;
+			d->reopen_at = vp_loop_now_ms() + REOPEN_MS;
 		return true;
 	}
 	if (n == 0)
@@ -281,7 +258,7 @@ static void loop_once(struct daemon *d)
 {
 	struct pollfd p[2];
 	int n = 0, link = -1;
-	uint64_t now = gc_now_ms();
+	uint64_t now = vp_loop_now_ms();
 
 	if (d->is_dev && d->fd < 0 && now >= d->reopen_at)
 		open_device(d);
@@ -301,7 +278,7 @@ static void loop_once(struct daemon *d)
 			if (!d->is_dev)
 				drop_link(d, "host disconnected");
 			else /* no host on the port yet: look again soon */
-				d->quiet_until = gc_now_ms() + HUP_BACKOFF_MS;
+				d->quiet_until = vp_loop_now_ms() + HUP_BACKOFF_MS;
 		}
 	}
 	gc_session_tick(&d->sess, send_msg, d);

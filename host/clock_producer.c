@@ -177,18 +177,11 @@ static void tick(struct session *s, bool final)
 		poll_vm(s, &s->p->vms[i], first);
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void *session_main(void *arg)
 {
 	struct session *s = arg;
 	uint64_t period = (uint64_t)s->o.period_ms * 1000000ull;
-	uint64_t next = mono_ns();
+	uint64_t next = vp_clock_now_ns(CLOCK_MONOTONIC);
 
 	pthread_mutex_lock(&s->mu);
 	for (;;) {
@@ -200,13 +193,13 @@ static void *session_main(void *arg)
 			break;
 		/* Fixed deadlines, so the period does not drift; a late
 		 * wake-up skips the missed ones. */
-		uint64_t now = mono_ns();
+		uint64_t now = vp_clock_now_ns(CLOCK_MONOTONIC);
 		next += period;
 		if (next <= now)
 			next = now + period;
 		struct timespec dl = {.tv_sec = (time_t)(next / 1000000000ull),
 				      .tv_nsec = (long)(next % 1000000000ull)};
-		while (!s->stop && mono_ns() < next)
+		while (!s->stop && vp_clock_now_ns(CLOCK_MONOTONIC) < next)
 			if (pthread_cond_timedwait(&s->cv, &s->mu, &dl) ==
 			    ETIMEDOUT)
 				break;

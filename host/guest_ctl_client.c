@@ -10,13 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include "ctl_proto.h"
 #include "guest_ctl_client.h"
+#include "event_loop.h"
 #include "ipc_sock.h"
 
 #define HELLO_RESEND_MS 1000
@@ -31,13 +31,6 @@ struct vp_guest_ctl {
 	struct vp_ctl_msg msg; /* the last reply (large: kept off the stack) */
 };
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 /* "30 s" or "500 ms", for messages. */
 static void fmt_timeout(int ms, char *buf, size_t len)
 {
@@ -49,22 +42,6 @@ static void fmt_timeout(int ms, char *buf, size_t len)
 
 /* ---- connecting --------------------------------------------------------- */
 
-static int open_chardev(const char *path, struct vp_error *err)
-{
-	int fd = open(path, O_RDWR | O_NOCTTY | O_CLOEXEC);
-	if (fd < 0)
-		return vp_errorf(err, "open %s: %s", path, strerror(errno));
-	if (isatty(fd)) {
-		struct termios t;
-		if (tcgetattr(fd, &t) == 0) {
-			cfmakeraw(&t);
-			t.c_cflag |= CLOCAL | CREAD;
-			tcsetattr(fd, TCSANOW, &t);
-		}
-	}
-	return fd;
-}
-
 int vp_guest_ctl_connect(const char *addr, int timeout_ms,
 			 struct vp_guest_ctl **out, struct vp_error *err)
 {
@@ -75,7 +52,7 @@ int vp_guest_ctl_connect(const char *addr, int timeout_ms,
 
 	*out = NULL;
 	if (a[0] == '/' && stat(a, &st) == 0 && S_ISCHR(st.st_mode))
-		fd = open_chardev(a, &e);
+		fd = vp_chardev_open(a, false, &e);
 	else
 		fd = vp_sock_connect(a, timeout_ms, &e);
 	if (fd < 0)
@@ -103,7 +80,7 @@ int vp_guest_ctl_from_fd(int fd, const char *name, struct vp_guest_ctl **out,
 	snprintf(c->addr, sizeof(c->addr), "%s", name);
 	/* Ids differ from an earlier run's, whose replies may still be on a
 	 * serial port. */
-	c->next_id = ((uint32_t)getpid() << 16) ^ (uint32_t)now_ms() ^
+	c->next_id = ((uint32_t)getpid() << 16) ^ (uint32_t)vp_loop_now_ms() ^
 		     (uint32_t)time(NULL) << 8;
 	if (c->next_id == 0)
 		c->next_id = 1;
@@ -152,7 +129,7 @@ static int send_request(struct vp_guest_ctl *c, struct vp_ctl_msg *m,
 					 "%s", vp_ctl_type_name(m->type),
 					 c->addr, strerror(e));
 		}
-		uint64_t now = now_ms();
+		uint64_t now = vp_loop_now_ms();
 		if (now >= deadline) {
 			free(frame);
 			return vp_errorf(err, "sending %s to the guest on %s: "
@@ -185,7 +162,7 @@ static int next_frame(struct vp_guest_ctl *c, uint64_t deadline,
 			return 1;
 		}
 		c->in_off = c->in_len = 0;
-		uint64_t now = now_ms();
+		uint64_t now = vp_loop_now_ms();
 		if (now >= deadline)
 			return 0;
 		struct pollfd pf = {.fd = c->fd, .events = POLLIN};
@@ -248,7 +225,7 @@ static int expect(struct vp_guest_ctl *c, uint8_t type, const char *what,
 static int call(struct vp_guest_ctl *c, struct vp_ctl_msg *req, uint8_t want,
 		int timeout_ms, struct vp_error *err)
 {
-	uint64_t deadline = now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
+	uint64_t deadline = vp_loop_now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
 	const char *what = vp_ctl_type_name(req->type);
 
 	if (send_request(c, req, deadline, err) < 0)
@@ -264,7 +241,7 @@ static int call(struct vp_guest_ctl *c, struct vp_ctl_msg *req, uint8_t want,
 int vp_guest_ctl_hello(struct vp_guest_ctl *c, int timeout_ms,
 		       struct vp_guest_info *info, struct vp_error *err)
 {
-	uint64_t deadline = now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
+	uint64_t deadline = vp_loop_now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
 	struct vp_ctl_msg *req = calloc(1, sizeof(*req));
 	uint32_t first = 0;
 	int rc = -1;
@@ -275,7 +252,7 @@ int vp_guest_ctl_hello(struct vp_guest_ctl *c, int timeout_ms,
 	req->version = VP_CTL_VERSION;
 	gethostname(req->machine, sizeof(req->machine) - 1);
 	for (;;) {
-		uint64_t now = now_ms();
+		uint64_t now = vp_loop_now_ms();
 		uint64_t until = now + HELLO_RESEND_MS < deadline
 					 ? now + HELLO_RESEND_MS : deadline;
 		if (send_request(c, req, deadline, err) < 0)
@@ -286,7 +263,7 @@ int vp_guest_ctl_hello(struct vp_guest_ctl *c, int timeout_ms,
 		if (wait_reply(c, first, req->id, until, timeout_ms, "HELLO",
 			       err) == 0)
 			break;
-		if (now_ms() < until || until >= deadline)
+		if (vp_loop_now_ms() < until || until >= deadline)
 			goto out; /* an error, or the real deadline */
 	}
 	if (expect(c, VP_CTL_HELLO_REPLY, "HELLO", err) < 0)
@@ -468,7 +445,7 @@ static int pull_stream(struct vp_guest_ctl *c, struct pull *p, uint32_t id,
 		       struct vp_error *err)
 {
 	for (;;) {
-		uint64_t deadline = now_ms() + (uint64_t)stall_timeout_ms;
+		uint64_t deadline = vp_loop_now_ms() + (uint64_t)stall_timeout_ms;
 		if (wait_reply(c, id, id, deadline, stall_timeout_ms,
 			       "PULL", err) < 0)
 			return -1;
@@ -519,7 +496,7 @@ int vp_guest_ctl_pull(struct vp_guest_ctl *c, const char *path,
 	req->type = VP_CTL_PULL;
 	req->offset = 0;
 	req->chunk = chunk;
-	if (send_request(c, req, now_ms() + (uint64_t)stall_timeout_ms,
+	if (send_request(c, req, vp_loop_now_ms() + (uint64_t)stall_timeout_ms,
 			 err) < 0)
 		goto out;
 	if (pull_stream(c, &p, req->id, path, stall_timeout_ms, progress,

@@ -128,11 +128,9 @@ struct run {
 	int interrupts;
 };
 
-static void say(const struct run *r, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-static void say(const struct run *r, const char *fmt, ...)
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
 {
-	(void)r;
 	va_list ap;
 	va_start(ap, fmt);
 	fputs("vperfetto_record: ", stderr);
@@ -352,7 +350,7 @@ static int find_guest(struct run *r, struct vp_error *err)
 				 "chardev: -chardev socket,path=...,server=on)",
 				 r->guest.control);
 	if (stat(r->guest.sync, &st) != 0 || !S_ISSOCK(st.st_mode)) {
-		say(r, "warning: %s is not a socket: no sync exchanges over "
+		say("warning: %s is not a socket: no sync exchanges over "
 		    "virtio-serial", r->guest.sync);
 		r->guest.sync[0] = 0;
 	}
@@ -371,7 +369,7 @@ static void control_addr(const struct run *r, char *buf, size_t len)
 /* --------------------------------------------------------- configs */
 
 /* Loads a config (or the default text), makes sure it records what the
- * merge needs, and writes it in binary form to path. */
+ * merge needs, caps its duration, and serializes it into *bin. */
 static int prepare_config(const char *file, bool txt, const char *deflt,
 			  bool host, uint32_t duration_ms, uint8_t **bin,
 			  size_t *bin_len, struct vp_error *err)
@@ -634,17 +632,17 @@ static int record(struct run *r)
 	    prepare_config(r->o.guest_cfg, r->o.txt, default_guest_config,
 			   false, r->o.duration_ms, &guest_cfg, &guest_len,
 			   &err) < 0) {
-		say(r, "%s", err.msg);
+		say("%s", err.msg);
 		status = REC_USAGE;
 		goto out;
 	}
 	if (find_guest(r, &err) < 0) {
-		say(r, "%s", err.msg);
+		say("%s", err.msg);
 		status = REC_GUEST_FAILED;
 		goto out;
 	}
 	control_addr(r, addr, sizeof(addr));
-	say(r, "guest: control %s, sync %s%s", addr,
+	say("guest: control %s, sync %s%s", addr,
 	    r->guest.sync[0] ? r->guest.sync
 			     : (r->guest.vsock_cid ? "over vsock" : "none"),
 	    r->guest.qemu_pid > 0 ? "" : ", QEMU pid unknown (no kvm_tsc)");
@@ -653,11 +651,11 @@ static int record(struct run *r)
 	if (write_file(path, host_cfg, host_len, &err) < 0 ||
 	    start_host_producers(r, &err) < 0 ||
 	    start_host_consumer(r, path, &err) < 0) {
-		say(r, "host session: %s", err.msg);
+		say("host session: %s", err.msg);
 		status = REC_HOST_FAILED;
 		goto out;
 	}
-	say(r, "host session recording into %s", r->host_pb);
+	say("host session recording into %s", r->host_pb);
 
 	/* The guest. */
 	struct vp_guest_info info;
@@ -668,26 +666,26 @@ static int record(struct run *r)
 	    vp_guest_ctl_start(r->ctl, guest_cfg, guest_len,
 			       "vperfetto_record", r->o.guest_timeout_ms, NULL,
 			       &err) < 0) {
-		say(r, "guest session: %s", err.msg);
+		say("guest session: %s", err.msg);
 		status = REC_GUEST_FAILED;
 		goto stop_host;
 	}
 	r->guest_started = true;
-	say(r, "guest session started on %s (%s); recording for %u ms "
+	say("guest session started on %s (%s); recording for %u ms "
 	    "(Ctrl-C stops early)", info.machine, info.uname,
 	    r->o.duration_ms);
 
 	int w = wait_recording(r, r->o.duration_ms, &err);
 	if (w == -1) {
-		say(r, "the host consumer stopped on its own");
+		say("the host consumer stopped on its own");
 		status = REC_HOST_FAILED;
 		goto stop_host;
 	} else if (w == -2) {
-		say(r, "guest session: %s", err.msg);
+		say("guest session: %s", err.msg);
 		status = REC_GUEST_FAILED;
 		goto stop_host;
 	} else if (w > 0) {
-		say(r, "stopping (Ctrl-C again aborts)");
+		say("stopping (Ctrl-C again aborts)");
 	}
 	if (aborted(r)) {
 		status = REC_ABORTED;
@@ -696,17 +694,17 @@ static int record(struct run *r)
 
 	uint64_t guest_size = 0;
 	if (vp_guest_ctl_stop(r->ctl, 60000, &guest_size, &err) < 0) {
-		say(r, "guest session: %s", err.msg);
+		say("guest session: %s", err.msg);
 		status = REC_GUEST_FAILED;
 	}
 
 stop_host:
 	if (r->consumer > 0) {
 		if (stop_host_consumer(r, &err) < 0) {
-			say(r, "host session: %s", err.msg);
+			say("host session: %s", err.msg);
 			status = REC_HOST_FAILED;
 		} else {
-			say(r, "host trace: %s", r->host_pb);
+			say("host trace: %s", r->host_pb);
 		}
 	}
 	stop_host_producers(r);
@@ -718,18 +716,18 @@ stop_host:
 
 	if (vp_guest_ctl_pull(r->ctl, r->guest_pb, 0, 60000, NULL, NULL, NULL,
 			      &err) < 0) {
-		say(r, "pulling the guest trace: %s", err.msg);
+		say("pulling the guest trace: %s", err.msg);
 		status = REC_GUEST_FAILED;
 		goto out;
 	}
-	say(r, "guest trace: %s", r->guest_pb);
+	say("guest trace: %s", r->guest_pb);
 
 	if (merge_traces(r, &err) < 0) {
-		say(r, "merge: %s", err.msg);
+		say("merge: %s", err.msg);
 		status = REC_MERGE_FAILED;
 		goto out;
 	}
-	say(r, "merged trace: %s (sync report: %s)", r->o.out, r->report);
+	say("merged trace: %s (sync report: %s)", r->o.out, r->report);
 
 out:
 	if (r->ctl)

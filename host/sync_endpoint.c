@@ -16,7 +16,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <termios.h>
 #include <unistd.h>
 
 #include "event_loop.h"
@@ -344,21 +343,13 @@ static int chardev_connect(struct sync_endpoint *ep)
 	return fd;
 }
 
-/* A character device or pty: opened read-write, raw. */
+/* A character device or pty: opened read-write, raw (ipc_sock.h). */
 static int chardev_open_tty(struct sync_endpoint *ep)
 {
-	int fd = open(ep->chardev, O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0) {
-		chardev_warn(ep, "open: %s", strerror(errno));
-		return -1;
-	}
-	struct termios t;
-	if (isatty(fd) && tcgetattr(fd, &t) == 0) {
-		cfmakeraw(&t);
-		if (tcsetattr(fd, TCSANOW, &t) < 0)
-			chardev_warn(ep, "making the tty raw: %s",
-				     strerror(errno));
-	}
+	struct vp_error err;
+	int fd = vp_chardev_open(ep->chardev, true, &err);
+	if (fd < 0)
+		chardev_warn(ep, "%s", err.msg);
 	return fd;
 }
 

@@ -19,6 +19,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -630,4 +631,38 @@ void vp_sock_peer_name(int fd, char *buf, size_t len)
 		else
 			snprintf(buf, len, "%s:%s", host, serv);
 	}
+}
+
+/* ------------------------------------------------------ character devices */
+
+int vp_chardev_open(const char *path, bool nonblock, struct vp_error *err)
+{
+	int flags = O_RDWR | O_NOCTTY | O_CLOEXEC | (nonblock ? O_NONBLOCK : 0);
+	int fd = open(path, flags);
+	if (fd < 0) {
+		int e = errno;
+		vp_errorf(err, "open %s: %s", path, strerror(e));
+		errno = e;
+		return -1;
+	}
+	if (!isatty(fd))
+		return fd;
+	struct termios t;
+	const char *step = "tcgetattr";
+	if (tcgetattr(fd, &t) == 0) {
+		cfmakeraw(&t);
+		t.c_cflag |= CLOCAL | CREAD;
+		t.c_cc[VMIN] = 1;
+		t.c_cc[VTIME] = 0;
+		step = "raw mode";
+		if (tcsetattr(fd, TCSANOW, &t) == 0) {
+			tcflush(fd, TCIOFLUSH); /* what was queued is stale */
+			return fd;
+		}
+	}
+	int e = errno;
+	close(fd);
+	vp_errorf(err, "%s: %s: %s", path, step, strerror(e));
+	errno = e;
+	return -1;
 }

@@ -42,6 +42,14 @@ int vp_sock_connect(const char *addr, int timeout_ms, struct vp_error *err);
 /* Removes the file of a UNIX socket address (no-op for the others). */
 void vp_sock_unlink(const char *addr);
 
+/* Opens a character device that carries a byte stream (a virtio-serial
+ * port, a serial line, a pty): read-write, close-on-exec, never as the
+ * controlling terminal, O_NONBLOCK if nonblock.  A tty is put in raw mode
+ * (no byte translated or swallowed; CLOCAL | CREAD, VMIN 1) and what was
+ * queued before is flushed as stale.  Returns the fd, or -1 with a message
+ * naming the path and the step that failed (errno kept). */
+int vp_chardev_open(const char *path, bool nonblock, struct vp_error *err);
+
 /* Peer credentials of a UNIX socket (SO_PEERCRED); -1 for other kinds. */
 int vp_sock_peer_cred(int fd, pid_t *pid, uid_t *uid);
 

@@ -39,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "event_loop.h"
 #include "sdk_internal.h"
 
 #define VP_RETRY_EVERY_DROPS 32u
@@ -274,13 +275,6 @@ static void commit_now(void)
 	pthread_mutex_unlock(&vp_g.commit_mu);
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* True while w may keep waiting: not retired, its instance still the one
  * it was made for and still started. */
 static bool writer_may_stall(const struct vp_writer *w)
@@ -299,7 +293,7 @@ static bool writer_may_stall(const struct vp_writer *w)
  * (then STALL_THEN_ABORT aborts).  Returns true with a chunk. */
 static bool writer_stall(struct vp_writer *w)
 {
-	uint64_t start = mono_ns();
+	uint64_t start = vp_loop_now_ms();
 	unsigned delay_us = 20;
 
 	w->stalls++;
@@ -319,7 +313,7 @@ static bool writer_stall(struct vp_writer *w)
 			return false;
 		if (writer_acquire_raw(w))
 			return true;
-		if (mono_ns() - start < (uint64_t)VP_STALL_MAX_MS * 1000000ull)
+		if (vp_loop_now_ms() - start < VP_STALL_MAX_MS)
 			continue;
 		if (w->exhausted_policy == VP_EXHAUSTED_STALL_THEN_ABORT) {
 			fprintf(stderr,
