@@ -63,6 +63,14 @@ enum vp_chunk_state {
 /* A fragment's length prefix: 4-byte redundant varint. */
 #define VP_FRAGMENT_LEN_SIZE 4u
 
+/* A fragment length no chunk can hold (2^28 - 1, Perfetto's
+ * kPacketSizeDropPacket): a writer that runs out of chunks writes it over
+ * the length of the last fragment of the chunk it hands back, so that the
+ * service learns of the loss even if the writer never gets a chunk again.
+ * That fragment is discarded and counted as trace_writer_packet_loss, not
+ * as an ABI violation. */
+#define VP_FRAGMENT_DROP_PACKET 0x0fffffffu
+
 /* Writes v (< 2^28) as a 4-byte redundant varint at p. */
 static inline void vp_write_redundant_varint(uint8_t *p, uint32_t v)
 {

@@ -48,6 +48,7 @@ enum {
 	REC_PATCH_PENDING = 2, /* unreadable until patched */
 	REC_STARTED = 4,       /* the reader has begun this chunk */
 	REC_LOSS_AT_END = 8,   /* truncated: what followed is lost */
+	REC_WRITER_DROP = 16,  /* ends in the writer's drop marker */
 };
 
 struct tb_rec {
@@ -75,6 +76,7 @@ struct tb_seq {
 	bool in_use;
 	bool any_read;      /* last_read_id is valid */
 	bool lost;          /* the next packet read reports the loss */
+	bool loss_counted;  /* ... already in trace_writer_packet_loss */
 	bool first_pending; /* no packet read yet */
 	bool gone;          /* its producer disconnected */
 };
@@ -170,18 +172,30 @@ static inline bool frag_at(const uint8_t *p, uint32_t plen, uint32_t off,
 	return true;
 }
 
+/* Whether the fragment length at payload offset off is the writer's drop
+ * marker (VP_FRAGMENT_DROP_PACKET as a 4-byte redundant varint). */
+static bool is_drop_marker(const uint8_t *p, uint32_t plen, uint32_t off)
+{
+	return plen - off >= VP_FRAGMENT_LEN_SIZE && p[off] == 0xff &&
+	       p[off + 1] == 0xff && p[off + 2] == 0xff && p[off + 3] == 0x7f;
+}
+
 /* Counts the fragments of a chunk that can be read: all `count` of a
  * complete chunk, all but the one being written of an incomplete one.
- * Returns false if a fragment is damaged (*n stops before it). */
+ * Returns false if a fragment is damaged (*n stops before it); *drop says
+ * whether that fragment is the writer's drop marker rather than damage. */
 static bool scan_fragments(const uint8_t *p, uint32_t plen, unsigned count,
-			   bool complete, unsigned *n)
+			   bool complete, unsigned *n, bool *drop)
 {
 	unsigned want = complete ? count : (count ? count - 1 : 0);
 	uint32_t off = 0, doff, len;
 
+	*drop = false;
 	for (*n = 0; *n < want; (*n)++) {
-		if (!frag_at(p, plen, off, &doff, &len))
+		if (!frag_at(p, plen, off, &doff, &len)) {
+			*drop = is_drop_marker(p, plen, off);
 			return false;
+		}
 		off = doff + len;
 	}
 	return true;
@@ -431,6 +445,7 @@ struct tb_chunk {
 	uint32_t plen;
 	unsigned n_frags;
 	bool complete, damaged;
+	bool writer_drop; /* damaged by the writer's drop marker */
 };
 
 static void rec_fill(struct tb_rec *r, const struct tb_chunk *c)
@@ -448,6 +463,8 @@ static void rec_fill(struct tb_rec *r, const struct tb_chunk *c)
 		r->state |= REC_PATCH_PENDING;
 	if (c->damaged)
 		r->state |= REC_LOSS_AT_END;
+	if (c->writer_drop)
+		r->state |= REC_WRITER_DROP;
 	memcpy(rec_payload(r), c->payload, c->plen);
 }
 
@@ -569,8 +586,8 @@ static bool parse_chunk(struct vp_trace_buffer *tb, const uint8_t *chunk,
 	c->plen = (uint32_t)(len - VP_SMB_CHUNK_HEADER_SIZE);
 	c->complete = complete;
 	c->damaged = !scan_fragments(c->payload, c->plen, c->count, complete,
-				     &c->n_frags);
-	if (c->damaged)
+				     &c->n_frags, &c->writer_drop);
+	if (c->damaged && !c->writer_drop)
 		tb->st.abi_violations++;
 	/* The last fragment continues only if it is there to be read. */
 	if (c->damaged || !complete || !c->count)
@@ -654,6 +671,12 @@ enum { RA_WAIT, RA_FAIL, RA_OK };
 static void seq_release_done(struct vp_trace_buffer *tb, struct tb_seq *seq,
 			     struct tb_rec *r)
 {
+	if (r->state & REC_WRITER_DROP) {
+		/* Counted here: the writer may never send another packet. */
+		if (!(seq->lost && seq->loss_counted))
+			tb->st.trace_writer_packet_loss++;
+		seq->loss_counted = true;
+	}
 	if (r->state & REC_LOSS_AT_END || !(r->state & REC_COMPLETE))
 		seq->lost = true;
 	tb->st.chunks_read++;
@@ -687,9 +710,10 @@ static void emit_info(struct vp_trace_buffer *tb, struct tb_seq *seq,
 		info->previous_packet_dropped = seq->lost;
 		info->first_packet_on_sequence = seq->first_pending;
 	}
-	if (seq->lost)
+	if (seq->lost && !seq->loss_counted)
 		tb->st.trace_writer_packet_loss++;
 	seq->lost = false;
+	seq->loss_counted = false;
 	seq->first_pending = false;
 }
 

@@ -156,6 +156,7 @@ struct vp_writer {
 	uint8_t *cend;
 	uint32_t packets;
 	uint32_t flags;
+	uint8_t *last_frag;       /* length prefix of its last fragment */
 	struct vp_smb_chunk smb_chunk;
 	uint32_t next_chunk_id;
 	uint32_t smb_cursor;
@@ -319,6 +320,18 @@ bool vp_writer_write_packet(struct vp_writer *w, const uint8_t *p, size_t len,
 			    uint64_t now_ns);
 /* Under the writer lock: finishes the current chunk and hands it on. */
 void vp_writer_release_chunk(struct vp_writer *w);
+
+/* Ends a packet composed in place in w's chunk: its bytes are at
+ * [w->wptr + VP_FRAGMENT_LEN_SIZE, end). */
+static inline void vp_writer_commit_direct(struct vp_writer *w, uint8_t *end)
+{
+	uint8_t *hdr = w->wptr;
+	vp_write_redundant_varint(
+		hdr, (uint32_t)(end - hdr - VP_FRAGMENT_LEN_SIZE));
+	w->last_frag = hdr;
+	w->wptr = end;
+	w->packets++;
+}
 /* Makes sure w->scratch holds n bytes (the slow path; mallocs). */
 uint8_t *vp_writer_scratch(struct vp_writer *w, size_t n);
 /* From any thread: commits what w has written so far. */

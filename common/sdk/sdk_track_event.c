@@ -703,9 +703,7 @@ static void te_emit_slot(int slot, struct vp_category *cat,
 	p = nest_end(p, &ten);
 
 	if (direct) {
-		vp_write_redundant_varint(w->wptr, (uint32_t)(p - out));
-		w->wptr = p;
-		w->packets++;
+		vp_writer_commit_direct(w, p);
 	} else if (!write_scratch(w, p, ts)) {
 		w->lost_state = true; /* interned data may be gone with it */
 	}
@@ -788,9 +786,7 @@ static void te_counter_slot(int slot, struct vp_category *cat,
 	}
 	p = nest_end(p, &ten);
 	if (direct) {
-		vp_write_redundant_varint(w->wptr, (uint32_t)(p - out));
-		w->wptr = p;
-		w->packets++;
+		vp_writer_commit_direct(w, p);
 	} else {
 		write_scratch(w, p, ts);
 	}

@@ -262,6 +262,7 @@ static bool writer_acquire_raw(struct vp_writer *w)
 	w->next_chunk_id++;
 	w->wptr = w->chunk + VP_SMB_CHUNK_HEADER_SIZE;
 	w->packets = 0;
+	w->last_frag = NULL;
 	return true;
 }
 
@@ -340,9 +341,30 @@ static bool writer_wants_stall(const struct vp_writer *w)
 	return mode == VP_MODE_SMB || mode == VP_MODE_EMULATED;
 }
 
-/* Gets a chunk: drops, stalls or enters / stays in drop mode, as the
- * buffer_exhausted_policy says. */
-static bool writer_acquire(struct vp_writer *w, uint64_t now_ns, unsigned flags)
+/* w has just taken a chunk (flags: its VP_CHUNK_* so far).  After a drop,
+ * nothing continues into it, its first packet says previous_packet_dropped
+ * and the incremental state is emitted again. */
+static void writer_took_chunk(struct vp_writer *w, unsigned flags)
+{
+	w->flags = flags;
+	if (w->dropping) {
+		w->dropping = false;
+		w->prev_dropped = true;
+		w->lost_state = true;
+		w->flags &= ~VP_CHUNK_FIRST_PACKET_CONTINUES;
+	}
+	/* Long generations end (see VP_GEN_MAX_BYTES). */
+	w->gen_bytes += (size_t)(w->cend - w->chunk);
+	if (w->gen_bytes >= VP_GEN_MAX_BYTES)
+		w->state_valid = false;
+}
+
+/* Gets a chunk when w has none: drops, stalls or enters / stays in drop
+ * mode, as the buffer_exhausted_policy says.  A writer entering drop mode
+ * skips a chunk_id so that the service sees the gap, unless the chunk it
+ * handed back already carries the drop marker (loss_marked). */
+static bool writer_acquire(struct vp_writer *w, uint64_t now_ns, unsigned flags,
+			   bool loss_marked)
 {
 	if (w->dropping) {
 		if (++w->drops_since_retry < VP_RETRY_EVERY_DROPS &&
@@ -357,27 +379,85 @@ static bool writer_acquire(struct vp_writer *w, uint64_t now_ns, unsigned flags)
 			return false; /* stopped while stalled */
 		if (!w->dropping) {
 			w->dropping = true;
-			/* A chunk_id gap: the service sees data was lost. */
-			w->next_chunk_id++;
+			if (!loss_marked)
+				w->next_chunk_id++;
 			w->last_retry_ns = now_ns;
 			w->drops_since_retry = 0;
 			commit_now();
 		}
 		return false;
 	}
-	w->flags = flags;
-	if (w->dropping) {
-		w->dropping = false;
-		w->prev_dropped = true;
-		w->lost_state = true;
-		/* The chunk follows a gap: nothing continues into it. */
-		w->flags &= ~VP_CHUNK_FIRST_PACKET_CONTINUES;
-	}
-	/* Long generations end (see VP_GEN_MAX_BYTES). */
-	w->gen_bytes += (size_t)(w->cend - w->chunk);
-	if (w->gen_bytes >= VP_GEN_MAX_BYTES)
-		w->state_valid = false;
+	writer_took_chunk(w, flags);
 	return true;
+}
+
+/* A chunk handed back while the writer takes the next one. */
+struct held_chunk {
+	uint8_t *chunk, *wptr, *cend, *last_frag;
+	uint32_t packets, flags;
+	struct vp_smb_chunk smb_chunk;
+};
+
+static void held_swap(struct vp_writer *w, struct held_chunk *h)
+{
+	struct held_chunk t = {w->chunk, w->wptr, w->cend, w->last_frag,
+			       w->packets, w->flags, w->smb_chunk};
+	w->chunk = h->chunk;
+	w->wptr = h->wptr;
+	w->cend = h->cend;
+	w->last_frag = h->last_frag;
+	w->packets = h->packets;
+	w->flags = h->flags;
+	w->smb_chunk = h->smb_chunk;
+	*h = t;
+}
+
+/* Hands the held chunk over to the service; w keeps its own. */
+static void held_release(struct vp_writer *w, struct held_chunk *h)
+{
+	held_swap(w, h);
+	vp_writer_release_chunk(w);
+	held_swap(w, h);
+}
+
+/* Replaces w's chunk, which is full (`continues`: in the middle of a
+ * packet, which goes on in the next chunk).  As Perfetto's writers do, the
+ * next chunk is taken before the current one is handed back: if none is
+ * free (and the policy does not stall), the current chunk's last fragment
+ * gets the drop marker, so the service counts the loss even if this writer
+ * never gets another chunk.  That fragment is lost with the rest. */
+static bool writer_next_chunk(struct vp_writer *w, uint64_t now_ns,
+			      unsigned flags, bool continues)
+{
+	struct held_chunk old;
+
+	if (continues)
+		w->flags |= VP_CHUNK_LAST_PACKET_CONTINUES;
+	if (atomic_load(&vp_g.mode) == VP_MODE_INPROC) {
+		/* One chunk of its own, never short. */
+		vp_writer_release_chunk(w);
+		return writer_acquire(w, now_ns, flags, false);
+	}
+	memset(&old, 0, sizeof(old));
+	held_swap(w, &old); /* w has no chunk now */
+	if (writer_acquire_raw(w)) {
+		held_release(w, &old);
+		writer_took_chunk(w, flags);
+		return true;
+	}
+	bool marked = false;
+	if (!writer_wants_stall(w) && old.packets > 0 && old.last_frag) {
+		vp_write_redundant_varint(old.last_frag,
+					  VP_FRAGMENT_DROP_PACKET);
+		old.flags &= ~VP_CHUNK_LAST_PACKET_CONTINUES;
+		marked = true;
+		if (!continues)
+			w->dropped_packets++; /* a whole packet went with it */
+	}
+	/* Handed back before a stall, too: the service may be waiting for
+	 * it before it frees anything. */
+	held_release(w, &old);
+	return writer_acquire(w, now_ns, flags, marked);
 }
 
 static void commit_queue_push(struct vp_writer *w)
@@ -434,40 +514,42 @@ void vp_writer_release_chunk(struct vp_writer *w)
 
 bool vp_writer_ensure_chunk(struct vp_writer *w, uint64_t now_ns)
 {
-	if (w->chunk && w->packets >= VP_CHUNK_MAX_PACKETS)
-		vp_writer_release_chunk(w);
-	if (w->chunk &&
-	    w->cend - w->wptr < (ptrdiff_t)(VP_FRAGMENT_LEN_SIZE + 16))
-		vp_writer_release_chunk(w);
+	bool ok;
+
+	if (w->chunk && w->packets < VP_CHUNK_MAX_PACKETS &&
+	    w->cend - w->wptr >= (ptrdiff_t)(VP_FRAGMENT_LEN_SIZE + 16))
+		return true;
 	if (w->chunk)
-		return true;
-	if (writer_acquire(w, now_ns, 0))
-		return true;
-	w->dropped_packets++;
-	return false;
+		ok = writer_next_chunk(w, now_ns, 0, false);
+	else
+		ok = writer_acquire(w, now_ns, 0, false);
+	if (!ok)
+		w->dropped_packets++;
+	return ok;
 }
 
 /* Appends a and then b as one packet. */
 static bool writer_write_2(struct vp_writer *w, const uint8_t *a, size_t na,
 			   const uint8_t *b, size_t nb, uint64_t now_ns)
 {
-	unsigned next_flags = 0;
-
-	for (;;) {
-		if (w->chunk && (w->packets >= VP_CHUNK_MAX_PACKETS ||
-				 w->cend - w->wptr <=
-					 (ptrdiff_t)VP_FRAGMENT_LEN_SIZE))
-			vp_writer_release_chunk(w);
-		if (!w->chunk && !writer_acquire(w, now_ns, next_flags)) {
+	if (w->chunk && (w->packets >= VP_CHUNK_MAX_PACKETS ||
+			 w->cend - w->wptr <= (ptrdiff_t)VP_FRAGMENT_LEN_SIZE)) {
+		if (!writer_next_chunk(w, now_ns, 0, false)) {
 			w->dropped_packets++;
 			return false;
 		}
+	} else if (!w->chunk && !writer_acquire(w, now_ns, 0, false)) {
+		w->dropped_packets++;
+		return false;
+	}
+	for (;;) {
 		size_t avail = (size_t)(w->cend - w->wptr) -
 			       VP_FRAGMENT_LEN_SIZE;
 		size_t left = na + nb;
 		size_t n = left < avail ? left : avail;
 		uint8_t *p = w->wptr + VP_FRAGMENT_LEN_SIZE;
 		vp_write_redundant_varint(w->wptr, (uint32_t)n);
+		w->last_frag = w->wptr;
 		size_t from_a = n < na ? n : na;
 		memcpy(p, a, from_a);
 		a += from_a;
@@ -481,11 +563,10 @@ static bool writer_write_2(struct vp_writer *w, const uint8_t *a, size_t na,
 		w->packets++;
 		if (na + nb == 0)
 			return true;
-		w->flags |= VP_CHUNK_LAST_PACKET_CONTINUES;
-		vp_writer_release_chunk(w);
-		next_flags = VP_CHUNK_FIRST_PACKET_CONTINUES;
-		if (!writer_acquire(w, now_ns, next_flags)) {
-			/* The rest is lost; the chunk_id gap tells. */
+		if (!writer_next_chunk(w, now_ns,
+				       VP_CHUNK_FIRST_PACKET_CONTINUES, true)) {
+			/* The rest is lost; the drop marker or the chunk_id
+			 * gap tells. */
 			w->dropped_packets++;
 			return false;
 		}

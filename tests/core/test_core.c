@@ -706,6 +706,64 @@ static void test_tb_chunk_id_gap(void **state)
 	vp_trace_buffer_free(tb);
 }
 
+/* A writer that found no free chunk wrote the drop marker over the length
+ * of its chunk's last fragment: that packet is discarded, the loss is
+ * counted once (not as an ABI violation), even when nothing follows, and
+ * the next packet of the sequence says previous_packet_dropped. */
+static void test_tb_writer_drop_marker(void **state)
+{
+	(void)state;
+	struct vp_trace_buffer *tb = new_tb(65536, VP_FILL_RING_BUFFER);
+	static struct tchunk c;
+	uint8_t *marker;
+
+	tc_begin(&c, 0, 1, 292);
+	tc_str(&c, "a");
+	marker = c.b + c.len;
+	tc_str(&c, "sacrificed");
+	vp_write_redundant_varint(marker, VP_FRAGMENT_DROP_PACKET);
+	tc_end(&c, 0);
+	assert_int_equal(commit(tb, 1, &c, true), 0);
+	vp_trace_buffer_begin_read(tb);
+	expect_pkt(tb, "a", false);
+	expect_none(tb);
+	assert_int_equal(stats(tb).trace_writer_packet_loss, 1);
+	assert_int_equal(stats(tb).abi_violations, 0);
+
+	/* the writer recovers: its next chunk follows without a gap */
+	tc_begin(&c, 1, 1, 292);
+	tc_str(&c, "b");
+	tc_str(&c, "c");
+	tc_end(&c, 0);
+	assert_int_equal(commit(tb, 1, &c, true), 0);
+	vp_trace_buffer_begin_read(tb);
+	expect_pkt(tb, "b", true);
+	expect_pkt(tb, "c", false);
+	expect_none(tb);
+	assert_int_equal(stats(tb).trace_writer_packet_loss, 1);
+
+	/* a packet abandoned mid-way: the marker is on its first fragment and
+	 * the chunk does not say it continues */
+	tc_begin(&c, 2, 1, 292);
+	tc_str(&c, "d");
+	marker = c.b + c.len;
+	tc_str(&c, "half-");
+	vp_write_redundant_varint(marker, VP_FRAGMENT_DROP_PACKET);
+	tc_end(&c, 0);
+	assert_int_equal(commit(tb, 1, &c, true), 0);
+	tc_begin(&c, 3, 1, 292);
+	tc_str(&c, "e");
+	tc_end(&c, 0);
+	assert_int_equal(commit(tb, 1, &c, true), 0);
+	vp_trace_buffer_begin_read(tb);
+	expect_pkt(tb, "d", false);
+	expect_pkt(tb, "e", true);
+	expect_none(tb);
+	assert_int_equal(stats(tb).trace_writer_packet_loss, 2);
+	assert_int_equal(stats(tb).abi_violations, 0);
+	vp_trace_buffer_free(tb);
+}
+
 static void test_tb_out_of_order(void **state)
 {
 	(void)state;
@@ -1269,6 +1327,7 @@ int main(void)
 		cmocka_unit_test(test_tb_overwritten_beginning),
 		cmocka_unit_test(test_tb_discard),
 		cmocka_unit_test(test_tb_chunk_id_gap),
+		cmocka_unit_test(test_tb_writer_drop_marker),
 		cmocka_unit_test(test_tb_out_of_order),
 		cmocka_unit_test(test_tb_patching),
 		cmocka_unit_test(test_tb_incomplete_then_complete),

@@ -124,7 +124,7 @@ n=$(events)
 check "drop: some but not all slices arrived (got $n of ${WROTE:-?})" \
 	test "${n:-0}" -gt 0 -a "${n:-0}" -lt "${WROTE:-0}"
 n=$(stat "$t" traced_buf_trace_writer_packet_loss)
-check "drop: the service counted chunk_id gaps ($n)" test "${n:-0}" -gt 0
+check "drop: the service counted the writers' losses ($n)" test "${n:-0}" -gt 0
 n=$(stat "$t" tokenizer_skipped_packets)
 check "drop: each sequence restarts its interning after a drop ($n skipped)" \
 	test "$n" = 0
