@@ -393,6 +393,7 @@ struct vp_service {
 	struct vp_ipc_service consumer_desc;
 	struct vp_ipc_host *producer_host;
 	struct vp_ipc_host *consumer_host;
+	struct vp_ipc_group *conn_group; /* limits of both hosts */
 	struct vp_ptrvec producers;
 	struct vp_ptrvec consumers;
 	struct vp_ptrvec sessions;
