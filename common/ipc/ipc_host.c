@@ -159,7 +159,8 @@ static void conn_free(struct vp_ipc_conn *c)
 	struct vp_ipc_host *h = c->host;
 	if (c->connected && h->svc.on_disconnect)
 		h->svc.on_disconnect(h->svc.ctx, c);
-	close(c->fd);
+	if (c->fd >= 0)
+		close(c->fd);
 	vp_ipc_rx_free(&c->rx);
 	pb_buf_free(&c->tx);
 	for (size_t i = 0; i < c->n_tx_fds; i++)
@@ -491,8 +492,10 @@ static void idle_timer_cb(void *ctx)
 	idle_timer_arm(g);
 }
 
-/* Closes the oldest fresh connection (of `uid` unless any_uid) and frees
- * it at once, so its fd is free.  False if there is none. */
+/* Closes the oldest fresh connection (of `uid` unless any_uid) and its
+ * socket at once, so its fd is free; on_disconnect runs later, as for any
+ * close (the caller may be in the middle of the service's work).  False
+ * if there is none. */
 static bool evict_fresh(struct vp_ipc_group *g, bool any_uid, uid_t uid)
 {
 	struct vp_ipc_conn *c = g->fresh_head;
@@ -500,11 +503,10 @@ static bool evict_fresh(struct vp_ipc_group *g, bool any_uid, uid_t uid)
 		c = c->fnext;
 	if (!c)
 		return false;
-	struct vp_ipc_host *h = c->host;
-	h->stats.idle_closed++;
+	c->host->stats.idle_closed++;
 	conn_close(c);
-	list_del(&h->zombies, c);
-	conn_free(c);
+	close(c->fd);
+	c->fd = -1;
 	return true;
 }
 
