@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -79,6 +80,14 @@ struct vp_ipc_conn {
 	size_t drain_below;
 	vp_task_cb drain_fn;
 	void *drain_ctx;
+
+	/* Limits (with a group): counted in group->n_conns; fresh (no
+	 * method call yet) ones in the group's fresh list, oldest first. */
+	bool counted;
+	bool fresh;
+	uid_t limit_uid; /* SO_PEERCRED's, (uid_t)-1 for a remote peer */
+	uint64_t accepted_ms;
+	struct vp_ipc_conn *fprev, *fnext;
 };
 
 struct listener {
@@ -97,10 +106,23 @@ struct vp_ipc_host {
 	uint64_t reap_timer;
 	uint64_t accept_timer;
 	struct vp_ipc_host_stats stats;
+	struct vp_ipc_group *group;
+	struct vp_ipc_host *gnext; /* in group->hosts */
+};
+
+struct vp_ipc_group {
+	struct vp_loop *loop;
+	struct vp_ipc_limits lim;
+	struct vp_ipc_host *hosts;
+	struct vp_ipc_conn *fresh_head, *fresh_tail;
+	size_t n_conns;
+	uint64_t idle_timer;
+	int spare_fd; /* given up to accept-and-close when out of fds */
 };
 
 static void conn_close(struct vp_ipc_conn *c);
 static int tx_write(struct vp_ipc_conn *c);
+static void conn_uncount(struct vp_ipc_conn *c);
 
 /* ---- connection list ----------------------------------------------------- */
 
@@ -137,7 +159,8 @@ static void conn_free(struct vp_ipc_conn *c)
 	struct vp_ipc_host *h = c->host;
 	if (c->connected && h->svc.on_disconnect)
 		h->svc.on_disconnect(h->svc.ctx, c);
-	close(c->fd);
+	if (c->fd >= 0)
+		close(c->fd);
 	vp_ipc_rx_free(&c->rx);
 	pb_buf_free(&c->tx);
 	for (size_t i = 0; i < c->n_tx_fds; i++)
@@ -171,6 +194,7 @@ static void conn_close(struct vp_ipc_conn *c)
 	if (c->closing)
 		return;
 	c->closing = true;
+	conn_uncount(c);
 	/* Last chance for a reply queued just before closing (an error). */
 	tx_write(c);
 	vp_loop_unwatch(h->loop, c->fd);
@@ -406,6 +430,181 @@ static int send_bind_reply(struct vp_ipc_conn *c, uint64_t request_id,
 	return tx_commit(c, mark, -1);
 }
 
+/* ---- connection limits ---------------------------------------------------- */
+
+static void fresh_del(struct vp_ipc_group *g, struct vp_ipc_conn *c)
+{
+	if (c->fprev)
+		c->fprev->fnext = c->fnext;
+	else
+		g->fresh_head = c->fnext;
+	if (c->fnext)
+		c->fnext->fprev = c->fprev;
+	else
+		g->fresh_tail = c->fprev;
+	c->fprev = c->fnext = NULL;
+	c->fresh = false;
+}
+
+static void conn_uncount(struct vp_ipc_conn *c)
+{
+	struct vp_ipc_group *g = c->host->group;
+	if (!c->counted)
+		return;
+	c->counted = false;
+	g->n_conns--;
+	if (c->fresh)
+		fresh_del(g, c);
+}
+
+/* The first method call: the connection is in use, no longer fresh. */
+static void conn_initialized(struct vp_ipc_conn *c)
+{
+	if (c->fresh)
+		fresh_del(c->host->group, c);
+}
+
+static void idle_timer_cb(void *ctx);
+
+static void idle_timer_arm(struct vp_ipc_group *g)
+{
+	if (g->idle_timer || !g->fresh_head || !g->lim.init_timeout_ms)
+		return;
+	uint64_t now = vp_loop_now_ms();
+	uint64_t due = g->fresh_head->accepted_ms + g->lim.init_timeout_ms;
+	g->idle_timer = vp_loop_timer(g->loop,
+				      due > now ? (uint32_t)(due - now) : 0, 0,
+				      idle_timer_cb, g);
+}
+
+/* Closes the fresh connections that are past the init timeout. */
+static void idle_timer_cb(void *ctx)
+{
+	struct vp_ipc_group *g = ctx;
+	uint64_t now = vp_loop_now_ms();
+	g->idle_timer = 0;
+	while (g->fresh_head &&
+	       g->fresh_head->accepted_ms + g->lim.init_timeout_ms <= now) {
+		struct vp_ipc_conn *c = g->fresh_head;
+		c->host->stats.idle_closed++;
+		conn_close(c); /* leaves the fresh list */
+	}
+	idle_timer_arm(g);
+}
+
+/* Closes the oldest fresh connection (of `uid` unless any_uid) and its
+ * socket at once, so its fd is free; on_disconnect runs later, as for any
+ * close (the caller may be in the middle of the service's work).  False
+ * if there is none. */
+static bool evict_fresh(struct vp_ipc_group *g, bool any_uid, uid_t uid)
+{
+	struct vp_ipc_conn *c = g->fresh_head;
+	while (c && !any_uid && c->limit_uid != uid)
+		c = c->fnext;
+	if (!c)
+		return false;
+	c->host->stats.idle_closed++;
+	conn_close(c);
+	close(c->fd);
+	c->fd = -1;
+	return true;
+}
+
+static size_t count_uid(const struct vp_ipc_group *g, uid_t uid)
+{
+	size_t n = 0;
+	for (const struct vp_ipc_host *h = g->hosts; h; h = h->gnext)
+		for (const struct vp_ipc_conn *c = h->conns; c; c = c->next)
+			n += c->limit_uid == uid;
+	return n;
+}
+
+/* Whether a new connection from uid may come in (room made if need be). */
+static bool admit(struct vp_ipc_group *g, uid_t uid)
+{
+	if (g->lim.max_conns_per_uid &&
+	    count_uid(g, uid) >= g->lim.max_conns_per_uid &&
+	    !evict_fresh(g, false, uid))
+		return false;
+	if (g->n_conns >= g->lim.max_conns && !evict_fresh(g, true, 0))
+		return false;
+	return true;
+}
+
+/* accept() found no fd: make room by closing a fresh connection, else take
+ * the pending connection with the spare fd and close it, so that it does
+ * not wake the loop again.  False if neither worked. */
+static bool out_of_fds(struct vp_ipc_host *h, int lfd)
+{
+	struct vp_ipc_group *g = h->group;
+	if (!g)
+		return false;
+	if (evict_fresh(g, true, 0))
+		return true;
+	if (g->spare_fd < 0)
+		return false;
+	close(g->spare_fd);
+	int cfd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	if (cfd >= 0) {
+		close(cfd);
+		h->stats.refused_conns++;
+	}
+	g->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	return cfd >= 0;
+}
+
+int vp_ipc_group_new(struct vp_ipc_group **out, struct vp_loop *loop,
+		     const struct vp_ipc_limits *lim, struct vp_error *err)
+{
+	struct vp_ipc_group *g = calloc(1, sizeof(*g));
+	if (!g)
+		return vp_errorf(err, "IPC host: out of memory");
+	g->loop = loop;
+	if (lim)
+		g->lim = *lim;
+	if (!g->lim.max_conns) {
+		struct rlimit rl;
+		rlim_t n = 1024;
+		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
+		    rl.rlim_cur != RLIM_INFINITY)
+			n = rl.rlim_cur;
+		else if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
+			n = 1u << 20;
+		n /= 2;
+		g->lim.max_conns = n > UINT32_MAX ? UINT32_MAX
+			: n < 1 ? 1 : (uint32_t)n;
+	}
+	g->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	*out = g;
+	return 0;
+}
+
+void vp_ipc_group_free(struct vp_ipc_group *g)
+{
+	if (!g)
+		return;
+	if (g->idle_timer)
+		vp_loop_cancel(g->loop, g->idle_timer);
+	if (g->spare_fd >= 0)
+		close(g->spare_fd);
+	free(g);
+}
+
+bool vp_ipc_group_reclaim_fd(struct vp_ipc_group *g)
+{
+	return g && evict_fresh(g, true, 0);
+}
+
+int vp_ipc_host_set_group(struct vp_ipc_host *h, struct vp_ipc_group *g)
+{
+	if (h->group || h->conns || h->n_listeners)
+		return -1;
+	h->group = g;
+	h->gnext = g->hosts;
+	g->hosts = h;
+	return 0;
+}
+
 /* ---- receiving ----------------------------------------------------------- */
 
 static void conn_notify_connect(struct vp_ipc_conn *c)
@@ -467,6 +666,7 @@ static void on_invoke(struct vp_ipc_conn *c, const struct vp_ipc_frame *f,
 			vp_ipc_conn_error(c, f->request_id, msg);
 		return;
 	}
+	conn_initialized(c);
 	memcpy(c->cur_fds, rf->fds, sizeof(int) * (size_t)rf->n_fds);
 	c->n_cur_fds = rf->n_fds;
 	c->in_invoke = true;
@@ -614,6 +814,21 @@ static int conn_new(struct vp_ipc_host *h, int fd, struct vp_error *err)
 	}
 	list_add(&h->conns, c);
 	h->stats.connections++;
+	if (h->group) {
+		struct vp_ipc_group *g = h->group;
+		c->counted = true;
+		c->limit_uid = c->peer.remote ? (uid_t)-1 : c->peer.uid;
+		g->n_conns++;
+		c->fresh = true;
+		c->accepted_ms = vp_loop_now_ms();
+		c->fprev = g->fresh_tail;
+		if (g->fresh_tail)
+			g->fresh_tail->fnext = c;
+		else
+			g->fresh_head = c;
+		g->fresh_tail = c;
+		idle_timer_arm(g);
+	}
 	/* A remote peer says who it is in its first frame: on_connect waits
 	 * for that frame so the service sees the identity. */
 	if (!c->peer.remote)
@@ -663,10 +878,24 @@ static void listener_on_event(void *ctx, int fd, uint32_t events)
 			if (errno == EINTR || errno == ECONNABORTED ||
 			    errno == EPROTO)
 				continue;
+			if ((errno == EMFILE || errno == ENFILE) &&
+			    out_of_fds(h, fd))
+				continue;
 			if (errno == EMFILE || errno == ENFILE ||
 			    errno == ENOBUFS || errno == ENOMEM)
 				accept_pause(h, fd);
 			return;
+		}
+		if (h->group) {
+			pid_t pid;
+			uid_t uid;
+			if (vp_sock_peer_cred(cfd, &pid, &uid) < 0)
+				uid = (uid_t)-1;
+			if (!admit(h->group, uid)) {
+				close(cfd);
+				h->stats.refused_conns++;
+				continue;
+			}
 		}
 		conn_new(h, cfd, NULL);
 	}
@@ -749,6 +978,13 @@ void vp_ipc_host_free(struct vp_ipc_host *h)
 	free(h->listeners);
 	while (h->conns)
 		conn_close(h->conns);
+	if (h->group) {
+		struct vp_ipc_host **pp = &h->group->hosts;
+		while (*pp && *pp != h)
+			pp = &(*pp)->gnext;
+		if (*pp)
+			*pp = h->gnext;
+	}
 	if (h->reap_timer) {
 		vp_loop_cancel(h->loop, h->reap_timer);
 		h->reap_timer = 0;

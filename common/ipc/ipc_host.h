@@ -78,7 +78,35 @@ struct vp_ipc_host_stats {
 	uint64_t bad_frames;      /* undecodable or oversized */
 	uint64_t unknown_methods; /* unknown service/method id */
 	uint64_t dropped_conns;   /* closed for a protocol violation */
+	uint64_t refused_conns;   /* over a connection limit, or no fd left */
+	uint64_t idle_closed;     /* closed before their first method call */
 };
+
+/* Limits on connections, shared by the hosts of a group (file descriptors
+ * are a process's resource, so one group per process).  A connection is
+ * fresh until it makes its first method call.  Fresh connections are closed
+ * after init_timeout_ms; when a new connection would pass a limit, or
+ * accept() finds no fd left, the oldest fresh connection (of the same uid
+ * for the per-uid cap) makes room, and without one the new connection is
+ * refused: accepted and closed at once, so the listener never spins.  Peers
+ * over vsock/TCP count as one uid, (uid_t)-1. */
+struct vp_ipc_limits {
+	uint32_t init_timeout_ms;   /* 0: none */
+	uint32_t max_conns_per_uid; /* 0: no cap */
+	uint32_t max_conns;         /* 0: half the open-file limit */
+};
+struct vp_ipc_group;
+
+int vp_ipc_group_new(struct vp_ipc_group **out, struct vp_loop *loop,
+		     const struct vp_ipc_limits *lim, struct vp_error *err);
+/* After every host of the group is freed. */
+void vp_ipc_group_free(struct vp_ipc_group *g);
+/* Closes the group's oldest fresh connection at once, to free a file
+ * descriptor for something that failed with EMFILE/ENFILE.  False if there
+ * is none. */
+bool vp_ipc_group_reclaim_fd(struct vp_ipc_group *g);
+/* Puts a host (before it listens or adopts) under the group's limits. */
+int vp_ipc_host_set_group(struct vp_ipc_host *h, struct vp_ipc_group *g);
 
 int vp_ipc_host_new(struct vp_ipc_host **out, struct vp_loop *loop,
 		    const struct vp_ipc_service *svc, struct vp_error *err);

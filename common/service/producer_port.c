@@ -114,8 +114,15 @@ static void ensure_setup_tracing(struct vp_producer *p)
 	int fd = -1;
 	if (!p->remote) {
 		struct vp_error err;
-		if (vp_smb_create(&p->smb, p->smb_size, p->smb_page_size,
-				  &p->smb_fd, &err) < 0) {
+		int rc = vp_smb_create(&p->smb, p->smb_size,
+				       p->smb_page_size, &p->smb_fd, &err);
+		/* Out of fds: a connection that never made a call gives
+		 * way (see vp_ipc_limits). */
+		if (rc < 0 && (errno == EMFILE || errno == ENFILE) &&
+		    vp_ipc_group_reclaim_fd(p->svc->conn_group))
+			rc = vp_smb_create(&p->smb, p->smb_size,
+					   p->smb_page_size, &p->smb_fd, &err);
+		if (rc < 0) {
 			vp_svc_log(p->svc, true,
 				   "producer %u (%s): shared memory: %s", p->id,
 				   p->name, err.msg);

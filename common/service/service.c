@@ -144,13 +144,22 @@ int vp_service_new(struct vp_service **out, struct vp_loop *loop,
 	}
 	vp_producer_port_describe(&s->producer_desc, s);
 	vp_consumer_port_describe(&s->consumer_desc, s);
-	if (vp_ipc_host_new(&s->producer_host, loop, &s->producer_desc,
+	struct vp_ipc_limits lim = {0};
+	if (opts) {
+		lim.init_timeout_ms = opts->init_timeout_ms;
+		lim.max_conns_per_uid = opts->max_conns_per_uid;
+		lim.max_conns = opts->max_conns;
+	}
+	if (vp_ipc_group_new(&s->conn_group, loop, &lim, err) < 0 ||
+	    vp_ipc_host_new(&s->producer_host, loop, &s->producer_desc,
 			    err) < 0 ||
 	    vp_ipc_host_new(&s->consumer_host, loop, &s->consumer_desc,
 			    err) < 0) {
 		vp_service_free(s);
 		return -1;
 	}
+	vp_ipc_host_set_group(s->producer_host, s->conn_group);
+	vp_ipc_host_set_group(s->consumer_host, s->conn_group);
 	*out = s;
 	return 0;
 }
@@ -199,6 +208,7 @@ void vp_service_free(struct vp_service *s)
 		vp_session_free(s->sessions.v[s->sessions.n - 1]);
 	if (s->producer_host)
 		vp_ipc_host_free(s->producer_host);
+	vp_ipc_group_free(s->conn_group);
 	vp_ptrvec_free(&s->producers);
 	vp_ptrvec_free(&s->consumers);
 	vp_ptrvec_free(&s->sessions);
@@ -223,6 +233,13 @@ void vp_service_get_stats(const struct vp_service *s,
 	}
 	out->total_buffers = nb;
 	out->data_sources_registered = nds;
+	const struct vp_ipc_host *hosts[] = {s->producer_host,
+					     s->consumer_host};
+	for (size_t i = 0; i < 2; i++) {
+		const struct vp_ipc_host_stats *hs = vp_ipc_host_stats(hosts[i]);
+		out->conns_refused += hs->refused_conns;
+		out->conns_idle_closed += hs->idle_closed;
+	}
 }
 
 /* ---- shutdown ----------------------------------------------------------- */

@@ -302,6 +302,10 @@ struct vp_session_reader {
 	struct pb_buf pkt;   /* the current packet */
 };
 
+/* False if a producer packet does not parse at its top level or carries a
+ * field only the service may write (see session_read.c). */
+bool vp_producer_packet_valid(const uint8_t *p, size_t len);
+
 void vp_session_reader_init(struct vp_session_reader *r,
 			    struct vp_session *sess, bool with_stats);
 void vp_session_reader_fini(struct vp_session_reader *r);
@@ -389,6 +393,7 @@ struct vp_service {
 	struct vp_ipc_service consumer_desc;
 	struct vp_ipc_host *producer_host;
 	struct vp_ipc_host *consumer_host;
+	struct vp_ipc_group *conn_group; /* limits of both hosts */
 	struct vp_ptrvec producers;
 	struct vp_ptrvec consumers;
 	struct vp_ptrvec sessions;

@@ -7,9 +7,11 @@
  * Every producer packet gets the trusted fields appended after the
  * producer's bytes (protobuf: the last value wins): trusted_uid,
  * trusted_pid, trusted_packet_sequence_id, previous_packet_dropped and, for
- * other machines, machine_id.  A producer cannot forge them: a packet whose
- * own bytes carry any of those fields at the top level, or that does not
- * parse, is dropped and counted in invalid_packets (what traced does).
+ * other machines, machine_id.  A producer cannot forge them, nor anything
+ * else only the service writes (trace_config, trace_stats, service events,
+ * compressed packets, ...): a packet whose own bytes carry any such field
+ * at the top level, or that does not parse, is dropped whole and counted
+ * in invalid_packets, which goes out in trace_stats (what traced does).
  *
  * ReadBuffers and the write_into_file drain both use this reader.
  */
@@ -40,23 +42,38 @@ void vp_session_reader_resume(struct vp_session_reader *r)
 	r->buf_begun = false;
 }
 
-/* False if the packet's top level does not parse or carries a field only
- * the service may set. */
-static bool producer_packet_ok(const uint8_t *p, size_t len)
+/* The TracePacket fields only the service writes (the list traced keeps
+ * in its packet stream validator).  compressed_packets and
+ * zstd_compressed_packets are on it: whatever they hold would reach the
+ * trace unchecked, and the service compresses nothing a producer wrote. */
+static const uint32_t service_only_fields[] = {
+	TP_TRUSTED_UID,
+	TP_TRUSTED_PACKET_SEQUENCE_ID,
+	TP_TRACE_CONFIG,
+	TP_TRACE_STATS,
+	TP_SYNCHRONIZATION_MARKER,
+	TP_COMPRESSED_PACKETS,
+	TP_SERVICE_EVENT,
+	TP_TRUSTED_PID,
+	TP_MACHINE_ID,
+	TP_TRACE_PROVENANCE,
+	TP_PROTOVMS,
+	TP_ZSTD_COMPRESSED_PACKETS,
+};
+
+bool vp_producer_packet_valid(const uint8_t *p, size_t len)
 {
 	struct pb_reader rd;
 	struct pb_field f;
 	pb_reader_init(&rd, p, len);
 	while (pb_next(&rd, &f)) {
-		switch (f.num) {
-		case TP_TRUSTED_UID:
-		case TP_TRUSTED_PID:
-		case TP_TRUSTED_PACKET_SEQUENCE_ID:
-		case TP_MACHINE_ID:
-			return false;
-		default:
-			break;
-		}
+		/* Any wire type: a reader that skips a mistyped field today
+		 * may take it tomorrow. */
+		for (size_t i = 0; i < sizeof(service_only_fields) /
+					       sizeof(service_only_fields[0]);
+		     i++)
+			if (f.num == service_only_fields[i])
+				return false;
 	}
 	return rd.err == PB_OK;
 }
@@ -118,7 +135,7 @@ static bool next_buffer_packet(struct vp_session_reader *r,
 		if (vp_trace_buffer_read_packet(b->tb, &r->pkt, &info) != 1)
 			return false;
 		r->buf_bytes += r->pkt.len;
-		if (!producer_packet_ok(r->pkt.data, r->pkt.len)) {
+		if (!vp_producer_packet_valid(r->pkt.data, r->pkt.len)) {
 			sess->invalid_packets++;
 			sess->svc->stats.invalid_packets++;
 			continue;

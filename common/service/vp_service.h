@@ -22,6 +22,12 @@ struct vp_service;
 
 struct vp_service_opts {
 	bool verbose; /* log connects, sessions, errors with timestamps */
+	/* Connection limits (see vp_ipc_limits in ipc_host.h), over producer
+	 * and consumer connections together; 0 as there: no init timeout, no
+	 * per-uid cap, at most half the open-file limit in all. */
+	uint32_t init_timeout_ms;
+	uint32_t max_conns_per_uid;
+	uint32_t max_conns;
 };
 
 /* Counters for logs and tests (a snapshot). */
@@ -41,6 +47,8 @@ struct vp_service_stats {
 	uint64_t flushes_requested;
 	uint64_t flushes_succeeded;
 	uint64_t flushes_failed;
+	uint64_t conns_refused;     /* over a connection limit, or no fd */
+	uint64_t conns_idle_closed; /* closed before their first call */
 };
 
 int vp_service_new(struct vp_service **out, struct vp_loop *loop,

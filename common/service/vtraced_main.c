@@ -3,18 +3,25 @@
  *
  *   vtraced [--foreground|--background] [--producer-socket A[,B...]]
  *           [--consumer-socket A[,B...]] [--remote-producer ADDR ...]
- *           [--pidfile F] [-v]
+ *           [--pidfile F] [--init-timeout-ms N] [--max-conns-per-uid N]
+ *           [--max-conns N] [-v]
  *
  * Sockets default to PERFETTO_PRODUCER_SOCK_NAME / PERFETTO_CONSUMER_SOCK_NAME
  * or traced's paths.  --remote-producer (vsock://-1:PORT, 0.0.0.0:PORT)
  * listens for producers on other machines.  SIGTERM / SIGINT stop every
  * session cleanly (flush, drain files), remove the sockets and exit 0; a
  * second signal exits at once.
+ *
+ * Connections that make no method call within --init-timeout-ms are
+ * closed; a uid holds at most --max-conns-per-uid connections and all
+ * together at most --max-conns (see vp_ipc_limits): idle connections
+ * cannot use up the open files and lock real clients out.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +41,14 @@ struct opts {
 	const char **remote;
 	size_t n_remote;
 	const char *pidfile;
+	uint32_t init_timeout_ms;
+	uint32_t max_conns_per_uid;
+	uint32_t max_conns;
 };
+
+/* Defaults of the connection limits. */
+#define DEFAULT_INIT_TIMEOUT_MS 10000
+#define DEFAULT_MAX_CONNS_PER_UID 256
 
 struct app {
 	struct vp_loop *loop;
@@ -50,11 +64,30 @@ static void usage(FILE *f)
 		"[--producer-socket A[,B...]]\n"
 		"               [--consumer-socket A[,B...]] "
 		"[--remote-producer ADDR ...]\n"
-		"               [--pidfile FILE] [-v]\n"
+		"               [--pidfile FILE] [--init-timeout-ms N] "
+		"[--max-conns-per-uid N]\n"
+		"               [--max-conns N] [-v]\n"
 		"Perfetto-compatible tracing service.  Addresses: /path, "
 		"@abstract,\nvsock://CID:PORT, host:port.  Defaults: "
 		"PERFETTO_PRODUCER_SOCK_NAME,\nPERFETTO_CONSUMER_SOCK_NAME, "
-		"else traced's paths.\n");
+		"else traced's paths.\n"
+		"Connections: closed if they make no call within "
+		"--init-timeout-ms (default\n%u, 0: never); at most "
+		"--max-conns-per-uid per uid (default %u, 0: no cap)\n"
+		"and --max-conns in all (default: half the open-file "
+		"limit).\n",
+		DEFAULT_INIT_TIMEOUT_MS, DEFAULT_MAX_CONNS_PER_UID);
+}
+
+static int parse_u32(const char *s, uint32_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || end == s || *end || *s == '-' || v > UINT32_MAX)
+		return -1;
+	*out = (uint32_t)v;
+	return 0;
 }
 
 static int parse_args(int argc, char **argv, struct opts *o)
@@ -66,6 +99,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{"consumer-socket", required_argument, NULL, 'c'},
 		{"remote-producer", required_argument, NULL, 'r'},
 		{"pidfile", required_argument, NULL, 'P'},
+		{"init-timeout-ms", required_argument, NULL, 'T'},
+		{"max-conns-per-uid", required_argument, NULL, 'U'},
+		{"max-conns", required_argument, NULL, 'M'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
@@ -73,6 +109,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	};
 	int ch;
 	memset(o, 0, sizeof(*o));
+	o->init_timeout_ms = DEFAULT_INIT_TIMEOUT_MS;
+	o->max_conns_per_uid = DEFAULT_MAX_CONNS_PER_UID;
 	o->remote = calloc((size_t)argc + 1, sizeof(*o->remote));
 	if (!o->remote)
 		return -1;
@@ -96,6 +134,27 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case 'P':
 			o->pidfile = optarg;
 			break;
+		case 'T':
+		case 'U':
+		case 'M': {
+			uint32_t v;
+			if (parse_u32(optarg, &v) < 0) {
+				fprintf(stderr,
+					"vtraced: %s: not a number: '%s'\n",
+					ch == 'T'   ? "--init-timeout-ms"
+					: ch == 'U' ? "--max-conns-per-uid"
+						    : "--max-conns",
+					optarg);
+				return -1;
+			}
+			if (ch == 'T')
+				o->init_timeout_ms = v;
+			else if (ch == 'U')
+				o->max_conns_per_uid = v;
+			else
+				o->max_conns = v;
+			break;
+		}
 		case 'v':
 			o->verbose = true;
 			break;
@@ -236,7 +295,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "vtraced: %s\n", err.msg);
 		goto out;
 	}
-	struct vp_service_opts so = {.verbose = o.verbose};
+	struct vp_service_opts so = {
+		.verbose = o.verbose,
+		.init_timeout_ms = o.init_timeout_ms,
+		.max_conns_per_uid = o.max_conns_per_uid,
+		.max_conns = o.max_conns,
+	};
 	if (vp_service_new(&a.svc, a.loop, &so, &err) < 0) {
 		fprintf(stderr, "vtraced: %s\n", err.msg);
 		goto out;

@@ -222,6 +222,8 @@ struct fx {
 	struct vp_ipc_host *host;
 	struct vp_ipc_service svc;
 	pthread_t thread;
+	const struct vp_ipc_limits *lim; /* with it: a group of limits */
+	struct vp_ipc_group *group;
 };
 
 static void *loop_main(void *arg)
@@ -244,6 +246,11 @@ static void fx_start(struct fx *f, const char *listen_addr)
 	};
 	assert_int_equal(vp_loop_new(&f->loop, &err), 0);
 	assert_int_equal(vp_ipc_host_new(&f->host, f->loop, &f->svc, &err), 0);
+	if (f->lim) {
+		assert_int_equal(
+			vp_ipc_group_new(&f->group, f->loop, f->lim, &err), 0);
+		assert_int_equal(vp_ipc_host_set_group(f->host, f->group), 0);
+	}
 	if (listen_addr) {
 		snprintf(f->addr, sizeof(f->addr), "%s", listen_addr);
 	} else {
@@ -261,6 +268,7 @@ static void fx_stop(struct fx *f)
 	vp_loop_quit(f->loop);
 	pthread_join(f->thread, NULL);
 	vp_ipc_host_free(f->host);
+	vp_ipc_group_free(f->group);
 	vp_loop_free(f->loop);
 	if (f->dir[0]) {
 		struct stat st;
@@ -1351,6 +1359,101 @@ static void test_loop_unwatch_in_callback(void **state)
 	vp_loop_free(s.loop);
 }
 
+/* ---- connection limits ---------------------------------------------------- */
+
+/* A connection that sends nothing. */
+static int silent_connect(const struct fx *f)
+{
+	struct vp_error err;
+	int fd = vp_sock_connect(f->addr, T_MS, &err);
+	if (fd < 0)
+		fail_msg("connect: %s", err.msg);
+	return fd;
+}
+
+/* Whether the host closed fd within ms. */
+static bool closed_by_host(int fd, int ms)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	if (poll(&p, 1, ms) != 1)
+		return false;
+	char c;
+	return recv(fd, &c, 1, MSG_DONTWAIT) <= 0;
+}
+
+/* A connection that never makes a call is closed after the init timeout;
+ * one that did make a call stays. */
+static void test_init_timeout(void **state)
+{
+	(void)state;
+	struct fx f = {0};
+	const struct vp_ipc_limits lim = {.init_timeout_ms = 300};
+	f.lim = &lim;
+	fx_start(&f, NULL);
+	struct vp_ipc_client *c = connect_bound(&f);
+	free(call_str(c, "Echo", "hi", 2));
+	int s1 = silent_connect(&f);
+	uint64_t t0 = vp_loop_now_ms();
+	assert_true(closed_by_host(s1, T_MS));
+	assert_true(vp_loop_now_ms() - t0 >= 250);
+	usleep(400 * 1000);
+	char *r = call_str(c, "Echo", "again", 5);
+	assert_string_equal(r, "again");
+	free(r);
+	struct vp_ipc_host_stats st = get_stats(c);
+	assert_int_equal(st.idle_closed, 1);
+	close(s1);
+	vp_ipc_client_close(c);
+	fx_stop(&f);
+}
+
+/* At the per-uid cap, a new connection takes the place of the oldest one
+ * that never made a call; when all have made calls, it is refused. */
+static void test_uid_cap(void **state)
+{
+	(void)state;
+	struct fx f = {0};
+	const struct vp_ipc_limits lim = {.max_conns_per_uid = 3};
+	f.lim = &lim;
+	fx_start(&f, NULL);
+	struct vp_ipc_client *c[3];
+	c[0] = connect_bound(&f);
+	free(call_str(c[0], "Echo", "x", 1));
+	int s[4];
+	for (int i = 0; i < 4; i++) {
+		s[i] = silent_connect(&f);
+		usleep(50 * 1000); /* accepted in this order */
+	}
+	assert_true(closed_by_host(s[0], T_MS));
+	assert_true(closed_by_host(s[1], T_MS));
+	assert_false(closed_by_host(s[2], 100));
+	assert_false(closed_by_host(s[3], 100));
+	/* Two clients that make calls push out the other two. */
+	for (int i = 1; i < 3; i++) {
+		c[i] = connect_bound(&f);
+		free(call_str(c[i], "Echo", "y", 1));
+	}
+	assert_true(closed_by_host(s[2], T_MS));
+	assert_true(closed_by_host(s[3], T_MS));
+	/* Three in use: the next one is refused. */
+	struct vp_error err;
+	struct vp_ipc_client *x;
+	if (vp_ipc_client_connect(&x, f.addr, T_MS, &err) == 0) {
+		assert_int_not_equal(vp_ipc_client_bind(x, "TestPort", T_MS,
+							&err),
+				     0);
+		vp_ipc_client_close(x);
+	}
+	struct vp_ipc_host_stats st = get_stats(c[0]);
+	assert_int_equal(st.idle_closed, 4);
+	assert_int_equal(st.refused_conns, 1);
+	for (int i = 0; i < 4; i++)
+		close(s[i]);
+	for (int i = 0; i < 3; i++)
+		vp_ipc_client_close(c[i]);
+	fx_stop(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1382,6 +1485,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_unix_ignores_identity,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_capture, setup, teardown),
+		cmocka_unit_test(test_init_timeout),
+		cmocka_unit_test(test_uid_cap),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

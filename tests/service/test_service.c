@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <zlib.h>
 
 #include "event_loop.h"
 #include "ipc_client.h"
@@ -935,6 +936,234 @@ static void test_forged_trusted_uid(void **state)
 	svc_stop(t);
 }
 
+/* ---- fields only the service may write ------------------------------------ */
+
+/* The TracePacket fields traced reserves for itself, with a value of the
+ * right wire type for each. */
+static const struct {
+	uint32_t num;
+	bool len; /* length-delimited, else varint */
+} reserved_fields[] = {
+	{TP_TRUSTED_UID, false},
+	{TP_TRUSTED_PACKET_SEQUENCE_ID, false},
+	{TP_TRACE_CONFIG, true},
+	{TP_TRACE_STATS, true},
+	{TP_SYNCHRONIZATION_MARKER, true},
+	{TP_COMPRESSED_PACKETS, true},
+	{TP_SERVICE_EVENT, true},
+	{TP_TRUSTED_PID, false},
+	{TP_MACHINE_ID, false},
+	{TP_TRACE_PROVENANCE, true},
+	{TP_PROTOVMS, true},
+	{TP_ZSTD_COMPRESSED_PACKETS, true},
+};
+#define N_RESERVED (sizeof(reserved_fields) / sizeof(reserved_fields[0]))
+
+/* A test packet with timestamp ts that also carries reserved field i, with
+ * a value the service itself might have written. */
+static void make_forged(struct pb_buf *b, uint64_t ts, size_t i)
+{
+	make_packet(b, ts, 4);
+	uint32_t num = reserved_fields[i].num;
+	if (!reserved_fields[i].len) {
+		/* uid 0, the service's sequence 1, pid 1, machine 1 */
+		pb_put_varint(b, num, num == TP_TRUSTED_UID ? 0 : 1);
+		return;
+	}
+	struct pb_buf inner;
+	pb_buf_init(&inner);
+	switch (num) {
+	case TP_TRACE_CONFIG: /* buffers { size_kb: 1 } */
+		pb_put_bytes(&inner, 1, (const uint8_t *)"\x08\x01", 2);
+		break;
+	case TP_TRACE_STATS: /* invalid_packets: 0 */
+		pb_put_varint(&inner, 10, 0);
+		break;
+	case TP_SERVICE_EVENT: /* all_data_sources_started */
+		pb_put_varint(&inner, 2, 1);
+		break;
+	case TP_COMPRESSED_PACKETS: { /* a harmless packet, deflated */
+		struct pb_buf pkt, trace;
+		pb_buf_init(&pkt);
+		pb_buf_init(&trace);
+		make_packet(&pkt, ts + 500000, 4);
+		pb_put_bytes(&trace, 1, pkt.data, pkt.len);
+		uLongf zlen = compressBound(trace.len);
+		uint8_t *z = malloc(zlen);
+		assert_non_null(z);
+		assert_int_equal(compress(z, &zlen, trace.data, trace.len),
+				 Z_OK);
+		pb_put_raw(&inner, z, zlen);
+		free(z);
+		pb_buf_free(&pkt);
+		pb_buf_free(&trace);
+		break;
+	}
+	default: /* any bytes will do */
+		pb_put_raw(&inner, (const uint8_t *)"\x82\x47\x41\x91", 4);
+		break;
+	}
+	pb_put_bytes(b, num, inner.data, inner.len);
+	pb_buf_free(&inner);
+}
+
+/* A packet with timestamp ts holding compressed_packets: a zlib Trace of
+ * `inner` (one packet). */
+static void make_compressed(struct pb_buf *b, uint64_t ts,
+			    const struct pb_buf *inner)
+{
+	struct pb_buf trace;
+	pb_buf_init(&trace);
+	pb_put_bytes(&trace, 1, inner->data, inner->len);
+	uLongf zlen = compressBound(trace.len);
+	uint8_t *z = malloc(zlen);
+	assert_non_null(z);
+	assert_int_equal(compress(z, &zlen, trace.data, trace.len), Z_OK);
+	make_packet(b, ts, 4);
+	pb_put_bytes(b, TP_COMPRESSED_PACKETS, z, zlen);
+	free(z);
+	pb_buf_free(&trace);
+}
+
+/* Commits one packet in a chunk of its own. */
+static void write_one(struct producer *p, const struct pb_buf *b)
+{
+	struct frag f = {b->data, b->len};
+	struct vp_smb_chunk cs = producer_chunk(p, VP_PAGE_DIV_4, &f, 1, 0,
+						true);
+	producer_commit(p, &cs, 1, p->target_buffer);
+}
+
+/* TraceStats.invalid_packets of the trace's trace_stats packet. */
+static uint64_t trace_invalid_packets(const struct pb_buf *trace)
+{
+	struct pkt_view v = {0};
+	uint64_t n = 0;
+	assert_true(find_field_packet(trace, TP_TRACE_STATS, &v));
+	assert_true(nested_varint(&v, TP_TRACE_STATS, 0, 10, &n));
+	return n;
+}
+
+/* A producer tries every field only the service may write, plainly and
+ * inside compressed_packets, and a few encodings of them: every such packet
+ * is dropped whole and counted, in the service's counters and in the
+ * trace's trace_stats; nothing forged reaches the trace. */
+static void test_forged_service_fields(void **state)
+{
+	(void)state;
+	struct svc *t = svc_start();
+	struct producer *p = producer_connect(t, "forger", false);
+	struct consumer *c = consumer_connect(t);
+	struct cfg_opts o = {.size_kb = 256};
+	start_session(p, c, &o);
+
+	struct pb_buf b, inner;
+	pb_buf_init(&b);
+	pb_buf_init(&inner);
+	uint64_t forged = 0;
+	make_packet(&b, 5000, 4); /* a good one first */
+	write_one(p, &b);
+	for (size_t i = 0; i < N_RESERVED; i++) {
+		/* plainly */
+		make_forged(&b, 5100 + i, i);
+		write_one(p, &b);
+		forged++;
+		/* inside compressed_packets */
+		make_forged(&inner, 5300 + i, i);
+		make_compressed(&b, 5200 + i, &inner);
+		write_one(p, &b);
+		forged++;
+	}
+	/* compressed_packets holding nothing forged: the service never
+	 * compresses what a producer wrote, so traced refuses them all. */
+	make_packet(&inner, 5400, 4);
+	make_compressed(&b, 5401, &inner);
+	write_one(p, &b);
+	forged++;
+	/* trusted_uid with a padded tag (0x98 0x80 0x00 is field 3, varint) */
+	make_packet(&b, 5402, 4);
+	pb_put_raw(&b, (const uint8_t *)"\x98\x80\x00\x00", 4);
+	write_one(p, &b);
+	forged++;
+	/* trusted_packet_sequence_id as fixed32, machine_id as bytes */
+	make_packet(&b, 5403, 4);
+	pb_put_raw(&b, (const uint8_t *)"\x55\x01\x00\x00\x00", 5);
+	write_one(p, &b);
+	forged++;
+	make_packet(&b, 5404, 4);
+	pb_put_bytes(&b, TP_MACHINE_ID, (const uint8_t *)"\x01", 1);
+	write_one(p, &b);
+	forged++;
+	make_packet(&b, 5999, 4); /* and a good one last */
+	write_one(p, &b);
+	stop_and_read(p, c);
+
+	/* The good packets arrived, stamped by the service. */
+	struct pkt_view v = {0};
+	assert_true(find_test_packet(&c->trace, 5000, &v));
+	assert_true(find_test_packet(&c->trace, 5999, &v));
+	assert_int_equal(count_test_packets(&c->trace), 2);
+	/* No other packet a producer wrote, and no reserved field but the
+	 * service's own: each at most once per packet, on the service's
+	 * sequence for service packets, with this process's credentials on
+	 * producer packets. */
+	for (size_t i = 0; trace_packet(c->trace.data, c->trace.len, i, &v);
+	     i++) {
+		bool producer = pkt_has(&v, 900);
+		struct pb_reader r;
+		struct pb_field f;
+		unsigned seen[N_RESERVED] = {0};
+		pb_reader_init(&r, v.data, v.len);
+		while (pb_next(&r, &f)) {
+			for (size_t k = 0; k < N_RESERVED; k++)
+				if (f.num == reserved_fields[k].num)
+					seen[k]++;
+			switch (f.num) {
+			case TP_TRUSTED_UID:
+				assert_int_equal(f.val, getuid());
+				break;
+			case TP_TRUSTED_PID:
+				assert_int_equal(f.val, getpid());
+				break;
+			case TP_TRUSTED_PACKET_SEQUENCE_ID:
+				if (producer)
+					assert_true(f.val >= 2);
+				else
+					assert_int_equal(f.val, 1);
+				break;
+			case TP_MACHINE_ID: /* a local producer has none */
+			case TP_COMPRESSED_PACKETS:
+			case TP_ZSTD_COMPRESSED_PACKETS:
+			case TP_SYNCHRONIZATION_MARKER:
+			case TP_TRACE_PROVENANCE:
+			case TP_PROTOVMS:
+				fail_msg("packet %zu carries field %u", i,
+					 f.num);
+				break;
+			case TP_TRACE_CONFIG:
+			case TP_TRACE_STATS:
+			case TP_SERVICE_EVENT:
+				assert_false(producer);
+				break;
+			default:
+				break;
+			}
+		}
+		assert_int_equal(r.err, PB_OK);
+		for (size_t k = 0; k < N_RESERVED; k++)
+			assert_true(seen[k] <= 1);
+	}
+	/* Every drop counted, in the trace and in the service. */
+	assert_int_equal(trace_invalid_packets(&c->trace), forged);
+	assert_int_equal(svc_stats(t).invalid_packets, forged);
+
+	pb_buf_free(&b);
+	pb_buf_free(&inner);
+	consumer_close(c);
+	producer_close(p);
+	svc_stop(t);
+}
+
 /* Writes `n` chunks of one packet each (timestamps base..base+n-1). */
 static void write_many(struct producer *p, uint64_t base, int n, size_t pad)
 {
@@ -1550,6 +1779,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_roundtrip),
 		cmocka_unit_test(test_forged_trusted_uid),
+		cmocka_unit_test(test_forged_service_fields),
 		cmocka_unit_test(test_ring_buffer_overwrite),
 		cmocka_unit_test(test_discard_policy),
 		cmocka_unit_test(test_producer_disconnect),

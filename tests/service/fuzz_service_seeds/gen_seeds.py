@@ -6,6 +6,7 @@ format at the top of tests/service/fuzz_service.c) into this directory.
 """
 import os
 import struct
+import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -54,6 +55,17 @@ def packet(i):
     return rv(len(body)) + body
 
 
+def forged(i, num, value):
+    """A packet(i) that also carries field num, which only the service may
+    write (bytes value: length-delimited, else varint)."""
+    body = field_varint(8, 1000 + i) + field_bytes(900, field_varint(1, i))
+    if isinstance(value, bytes):
+        body += field_bytes(num, value)
+    else:
+        body += field_varint(num, value)
+    return rv(len(body)) + body
+
+
 def invoke(conn, method, args, flags=0):
     return bytes([2 if conn == 'p' else 3, method, flags]) + \
         u16(len(args)) + args
@@ -88,6 +100,17 @@ SEEDS = {
     invoke('p', 2, field_bytes(1, b'nope')) + invoke('p', 40, b'x') +
     bytes([0]) + u16(3) + b'\x10\x01\x1a' +
     bytes([1]) + u16(2) + b'\xff\xff',
+    # Packets carrying fields only the service may write (trusted_uid,
+    # trusted_packet_sequence_id, trace_config, compressed_packets holding
+    # a zlib Trace, machine_id, zstd_compressed_packets) between good ones.
+    'forged_fields': setup(kb=16) + notify(1) +
+    chunk(packet(0) + forged(1, 3, 0) + forged(2, 10, 1) + packet(3),
+          packets=4, cid=0) +
+    chunk(forged(4, 33, field_varint(1, 1)) +
+          forged(5, 50, zlib.compress(field_bytes(1, packet(6)[4:]))),
+          packets=2, cid=1) +
+    chunk(forged(7, 98, 1) + forged(8, 133, b'\x28\xb5\x2f\xfd'),
+          packets=2, cid=2),
     # A chunk spanning packets across chunks, then detach.
     'fragments': setup(page=1, kb=32) + notify(1) +
     chunk(rv(20) + b'A' * 10, packets=1, flags=0, cid=0) +
