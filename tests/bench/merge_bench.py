@@ -10,6 +10,7 @@ Two input shapes:
 For each shape, warms the page cache, then times, interleaved so machine
 noise hits all alike, --runs times each (median reported):
   - cat host.pb guest.pb > copy.pb       (the same bytes read and written)
+  - the same followed by sync copy.pb    (made durable, as the merge's is)
   - vperfetto_merge -q --threads N host.pb guest.pb -o merged.pb, for each N
 and prints time, MB/s, the ratio to cat and peak RSS (/usr/bin/time) beside the
 targets: merge within 2x cat (ftrace) or 4x cat (small packets), peak RSS
@@ -99,10 +100,14 @@ def bench_shape(a, shape, threads):
     mb = (os.path.getsize(host) + os.path.getsize(guest)) / 1e6
     warm(host, guest)
 
-    cats, merges, rss, shas = [], {n: [] for n in threads}, {}, {}
+    cats, syncs, merges, rss, shas = [], [], {n: [] for n in threads}, {}, {}
     for _ in range(a.runs):
         with open(copy, "wb") as out:
             cats.append(timed(["cat", host, guest], stdout=out)[0])
+        # the same, made durable as the merge's output is (it fsyncs)
+        with open(copy, "wb") as out:
+            t = timed(["cat", host, guest], stdout=out)[0]
+        syncs.append(t + timed(["sync", copy])[0])
         for n in threads:
             t, r = timed([merge, "-q", "--threads", str(n), host, guest,
                           "-o", merged])
@@ -114,13 +119,14 @@ def bench_shape(a, shape, threads):
     if not a.keep:
         os.unlink(merged)
 
-    c = statistics.median(cats)
+    c, cs = statistics.median(cats), statistics.median(syncs)
     goal = TARGET_RATIO[shape]
     print(f"\n{shape}: host {os.path.getsize(host) / 1e6:.1f} MB + guest "
           f"{os.path.getsize(guest) / 1e6:.1f} MB = {mb:.1f} MB, "
           f"median of {a.runs}")
     print(f"  {'':22} {'time':>8} {'MB/s':>7} {'x cat':>7} {'peak RSS':>10}")
     print(f"  {'cat host guest > copy':22} {c:7.2f}s {mb / c:7.0f} {1:7.2f}")
+    print(f"  {'cat + sync copy':22} {cs:7.2f}s {mb / cs:7.0f} {cs / c:7.2f}")
     t1 = None
     for n in threads:
         m = statistics.median(merges[n])
@@ -134,7 +140,8 @@ def bench_shape(a, shape, threads):
             notes.append("not slower than 1 thread" if m <= t1 * 1.05
                          else "SLOWER than 1 thread")
         print(f"  {'merge --threads ' + str(n):22} {m:7.2f}s {mb / m:7.0f} "
-              f"{m / c:7.2f} {rss[n] / 1024:7.1f} MiB  {'; '.join(notes)}")
+              f"{m / c:7.2f} {rss[n] / 1024:7.1f} MiB  {'; '.join(notes)}; "
+              f"{m / cs:.2f}x cat+sync")
     if a.sha256:
         for n in threads:
             print(f"  sha256 --threads {n}: {shas[n]}")
