@@ -314,8 +314,15 @@ static cm_q16 guest_to_host_q(const struct cm_map *m, cm_q16 gq)
 
 uint64_t cm_map_ts(struct cm_map *m, uint64_t guest_ns)
 {
-	cm_q16 gq = cm_fit_invert_q16(m->guest, guest_ns, &m->hint_g);
-	return cm_fit_eval_q16(m->host, guest_to_host_q(m, gq), &m->hint_h);
+	bool ovf = false;
+	return cm_map_ts_ovf(m, guest_ns, &ovf);
+}
+
+uint64_t cm_map_ts_ovf(struct cm_map *m, uint64_t guest_ns, bool *ovf)
+{
+	cm_q16 gq = cm_fit_invert_q16_ovf(m->guest, guest_ns, &m->hint_g, ovf);
+	return cm_fit_eval_q16_ovf(m->host, guest_to_host_q(m, gq), &m->hint_h,
+				   ovf);
 }
 
 double cm_map_error_ns(const struct cm_map *m, uint64_t guest_ns)

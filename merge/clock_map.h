@@ -98,6 +98,9 @@ void cm_map_init(struct cm_map *m, const struct cm_fit *guest,
  * each fit.  The guest counter is carried with CM_Q_BITS fractional bits
  * between the steps, so only the final result is rounded. */
 uint64_t cm_map_ts(struct cm_map *m, uint64_t guest_ns);
+/* The same, setting *ovf (never clearing it) when the result, or a step
+ * on the way, fell outside 0 .. UINT64_MAX and was clamped. */
+uint64_t cm_map_ts_ovf(struct cm_map *m, uint64_t guest_ns, bool *ovf);
 
 /* Error bound of cm_map_ts(guest_ns), ns: both fits' cm_fit_error_ns
  * (residuals + extrapolation) plus the cross map's uncertainty, the larger

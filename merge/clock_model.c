@@ -107,19 +107,6 @@ static uint64_t seg_eval(const struct cm_segment *g, uint64_t x)
 	return clamp_u64((i128)g->y_ref + (p >> g->shift));
 }
 
-/* Same with a fractional counter.  floor(dq * slope_q / 2^16) is computed
- * as whole and fractional part so that nothing overflows; the sum is exact,
- * so the result is monotonic in xq. */
-static uint64_t seg_eval_q(const struct cm_segment *g, cm_q16 xq)
-{
-	i128 dq = xq - ((i128)g->x_ref << CM_Q_BITS);
-	i128 di = dq >> CM_Q_BITS;
-	i128 df = dq & (((i128)1 << CM_Q_BITS) - 1);
-	i128 p = di * g->slope_q + ((df * g->slope_q) >> CM_Q_BITS) +
-		 g->yfrac_q + ((i128)1 << (g->shift - 1));
-	return clamp_u64((i128)g->y_ref + (p >> g->shift));
-}
-
 /* Counter at clock y with frac_bits fractional bits, rounded to nearest. */
 static i128 seg_invert(const struct cm_segment *g, uint64_t y, unsigned frac_bits)
 {
@@ -557,18 +544,38 @@ uint64_t cm_fit_eval(const struct cm_fit *f, uint64_t x, size_t *hint)
 	return seg_eval(&f->seg[seg_for_x(f, x, hint)], x);
 }
 
-uint64_t cm_fit_eval_q16(const struct cm_fit *f, cm_q16 xq, size_t *hint)
+uint64_t cm_fit_eval_q16_ovf(const struct cm_fit *f, cm_q16 xq, size_t *hint,
+			     bool *ovf)
 {
 	const i128 qmax = (i128)UINT64_MAX << CM_Q_BITS;
 
-	if (xq < 0)
+	if (xq < 0) {
 		xq = 0;
-	if (xq > qmax)
+		*ovf = true;
+	}
+	if (xq > qmax) {
 		xq = qmax;
+		*ovf = true;
+	}
 	if (!f || !f->nseg)
 		return (uint64_t)(xq >> CM_Q_BITS);
 	uint64_t x = (uint64_t)(xq >> CM_Q_BITS);
-	return seg_eval_q(&f->seg[seg_for_x(f, x, hint)], xq);
+	const struct cm_segment *g = &f->seg[seg_for_x(f, x, hint)];
+	i128 dq = xq - ((i128)g->x_ref << CM_Q_BITS);
+	i128 di = dq >> CM_Q_BITS;
+	i128 df = dq & (((i128)1 << CM_Q_BITS) - 1);
+	i128 p = di * g->slope_q + ((df * g->slope_q) >> CM_Q_BITS) +
+		 g->yfrac_q + ((i128)1 << (g->shift - 1));
+	i128 y = (i128)g->y_ref + (p >> g->shift);
+	if (y < 0 || y > (i128)UINT64_MAX)
+		*ovf = true;
+	return clamp_u64(y);
+}
+
+uint64_t cm_fit_eval_q16(const struct cm_fit *f, cm_q16 xq, size_t *hint)
+{
+	bool ovf = false;
+	return cm_fit_eval_q16_ovf(f, xq, hint, &ovf);
 }
 
 uint64_t cm_fit_invert(const struct cm_fit *f, uint64_t y, size_t *hint)
@@ -578,14 +585,25 @@ uint64_t cm_fit_invert(const struct cm_fit *f, uint64_t y, size_t *hint)
 	return clamp_u64(seg_invert(&f->seg[seg_for_y(f, y, hint)], y, 0));
 }
 
-cm_q16 cm_fit_invert_q16(const struct cm_fit *f, uint64_t y, size_t *hint)
+cm_q16 cm_fit_invert_q16_ovf(const struct cm_fit *f, uint64_t y, size_t *hint,
+			     bool *ovf)
 {
 	const i128 qmax = (i128)UINT64_MAX << CM_Q_BITS;
 
 	if (!f || !f->nseg)
 		return (i128)y << CM_Q_BITS;
 	i128 xq = seg_invert(&f->seg[seg_for_y(f, y, hint)], y, CM_Q_BITS);
-	return xq < 0 ? 0 : xq > qmax ? qmax : xq;
+	if (xq < 0 || xq > qmax) {
+		*ovf = true;
+		return xq < 0 ? 0 : qmax;
+	}
+	return xq;
+}
+
+cm_q16 cm_fit_invert_q16(const struct cm_fit *f, uint64_t y, size_t *hint)
+{
+	bool ovf = false;
+	return cm_fit_invert_q16_ovf(f, y, hint, &ovf);
 }
 
 double cm_fit_error_ns(const struct cm_fit *f, uint64_t x)

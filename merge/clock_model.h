@@ -32,6 +32,7 @@
 #ifndef VP_CLOCK_MODEL_H
 #define VP_CLOCK_MODEL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -107,6 +108,12 @@ uint64_t cm_fit_invert(const struct cm_fit *f, uint64_t y, size_t *hint);
 /* The same two with fractional counters (CM_Q_BITS bits), for clock_map. */
 cm_q16 cm_fit_invert_q16(const struct cm_fit *f, uint64_t y, size_t *hint);
 uint64_t cm_fit_eval_q16(const struct cm_fit *f, cm_q16 xq, size_t *hint);
+/* The same, setting *ovf (never clearing it) when a value had to be
+ * clamped: the input or the result outside 0 .. UINT64_MAX. */
+cm_q16 cm_fit_invert_q16_ovf(const struct cm_fit *f, uint64_t y, size_t *hint,
+			     bool *ovf);
+uint64_t cm_fit_eval_q16_ovf(const struct cm_fit *f, cm_q16 xq, size_t *hint,
+			     bool *ovf);
 
 /* The segment cm_fit_eval uses for x, or NULL for an empty fit. */
 const struct cm_segment *cm_fit_segment_at(const struct cm_fit *f, uint64_t x,

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "merge.h"
+#include "partition.h"
 #include "perfetto_fields.h"
 #include "report.h"
 #include "trace_io.h"
@@ -58,8 +59,12 @@ static void usage(FILE *f)
 "                              its timestamps unchanged instead of failing\n"
 "  --no-machine-id             for viewers without machine_id: remap guest\n"
 "                              pids, tids and track uuids instead\n"
-"  --threads N                 1 or 2 (default: 2 when there are 2 cores);\n"
-"                              the output is the same bytes either way\n"
+"  --threads N                 1 up to the number of CPUs (default: the\n"
+"                              number of CPUs); the output is the same\n"
+"                              bytes either way\n"
+"  --max-inflate SIZE          what the compressed_packets of one trace may\n"
+"                              inflate to in all, bytes or with K/M/G\n"
+"                              (default 2G); more is refused as a bomb\n"
 "  -q, --quiet                 no summary on stderr (errors still print)\n"
 "  -h, --help                  this text\n"
 "  --version                   the version\n"
@@ -128,7 +133,39 @@ enum {
 	OPT_NO_MACHINE_ID,
 	OPT_VERSION,
 	OPT_THREADS,
+	OPT_MAX_INFLATE,
 };
+
+/* N, NK, NM or NG (powers of 1024) */
+static bool parse_size(const char *s, uint64_t *out)
+{
+	char buf[32];
+	size_t n = strlen(s);
+	unsigned shift = 0;
+	if (!n || n >= sizeof(buf))
+		return false;
+	memcpy(buf, s, n + 1);
+	switch (buf[n - 1]) {
+	case 'k': case 'K': shift = 10; break;
+	case 'm': case 'M': shift = 20; break;
+	case 'g': case 'G': shift = 30; break;
+	}
+	if (shift)
+		buf[n - 1] = 0;
+	uint64_t v;
+	if (!parse_u64(buf, &v) || !v || v > (UINT64_MAX >> shift))
+		return false;
+	*out = v << shift;
+	return true;
+}
+
+static long n_cpus(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	if (n < 1)
+		n = 1;
+	return n < PARTITION_MAX_THREADS ? n : PARTITION_MAX_THREADS;
+}
 
 int main(int argc, char **argv)
 {
@@ -145,6 +182,7 @@ int main(int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, OPT_VERSION},
 		{"threads", required_argument, NULL, OPT_THREADS},
+		{"max-inflate", required_argument, NULL, OPT_MAX_INFLATE},
 		{NULL, 0, NULL, 0},
 	};
 	struct merge_opts o;
@@ -201,12 +239,19 @@ int main(int argc, char **argv)
 			break;
 		case OPT_THREADS: {
 			int64_t n;
-			if (!parse_i64(optarg, &n) || n < 1 || n > 2)
-				return usage_error("bad --threads '%s' (1 or 2)",
-						   optarg);
+			char why[64];
+			snprintf(why, sizeof(why), "bad --threads '%%s' (1 to %ld, "
+				 "the number of CPUs)", n_cpus());
+			if (!parse_i64(optarg, &n) || n < 1 || n > n_cpus())
+				return usage_error(why, optarg);
 			o.threads = (unsigned)n;
 			break;
 		}
+		case OPT_MAX_INFLATE:
+			if (!parse_size(optarg, &o.max_inflate))
+				return usage_error("bad --max-inflate '%s' (bytes, "
+						   "or with K, M or G)", optarg);
+			break;
 		case 'q':
 			quiet = true;
 			break;
@@ -248,7 +293,7 @@ int main(int argc, char **argv)
 		return usage_error("%s", "--report and -o name the same file");
 
 	if (!o.threads)
-		o.threads = sysconf(_SC_NPROCESSORS_ONLN) >= 2 ? 2 : 1;
+		o.threads = (unsigned)n_cpus();
 
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));

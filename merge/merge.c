@@ -109,9 +109,35 @@ static void progress_add(struct progress *p, uint64_t bytes)
 typedef int (*packet_fn)(void *ctx, const uint8_t *pkt, size_t len,
 			 uint64_t off, struct vp_error *err);
 
-/* Inflates a compressed_packets payload (zlib) into out. */
+/* What the compressed_packets of one trace may still inflate to. */
+struct inflate_budget {
+	uint64_t used, max;
+};
+
+/* Gives a buffer that grew for a large packet back. */
+static void shrink_buf(struct pb_buf *b)
+{
+	if (b->cap > (4u << 20)) {
+		pb_buf_free(b);
+		pb_buf_init(b);
+	}
+}
+
+static int over_budget(const char *path, uint64_t off,
+		       const struct inflate_budget *budget, struct vp_error *err)
+{
+	return vp_errorf(err, "%s: byte offset %llu: compressed_packets inflate "
+			 "to over %llu bytes in all (a compression bomb?); "
+			 "--max-inflate sets the cap (default %llu MiB)", path,
+			 (unsigned long long)off,
+			 (unsigned long long)budget->max,
+			 (unsigned long long)(MERGE_DEFAULT_MAX_INFLATE >> 20));
+}
+
+/* Inflates a compressed_packets payload (zlib) into out, within budget. */
 static int inflate_payload(const char *path, uint64_t off, const uint8_t *p,
-			   size_t len, struct pb_buf *out, struct vp_error *err)
+			   size_t len, struct pb_buf *out,
+			   struct inflate_budget *budget, struct vp_error *err)
 {
 	z_stream z;
 	memset(&z, 0, sizeof(z));
@@ -129,12 +155,21 @@ static int inflate_payload(const char *path, uint64_t off, const uint8_t *p,
 					 (unsigned long long)off,
 					 TRACE_MAX_PACKET >> 20);
 		}
+		if (budget->used + out->len > budget->max) {
+			inflateEnd(&z);
+			return over_budget(path, off, budget, err);
+		}
 		pb_buf_reserve(out, 256 << 10);
 		z.next_out = out->data + out->len;
 		z.avail_out = (uInt)(out->cap - out->len);
 		rc = inflate(&z, Z_NO_FLUSH);
 		out->len = out->cap - z.avail_out;
 	} while (rc == Z_OK);
+	if (budget->used + out->len > budget->max) {
+		inflateEnd(&z);
+		return over_budget(path, off, budget, err);
+	}
+	budget->used += out->len;
 	inflateEnd(&z);
 	if (rc != Z_STREAM_END)
 		return vp_errorf(err, "%s: byte offset %llu: corrupt "
@@ -147,7 +182,8 @@ static int inflate_payload(const char *path, uint64_t off, const uint8_t *p,
  * compressed_packets), inflates them and calls fn for each packet inside;
  * inner packets report the outer packet's offset. */
 static int each_packet(const char *path, const uint8_t *pkt, size_t len,
-		       uint64_t off, struct pb_buf *scratch, packet_fn fn,
+		       uint64_t off, struct pb_buf *scratch,
+		       struct inflate_budget *budget, packet_fn fn,
 		       void *ctx, struct vp_error *err)
 {
 	struct pb_reader r;
@@ -160,7 +196,8 @@ static int each_packet(const char *path, const uint8_t *pkt, size_t len,
 	while (pb_next(&r, &f)) {
 		if (f.num != TP_COMPRESSED_PACKETS || f.wt != PB_WT_LEN)
 			continue;
-		if (inflate_payload(path, off, f.data, f.len, scratch, err) < 0)
+		if (inflate_payload(path, off, f.data, f.len, scratch, budget,
+				    err) < 0)
 			return -1;
 		struct pb_reader ir;
 		struct pb_field inner;
@@ -210,6 +247,7 @@ struct scan_ctx {
 	const char *path;
 	struct sync_scanner *sc;
 	struct pb_buf scratch; /* inflated compressed_packets */
+	struct inflate_budget budget;
 	bool copy;             /* pass the record on to the output */
 };
 
@@ -221,9 +259,10 @@ static int scan_record(void *ctx, const uint8_t *raw, size_t raw_len,
 	struct scan_ctx *c = ctx;
 
 	if (field == TRACE_PACKET_FIELD && wt == PB_WT_LEN &&
-	    each_packet(c->path, data, len, off, &c->scratch, scan_fn, c->sc,
-			err) < 0)
+	    each_packet(c->path, data, len, off, &c->scratch, &c->budget,
+			scan_fn, c->sc, err) < 0)
 		return -1;
+	shrink_buf(&c->scratch);
 	if (c->copy)
 		pb_put_raw(out, raw, raw_len);
 	return 0;
@@ -233,11 +272,13 @@ static int scan_record(void *ctx, const uint8_t *raw, size_t raw_len,
  * copy_to, copies every record there as it goes. */
 static int scan_file(const char *path, struct sync_scanner **out,
 		     struct trace_writer *copy_to, struct progress *pg,
-		     volatile sig_atomic_t *cancel, struct vp_error *err)
+		     uint64_t max_inflate, volatile sig_atomic_t *cancel,
+		     struct vp_error *err)
 {
 	struct scan_ctx c = {
 		.path = path,
 		.sc = sync_scanner_new(path),
+		.budget = {0, max_inflate},
 		.copy = copy_to != NULL,
 	};
 	struct partition_job job = {
@@ -270,20 +311,21 @@ static int scan_file(const char *path, struct sync_scanner **out,
 struct __attribute__((aligned(128))) guest_map {
 	struct cm_map boot, mono;
 	bool have_boot, have_mono;
+	uint64_t overflow; /* values clamped: far outside the model */
 };
 
 static bool map_guest(void *ctx, uint32_t clock, uint64_t in, uint64_t *out)
 {
 	struct guest_map *m = ctx;
-	if (clock == BUILTIN_CLOCK_BOOTTIME && m->have_boot) {
-		*out = cm_map_ts(&m->boot, in);
-		return true;
-	}
-	if (clock == BUILTIN_CLOCK_MONOTONIC && m->have_mono) {
-		*out = cm_map_ts(&m->mono, in);
-		return true;
-	}
-	return false;
+	bool ovf = false;
+	if (clock == BUILTIN_CLOCK_BOOTTIME && m->have_boot)
+		*out = cm_map_ts_ovf(&m->boot, in, &ovf);
+	else if (clock == BUILTIN_CLOCK_MONOTONIC && m->have_mono)
+		*out = cm_map_ts_ovf(&m->mono, in, &ovf);
+	else
+		return false;
+	m->overflow += ovf;
+	return true;
 }
 
 /* Picks the counter relation for guest gi: command line, kvm_tsc in the host
@@ -480,13 +522,22 @@ static int model_guest(const struct merge_opts *o, size_t gi,
 
 /* ---- pass 3: rewrite a guest ---------------------------------------------------------- */
 
+/* zlib level of re-compressed compressed_packets: the fastest, so that a
+ * compressed trace is merged at about the speed of an uncompressed one
+ * and the output stays about as large as the input. */
+#define RECOMPRESS_LEVEL 1
+
 /* One thread's share of a rewrite.  Aligned to cache lines of its own:
- * the two threads write theirs on every packet, and sharing a line would
+ * the threads write theirs on every packet, and sharing a line would
  * make them take turns at it. */
 struct __attribute__((aligned(128))) rewrite_ctx {
 	const char *path;
 	struct rewriter *rw;
+	const struct rewrite_cfg *cfg;
 	struct pb_buf scratch; /* inflated compressed_packets */
+	struct pb_buf inner;   /* their rewritten packets */
+	struct pb_buf zbuf;    /* ... compressed again */
+	struct inflate_budget budget;
 	struct pb_buf *out;    /* where framed packets go */
 };
 
@@ -507,6 +558,80 @@ static int rewrite_fn(void *ctx, const uint8_t *pkt, size_t len, uint64_t off,
 	return 0;
 }
 
+/* Deflates in into out (zlib, as compressed_packets holds it). */
+static int deflate_buf(const char *path, uint64_t off, const struct pb_buf *in,
+		       struct pb_buf *out, struct vp_error *err)
+{
+	z_stream z;
+	memset(&z, 0, sizeof(z));
+	if (deflateInit(&z, RECOMPRESS_LEVEL) != Z_OK)
+		return vp_errorf(err, "%s: zlib init failed", path);
+	pb_buf_reset(out);
+	pb_buf_reserve(out, deflateBound(&z, (uLong)in->len));
+	z.next_in = in->data;
+	z.avail_in = (uInt)in->len;
+	z.next_out = out->data;
+	z.avail_out = (uInt)out->cap;
+	int rc = deflate(&z, Z_FINISH);
+	out->len = out->cap - z.avail_out;
+	deflateEnd(&z);
+	if (rc != Z_STREAM_END)
+		return vp_errorf(err, "%s: byte offset %llu: could not compress "
+				 "the rewritten compressed_packets", path,
+				 (unsigned long long)off);
+	return 0;
+}
+
+/* A packet with compressed_packets: the packets inside are rewritten and
+ * compressed again, so the output is about as large as the input.  The
+ * outer packet keeps its other fields (its sequence id moved, machine_id
+ * set, like any packet's). */
+static int rewrite_compressed(struct rewrite_ctx *c, const uint8_t *pkt,
+			      size_t len, uint64_t off, struct vp_error *err)
+{
+	struct pb_reader r;
+	struct pb_field f;
+	struct pb_buf *saved = c->out;
+
+	/* the packets inside, rewritten into c->inner */
+	pb_buf_reset(&c->inner);
+	c->out = &c->inner;
+	int rc = each_packet(c->path, pkt, len, off, &c->scratch, &c->budget,
+			     rewrite_fn, c, err);
+	c->out = saved;
+	if (rc < 0)
+		return -1;
+	if (deflate_buf(c->path, off, &c->inner, &c->zbuf, err) < 0)
+		return -1;
+
+	size_t mark = pb_begin_nested(c->out, TRACE_PACKET_FIELD);
+	bool done = false;
+	pb_reader_init(&r, pkt, len);
+	while (pb_next(&r, &f)) {
+		if (f.num == TP_COMPRESSED_PACKETS && f.wt == PB_WT_LEN) {
+			if (!done)
+				pb_put_bytes(c->out, TP_COMPRESSED_PACKETS,
+					     c->zbuf.data, c->zbuf.len);
+			done = true;
+		} else if (f.num == TP_TRUSTED_PACKET_SEQUENCE_ID &&
+			   f.wt == PB_WT_VARINT && f.val && c->cfg->seq_offset) {
+			pb_put_varint(c->out, f.num,
+				      (uint32_t)f.val + c->cfg->seq_offset);
+		} else if (f.num == TP_MACHINE_ID && c->cfg->machine_id) {
+			continue;
+		} else {
+			pb_put_raw(c->out, f.start, (size_t)(f.end - f.start));
+		}
+	}
+	if (c->cfg->machine_id)
+		pb_put_varint(c->out, TP_MACHINE_ID, c->cfg->machine_id);
+	pb_end_nested(c->out, mark);
+	shrink_buf(&c->scratch);
+	shrink_buf(&c->inner);
+	shrink_buf(&c->zbuf);
+	return 0;
+}
+
 static int rewrite_record(void *ctx, const uint8_t *raw, size_t raw_len,
 			  uint32_t field, uint8_t wt, const uint8_t *data,
 			  size_t len, uint64_t off, struct pb_buf *out,
@@ -519,22 +644,27 @@ static int rewrite_record(void *ctx, const uint8_t *raw, size_t raw_len,
 		return 0;
 	}
 	c->out = out;
-	return each_packet(c->path, data, len, off, &c->scratch, rewrite_fn, c,
-			   err);
+	int rc = rewrite_fn(c, data, len, off, err);
+	if (rc > 0)
+		rc = rewrite_compressed(c, data, len, off, err);
+	return rc;
 }
 
-/* Rewrites a guest trace into w.  cfg[t] configures thread t's rewriter
- * (its map context must be its own: maps keep segment hints). */
+/* Rewrites a guest trace into w on `threads` threads.  cfg[t] configures
+ * thread t's rewriter (its map context must be its own: maps keep segment
+ * hints). */
 static int rewrite_file(const char *path, unsigned threads,
-			const struct rewrite_cfg *cfg, struct trace_writer *w,
-			struct progress *pg, volatile sig_atomic_t *cancel,
-			struct rewrite_stats *st, struct vp_error *err)
+			const struct rewrite_cfg *cfg, uint64_t max_inflate,
+			struct trace_writer *w, struct progress *pg,
+			volatile sig_atomic_t *cancel, struct rewrite_stats *st,
+			struct vp_error *err)
 {
-	struct rewrite_ctx c[PARTITION_MAX_THREADS];
+	struct rewrite_ctx *c = aligned_alloc(128, threads * sizeof(*c));
 	struct partition_job job = {
 		.path = path,
 		.threads = threads,
 		.fn = rewrite_record,
+		.stateless = rewrite_packet_stateless,
 		.sink = sink_writer,
 		.sink_ctx = w,
 		.progress = progress_cb,
@@ -543,20 +673,30 @@ static int rewrite_file(const char *path, unsigned threads,
 	};
 	int io_error;
 
-	for (unsigned t = 0; t < PARTITION_MAX_THREADS; t++) {
+	if (!c)
+		abort();
+	memset(c, 0, threads * sizeof(*c));
+	for (unsigned t = 0; t < threads; t++) {
 		c[t].path = path;
 		c[t].rw = rewriter_new(&cfg[t]);
+		c[t].cfg = &cfg[t];
+		c[t].budget.max = max_inflate;
 		pb_buf_init(&c[t].scratch);
+		pb_buf_init(&c[t].inner);
+		pb_buf_init(&c[t].zbuf);
 		job.ctx[t] = &c[t];
 	}
 	int rc = partition_run(&job, err, &io_error);
 	*st = *rewriter_stats(c[0].rw);
-	for (unsigned t = 0; t < PARTITION_MAX_THREADS; t++) {
+	for (unsigned t = 0; t < threads; t++) {
 		if (t)
 			rewrite_stats_add(st, rewriter_stats(c[t].rw));
 		rewriter_free(c[t].rw);
 		pb_buf_free(&c[t].scratch);
+		pb_buf_free(&c[t].inner);
+		pb_buf_free(&c[t].zbuf);
 	}
+	free(c);
 	if (rc < 0)
 		return io_error ? MERGE_IO_ERROR : MERGE_BAD_INPUT;
 	return MERGE_OK;
@@ -631,10 +771,14 @@ int merge_run(const struct merge_opts *o, struct merge_result *res,
 	 * would.  Packets inside compressed_packets may belong to any
 	 * sequence, so a guest that has them is rewritten on one thread. */
 	unsigned threads = o->threads ? o->threads : 1;
+	uint64_t max_inflate = o->max_inflate ? o->max_inflate
+					      : MERGE_DEFAULT_MAX_INFLATE;
+	if (threads > PARTITION_MAX_THREADS)
+		threads = PARTITION_MAX_THREADS;
 	unsigned gthreads[MERGE_MAX_GUESTS];
 	for (size_t i = 0; i < o->n_guests && status == MERGE_OK; i++) {
-		status = scan_file(o->guests[i], &gsc[i], NULL, &pg, o->cancel,
-				   err);
+		status = scan_file(o->guests[i], &gsc[i], NULL, &pg, max_inflate,
+				   o->cancel, err);
 		gthreads[i] = status == MERGE_OK &&
 			      sync_scanner_data(gsc[i])->n_compressed ? 1 : threads;
 	}
@@ -642,7 +786,8 @@ int merge_run(const struct merge_opts *o, struct merge_result *res,
 	if (status == MERGE_OK && trace_writer_open(&w, o->out, err) < 0)
 		status = MERGE_IO_ERROR;
 	if (status == MERGE_OK)
-		status = scan_file(o->host, &hsc, w, &pg, o->cancel, err);
+		status = scan_file(o->host, &hsc, w, &pg, max_inflate, o->cancel,
+				   err);
 	if (status != MERGE_OK)
 		goto out;
 
@@ -686,13 +831,17 @@ int merge_run(const struct merge_opts *o, struct merge_result *res,
 		g->machine_id = o->no_machine_id ? 0 : hd->max_machine_id + 1 +
 							(uint32_t)i;
 		/* Each thread maps through its own copy (maps keep hints). */
-		struct guest_map gm2 = gm[i];
-		struct rewrite_cfg cfg[PARTITION_MAX_THREADS];
-		for (unsigned t = 0; t < PARTITION_MAX_THREADS; t++)
+		unsigned nt = gthreads[i];
+		struct guest_map *gmt = aligned_alloc(128, nt * sizeof(*gmt));
+		struct rewrite_cfg *cfg = calloc(nt, sizeof(*cfg));
+		if (!gmt || !cfg)
+			abort();
+		for (unsigned t = 0; t < nt; t++) {
+			gmt[t] = gm[i];
 			cfg[t] = (struct rewrite_cfg){
 				.path = g->path,
 				.map = map_guest,
-				.map_ctx = t ? &gm2 : &gm[i],
+				.map_ctx = &gmt[t],
 				.target_clock = res->clock,
 				.trace_clock = gd->trace_clock,
 				.seq_offset = g->seq_offset,
@@ -701,9 +850,14 @@ int merge_run(const struct merge_opts *o, struct merge_result *res,
 				.pid_offset = (uint32_t)(i + 1) << 22,
 				.uuid_key = 0x9e3779b97f4a7c15ull * (2 * i + 3),
 			};
+		}
 		uint64_t before = trace_writer_bytes(w);
-		status = rewrite_file(g->path, gthreads[i], cfg, w, &pg, o->cancel,
-				      &g->rw, err);
+		status = rewrite_file(g->path, nt, cfg, max_inflate, w, &pg,
+				      o->cancel, &g->rw, err);
+		for (unsigned t = 0; t < nt; t++)
+			g->rw.overflow += gmt[t].overflow;
+		free(gmt);
+		free(cfg);
 		if (status != MERGE_OK)
 			goto out;
 		g->bytes_in = file_size(g->path);
@@ -724,6 +878,11 @@ int merge_run(const struct merge_opts *o, struct merge_result *res,
 			warn(res, "guest %s: mapped timestamps go backwards %llu "
 			     "times on a sequence (a segment boundary?)", g->path,
 			     (unsigned long long)g->rw.backwards);
+		if (g->rw.overflow)
+			warn(res, "guest %s: %llu mapped timestamps fell outside "
+			     "the range of their field (far outside the clock "
+			     "model) and were clamped", g->path,
+			     (unsigned long long)g->rw.overflow);
 		if (g->synced && g->rw.ts_unmapped)
 			warn(res, "guest %s: %llu timestamps on clocks the model "
 			     "does not cover were left as they were", g->path,

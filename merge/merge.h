@@ -24,6 +24,8 @@
 
 #define MERGE_MAX_GUESTS 64
 #define MERGE_MAX_WARNINGS 32
+/* Default cap on what the compressed_packets of one trace inflate to. */
+#define MERGE_DEFAULT_MAX_INFLATE (2ull << 30)
 
 /* Exit statuses of vperfetto_merge. */
 enum merge_status {
@@ -53,7 +55,10 @@ struct merge_opts {
 	bool allow_unsynced;
 	bool no_machine_id;
 	bool progress;         /* draw a progress bar on stderr */
-	unsigned threads;      /* 1 or 2 (0: 1); output is the same either way */
+	unsigned threads;      /* 1 .. PARTITION_MAX_THREADS (0: 1); the
+				* output is the same bytes either way */
+	uint64_t max_inflate;  /* bytes compressed_packets may inflate to, in
+				* all, per trace (0: MERGE_DEFAULT_MAX_INFLATE) */
 	volatile sig_atomic_t *cancel; /* set by a signal handler: stop */
 };
 

@@ -1,15 +1,18 @@
 /*
- * partition.c - one or two threads over a trace file, partitioned by
- * sequence, output back in file order (see partition.h).
+ * partition.c - threads over a trace file, partitioned by sequence (or by
+ * bytes, for packets without sequence state), output back in file order
+ * (see partition.h).
  *
- * The first thread ("leader") reads the file once.  For each window of
- * WINDOW_RECORDS records it notes every record's owner, handles its own
- * records into `mine` and copies the worker's into `in`; the second thread
- * ("worker") handles `in` into `out` while the leader reads on.  Each
- * record's output is one blob (framed as a length-delimited field 1, which
- * pb_next() reads back), so the leader can interleave `mine` and `out` back
- * into file order before it hands the window to the sink.  Up to SLOTS - 1
- * windows are in flight.
+ * The first thread ("leader") reads the file once.  It cuts it into
+ * windows of at most PARTITION_WINDOW_BYTES (or PARTITION_WINDOW_RECORDS
+ * records), notes every record's owner, handles its own records into its
+ * output of the window and copies each worker's into that worker's input;
+ * the workers handle their inputs while the leader reads on.  Each record's
+ * output is one blob (framed as a length-delimited field 1, which pb_next()
+ * reads back), so the leader can interleave the threads' outputs back into
+ * file order before it hands the window to the sink.  At most `slots`
+ * windows are in flight: the leader waits for the oldest before it fills
+ * another, which is the back-pressure that bounds memory.
  */
 #include "partition.h"
 
@@ -21,37 +24,30 @@
 #include "perfetto_fields.h"
 #include "trace_io.h"
 
-#define WINDOW_RECORDS 4096
-#define SLOTS 4
+/* A buffer that grew past this (for a large record) is freed once its
+ * window is emitted, so one large packet does not pin memory. */
+#define SHRINK_ABOVE (4 * (size_t)PARTITION_WINDOW_BYTES)
 
 unsigned partition_owner(uint32_t seq_id, unsigned n)
 {
 	if (n < 2)
 		return 0;
 	/* Fibonacci hashing: consecutive ids spread over the threads. */
-	return (unsigned)(((uint64_t)seq_id * 0x9e3779b97f4a7c15ull) >> 63);
-}
-
-/* The thread that owns a record: packets by sequence id, everything else
- * (and anything malformed, which the leader then reports) the leader. */
-static unsigned owner_of(const struct trace_record *rec, unsigned n)
-{
-	struct pb_reader r;
-	struct pb_field f;
-
-	if (n < 2 || rec->field != TRACE_PACKET_FIELD || rec->wt != PB_WT_LEN)
-		return 0;
-	pb_reader_init(&r, rec->data, rec->len);
-	while (pb_next(&r, &f))
-		if (f.num == TP_TRUSTED_PACKET_SEQUENCE_ID &&
-		    f.wt == PB_WT_VARINT)
-			return partition_owner((uint32_t)f.val, n);
-	return 0;
+	uint64_t h = ((uint64_t)seq_id * 0x9e3779b97f4a7c15ull) >> 32;
+	return (unsigned)((h * n) >> 32);
 }
 
 static bool cancelled(const struct partition_job *job)
 {
 	return job->cancel && *job->cancel;
+}
+
+static void shrink(struct pb_buf *b)
+{
+	if (b->cap > SHRINK_ABOVE) {
+		pb_buf_free(b);
+		pb_buf_init(b);
+	}
 }
 
 /* Runs fn on a record, its output framed as one blob in buf. */
@@ -96,6 +92,7 @@ static int run_single(const struct partition_job *job, struct vp_error *err,
 			rc = -1;
 			break;
 		}
+		shrink(&out);
 		if (job->progress)
 			job->progress(job->progress_ctx, rec.raw_len);
 	}
@@ -104,67 +101,93 @@ static int run_single(const struct partition_job *job, struct vp_error *err,
 	return rc < 0 ? -1 : 0;
 }
 
-/* ---- two threads ------------------------------------------------------------ */
+/* ---- several threads ---------------------------------------------------------- */
 
-/* The worker waits for a slot to be READY (the leader has put the worker's
- * records of one window into `in`), handles them into `out`, and marks it
- * DONE; the leader then interleaves it with its own output of the window
- * (`mine`, in the order `owners` says) and frees the slot. */
+/* A window is FREE, READY (filled by the leader; workers busy with it) or
+ * DONE (every worker finished it; the leader emits it and frees it). */
 enum { FREE, READY, DONE };
 
-struct window {
-	int state;              /* under pool.mu */
-	/* written by the leader */
-	struct pb_buf in;       /* worker's records, each framed */
-	struct pb_buf mine;     /* leader's output, one blob per record */
-	uint8_t owners[WINDOW_RECORDS];
-	uint64_t offs[WINDOW_RECORDS]; /* payload offsets of worker records */
-	size_t count;           /* records in the window */
-	size_t n_theirs;        /* of which the worker's */
-	/* written by the worker, on cache lines of their own */
-	struct pb_buf out __attribute__((aligned(128))); /* one blob per record */
-	bool failed;            /* the worker failed in this window */
+/* One thread's share of a window, on cache lines of its own. */
+struct share {
+	struct pb_buf in;       /* worker's records, each framed (t >= 1) */
+	struct pb_buf out;      /* output, one blob per record */
+	uint64_t *offs;         /* payload offsets of the records in `in` */
+	size_t n_in;
+	bool failed;
 	struct vp_error err;
 } __attribute__((aligned(128)));
 
+struct window {
+	int state;              /* under pool.mu */
+	uint64_t seqno;         /* which window of the file */
+	unsigned pending;       /* workers not done yet, under pool.mu */
+	uint8_t owners[PARTITION_WINDOW_RECORDS];
+	size_t count;           /* records in the window */
+	size_t bytes;           /* input bytes in the window */
+	struct share *sh;       /* one per thread */
+};
+
 struct pool {
 	const struct partition_job *job;
+	unsigned n, slots;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	struct window win[SLOTS];
+	struct window *win;
 	bool stop;
 };
 
-static void set_state(struct pool *pl, struct window *w, int state)
+struct worker_arg {
+	struct pool *pl;
+	unsigned t;
+};
+
+/* The thread that owns a record: packets of sequence state by sequence id,
+ * stateless packets whichever thread has the least to do in this window,
+ * everything else (and anything malformed, which the leader then reports)
+ * the leader. */
+static unsigned owner_of(const struct partition_job *job,
+			 const struct trace_record *rec, unsigned n,
+			 const size_t *load)
 {
-	pthread_mutex_lock(&pl->mu);
-	w->state = state;
-	pthread_cond_broadcast(&pl->cv);
-	pthread_mutex_unlock(&pl->mu);
+	uint32_t seq = 0;
+
+	if (rec->field != TRACE_PACKET_FIELD || rec->wt != PB_WT_LEN)
+		return 0;
+	if (!job->stateless) {
+		struct pb_reader r;
+		struct pb_field f;
+		pb_reader_init(&r, rec->data, rec->len);
+		while (pb_next(&r, &f))
+			if (f.num == TP_TRUSTED_PACKET_SEQUENCE_ID &&
+			    f.wt == PB_WT_VARINT)
+				return partition_owner((uint32_t)f.val, n);
+		return 0;
+	}
+	if (!job->stateless(rec->data, rec->len, &seq))
+		return partition_owner(seq, n);
+	/* The leader also reads, copies and emits: its bytes weigh more. */
+	unsigned best = 0;
+	size_t best_load = load[0] + load[0] / 2;
+	for (unsigned t = 1; t < n; t++)
+		if (load[t] < best_load) {
+			best = t;
+			best_load = load[t];
+		}
+	return best;
 }
 
-/* Waits until w is in `state`; false when told to stop first. */
-static bool wait_state(struct pool *pl, struct window *w, int state)
-{
-	pthread_mutex_lock(&pl->mu);
-	while (w->state != state && !pl->stop)
-		pthread_cond_wait(&pl->cv, &pl->mu);
-	bool ok = w->state == state;
-	pthread_mutex_unlock(&pl->mu);
-	return ok;
-}
-
-/* Handles the worker's records of one window.  Each input blob is the raw
+/* Handles worker t's records of one window.  Each input blob is the raw
  * record; it is re-split into the fields the job function wants. */
-static void work_window(const struct partition_job *job, struct window *w)
+static void work_share(const struct partition_job *job, unsigned t,
+		       struct share *s)
 {
 	struct pb_reader r;
 	struct pb_field f;
 	size_t k = 0;
 
-	pb_buf_reset(&w->out);
-	w->failed = false;
-	pb_reader_init(&r, w->in.data, w->in.len);
+	pb_buf_reset(&s->out);
+	s->failed = false;
+	pb_reader_init(&r, s->in.data, s->in.len);
 	while (pb_next(&r, &f)) {
 		struct pb_reader rr;
 		struct pb_field rec;
@@ -177,10 +200,10 @@ static void work_window(const struct partition_job *job, struct window *w)
 		tr.len = rec.len;
 		tr.raw = f.data;
 		tr.raw_len = f.len;
-		tr.data_offset = w->offs[k++];
+		tr.data_offset = s->offs[k++];
 		tr.offset = tr.data_offset;
-		if (run_record(job, job->ctx[1], &tr, &w->out, true, &w->err) < 0) {
-			w->failed = true;
+		if (run_record(job, job->ctx[t], &tr, &s->out, true, &s->err) < 0) {
+			s->failed = true;
 			return;
 		}
 	}
@@ -188,26 +211,42 @@ static void work_window(const struct partition_job *job, struct window *w)
 
 static void *worker_main(void *arg)
 {
-	struct pool *pl = arg;
+	struct worker_arg *wa = arg;
+	struct pool *pl = wa->pl;
+	unsigned t = wa->t;
 
 	for (uint64_t n = 0;; n++) {
-		struct window *w = &pl->win[n % SLOTS];
-		if (!wait_state(pl, w, READY))
+		struct window *w = &pl->win[n % pl->slots];
+		pthread_mutex_lock(&pl->mu);
+		while (!(w->state == READY && w->seqno == n) && !pl->stop)
+			pthread_cond_wait(&pl->cv, &pl->mu);
+		bool go = w->state == READY && w->seqno == n;
+		pthread_mutex_unlock(&pl->mu);
+		if (!go)
 			return NULL;
-		work_window(pl->job, w);
-		set_state(pl, w, DONE);
+		if (w->sh[t].n_in)
+			work_share(pl->job, t, &w->sh[t]);
+		else
+			pb_buf_reset(&w->sh[t].out);
+		pthread_mutex_lock(&pl->mu);
+		if (--w->pending == 0) {
+			w->state = DONE;
+			pthread_cond_broadcast(&pl->cv);
+		}
+		pthread_mutex_unlock(&pl->mu);
 	}
 }
 
-/* Interleaves the two outputs of a finished window into the sink. */
-static int emit_window(const struct partition_job *job, struct window *w,
+/* Interleaves the threads' outputs of a finished window into the sink. */
+static int emit_window(const struct pool *pl, struct window *w,
 		       struct vp_error *err)
 {
-	struct pb_reader r[2];
+	const struct partition_job *job = pl->job;
+	struct pb_reader r[PARTITION_MAX_THREADS];
 	struct pb_field f;
 
-	pb_reader_init(&r[0], w->mine.data, w->mine.len);
-	pb_reader_init(&r[1], w->out.data, w->out.len);
+	for (unsigned t = 0; t < pl->n; t++)
+		pb_reader_init(&r[t], w->sh[t].out.data, w->sh[t].out.len);
 	for (size_t i = 0; i < w->count; i++) {
 		if (!pb_next(&r[w->owners[i]], &f))
 			return vp_errorf(err, "%s: internal error: window out of "
@@ -219,84 +258,165 @@ static int emit_window(const struct partition_job *job, struct window *w,
 	return 0;
 }
 
-/* Finishes window w: waits for the worker, then emits it.  Returns 0, -1
+/* Finishes window w: waits for the workers, then emits it.  Returns 0, -1
  * (err set), or -2 when the sink failed. */
 static int finish_window(struct pool *pl, struct window *w,
 			 struct vp_error *err)
 {
-	if (!wait_state(pl, w, DONE))
+	int rc = 0;
+
+	pthread_mutex_lock(&pl->mu);
+	while (w->state != DONE && !pl->stop)
+		pthread_cond_wait(&pl->cv, &pl->mu);
+	bool done = w->state == DONE;
+	pthread_mutex_unlock(&pl->mu);
+	if (!done)
 		return -1;
-	if (w->failed) {
-		*err = w->err;
-		return -1;
+	for (unsigned t = 1; t < pl->n && !rc; t++)
+		if (w->sh[t].failed) {
+			*err = w->sh[t].err;
+			rc = -1;
+		}
+	if (!rc)
+		rc = emit_window(pl, w, err) < 0 ? -2 : 0;
+	for (unsigned t = 0; t < pl->n; t++) {
+		pb_buf_reset(&w->sh[t].in);
+		pb_buf_reset(&w->sh[t].out);
+		shrink(&w->sh[t].in);
+		shrink(&w->sh[t].out);
+		w->sh[t].n_in = 0;
+		w->sh[t].failed = false;
 	}
-	int rc = emit_window(pl->job, w, err) < 0 ? -2 : 0;
-	pb_buf_reset(&w->in);
-	pb_buf_reset(&w->mine);
 	w->count = 0;
-	w->n_theirs = 0;
-	set_state(pl, w, FREE);
+	w->bytes = 0;
+	pthread_mutex_lock(&pl->mu);
+	w->state = FREE;
+	pthread_mutex_unlock(&pl->mu);
 	return rc;
 }
 
-static int run_two(const struct partition_job *job, struct vp_error *err,
-		   int *io_error)
+static void pool_free(struct pool *pl)
+{
+	for (unsigned i = 0; i < pl->slots; i++) {
+		struct window *w = &pl->win[i];
+		for (unsigned t = 0; w->sh && t < pl->n; t++) {
+			pb_buf_free(&w->sh[t].in);
+			pb_buf_free(&w->sh[t].out);
+			free(w->sh[t].offs);
+		}
+		free(w->sh);
+	}
+	free(pl->win);
+	pthread_cond_destroy(&pl->cv);
+	pthread_mutex_destroy(&pl->mu);
+}
+
+static void *xcalloc(size_t n, size_t size)
+{
+	void *p = calloc(n, size);
+	if (!p)
+		abort();
+	return p;
+}
+
+static int run_many(const struct partition_job *job, struct vp_error *err,
+		    int *io_error)
 {
 	struct pool pl;
 	struct trace_reader *rd;
 	struct trace_record rec;
 	uint64_t n = 0, first_pending = 0; /* windows filled / not emitted */
 	int rc, status = 0;
-	pthread_t tid;
+	pthread_t tid[PARTITION_MAX_THREADS];
+	struct worker_arg wa[PARTITION_MAX_THREADS];
+	unsigned started = 0;
+	size_t load[PARTITION_MAX_THREADS];
 
 	if (trace_reader_open(&rd, job->path, err) < 0)
 		return -1;
 	memset(&pl, 0, sizeof(pl));
 	pl.job = job;
+	pl.n = job->threads;
+	pl.slots = pl.n + 2;
 	pthread_mutex_init(&pl.mu, NULL);
 	pthread_cond_init(&pl.cv, NULL);
-	for (int i = 0; i < SLOTS; i++) {
-		pb_buf_init(&pl.win[i].in);
-		pb_buf_init(&pl.win[i].out);
-		pb_buf_init(&pl.win[i].mine);
+	pl.win = xcalloc(pl.slots, sizeof(*pl.win));
+	for (unsigned i = 0; i < pl.slots; i++) {
+		struct window *w = &pl.win[i];
+		w->sh = aligned_alloc(128, pl.n * sizeof(*w->sh));
+		if (!w->sh)
+			abort();
+		memset(w->sh, 0, pl.n * sizeof(*w->sh));
+		for (unsigned t = 0; t < pl.n; t++) {
+			pb_buf_init(&w->sh[t].in);
+			pb_buf_init(&w->sh[t].out);
+			if (t)
+				w->sh[t].offs = xcalloc(PARTITION_WINDOW_RECORDS,
+							sizeof(uint64_t));
+		}
 	}
-	if (pthread_create(&tid, NULL, worker_main, &pl) != 0) {
+	for (unsigned t = 1; t < pl.n; t++) {
+		wa[t].pl = &pl;
+		wa[t].t = t;
+		if (pthread_create(&tid[t], NULL, worker_main, &wa[t]) != 0)
+			break;
+		started++;
+	}
+	if (started + 1 < pl.n) { /* no threads to be had: do it alone */
+		pthread_mutex_lock(&pl.mu);
+		pl.stop = true;
+		pthread_cond_broadcast(&pl.cv);
+		pthread_mutex_unlock(&pl.mu);
+		for (unsigned t = 1; t <= started; t++)
+			pthread_join(tid[t], NULL);
+		pool_free(&pl);
 		trace_reader_close(rd);
 		return run_single(job, err, io_error);
 	}
 
 	struct window *w = &pl.win[0];
+	memset(load, 0, sizeof(load));
 	for (;;) {
 		rc = trace_reader_next(rd, &rec, err);
 		if (rc > 0 && cancelled(job))
 			rc = vp_errorf(err, "interrupted");
 		if (rc > 0) {
-			uint8_t owner = (uint8_t)owner_of(&rec, 2);
-			w->owners[w->count] = owner;
+			unsigned owner = owner_of(job, &rec, pl.n, load);
+			struct share *s = &w->sh[owner];
+			w->owners[w->count] = (uint8_t)owner;
+			load[owner] += rec.raw_len;
 			if (owner == 0) {
-				if (run_record(job, job->ctx[0], &rec, &w->mine,
+				if (run_record(job, job->ctx[0], &rec, &s->out,
 					       true, err) < 0)
 					rc = -1;
 			} else {
-				w->offs[w->n_theirs++] = rec.data_offset;
-				pb_put_bytes(&w->in, 1, rec.raw, rec.raw_len);
+				s->offs[s->n_in++] = rec.data_offset;
+				pb_put_bytes(&s->in, 1, rec.raw, rec.raw_len);
 			}
 			w->count++;
+			w->bytes += rec.raw_len;
 			if (job->progress)
 				job->progress(job->progress_ctx, rec.raw_len);
 		}
 		/* A failure of the leader's own comes after everything the
-		 * worker was already given: finish those first, since one of
-		 * them may have failed earlier in the file. */
-		if (rc <= 0 || w->count == WINDOW_RECORDS) {
-			set_state(&pl, w, READY);
+		 * workers were already given: finish those first, since one
+		 * of them may have failed earlier in the file. */
+		if (rc <= 0 || w->count == PARTITION_WINDOW_RECORDS ||
+		    w->bytes >= PARTITION_WINDOW_BYTES) {
+			pthread_mutex_lock(&pl.mu);
+			w->seqno = n;
+			w->pending = pl.n - 1;
+			w->state = READY;
+			pthread_cond_broadcast(&pl.cv);
+			pthread_mutex_unlock(&pl.mu);
 			n++;
-			/* Keep at most SLOTS - 1 windows in flight. */
+			memset(load, 0, sizeof(load));
+			/* Keep at most slots - 1 windows in flight. */
 			while (first_pending < n &&
-			       (rc <= 0 || n - first_pending >= SLOTS)) {
+			       (rc <= 0 || n - first_pending >= pl.slots)) {
 				struct vp_error werr;
 				int f = finish_window(&pl, &pl.win[first_pending %
-								   SLOTS], &werr);
+								   pl.slots], &werr);
 				first_pending++;
 				if (f < 0 && !status) {
 					status = -1;
@@ -307,9 +427,7 @@ static int run_two(const struct partition_job *job, struct vp_error *err,
 			}
 			if (rc <= 0)
 				break;
-			w = &pl.win[n % SLOTS];
-			if (!wait_state(&pl, w, FREE))
-				break;
+			w = &pl.win[n % pl.slots];
 		}
 	}
 	if (rc < 0)
@@ -319,15 +437,10 @@ static int run_two(const struct partition_job *job, struct vp_error *err,
 	pl.stop = true;
 	pthread_cond_broadcast(&pl.cv);
 	pthread_mutex_unlock(&pl.mu);
-	pthread_join(tid, NULL);
+	for (unsigned t = 1; t < pl.n; t++)
+		pthread_join(tid[t], NULL);
 	trace_reader_close(rd);
-	for (int i = 0; i < SLOTS; i++) {
-		pb_buf_free(&pl.win[i].in);
-		pb_buf_free(&pl.win[i].out);
-		pb_buf_free(&pl.win[i].mine);
-	}
-	pthread_cond_destroy(&pl.cv);
-	pthread_mutex_destroy(&pl.mu);
+	pool_free(&pl);
 	return status;
 }
 
@@ -337,5 +450,5 @@ int partition_run(const struct partition_job *job, struct vp_error *err,
 	*io_error = 0;
 	if (job->threads < 2)
 		return run_single(job, err, io_error);
-	return run_two(job, err, io_error);
+	return run_many(job, err, io_error);
 }

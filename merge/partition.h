@@ -1,28 +1,39 @@
 /*
- * partition.h - runs a per-packet function over a trace file on one or two
- * threads, partitioned by trusted_packet_sequence_id.
+ * partition.h - runs a per-packet function over a trace file on one or
+ * more threads.
  *
  * Everything the merge keeps per packet stream (interning, clocks, legacy
  * timestamps) is per sequence, so packets of different sequences can be
  * handled apart: thread k owns the sequences that hash to k and keeps
- * their state.  The first thread reads the file, peeks at each packet's
- * sequence id and hands the second thread its packets window by window.
+ * their state.  Packets whose handling reads or writes no sequence state
+ * (the job's `stateless` says which: an ftrace bundle, say) may go to any
+ * thread; they are spread by bytes, so one busy sequence does not leave
+ * the other threads idle.  The first thread reads the file, peeks at each
+ * packet and hands the others their packets window by window.
+ *
+ * Memory is bounded by bytes, not records: a window closes at
+ * PARTITION_WINDOW_BYTES of input (or PARTITION_WINDOW_RECORDS records),
+ * at most threads + 2 windows are in flight, and a buffer that grew past
+ * a few windows for a large record is given back once it is emitted.
  *
  * With an output sink the result is the same bytes, in the same order, as
- * one thread would write: the first thread interleaves the two threads'
- * output of each window back into file order before the sink sees it.
+ * one thread would write: the first thread interleaves the threads' output
+ * of each window back into file order before the sink sees it.
  */
 #ifndef VP_PARTITION_H
 #define VP_PARTITION_H
 
 #include <signal.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "pb_wire.h"
 #include "vp_error.h"
 
-#define PARTITION_MAX_THREADS 2
+#define PARTITION_MAX_THREADS 64
+#define PARTITION_WINDOW_RECORDS 4096
+#define PARTITION_WINDOW_BYTES (1u << 20)
 
 /* Handles one top-level record the calling thread owns (a packet, field 1,
  * or anything else).  Appends its output, if any, to out.  Returns 0, or
@@ -36,14 +47,20 @@ typedef int (*partition_fn)(void *ctx, const uint8_t *raw, size_t raw_len,
 typedef int (*partition_sink)(void *ctx, const void *p, size_t len,
 			      struct vp_error *err);
 
+/* True when handling this packet reads and writes no per-sequence state,
+ * so any thread may take it; *seq_id is its sequence either way. */
+typedef bool (*partition_stateless)(const uint8_t *pkt, size_t len,
+				    uint32_t *seq_id);
+
 /* Told how many input bytes were consumed (first thread only). */
 typedef void (*partition_progress)(void *ctx, uint64_t bytes);
 
 struct partition_job {
 	const char *path;
-	unsigned threads;                 /* 1 or 2 */
+	unsigned threads;                 /* 1 .. PARTITION_MAX_THREADS */
 	partition_fn fn;
 	void *ctx[PARTITION_MAX_THREADS]; /* one per thread */
+	partition_stateless stateless;    /* NULL: every packet by sequence */
 	partition_sink sink;              /* NULL: output is dropped */
 	void *sink_ctx;
 	partition_progress progress;

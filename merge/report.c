@@ -201,7 +201,7 @@ static void json_guest(FILE *f, const struct merge_guest *g)
 		"%llu, \"ftrace_timestamps\": %llu, \"compact_sched_timestamps\": "
 		"%llu, \"clock_snapshot_entries\": %llu, \"unmapped\": %llu, "
 		"\"went_backwards\": %llu, \"clamped_deltas\": %llu, "
-		"\"relabelled\": %llu, \"bytes_in\": %llu, \"bytes_out\": %llu}}",
+		"\"overflowed\": %llu, \"relabelled\": %llu, \"bytes_in\": %llu, \"bytes_out\": %llu}}",
 		(unsigned long long)s->packets, (unsigned long long)s->ts_packet,
 		(unsigned long long)s->ts_scoped,
 		(unsigned long long)s->ts_legacy_us,
@@ -209,7 +209,7 @@ static void json_guest(FILE *f, const struct merge_guest *g)
 		(unsigned long long)s->ts_snapshot,
 		(unsigned long long)s->ts_unmapped,
 		(unsigned long long)s->backwards, (unsigned long long)s->clamped,
-		(unsigned long long)s->relabelled,
+		(unsigned long long)s->overflow, (unsigned long long)s->relabelled,
 		(unsigned long long)g->bytes_in, (unsigned long long)g->bytes_out);
 }
 

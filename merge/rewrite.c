@@ -103,6 +103,7 @@ void rewrite_stats_add(struct rewrite_stats *dst,
 	dst->ts_unmapped += src->ts_unmapped;
 	dst->backwards += src->backwards;
 	dst->clamped += src->clamped;
+	dst->overflow += src->overflow;
 	dst->relabelled += src->relabelled;
 	if (src->first_boot_ts < dst->first_boot_ts)
 		dst->first_boot_ts = src->first_boot_ts;
@@ -450,8 +451,10 @@ static bool map_scoped(struct rewriter *rw, struct rw_seq *q,
 	__int128 units = (__int128)c->snap +
 			 div_round((__int128)mapped - (__int128)q->anchor_out,
 				   c->unit);
-	if (units < 0)
-		units = 0;
+	if (units < 0 || units > (__int128)UINT64_MAX) {
+		rw->st.overflow++;
+		units = units < 0 ? 0 : (__int128)UINT64_MAX;
+	}
 	if (!c->incremental) {
 		*res = (uint64_t)units;
 		return true;
@@ -1128,4 +1131,35 @@ int rewrite_packet(struct rewriter *rw, const uint8_t *pkt, size_t len,
 	if (cfg->machine_id)
 		pb_put_varint(out, TP_MACHINE_ID, cfg->machine_id);
 	return 0;
+}
+
+bool rewrite_packet_stateless(const uint8_t *pkt, size_t len, uint32_t *seq_id)
+{
+	struct pb_reader r;
+	struct pb_field f;
+	bool stateless = true;
+
+	*seq_id = 0;
+	pb_reader_init(&r, pkt, len);
+	while (pb_next(&r, &f)) {
+		switch (f.num) {
+		case TP_TRUSTED_PACKET_SEQUENCE_ID:
+			if (f.wt == PB_WT_VARINT)
+				*seq_id = (uint32_t)f.val;
+			break;
+		/* what rewrite_packet reads or keeps per sequence */
+		case TP_TIMESTAMP:
+		case TP_TIMESTAMP_CLOCK_ID:
+		case TP_CLOCK_SNAPSHOT:
+		case TP_TRACK_EVENT:
+		case TP_THREAD_DESCRIPTOR:
+		case TP_TRACE_PACKET_DEFAULTS:
+		case TP_SEQUENCE_FLAGS:
+		case TP_INCREMENTAL_STATE_CLEARED:
+		case TP_COMPRESSED_PACKETS:
+			stateless = false;
+			break;
+		}
+	}
+	return stateless && !r.err;
 }

@@ -56,6 +56,8 @@ struct rewrite_stats {
 	uint64_t ts_unmapped;     /* left as they were: unknown clock */
 	uint64_t backwards;       /* mapped time went back on a sequence */
 	uint64_t clamped;         /* deltas that would be negative: set 0 */
+	uint64_t overflow;        /* mapped values outside the field's range
+				   * (far outside the model): saturated */
 	uint64_t relabelled;      /* packets given timestamp_clock_id */
 	uint64_t first_boot_ts;   /* smallest and largest BOOTTIME packet */
 	uint64_t last_boot_ts;    /* timestamp mapped (input values) */
@@ -72,6 +74,12 @@ void rewriter_free(struct rewriter *rw);
  * data. */
 int rewrite_packet(struct rewriter *rw, const uint8_t *pkt, size_t len,
 		   uint64_t off, struct pb_buf *out, struct vp_error *err);
+/* True when rewriting this packet reads and writes no per-sequence state
+ * of the rewriter (an ftrace bundle, process data without a timestamp), so
+ * any rewriter with the same configuration gives the same bytes and the
+ * same counts; *seq_id is the packet's sequence either way. */
+bool rewrite_packet_stateless(const uint8_t *pkt, size_t len,
+			      uint32_t *seq_id);
 const struct rewrite_stats *rewriter_stats(const struct rewriter *rw);
 /* Adds src's counts to dst (the halves of a partitioned rewrite). */
 void rewrite_stats_add(struct rewrite_stats *dst,

@@ -1,32 +1,155 @@
 #!/usr/bin/env python3
 """merge_bench.py - how fast vperfetto_merge is, against cat, in one run.
 
-Generates a guest trace of at least --size-gib GiB (default 1) and a host
-trace with the project's generator, warms the page cache, then times:
-  - cat host.pb guest.pb > copy.pb       (same bytes read and written)
-  - cat ... && sync copy.pb              (the same, made durable like the merge's output)
-  - vperfetto_merge host.pb guest.pb -o merged.pb
-each --runs times (median reported), and the merge's peak RSS.  Targets
-(issue 2): merge within 2x of cat on a warm cache; peak RSS under 64 MiB.
+Two input shapes:
+  small   the project's generator at a byte target: millions of small
+          packets (track events, ftrace events, compact_sched) on many
+          sequences;
+  ftrace  an ftrace-heavy guest (tests/bench/ftrace_heavy.py): 34 KB
+          compact_sched bundles, nearly all on one sequence.
+For each shape, warms the page cache, then times, interleaved so machine
+noise hits all alike, --runs times each (median reported):
+  - cat host.pb guest.pb > copy.pb       (the same bytes read and written)
+  - the same followed by sync copy.pb    (made durable, as the merge's is)
+  - vperfetto_merge -q --threads N host.pb guest.pb -o merged.pb, for each N
+and prints time, MB/s, the ratio to cat and peak RSS (/usr/bin/time) beside the
+targets: merge within 2x cat (ftrace) or 4x cat (small packets), peak RSS
+at most 64 MiB, more threads never slower than one.  --sha256 prints the
+sha256 of each output (they must be equal across thread counts and stay
+equal across changes that only make the merge faster).
 
-usage: merge_bench.py [--build DIR] [--work DIR] [--size-gib N] [--runs N]
+usage: merge_bench.py [--build DIR] [--work DIR] [--shapes small,ftrace]
+                      [--size-mb N] [--runs N] [--threads 1,2] [--sha256]
+                      [--keep]
 """
-import argparse, os, resource, statistics, subprocess, sys, time
+import argparse, hashlib, os, statistics, subprocess, sys, time
 
-def run(cmd, **kw):
+TARGET_RATIO = {"small": 4.0, "ftrace": 2.0}
+
+
+TIME = "/usr/bin/time"
+
+
+def timed(cmd, stdout=subprocess.DEVNULL):
+    """Runs cmd; returns (seconds, peak RSS KiB).  The RSS comes from
+    /usr/bin/time when there is one: wait4 on a child of this process would
+    count the Python interpreter it was forked from."""
+    rss_file = None
+    if os.access(TIME, os.X_OK):
+        rss_file = os.path.join(os.environ.get("TMPDIR", "/tmp"),
+                                f"merge_bench_rss.{os.getpid()}")
+        cmd = [TIME, "-q", "-f", "%M", "-o", rss_file] + cmd
     t0 = time.monotonic()
-    subprocess.run(cmd, check=True, **kw)
-    return time.monotonic() - t0
+    p = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.PIPE)
+    _, status, ru = os.wait4(p.pid, 0)
+    t = time.monotonic() - t0
+    p.returncode = os.waitstatus_to_exitcode(status)
+    err = p.stderr.read().decode(errors="replace")
+    p.stderr.close()
+    if p.returncode:
+        sys.exit(f"{cmd[0]} failed ({p.returncode}): {err}")
+    rss = ru.ru_maxrss
+    if rss_file:
+        with open(rss_file) as f:
+            rss = int(f.read().split()[-1])
+        os.unlink(rss_file)
+    return t, rss
 
-def child_peak_rss_kib(cmd):
-    """Runs cmd in a fresh python child so RUSAGE_CHILDREN is only cmd's."""
-    code = ("import resource,subprocess,sys;"
-            "subprocess.run(sys.argv[1:],check=True,stdout=subprocess.DEVNULL,"
-            "stderr=subprocess.DEVNULL);"
-            "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
-    out = subprocess.run([sys.executable, "-c", code] + cmd, check=True,
-                         capture_output=True, text=True)
-    return int(out.stdout.strip())
+
+def sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while True:
+            b = f.read(1 << 22)
+            if not b:
+                return h.hexdigest()
+            h.update(b)
+
+
+def warm(*paths):
+    for p in paths:
+        with open(p, "rb") as f:
+            while f.read(1 << 24):
+                pass
+
+
+def generate(a, shape, host, guest, target):
+    gen = os.path.join(a.build, "tests/vperfetto_tracegen")
+    if os.path.exists(guest) and os.path.getsize(guest) >= target:
+        return
+    print(f"generating the {shape} guest trace (>= {target / 1e6:.0f} MB) ...",
+          flush=True)
+    if shape == "small":
+        subprocess.run([gen, "--host", host, "--guest", guest, "--seed", "7",
+                        "--duration-s", "600", "--exchanges", "1000",
+                        "--target-bytes", str(target)],
+                       check=True, stdout=subprocess.DEVNULL)
+    else:
+        here = os.path.dirname(os.path.abspath(__file__))
+        subprocess.run([sys.executable, os.path.join(here, "ftrace_heavy.py"),
+                        gen, host, guest, str(target)], check=True)
+
+
+def bench_shape(a, shape, threads):
+    merge = os.path.join(a.build, "merge/vperfetto_merge")
+    d = os.path.join(a.work, shape)
+    os.makedirs(d, exist_ok=True)
+    host, guest = os.path.join(d, "host.pb"), os.path.join(d, "guest.pb")
+    copy, merged = os.path.join(d, "copy.pb"), os.path.join(d, "merged.pb")
+    generate(a, shape, host, guest, int(a.size_mb * 1e6))
+    mb = (os.path.getsize(host) + os.path.getsize(guest)) / 1e6
+    warm(host, guest)
+
+    cats, syncs, merges, rss, shas = [], [], {n: [] for n in threads}, {}, {}
+    for _ in range(a.runs):
+        with open(copy, "wb") as out:
+            cats.append(timed(["cat", host, guest], stdout=out)[0])
+        # the same, made durable as the merge's output is (it fsyncs)
+        with open(copy, "wb") as out:
+            t = timed(["cat", host, guest], stdout=out)[0]
+        syncs.append(t + timed(["sync", copy])[0])
+        for n in threads:
+            t, r = timed([merge, "-q", "--threads", str(n), host, guest,
+                          "-o", merged])
+            merges[n].append(t)
+            rss[n] = max(rss.get(n, 0), r)
+            if a.sha256 and n not in shas:
+                shas[n] = sha256(merged)
+    os.unlink(copy)
+    if not a.keep:
+        os.unlink(merged)
+
+    c, cs = statistics.median(cats), statistics.median(syncs)
+    goal = TARGET_RATIO[shape]
+    print(f"\n{shape}: host {os.path.getsize(host) / 1e6:.1f} MB + guest "
+          f"{os.path.getsize(guest) / 1e6:.1f} MB = {mb:.1f} MB, "
+          f"median of {a.runs}")
+    print(f"  {'':22} {'time':>8} {'MB/s':>7} {'x cat':>7} {'peak RSS':>10}")
+    print(f"  {'cat host guest > copy':22} {c:7.2f}s {mb / c:7.0f} {1:7.2f}")
+    print(f"  {'cat + sync copy':22} {cs:7.2f}s {mb / cs:7.0f} {cs / c:7.2f}")
+    t1 = None
+    for n in threads:
+        m = statistics.median(merges[n])
+        t1 = m if t1 is None else t1
+        notes = []
+        notes.append("meets" if m / c <= goal else "misses")
+        notes[-1] += f" <= {goal:g}x cat"
+        notes.append(("meets" if rss[n] <= 64 * 1024 else "misses") +
+                     " <= 64 MiB")
+        if n != threads[0]:
+            notes.append("not slower than 1 thread" if m <= t1 * 1.05
+                         else "SLOWER than 1 thread")
+        print(f"  {'merge --threads ' + str(n):22} {m:7.2f}s {mb / m:7.0f} "
+              f"{m / c:7.2f} {rss[n] / 1024:7.1f} MiB  {'; '.join(notes)}; "
+              f"{m / cs:.2f}x cat+sync")
+    if a.sha256:
+        for n in threads:
+            print(f"  sha256 --threads {n}: {shas[n]}")
+        if len(set(shas.values())) > 1:
+            print("  OUTPUTS DIFFER between thread counts")
+            return 1
+    return 0
+
 
 def main():
     ap = argparse.ArgumentParser()
@@ -34,65 +157,22 @@ def main():
     root = os.path.dirname(os.path.dirname(here))
     ap.add_argument("--build", default=os.path.join(root, "build"))
     ap.add_argument("--work", default=os.path.join(root, "build", "bench"))
-    ap.add_argument("--size-gib", type=float, default=1.0)
+    ap.add_argument("--shapes", default="small,ftrace")
+    ap.add_argument("--size-mb", type=float, default=500)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--threads", default=None,
+                    help="comma-separated (default: 1 and the number of CPUs)")
+    ap.add_argument("--sha256", action="store_true")
+    ap.add_argument("--keep", action="store_true", help="keep merged.pb")
     a = ap.parse_args()
+    ncpu = os.cpu_count() or 1
+    threads = ([int(x) for x in a.threads.split(",")] if a.threads
+               else sorted({1, ncpu}))
+    rc = 0
+    for shape in a.shapes.split(","):
+        rc |= bench_shape(a, shape, threads)
+    return rc
 
-    os.makedirs(a.work, exist_ok=True)
-    gen = os.path.join(a.build, "tests/vperfetto_tracegen")
-    merge = os.path.join(a.build, "merge/vperfetto_merge")
-    host, guest = os.path.join(a.work, "host.pb"), os.path.join(a.work, "guest.pb")
-    copy, merged = os.path.join(a.work, "copy.pb"), os.path.join(a.work, "merged.pb")
-    target = int(a.size_gib * (1 << 30))
-
-    if not os.path.exists(guest) or os.path.getsize(guest) < target:
-        print(f"generating a guest trace of >= {a.size_gib} GiB ...", flush=True)
-        t = run([gen, "--host", host, "--guest", guest, "--seed", "7",
-                 "--duration-s", "600", "--exchanges", "1000",
-                 "--target-bytes", str(target)], stdout=subprocess.DEVNULL)
-        print(f"  generated in {t:.1f} s")
-    size = os.path.getsize(host) + os.path.getsize(guest)
-    mb = size / 1e6
-    print(f"input: host {os.path.getsize(host)/1e6:.1f} MB + guest "
-          f"{os.path.getsize(guest)/1e6:.1f} MB = {mb:.1f} MB")
-
-    # warm the cache
-    for f in (host, guest):
-        with open(f, "rb") as fh:
-            while fh.read(1 << 24):
-                pass
-
-    def cat():
-        with open(copy, "wb") as out:
-            return run(["cat", host, guest], stdout=out)
-
-    def cat_sync():
-        t = cat()
-        return t + run(["sync", copy])
-
-    def do_merge(threads):
-        return run([merge, "-q", "--threads", str(threads), host, guest,
-                    "-o", merged])
-
-    cats, cat_syncs, merges, merges1 = [], [], [], []
-    for _ in range(a.runs):   # interleaved, so machine noise hits all alike
-        cats.append(cat())
-        cat_syncs.append(cat_sync())
-        merges.append(do_merge(2))
-        merges1.append(do_merge(1))
-    rss = child_peak_rss_kib([merge, "-q", host, guest, "-o", merged])
-    os.unlink(copy)
-
-    c, cs, m, m1 = (statistics.median(x)
-                    for x in (cats, cat_syncs, merges, merges1))
-    print(f"cat host+guest > copy:      {c:7.2f} s  {mb / c:8.0f} MB/s  (median of {a.runs})")
-    print(f"cat + sync:                 {cs:7.2f} s  {mb / cs:8.0f} MB/s")
-    print(f"vperfetto_merge:            {m:7.2f} s  {mb / m:8.0f} MB/s  (2 threads, incl. fsync)")
-    print(f"vperfetto_merge --threads 1:{m1:7.2f} s  {mb / m1:8.0f} MB/s")
-    print(f"merge / cat time ratio:     {m / c:7.2f}x   (target <= 2x)")
-    print(f"merge / (cat+sync) ratio:   {m / cs:7.2f}x")
-    print(f"merge peak RSS:             {rss / 1024:7.1f} MiB (target < 64 MiB; input {mb:.0f} MB)")
-    return 0
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -134,14 +134,99 @@ PY
 check "compressed: make compressed traces" bash -c \
       "python3 '$W/compress.py' '$W/ex.host.pb' '$W/zh.pb' && python3 '$W/compress.py' '$W/ex.guest.pb' '$W/zg.pb'"
 check "compressed: merge" "$MERGE" "$W/zh.pb" "$W/zg.pb" -o "$W/z.out.pb" --report "$W/z.json"
+# the guest's packets stay compressed in the output (compressed again
+# after the rewrite): inflate them to check them against the truth
+cat > "$W/inflate.py" <<'PY'
+import sys, zlib
+def fields(b):
+    i = 0
+    while i < len(b):
+        t, s, j = 0, 0, i
+        while True:
+            c = b[i]; i += 1; t |= (c & 0x7f) << s; s += 7
+            if c < 0x80: break
+        if t & 7 == 0:
+            while b[i] & 0x80: i += 1
+            i += 1; yield t >> 3, None, b[j:i]
+        elif t & 7 == 2:
+            n, s = 0, 0
+            while True:
+                c = b[i]; i += 1; n |= (c & 0x7f) << s; s += 7
+                if c < 0x80: break
+            yield t >> 3, b[i:i + n], b[j:i + n]; i += n
+        else:
+            raise SystemExit('unexpected wire type')
+out, nz = bytearray(), 0
+for num, pkt, raw in fields(open(sys.argv[1], 'rb').read()):
+    z = [d for n, d, _ in fields(pkt) if n == 50] if num == 1 else []
+    if z:
+        nz += 1; out += zlib.decompress(z[0])
+    else:
+        out += raw
+open(sys.argv[2], 'wb').write(out)
+print(nz)
+PY
+check "compressed: guest packets stay compressed in the output" bash -c \
+      "n=\$(python3 '$W/inflate.py' '$W/z.out.pb' '$W/z.flat.pb') && [ \"\$n\" -gt 0 ]"
+check "compressed: output about as large as the input" python3 -c "
+import os,sys; i=os.path.getsize('$W/zh.pb')+os.path.getsize('$W/zg.pb')
+sys.exit(0 if os.path.getsize('$W/z.out.pb') < 1.5*i else 1)"
 check "compressed: every guest timestamp within 1000 ns of truth" \
-      "$TRUTH" "$W/ex.params" "$W/ex.guest.pb" "$W/z.out.pb" --machine 1 --tolerance-ns 1000
+      "$TRUTH" "$W/ex.params" "$W/ex.guest.pb" "$W/z.flat.pb" --machine 1 --tolerance-ns 1000
 check "compressed: host sync samples found inside compressed_packets" python3 -c "
 import json,sys; a=json.load(open('$W/z.json')); b=json.load(open('$W/ex.json'))
 sys.exit(0 if a['host']['samples']==b['host']['samples']>0 else 1)"
 printf '\x0a\x05\x92\x03\x02\x78\x9c' > "$W/zbad.pb"
 expect_exit "compressed: corrupt zlib data: exit 2" 2 "zbad.pb: byte offset 2: corrupt compressed_packets" \
       "$MERGE" "$W/ex.host.pb" "$W/zbad.pb" -o "$W/bad.out.pb"
+expect_exit "compressed: over --max-inflate: exit 2 naming file and offset" 2 \
+      "zg.pb: byte offset [0-9]+: compressed_packets inflate to over 65536 bytes" \
+      "$MERGE" "$W/zh.pb" "$W/zg.pb" -o "$W/cap.out.pb" --max-inflate 64K
+check "compressed: over --max-inflate: no output" test ! -e "$W/cap.out.pb"
+expect_exit "compressed: bad --max-inflate: exit 1" 1 "bad --max-inflate" \
+      "$MERGE" "$W/zh.pb" "$W/zg.pb" -o "$W/cap.out.pb" --max-inflate 12X
+# a compression bomb: 2.4 MB that inflate to 2.4 GB, over the default cap
+python3 - "$W/ex.guest.pb" "$W/bomb.pb" <<'PY'
+import sys, zlib
+def varint(n):
+    out = bytearray()
+    while True:
+        if n < 0x80: out.append(n); return bytes(out)
+        out.append(n & 0x7f | 0x80); n >>= 7
+inner = bytes(40 << 20)                     # 40 MB of zeros in field 900
+pkt = varint(900 << 3 | 2) + varint(len(inner)) + inner
+z = zlib.compress(b'\x0a' + varint(len(pkt)) + pkt, 9)
+outer = b'\x92\x03' + varint(len(z)) + z
+rec = b'\x0a' + varint(len(outer)) + outer
+open(sys.argv[2], 'wb').write(open(sys.argv[1], 'rb').read() + rec * 60)
+PY
+expect_exit "compressed: a bomb over the default cap: exit 2 naming file and offset" 2 \
+      "bomb.pb: byte offset [0-9]+: compressed_packets inflate to over 2147483648 bytes" \
+      "$MERGE" "$W/ex.host.pb" "$W/bomb.pb" -o "$W/bomb.out.pb"
+check "compressed: a bomb: no output" test ! -e "$W/bomb.out.pb"
+rm -f "$W/bomb.pb"
+
+# 6d. a timestamp far outside the clock model is counted, not silently
+# clamped
+python3 - "$W/ex.guest.pb" "$W/far.pb" <<'PY'
+import sys
+def varint(n):
+    out = bytearray()
+    while True:
+        if n < 0x80: out.append(n); return bytes(out)
+        out.append(n & 0x7f | 0x80); n >>= 7
+pkt = b'\x40' + varint((1 << 64) - 1) + b'\x50' + varint(999)  # ts, seq 999
+open(sys.argv[2], 'wb').write(open(sys.argv[1], 'rb').read() +
+                              b'\x0a' + varint(len(pkt)) + pkt)
+PY
+check "overflow: merge" "$MERGE" "$W/ex.host.pb" "$W/far.pb" -o "$W/far.out.pb" \
+      --report "$W/far.json"
+check "overflow: counted in the report" python3 -c "
+import json,sys; g=json.load(open('$W/far.json'))['guests'][0]
+sys.exit(0 if g['rewrite']['overflowed'] == 1 else 1)"
+check "overflow: none in an ordinary merge" python3 -c "
+import json,sys; g=json.load(open('$W/ex.json'))['guests'][0]
+sys.exit(0 if g['rewrite']['overflowed'] == 0 else 1)"
 
 # 6c. two threads write the same bytes as one
 check "threads: exchanges scenario, 1 and 2 threads identical" bash -c \

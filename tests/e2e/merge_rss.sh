@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# merge_rss.sh - the merge runs in bounded memory whatever the packet size.
+#
+# usage: merge_rss.sh TRACEGEN MERGE FTRACE_HEAVY_PY [SIZE_MB]
+#
+# Merges an ftrace-heavy guest trace of a few hundred MB (34 KB
+# compact_sched bundles, nearly all on one sequence: the shape that once
+# took 660 MiB on two threads) on 1, 2 and as many threads as there are
+# CPUs, and fails when the peak RSS of any run exceeds 64 MiB or the
+# outputs differ.  The traces go under /tmp and are removed.
+set -uo pipefail
+TG=$1 MERGE=$2 GEN=$3 SIZE_MB=${4:-300}
+LIMIT_KIB=$((64 * 1024))
+W=$(mktemp -d /tmp/vp_rss.XXXXXX)
+trap 'rm -rf "$W"' EXIT
+pass=0 fail=0
+ok()  { pass=$((pass + 1)); echo "ok - $1"; }
+bad() { fail=$((fail + 1)); echo "not ok - $1"; }
+
+if ! python3 "$GEN" "$TG" "$W/host.pb" "$W/guest.pb" $((SIZE_MB * 1000000)); then
+  echo "not ok - generate the traces"; exit 1
+fi
+echo "# guest trace: $(($(stat -c %s "$W/guest.pb") / 1000000)) MB"
+ncpu=$(nproc)
+first=
+for t in $(printf '%s\n' 1 2 "$ncpu" | sort -nu); do
+  [ "$t" -le "$ncpu" ] || continue
+  if ! /usr/bin/time -f %M -o "$W/rss" "$MERGE" -q --threads "$t" \
+       "$W/host.pb" "$W/guest.pb" -o "$W/out.$t.pb" 2>"$W/log"; then
+    bad "--threads $t: merge"; sed 's/^/    /' "$W/log"; continue
+  fi
+  rss=$(tail -1 "$W/rss")
+  if [ "$rss" -le "$LIMIT_KIB" ]; then ok "--threads $t: peak RSS $((rss / 1024)) MiB <= 64 MiB"
+  else bad "--threads $t: peak RSS $((rss / 1024)) MiB > 64 MiB"; fi
+  if [ -z "$first" ]; then first=$W/out.$t.pb
+  elif cmp -s "$first" "$W/out.$t.pb"; then ok "--threads $t: same bytes as --threads 1"; rm -f "$W/out.$t.pb"
+  else bad "--threads $t: output differs from --threads 1"; fi
+done
+echo "# $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
