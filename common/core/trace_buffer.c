@@ -893,6 +893,18 @@ int vp_trace_buffer_read_packet(struct vp_trace_buffer *tb,
 	return 0;
 }
 
+void vp_trace_buffer_packet_dropped(struct vp_trace_buffer *tb,
+				    const struct vp_tb_packet_info *info)
+{
+	struct tb_seq *seq = seq_find(tb, info->producer_id, info->writer_id);
+	if (seq && !seq->lost) {
+		seq->lost = true;
+		/* Not a loss of the writer's: it is counted where the caller
+		 * dropped it (invalid_packets). */
+		seq->loss_counted = true;
+	}
+}
+
 /* ---- lifetime and accessors ------------------------------------------ */
 
 int vp_trace_buffer_new(struct vp_trace_buffer **out, size_t size,

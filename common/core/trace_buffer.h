@@ -133,6 +133,11 @@ int vp_trace_buffer_read_packet(struct vp_trace_buffer *tb,
 				struct pb_buf *out,
 				struct vp_tb_packet_info *info);
 
+/* The packet just read (info) was dropped by the caller: the next packet
+ * of its sequence reports previous_packet_dropped, as for any loss. */
+void vp_trace_buffer_packet_dropped(struct vp_trace_buffer *tb,
+				    const struct vp_tb_packet_info *info);
+
 void vp_trace_buffer_get_stats(const struct vp_trace_buffer *tb,
 			       struct vp_tb_stats *out);
 /* Bytes of chunks held now (not yet read nor overwritten). */

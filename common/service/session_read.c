@@ -138,6 +138,9 @@ static bool next_buffer_packet(struct vp_session_reader *r,
 		if (!vp_producer_packet_valid(r->pkt.data, r->pkt.len)) {
 			sess->invalid_packets++;
 			sess->svc->stats.invalid_packets++;
+			/* Its sequence's next packet says one was lost (it
+			 * may have carried interned data or a loss flag). */
+			vp_trace_buffer_packet_dropped(b->tb, &info);
 			continue;
 		}
 		append_trusted(&r->pkt, &info);

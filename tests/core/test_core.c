@@ -761,6 +761,25 @@ static void test_tb_writer_drop_marker(void **state)
 	expect_none(tb);
 	assert_int_equal(stats(tb).trace_writer_packet_loss, 2);
 	assert_int_equal(stats(tb).abi_violations, 0);
+
+	/* a packet the reader drops (the service found it invalid): the next
+	 * one says so, and the writer is not blamed */
+	tc_begin(&c, 4, 1, 292);
+	tc_str(&c, "bad");
+	tc_str(&c, "f");
+	tc_end(&c, 0);
+	assert_int_equal(commit(tb, 1, &c, true), 0);
+	vp_trace_buffer_begin_read(tb);
+	struct pb_buf out;
+	struct vp_tb_packet_info info;
+	pb_buf_init(&out);
+	assert_int_equal(vp_trace_buffer_read_packet(tb, &out, &info), 1);
+	assert_memory_equal(out.data, "bad", 3);
+	vp_trace_buffer_packet_dropped(tb, &info);
+	pb_buf_free(&out);
+	expect_pkt(tb, "f", true);
+	expect_none(tb);
+	assert_int_equal(stats(tb).trace_writer_packet_loss, 2);
 	vp_trace_buffer_free(tb);
 }
 
