@@ -359,10 +359,23 @@ static void writer_took_chunk(struct vp_writer *w, unsigned flags)
 		w->state_valid = false;
 }
 
+/* w found no free chunk: it drops packets until it gets one again (see
+ * writer_took_chunk).  It skips a chunk_id so that the service sees the
+ * gap, unless the chunk it handed back carries the drop marker. */
+static void writer_start_dropping(struct vp_writer *w, uint64_t now_ns,
+				  bool loss_marked)
+{
+	w->dropping = true;
+	if (!loss_marked)
+		w->next_chunk_id++;
+	w->last_retry_ns = now_ns;
+	w->drops_since_retry = 0;
+	commit_now();
+}
+
 /* Gets a chunk when w has none: drops, stalls or enters / stays in drop
- * mode, as the buffer_exhausted_policy says.  A writer entering drop mode
- * skips a chunk_id so that the service sees the gap, unless the chunk it
- * handed back already carries the drop marker (loss_marked). */
+ * mode, as the buffer_exhausted_policy says (loss_marked: see
+ * writer_start_dropping). */
 static bool writer_acquire(struct vp_writer *w, uint64_t now_ns, unsigned flags,
 			   bool loss_marked)
 {
@@ -377,14 +390,8 @@ static bool writer_acquire(struct vp_writer *w, uint64_t now_ns, unsigned flags,
 	    !(writer_wants_stall(w) && writer_stall(w))) {
 		if (w->retired)
 			return false; /* stopped while stalled */
-		if (!w->dropping) {
-			w->dropping = true;
-			if (!loss_marked)
-				w->next_chunk_id++;
-			w->last_retry_ns = now_ns;
-			w->drops_since_retry = 0;
-			commit_now();
-		}
+		if (!w->dropping)
+			writer_start_dropping(w, now_ns, loss_marked);
 		return false;
 	}
 	writer_took_chunk(w, flags);
@@ -445,19 +452,22 @@ static bool writer_next_chunk(struct vp_writer *w, uint64_t now_ns,
 		writer_took_chunk(w, flags);
 		return true;
 	}
-	bool marked = false;
-	if (!writer_wants_stall(w) && old.packets > 0 && old.last_frag) {
-		vp_write_redundant_varint(old.last_frag,
-					  VP_FRAGMENT_DROP_PACKET);
-		old.flags &= ~VP_CHUNK_LAST_PACKET_CONTINUES;
-		marked = true;
-		if (!continues)
-			w->dropped_packets++; /* a whole packet went with it */
+	if (writer_wants_stall(w) || old.packets == 0 || !old.last_frag) {
+		/* Handed back first: a stall waits for the service, which may
+		 * want this chunk before it frees any. */
+		held_release(w, &old);
+		return writer_acquire(w, now_ns, flags, false);
 	}
-	/* Handed back before a stall, too: the service may be waiting for
-	 * it before it frees anything. */
+	vp_write_redundant_varint(old.last_frag, VP_FRAGMENT_DROP_PACKET);
+	old.flags &= ~VP_CHUNK_LAST_PACKET_CONTINUES;
+	if (!continues)
+		w->dropped_packets++; /* a whole packet went with it */
 	held_release(w, &old);
-	return writer_acquire(w, now_ns, flags, marked);
+	/* Dropping from here on, even if a chunk were free now: the service
+	 * will report the loss, so the next packet must start the state
+	 * anew (writer_took_chunk). */
+	writer_start_dropping(w, now_ns, true);
+	return false;
 }
 
 static void commit_queue_push(struct vp_writer *w)
