@@ -151,7 +151,12 @@ time.sleep(30)
 PY
 child=$!
 e2e_track "$child"
-sleep 0.5
+# Python starts slowly on a busy machine: wait (20 s at most) until the
+# thread has its name, or the scan may run before it exists.
+for _ in $(seq 200); do
+	grep -qx sysprobe_thr /proc/"$child"/task/*/comm 2>/dev/null && break
+	sleep 0.1
+done
 fi
 if record scan "$(cat <<CFG
 buffers { size_kb: 16384 fill_policy: DISCARD }
