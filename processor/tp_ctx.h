@@ -106,6 +106,8 @@ struct tp_ctx {
 	struct tp_system_state *sys;
 
 	struct u64map machines; /* raw machine_id -> machine table id */
+	bool host_has_data;     /* a packet of machine 0 was seen */
+	bool machine_resolved;  /* the first remote machine was placed */
 	const char *path;       /* trace file, for messages */
 	uint64_t file_size;
 	uint64_t packets;       /* packets tokenized */
@@ -126,6 +128,14 @@ static inline tp_str tp_s(struct tp_ctx *c, const char *s)
 
 /* Machine table id for a raw TracePacket.machine_id (0: the host). */
 uint32_t tp_machine(struct tp_ctx *c, uint32_t raw_machine_id);
+/* The same for a packet in file order, with Perfetto's adoption: when the
+ * first packet that carries a machine_id comes before any packet of the
+ * host (synchronization markers and compressed-packet envelopes do not
+ * count), the host has no data of its own and that machine takes the
+ * host's row (machine 0, raw_id relabelled); later machines get rows of
+ * their own. */
+uint32_t tp_packet_machine(struct tp_ctx *c, uint32_t raw_machine_id,
+			   bool counts_for_host);
 
 /* Prints a warning about the trace on stderr (rate-limited per text). */
 void tp_warn(struct tp_ctx *c, const char *fmt, ...)

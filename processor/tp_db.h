@@ -110,14 +110,12 @@ static inline void tp_set_int(struct tp_table *t, unsigned col, uint32_t row,
 }
 
 /* A machine_id column of a table whose rows belong to a machine (track,
- * process, thread, cpu, sched, ...): NULL for the tracing host (machine
- * 0), non-null only on a remote machine, as in Perfetto.  (stats and
- * metadata are the exception: there Perfetto writes 0 for the host.) */
+ * process, thread, cpu, clock_snapshot ...): the machine table id, 0 for
+ * the tracing host, as Perfetto (v58) writes it.  Tables Perfetto gives no
+ * machine_id (sched, thread_state, ftrace_event) keep one internally, for
+ * joins, and show ucpu instead. */
 #define tp_set_machine(t, col, row, machine)                                 \
-	do {                                                                 \
-		if ((machine) != 0)                                          \
-			tp_set_int((t), (col), (row), (int64_t)(machine));   \
-	} while (0)
+	tp_set_int((t), (col), (row), (int64_t)(machine))
 
 
 static inline void tp_set_str(struct tp_table *t, unsigned col, uint32_t row,

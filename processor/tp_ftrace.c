@@ -351,9 +351,9 @@ static struct cpu_sched *cpu_sched(struct tp_ctx *ctx, uint32_t machine,
 	return &m->cpus[cpu];
 }
 
-static int64_t ucpu_of(uint32_t machine, uint32_t cpu)
+static int64_t ucpu_of(struct tp_ctx *ctx, uint32_t machine, uint32_t cpu)
 {
-	return (int64_t)machine * MAX_CPUS_PER_MACHINE + cpu;
+	return tp_cpu_ucpu(ctx, machine, cpu);
 }
 
 /* ---- small decoding helpers ------------------------------------------ */
@@ -761,7 +761,7 @@ static uint32_t raw_row(struct tp_ctx *ctx, int64_t ts, tp_str name,
 	tp_set_str(t, TP_FTRACE_EVENT_name, row, name);
 	tp_set_int(t, TP_FTRACE_EVENT_cpu, row, cpu);
 	tp_set_int(t, TP_FTRACE_EVENT_utid, row, utid);
-	tp_set_int(t, TP_FTRACE_EVENT_ucpu, row, ucpu_of(machine, cpu));
+	tp_set_int(t, TP_FTRACE_EVENT_ucpu, row, ucpu_of(ctx, machine, cpu));
 	tp_set_machine(t, TP_FTRACE_EVENT_machine_id, row, machine);
 	return row;
 }
@@ -871,7 +871,7 @@ static void ts_open(struct tp_ctx *ctx, int64_t ts, uint32_t utid,
 	if (cpu >= 0) {
 		tp_set_int(t, TP_THREAD_STATE_cpu, row, cpu);
 		tp_set_int(t, TP_THREAD_STATE_ucpu, row,
-			   ucpu_of(machine, (uint32_t)cpu));
+			   ucpu_of(ctx, machine, (uint32_t)cpu));
 	}
 	if (waker_utid >= 0) {
 		tp_set_int(t, TP_THREAD_STATE_waker_utid, row, waker_utid);
@@ -1010,7 +1010,7 @@ static uint32_t sched_start(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,
 	tp_set_int(t, TP_SCHED_cpu, row, cpu);
 	tp_set_int(t, TP_SCHED_utid, row, utid);
 	tp_set_int(t, TP_SCHED_priority, row, prio);
-	tp_set_int(t, TP_SCHED_ucpu, row, ucpu_of(machine, cpu));
+	tp_set_int(t, TP_SCHED_ucpu, row, ucpu_of(ctx, machine, cpu));
 	tp_set_machine(t, TP_SCHED_machine_id, row, machine);
 	return row;
 }

@@ -39,6 +39,7 @@
 
 #define MAX_INFLATED (512u << 20) /* one compressed_packets, inflated */
 #define MAX_DATA_FIELDS 8         /* data fields remembered per packet */
+#define TP_SYNCHRONIZATION_MARKER 36 /* TracePacket.synchronization_marker */
 
 /* Interned messages of one generation: (field, iid) -> arena slice. */
 struct gen {
@@ -167,6 +168,25 @@ uint32_t tp_machine(struct tp_ctx *ctx, uint32_t raw)
 	tp_set_int(t, TP_MACHINE_raw_id, id, raw);
 	u64map_put(&ctx->machines, raw, id);
 	return id;
+}
+
+uint32_t tp_packet_machine(struct tp_ctx *ctx, uint32_t raw,
+			   bool counts_for_host)
+{
+	if (raw == 0) {
+		if (counts_for_host)
+			ctx->host_has_data = true;
+		return 0;
+	}
+	if (!ctx->machine_resolved) {
+		ctx->machine_resolved = true;
+		if (!ctx->host_has_data) {
+			tp_set_int(tp_tab(ctx, TP_T_MACHINE), TP_MACHINE_raw_id,
+				   0, raw);
+			u64map_put(&ctx->machines, raw, 0);
+		}
+	}
+	return tp_machine(ctx, raw);
 }
 
 void tp_warn(struct tp_ctx *ctx, const char *fmt, ...)
@@ -640,6 +660,7 @@ static void load_packet(struct tp_ctx *ctx, const uint8_t *data, size_t len,
 	struct pb_field f;
 	bool has_seq = false, has_ts = false, has_clock = false;
 	uint32_t seq_id = 0, clock = 0, raw_machine = 0;
+	bool has_sync_marker = false, has_compressed = false;
 	uint64_t dropped = 0;
 	const uint8_t *interned = NULL, *defaults = NULL, *snapshot = NULL;
 	size_t interned_len = 0, defaults_len = 0, snapshot_len = 0;
@@ -725,7 +746,18 @@ static void load_packet(struct tp_ctx *ctx, const uint8_t *data, size_t len,
 				snapshot_len = f.len;
 			}
 			break;
+		case TP_SYNCHRONIZATION_MARKER:
+			has_sync_marker = true;
+			if (ndata < MAX_DATA_FIELDS)
+				data_fields[ndata] = f;
+			ndata++;
+			break;
 		case TP_COMPRESSED_PACKETS:
+			has_compressed = true;
+			if (ndata < MAX_DATA_FIELDS)
+				data_fields[ndata] = f;
+			ndata++;
+			break;
 		default:
 			if (ndata < MAX_DATA_FIELDS)
 				data_fields[ndata] = f;
@@ -742,7 +774,8 @@ static void load_packet(struct tp_ctx *ctx, const uint8_t *data, size_t len,
 	}
 
 	struct tp_load_state *ls = L(ctx);
-	pkt.machine = tp_machine(ctx, raw_machine);
+	pkt.machine = tp_packet_machine(ctx, raw_machine,
+					!has_sync_marker && !has_compressed);
 	if (has_seq) {
 		struct tp_seq *s = seq_get(ctx, pkt.machine, seq_id);
 		pkt.seq = s;

@@ -25,7 +25,91 @@
  * (freed by the destructor of EXTRACT_ARG). */
 struct tp_query_state {
 	struct tp_ctx *ctx;
+	bool have_bounds;
+	int64_t start_ts, end_ts; /* trace_start(), trace_end() */
 };
+
+/* ---- trace bounds ------------------------------------------------------ */
+
+static void bounds_add(struct tp_table *t, unsigned ts_col, int dur_col,
+		       int64_t *start, int64_t *end)
+{
+	for (uint32_t r = 0; r < t->nrows; r++) {
+		if (tp_is_null(t, ts_col, r))
+			continue;
+		int64_t ts = tp_get_int(t, ts_col, r);
+		int64_t e = ts;
+		if (dur_col >= 0 && !tp_is_null(t, (unsigned)dur_col, r)) {
+			int64_t d = tp_get_int(t, (unsigned)dur_col, r);
+			if (d > 0)
+				e = ts + d;
+		}
+		if (ts < *start)
+			*start = ts;
+		if (e > *end)
+			*end = e;
+	}
+}
+
+/* As Perfetto: the smallest timestamp and the largest end (ts + dur for
+ * tables with a duration, negative durations counting as 0) over the
+ * event tables (ftrace_event, sched, counter, slice, thread_state); (0, 0)
+ * without events; end is start + 1 when the two meet. */
+static void compute_bounds(struct tp_query_state *st)
+{
+	struct tp_ctx *c = st->ctx;
+	int64_t start = INT64_MAX, end = 0;
+
+	if (st->have_bounds)
+		return;
+	bounds_add(tp_tab(c, TP_T_FTRACE_EVENT), TP_FTRACE_EVENT_ts, -1,
+		   &start, &end);
+	bounds_add(tp_tab(c, TP_T_SCHED), TP_SCHED_ts, TP_SCHED_dur, &start,
+		   &end);
+	bounds_add(tp_tab(c, TP_T_COUNTER), TP_COUNTER_ts, -1, &start, &end);
+	bounds_add(tp_tab(c, TP_T_SLICE), TP_SLICE_ts, TP_SLICE_dur, &start,
+		   &end);
+	bounds_add(tp_tab(c, TP_T_THREAD_STATE), TP_THREAD_STATE_ts,
+		   TP_THREAD_STATE_dur, &start, &end);
+	if (start == INT64_MAX) {
+		start = 0;
+		end = 0;
+	} else if (start == end) {
+		end++;
+	}
+	st->start_ts = start;
+	st->end_ts = end;
+	st->have_bounds = true;
+}
+
+/* trace_start(), trace_end(), trace_dur(): which is in the user data's
+ * low bits is chosen by the registration below. */
+static void bounds_fn(sqlite3_context *fn, int argc, sqlite3_value **argv,
+		      int which)
+{
+	struct tp_query_state *st = sqlite3_user_data(fn);
+	(void)argc;
+	(void)argv;
+	compute_bounds(st);
+	sqlite3_result_int64(fn, which == 0   ? st->start_ts
+				 : which == 1 ? st->end_ts
+					      : st->end_ts - st->start_ts);
+}
+
+static void trace_start_fn(sqlite3_context *fn, int argc, sqlite3_value **argv)
+{
+	bounds_fn(fn, argc, argv, 0);
+}
+
+static void trace_end_fn(sqlite3_context *fn, int argc, sqlite3_value **argv)
+{
+	bounds_fn(fn, argc, argv, 1);
+}
+
+static void trace_dur_fn(sqlite3_context *fn, int argc, sqlite3_value **argv)
+{
+	bounds_fn(fn, argc, argv, 2);
+}
 
 /* ---- EXTRACT_ARG ------------------------------------------------------- */
 
@@ -126,6 +210,18 @@ static int register_functions(sqlite3 *db, struct tp_query_state *st)
 		free(st);
 		return rc;
 	}
+	rc = sqlite3_create_function_v2(db, "trace_start", 0, SQLITE_UTF8, st,
+					trace_start_fn, NULL, NULL, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_create_function_v2(db, "trace_end", 0, SQLITE_UTF8,
+						st, trace_end_fn, NULL, NULL,
+						NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_create_function_v2(db, "trace_dur", 0, SQLITE_UTF8,
+						st, trace_dur_fn, NULL, NULL,
+						NULL);
+	if (rc != SQLITE_OK)
+		return rc;
 	return sqlite3_create_function_v2(db, "__vp_table_name", 1,
 					  SQLITE_UTF8, st, table_name_fn,
 					  NULL, NULL, NULL);

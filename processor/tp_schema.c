@@ -32,24 +32,24 @@ static const struct {
 	const struct tp_coldef *cols;
 	unsigned ncols;
 } table_defs[TP_T_COUNT] = {
-	[TP_T_SLICE] = {"slice", slice_cols, N(slice_cols)},
+	[TP_T_SLICE] = {"__intrinsic_slice", slice_cols, N(slice_cols)},
 	[TP_T_TRACK] = {"__intrinsic_track", track_cols, N(track_cols)},
-	[TP_T_COUNTER] = {"counter", counter_cols, N(counter_cols)},
+	[TP_T_COUNTER] = {"__intrinsic_counter", counter_cols, N(counter_cols)},
 	[TP_T_THREAD] = {"thread", thread_cols, N(thread_cols)},
 	[TP_T_PROCESS] = {"process", process_cols, N(process_cols)},
 	[TP_T_ARGS] = {"__intrinsic_args", args_cols, N(args_cols)},
 	[TP_T_STATS] = {"stats", stats_cols, N(stats_cols)},
 	[TP_T_METADATA] = {"metadata", metadata_cols, N(metadata_cols)},
 	[TP_T_MACHINE] = {"machine", machine_cols, N(machine_cols)},
-	[TP_T_CLOCK_SNAPSHOT] = {"clock_snapshot", clock_snapshot_cols,
+	[TP_T_CLOCK_SNAPSHOT] = {"__intrinsic_clock_snapshot", clock_snapshot_cols,
 				 N(clock_snapshot_cols)},
-	[TP_T_SCHED] = {"sched_slice", sched_cols, N(sched_cols)},
-	[TP_T_THREAD_STATE] = {"thread_state", thread_state_cols,
+	[TP_T_SCHED] = {"__intrinsic_sched_slice", sched_cols, N(sched_cols)},
+	[TP_T_THREAD_STATE] = {"__intrinsic_thread_state", thread_state_cols,
 			       N(thread_state_cols)},
-	[TP_T_FTRACE_EVENT] = {"ftrace_event", ftrace_event_cols,
+	[TP_T_FTRACE_EVENT] = {"__intrinsic_ftrace_event", ftrace_event_cols,
 			       N(ftrace_event_cols)},
 	[TP_T_FLOW] = {"flow", flow_cols, N(flow_cols)},
-	[TP_T_CPU] = {"cpu", cpu_cols, N(cpu_cols)},
+	[TP_T_CPU] = {"__intrinsic_cpu", cpu_cols, N(cpu_cols)},
 };
 
 void tp_schema_init(struct tp_table *tables, struct tp_strpool *pool)
@@ -59,32 +59,54 @@ void tp_schema_init(struct tp_table *tables, struct tp_strpool *pool)
 			      table_defs[i].ncols, pool);
 }
 
+/* The views below give Perfetto's (v58) public tables and columns, in
+ * Perfetto's order, so `SELECT *` prints what Perfetto prints. */
 #define TRACK_COMMON                                                        \
-	"id, name, type, dimension_arg_set_id, parent_id, source_arg_set_id, " \
-	"machine_id, type AS classification"
+	"id, name, type, parent_id, source_arg_set_id, machine_id"
 
 const char tp_schema_views_sql[] =
-	"CREATE VIEW track AS SELECT " TRACK_COMMON
-	", event_type, counter_unit FROM __intrinsic_track;\n"
+	"CREATE VIEW slice AS SELECT id, ts, dur, track_id, category, name,"
+	" depth, parent_id, arg_set_id, thread_ts, thread_dur,"
+	" thread_instruction_count, thread_instruction_delta,"
+	" category AS cat, id AS slice_id FROM __intrinsic_slice;\n"
+	"CREATE VIEW slices AS SELECT * FROM slice;\n"
+	"CREATE VIEW instant AS SELECT ts, track_id, name, arg_set_id"
+	" FROM slice WHERE dur = 0;\n"
+	"CREATE VIEW counter AS SELECT id, ts, track_id, value, arg_set_id"
+	" FROM __intrinsic_counter;\n"
+	"CREATE VIEW counters AS SELECT * FROM counter;\n"
+	"CREATE VIEW track AS SELECT id, name, type, dimension_arg_set_id,"
+	" parent_id, source_arg_set_id, machine_id, NULL AS track_group_id"
+	" FROM __intrinsic_track;\n"
 	"CREATE VIEW thread_track AS SELECT " TRACK_COMMON
 	", utid FROM __intrinsic_track"
 	" WHERE utid IS NOT NULL AND event_type = 'slice';\n"
 	"CREATE VIEW process_track AS SELECT " TRACK_COMMON
 	", upid FROM __intrinsic_track"
 	" WHERE upid IS NOT NULL AND event_type = 'slice';\n"
-	"CREATE VIEW counter_track AS SELECT " TRACK_COMMON
-	", counter_unit AS unit,"
+	"CREATE VIEW cpu_track AS SELECT " TRACK_COMMON
+	", EXTRACT_ARG(dimension_arg_set_id, 'cpu') AS cpu"
+	" FROM __intrinsic_track WHERE event_type = 'slice'"
+	" AND EXTRACT_ARG(dimension_arg_set_id, 'cpu') IS NOT NULL;\n"
+	"CREATE VIEW counter_track AS SELECT id, name, parent_id, type,"
+	" dimension_arg_set_id, source_arg_set_id, machine_id,"
+	" counter_unit AS unit,"
 	" EXTRACT_ARG(source_arg_set_id, 'description') AS description"
 	" FROM __intrinsic_track WHERE event_type = 'counter';\n"
-	"CREATE VIEW cpu_counter_track AS SELECT " TRACK_COMMON
-	", counter_unit AS unit, EXTRACT_ARG(dimension_arg_set_id, 'cpu') AS cpu"
-	" FROM __intrinsic_track WHERE event_type = 'counter'"
-	" AND EXTRACT_ARG(dimension_arg_set_id, 'cpu') IS NOT NULL;\n"
-	"CREATE VIEW thread_counter_track AS SELECT " TRACK_COMMON
-	", counter_unit AS unit, utid FROM __intrinsic_track"
+	"CREATE VIEW cpu_counter_track AS SELECT id, name, type, parent_id,"
+	" source_arg_set_id, machine_id, unit, description,"
+	" EXTRACT_ARG(dimension_arg_set_id, 'cpu') AS cpu"
+	" FROM counter_track"
+	" WHERE EXTRACT_ARG(dimension_arg_set_id, 'cpu') IS NOT NULL;\n"
+	"CREATE VIEW thread_counter_track AS SELECT id, name, type, parent_id,"
+	" source_arg_set_id, machine_id, counter_unit AS unit,"
+	" EXTRACT_ARG(source_arg_set_id, 'description') AS description, utid"
+	" FROM __intrinsic_track"
 	" WHERE event_type = 'counter' AND utid IS NOT NULL;\n"
-	"CREATE VIEW process_counter_track AS SELECT " TRACK_COMMON
-	", counter_unit AS unit, upid FROM __intrinsic_track"
+	"CREATE VIEW process_counter_track AS SELECT id, name, type, parent_id,"
+	" source_arg_set_id, machine_id, counter_unit AS unit,"
+	" EXTRACT_ARG(source_arg_set_id, 'description') AS description, upid"
+	" FROM __intrinsic_track"
 	" WHERE event_type = 'counter' AND upid IS NOT NULL;\n"
 	"CREATE VIEW args AS SELECT id, arg_set_id, flat_key, key, int_value,"
 	" string_value, real_value, value_type,"
@@ -97,7 +119,23 @@ const char tp_schema_views_sql[] =
 	"  WHEN 'null' THEN NULL"
 	"  ELSE string_value END AS display_value"
 	" FROM __intrinsic_args;\n"
-	"CREATE VIEW sched AS SELECT * FROM sched_slice;\n"
+	"CREATE VIEW cpu AS SELECT ucpu AS id, ucpu, cpu, cluster_id,"
+	" processor, machine_id, capacity, arg_set_id FROM __intrinsic_cpu"
+	" ORDER BY ucpu;\n"
+	/* sched, thread_state and ftrace_event show ucpu as cpu, as
+	 * Perfetto does (equal to cpu on the host); join cpu USING (ucpu)
+	 * for a remote machine's cpu number and machine_id. */
+	"CREATE VIEW sched AS SELECT id, ts, dur, ucpu AS cpu, utid,"
+	" end_state, priority, ucpu, ts + dur AS ts_end"
+	" FROM __intrinsic_sched_slice;\n"
+	"CREATE VIEW sched_slice AS SELECT id, ts, dur, cpu, utid, end_state,"
+	" priority, ucpu FROM sched;\n"
+	"CREATE VIEW thread_state AS SELECT id, ts, dur, ucpu AS cpu, utid,"
+	" state, io_wait, blocked_function, waker_utid, waker_id,"
+	" irq_context, ucpu FROM __intrinsic_thread_state;\n"
+	"CREATE VIEW ftrace_event AS SELECT id, ts, name, ucpu AS cpu, utid,"
+	" arg_set_id, common_flags, ucpu FROM __intrinsic_ftrace_event;\n"
 	"CREATE VIEW raw AS SELECT * FROM ftrace_event;\n"
-	"CREATE VIEW slices AS SELECT * FROM slice;\n"
-	"CREATE VIEW counters AS SELECT * FROM counter;\n";
+	"CREATE VIEW clock_snapshot AS SELECT * FROM __intrinsic_clock_snapshot;\n"
+	"CREATE VIEW trace_bounds AS SELECT trace_start() AS start_ts,"
+	" trace_end() AS end_ts;\n";

@@ -107,8 +107,10 @@
 	X(FLOW, slice_out, INT) X(FLOW, slice_in, INT)                      \
 	X(FLOW, trace_id, INT) X(FLOW, arg_set_id, INT)
 
+/* __intrinsic_cpu: one row per cpu of a machine that anything referred
+ * to; the cpu view gives it Perfetto's id (= ucpu). */
 #define TP_CPU_COLS(X)                                                      \
-	X(CPU, cpu, INT) X(CPU, cluster_id, INT) X(CPU, processor, STR)     \
+	X(CPU, ucpu, INT) X(CPU, cpu, INT) X(CPU, cluster_id, INT) X(CPU, processor, STR)     \
 	X(CPU, machine_id, INT) X(CPU, capacity, INT) X(CPU, arg_set_id, INT)
 
 /* Column index enums: TP_SLICE_ts, TP_TRACK_name, ... */

@@ -1120,21 +1120,6 @@ static void cpu_clusters(struct cpu_desc *c, uint32_t n)
 	}
 }
 
-static uint32_t cpu_table_row(struct tp_ctx *ctx, uint32_t machine,
-			      uint32_t cpu)
-{
-	struct tp_table *t = tp_tab(ctx, TP_T_CPU);
-	for (uint32_t r = 0; r < t->nrows; r++)
-		if (!tp_is_null(t, TP_CPU_cpu, r) &&
-		    tp_get_int(t, TP_CPU_cpu, r) == cpu &&
-		    tp_get_int(t, TP_CPU_machine_id, r) == machine)
-			return r;
-	uint32_t r = tp_table_add_row(t);
-	tp_set_int(t, TP_CPU_cpu, r, cpu);
-	tp_set_machine(t, TP_CPU_machine_id, r, machine);
-	return r;
-}
-
 static void parse_cpu_info(struct tp_ctx *ctx, const struct tp_packet *pkt,
 			   const struct pb_field *f)
 {
@@ -1160,7 +1145,9 @@ static void parse_cpu_info(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	cpu_clusters(c, n);
 	struct tp_table *t = tp_tab(ctx, TP_T_CPU);
 	for (i = 0; i < n; i++) {
-		uint32_t row = cpu_table_row(ctx, pkt->machine, i);
+		uint32_t row = tp_cpu_row(ctx, pkt->machine, i);
+		if (row == UINT32_MAX)
+			break;
 		tp_set_int(t, TP_CPU_cluster_id, row, c[i].cluster);
 		if (c[i].processor)
 			tp_set_str(t, TP_CPU_processor, row, c[i].processor);

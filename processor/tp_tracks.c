@@ -23,6 +23,11 @@ struct track_key {
 };
 
 struct tp_tracks {
+	/* cpus of the __intrinsic_cpu table: per machine a bitmap of the cpus
+	 * that have a row, and ucpu -> row */
+	uint64_t **cpu_seen;
+	uint32_t ncpu_machines;
+	struct u64map cpu_rows;
 	struct u64map thread_tracks;  /* utid -> track */
 	struct u64map process_tracks; /* upid -> track */
 	struct u64map interned;       /* hash -> index + 1 of first key */
@@ -38,6 +43,7 @@ struct tp_tracks *tp_tracks_new(void)
 	u64map_init(&t->thread_tracks);
 	u64map_init(&t->process_tracks);
 	u64map_init(&t->interned);
+	u64map_init(&t->cpu_rows);
 	return t;
 }
 
@@ -48,6 +54,10 @@ void tp_tracks_free(struct tp_tracks *t)
 	u64map_free(&t->thread_tracks);
 	u64map_free(&t->process_tracks);
 	u64map_free(&t->interned);
+	u64map_free(&t->cpu_rows);
+	for (uint32_t i = 0; i < t->ncpu_machines; i++)
+		free(t->cpu_seen[i]);
+	free(t->cpu_seen);
 	free(t->keys);
 	free(t);
 }
@@ -89,7 +99,70 @@ uint32_t tp_track_new(struct tp_ctx *ctx, const struct tp_track_spec *s)
 	if (s->upid >= 0)
 		tp_set_int(t, TP_TRACK_upid, row, s->upid);
 	tp_set_machine(t, TP_TRACK_machine_id, row, s->machine);
+	/* As in Perfetto, a track with a cpu dimension makes that cpu a row
+	 * of the cpu table. */
+	if (s->dimension_arg_set_id >= 0) {
+		struct tp_arg a;
+		if (tp_args_find(ctx, s->dimension_arg_set_id, tp_s(ctx, "cpu"),
+				 &a) &&
+		    (a.type == TP_ARG_INT || a.type == TP_ARG_UINT) && a.i >= 0 &&
+		    a.i < TP_MAX_CPUS_PER_MACHINE)
+			tp_cpu_ucpu(ctx, s->machine, (uint32_t)a.i);
+	}
 	return row;
+}
+
+int64_t tp_cpu_ucpu_slow(struct tp_ctx *ctx, uint32_t machine, uint32_t cpu)
+{
+	struct tp_tracks *tt = ctx->tracks;
+	int64_t ucpu = (int64_t)machine * TP_MAX_CPUS_PER_MACHINE + cpu;
+	if (cpu >= TP_MAX_CPUS_PER_MACHINE)
+		return ucpu;
+	if (machine >= tt->ncpu_machines) {
+		uint32_t n = machine + 1;
+		uint64_t **v = realloc(tt->cpu_seen, n * sizeof *v);
+		if (!v)
+			abort();
+		for (uint32_t i = tt->ncpu_machines; i < n; i++)
+			v[i] = NULL;
+		tt->cpu_seen = v;
+		tt->ncpu_machines = n;
+	}
+	if (!tt->cpu_seen[machine]) {
+		tt->cpu_seen[machine] =
+			calloc(TP_MAX_CPUS_PER_MACHINE / 64, sizeof(uint64_t));
+		if (!tt->cpu_seen[machine])
+			abort();
+	}
+	uint64_t *bits = tt->cpu_seen[machine];
+	if (bits[cpu >> 6] >> (cpu & 63) & 1)
+		return ucpu;
+	bits[cpu >> 6] |= 1ull << (cpu & 63);
+	struct tp_table *t = tp_tab(ctx, TP_T_CPU);
+	uint32_t r = tp_table_add_row(t);
+	tp_set_int(t, TP_CPU_ucpu, r, ucpu);
+	tp_set_int(t, TP_CPU_cpu, r, cpu);
+	tp_set_int(t, TP_CPU_cluster_id, r, 0);
+	tp_set_machine(t, TP_CPU_machine_id, r, machine);
+	u64map_put(&tt->cpu_rows, (uint64_t)ucpu, r);
+	return ucpu;
+}
+
+bool tp_cpu_known(struct tp_ctx *ctx, uint32_t machine, uint32_t cpu)
+{
+	struct tp_tracks *tt = ctx->tracks;
+	return cpu < TP_MAX_CPUS_PER_MACHINE && machine < tt->ncpu_machines &&
+	       tt->cpu_seen[machine] &&
+	       (tt->cpu_seen[machine][cpu >> 6] >> (cpu & 63) & 1);
+}
+
+uint32_t tp_cpu_row(struct tp_ctx *ctx, uint32_t machine, uint32_t cpu)
+{
+	uint64_t v = 0;
+	int64_t ucpu = tp_cpu_ucpu(ctx, machine, cpu);
+	if (!u64map_get(&ctx->tracks->cpu_rows, (uint64_t)ucpu, &v))
+		return UINT32_MAX;
+	return (uint32_t)v;
 }
 
 static uint64_t mix(uint64_t h, uint64_t v)

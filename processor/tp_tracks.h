@@ -49,6 +49,25 @@ uint32_t tp_track_process(struct tp_ctx *ctx, uint32_t upid);
 uint32_t tp_track_counter(struct tp_ctx *ctx, uint32_t machine, tp_str type,
 			  tp_str name, int64_t cpu, tp_str unit);
 
+/* CPUs.  As in Perfetto, a cpu of a machine is known by its ucpu,
+ * machine * TP_MAX_CPUS_PER_MACHINE + cpu (equal to cpu on the host), and
+ * gets a row of __intrinsic_cpu the first time anything (a sched event, an
+ * ftrace event, CpuInfo, a track with a cpu dimension) refers to it. */
+#define TP_MAX_CPUS_PER_MACHINE 4096
+int64_t tp_cpu_ucpu_slow(struct tp_ctx *ctx, uint32_t machine, uint32_t cpu);
+bool tp_cpu_known(struct tp_ctx *ctx, uint32_t machine, uint32_t cpu);
+/* The ucpu of (machine, cpu), creating its row the first time. */
+static inline int64_t tp_cpu_ucpu(struct tp_ctx *ctx, uint32_t machine,
+				  uint32_t cpu)
+{
+	if (tp_cpu_known(ctx, machine, cpu))
+		return (int64_t)machine * TP_MAX_CPUS_PER_MACHINE + cpu;
+	return tp_cpu_ucpu_slow(ctx, machine, cpu);
+}
+/* The __intrinsic_cpu row of (machine, cpu), created if needed;
+ * UINT32_MAX when cpu is out of range. */
+uint32_t tp_cpu_row(struct tp_ctx *ctx, uint32_t machine, uint32_t cpu);
+
 /* Appends a counter value; returns the counter row id. */
 uint32_t tp_counter_add(struct tp_ctx *ctx, uint32_t track, int64_t ts,
 			double value, int64_t arg_set_id);
