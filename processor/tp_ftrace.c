@@ -834,11 +834,23 @@ static bool state_running(struct tp_ctx *ctx, tp_str s)
 	return s == st(ctx)->s_running;
 }
 
+/* As Perfetto's ThreadStateTracker: anything but "Running" and "R" counts
+ * as blocked, "R+" (preempted) included, so a sched_waking of a preempted
+ * thread closes its row and opens a new "R" one. */
 static bool state_blocked(struct tp_ctx *ctx, tp_str s)
 {
 	struct tp_ftrace_state *fs = st(ctx);
-	return s != fs->s_running && s != fs->s_runnable &&
-	       s != fs->s_preempted;
+	return s != fs->s_running && s != fs->s_runnable;
+}
+
+/* The idle (swapper) thread of its machine: Perfetto never gives it
+ * thread_state rows, on the host (utid 0) or on any other machine. */
+static bool is_idle_thread(struct tp_ctx *ctx, uint32_t utid)
+{
+	struct tp_table *t = tp_tab(ctx, TP_T_THREAD);
+	return utid == 0 ||
+	       (utid < t->nrows && !tp_is_null(t, TP_THREAD_is_idle, utid) &&
+		tp_get_int(t, TP_THREAD_is_idle, utid) == 1);
 }
 
 static void ts_close(struct tp_ctx *ctx, int64_t ts, uint32_t utid,
@@ -853,14 +865,16 @@ static void ts_close(struct tp_ctx *ctx, int64_t ts, uint32_t utid,
 		   ts - tp_get_int(t, TP_THREAD_STATE_ts, row));
 }
 
+/* irq_context: -1 leaves it NULL, else the common_flags of the event
+ * (hard or soft irq: 1). */
 static void ts_open(struct tp_ctx *ctx, int64_t ts, uint32_t utid,
 		    tp_str state, int64_t cpu, uint32_t machine,
-		    int64_t waker_utid)
+		    int64_t waker_utid, int64_t common_flags)
 {
 	struct tp_table *t = tp_tab(ctx, TP_T_THREAD_STATE);
 	uint32_t row;
 
-	if (utid == 0)
+	if (is_idle_thread(ctx, utid))
 		return;
 	row = tp_table_add_row(t);
 	tp_set_int(t, TP_THREAD_STATE_ts, row, ts);
@@ -868,6 +882,9 @@ static void ts_open(struct tp_ctx *ctx, int64_t ts, uint32_t utid,
 	tp_set_int(t, TP_THREAD_STATE_utid, row, utid);
 	tp_set_str(t, TP_THREAD_STATE_state, row, state);
 	tp_set_machine(t, TP_THREAD_STATE_machine_id, row, machine);
+	if (common_flags >= 0)
+		tp_set_int(t, TP_THREAD_STATE_irq_context, row,
+			   (common_flags & (0x08 | 0x10)) ? 1 : 0);
 	if (cpu >= 0) {
 		tp_set_int(t, TP_THREAD_STATE_cpu, row, cpu);
 		tp_set_int(t, TP_THREAD_STATE_ucpu, row,
@@ -895,13 +912,13 @@ static void ts_switch(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,
 						   last));
 
 	ts_close(ctx, ts, prev_utid, loss);
-	ts_open(ctx, ts, prev_utid, prev_state, -1, machine, -1);
+	ts_open(ctx, ts, prev_utid, prev_state, -1, machine, -1, -1);
 	ts_close(ctx, ts, next_utid, false);
-	ts_open(ctx, ts, next_utid, st(ctx)->s_running, cpu, machine, -1);
+	ts_open(ctx, ts, next_utid, st(ctx)->s_running, cpu, machine, -1, -1);
 }
 
 static void ts_waking(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
-		      uint32_t utid, uint32_t waker)
+		      uint32_t utid, uint32_t waker, int64_t common_flags)
 {
 	struct tp_table *t = tp_tab(ctx, TP_T_THREAD_STATE);
 	uint32_t last = *ts_last(ctx, utid);
@@ -912,7 +929,8 @@ static void ts_waking(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
 			return;
 		ts_close(ctx, ts, utid, false);
 	}
-	ts_open(ctx, ts, utid, st(ctx)->s_runnable, -1, machine, waker);
+	ts_open(ctx, ts, utid, st(ctx)->s_runnable, -1, machine, waker,
+		common_flags);
 }
 
 /* ---- sched ------------------------------------------------------------ */
@@ -1180,7 +1198,10 @@ static void parse_cwaking(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 	if (raw_only)
 		return;
 	uint32_t wakee = tp_thread_get(ctx, e.machine, e.pid);
-	ts_waking(ctx, ts, e.machine, wakee, cs->last_utid);
+	/* compact wakings always carry flags for thread_state (0 when
+	 * the bundle has none), as in Perfetto */
+	ts_waking(ctx, ts, e.machine, wakee, cs->last_utid,
+		  e.has_flags ? (int64_t)e.common_flags : 0);
 }
 
 static void parse_waking(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
@@ -1190,7 +1211,7 @@ static void parse_waking(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
 				      str(ctx, m, SW_COMM));
 	uint32_t waker = tp_thread_get(ctx, machine, pid);
 
-	ts_waking(ctx, ts, machine, wakee, waker);
+	ts_waking(ctx, ts, machine, wakee, waker, -1);
 }
 
 /* ---- processes -------------------------------------------------------- */
@@ -1223,7 +1244,7 @@ static void parse_newtask(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
 						     source_utid));
 		new_utid = tp_thread_get(ctx, machine, new_tid);
 		ts_open(ctx, ts, new_utid, st(ctx)->s_runnable, -1, machine,
-			source_utid);
+			source_utid, 0);
 		return;
 	}
 	/* A new thread of the source's process. */
@@ -1232,7 +1253,7 @@ static void parse_newtask(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
 	tp_thread_set_name_prio(ctx, new_utid, comm, TP_NAME_PRIO_FTRACE);
 	tp_threads_associate(ctx, source_utid, new_utid);
 	ts_open(ctx, ts, new_utid, st(ctx)->s_runnable, -1, machine,
-		source_utid);
+		source_utid, 0);
 }
 
 static void parse_rename(struct tp_ctx *ctx, uint32_t machine,
