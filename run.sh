@@ -109,14 +109,15 @@ PY
   say "vperfetto_tp $d/merged.pb: what each machine recorded"
   build/processor/vperfetto_tp "$d/merged.pb" -Q "
     select m.id as machine, m.name, m.release,
-      (select count(*) from sched s where coalesce(s.machine_id, 0) = m.id) as sched_slices,
+      (select count(*) from sched s join cpu c using (ucpu)
+        where c.machine_id = m.id) as sched_slices,
       (select count(*) from slice s join track t on s.track_id = t.id
-        where coalesce(t.machine_id, 0) = m.id) as slices,
-      (select count(*) from process p where coalesce(p.machine_id, 0) = m.id) as processes
+        where t.machine_id = m.id) as slices,
+      (select count(*) from process p where p.machine_id = m.id) as processes
     from machine m order by m.id;
     select t.name as guest_thread, count(*) as slices_on_cpu, sum(s.dur) as ns_on_cpu
     from sched s join thread t using (utid)
-    where s.machine_id = 1 and t.tid != 0
+    where t.machine_id = 1 and t.tid != 0
     group by t.utid order by ns_on_cpu desc limit 5;
     select name, count(*) as n, min(ts) as first_ts, max(ts) as last_ts
     from slice where name like 'guest_clock_sync%' group by name"

@@ -192,13 +192,13 @@ echo "# sync report: error bound p50 $(report 'g["error_bound_ns"]["p50"]') ns,"
 M=$D/merged.pb
 # --- machines ----------------------------------------------------------------
 n=$(query_rows "$M" "select count(*) from slice s join track t on s.track_id = t.id
-     where s.name = 'guest_clock_sync' and t.machine_id is not null")
+     where s.name = 'guest_clock_sync' and t.machine_id != 0")
 check "guest_clock_sync events on the guest machine ($n)" test "${n:-0}" -ge 30
 n=$(query_rows "$M" "select count(*) from slice s join track t on s.track_id = t.id
-     where s.name = 'outer' and t.machine_id is not null")
+     where s.name = 'outer' and t.machine_id != 0")
 check "the guest SDK program's slices on the guest machine ($n)" test "${n:-0}" -gt 0
 n=$(query_rows "$M" "select count(*) from slice s join track t on s.track_id = t.id
-     where t.machine_id is null and s.name in ('guest_clock_sync', 'outer')")
+     where t.machine_id = 0 and s.name in ('guest_clock_sync', 'outer')")
 check "no guest event on the host machine ($n)" test "$n" = 0
 
 # --- causality, independently of the merge's own check ------------------------
@@ -210,14 +210,14 @@ CAUSAL="
   with hs as (
     select c.clock_value as cyc, b.clock_value as boot
     from clock_snapshot c join clock_snapshot b using (snapshot_id)
-    where c.clock_id = 64 and b.clock_id = 6 and c.machine_id is null),
+    where c.clock_id = 64 and b.clock_id = 6 and c.machine_id = 0),
   rate as (
     select (max(boot) - min(boot)) * 1.0 / (max(cyc) - min(cyc)) as ns_per_cyc
     from hs),
   ex as (
     select s.ts, extract_arg(s.arg_set_id, 'debug.host_cputime') as hc
     from slice s join track t on s.track_id = t.id
-    where s.name = 'guest_clock_sync_exchange' and t.machine_id is not null),
+    where s.name = 'guest_clock_sync_exchange' and t.machine_id != 0),
   placed as (
     select ex.ts, (select boot + (ex.hc - cyc) * (select ns_per_cyc from rate)
                    from hs where cyc <= ex.hc order by cyc desc limit 1) as host_ts
@@ -234,14 +234,14 @@ echo "# exchange lag guest record - host receipt (ns): $(query_rows "$M" "$CAUSA
 
 # --- ftrace --------------------------------------------------------------------
 if [ "$FTRACE" = yes ]; then
-  n=$(query_rows "$M" "select count(*) from sched where machine_id is null")
+  n=$(query_rows "$M" "select count(*) from sched s join cpu c using (ucpu) where c.machine_id = 0")
   check "host sched slices from ftrace ($n)" test "${n:-0}" -gt 0
-  n=$(query_rows "$M" "select count(*) from sched where machine_id is not null")
+  n=$(query_rows "$M" "select count(*) from sched s join cpu c using (ucpu) where c.machine_id != 0")
   check "guest sched slices from ftrace ($n)" test "${n:-0}" -gt 0
 else
   echo "SKIP: ftrace checks: $FTRACE"
 fi
-n=$(query_rows "$M" "select count(*) from process where machine_id is not null")
+n=$(query_rows "$M" "select count(*) from process where machine_id != 0")
 check "guest processes from linux.process_stats ($n)" test "${n:-0}" -gt 0
 
 e2e_finish two_machines

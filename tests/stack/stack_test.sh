@@ -178,7 +178,7 @@ stop_cons remote
 n=$(query_rows "$D/remote.pb" "select count(*) from slice where name = 'work'")
 check "remote producer's 4000 slices arrived (got $n)" test "$n" = 4000
 n=$(query_rows "$D/remote.pb" "select count(*) from slice s join track t on
-     s.track_id = t.id where s.name = 'work' and t.machine_id is not null")
+     s.track_id = t.id where s.name = 'work' and t.machine_id != 0")
 check "remote producer's slices carry a machine ($n)" test "$n" = 4000
 
 # --- 6. captured frames decode with protoc ----------------------------------

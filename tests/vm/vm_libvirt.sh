@@ -106,7 +106,7 @@ check "the QEMU pid was found (no 'QEMU pid unknown')" \
 	bash -c "! grep -q 'QEMU pid unknown' '$tmp/rec.log'"
 M=$tmp/rec/merged.pb
 check "merged trace written" test -s "$M"
-n=$(q "$M" "select count(*) from sched where machine_id = 1")
+n=$(q "$M" "select count(*) from sched s join cpu c using (ucpu) where c.machine_id = 1")
 check "guest sched slices on the guest machine ($n)" test "${n:-0}" -gt 0
 n=$(q "$M" "select count(*) from slice s join track t on s.track_id = t.id
      where t.machine_id = 1 and s.name = 'guest_clock_sync_exchange'")

@@ -156,9 +156,9 @@ echo "# sync bound: p50 $(report 'g["error_bound_ns"]["p50"]') ns, p99 $(report 
 	"offset $(report 'g["counter_map"]["offset"]') from $(report 'g["counter_map"]["source"]');" \
 	"exchange round trip p50 $(report 'g["exchanges"]["round_trip_ns"]["p50"]') ns"
 
-n=$(q "$M" "select count(*) from sched where machine_id = 1")
+n=$(q "$M" "select count(*) from sched s join cpu c using (ucpu) where c.machine_id = 1")
 check "guest sched slices on the guest machine ($n)" test "${n:-0}" -gt 100
-n=$(q "$M" "select count(*) from sched where machine_id is null")
+n=$(q "$M" "select count(*) from sched s join cpu c using (ucpu) where c.machine_id = 0")
 check "host sched slices on the host ($n)" test "${n:-0}" -gt 100
 n=$(q "$M" "select count(*) from slice s join track t on s.track_id = t.id
      where t.machine_id = 1 and s.name = 'outer'")
@@ -175,7 +175,7 @@ CAUSAL="
   with hs as (
     select c.clock_value as cyc, b.clock_value as boot
     from clock_snapshot c join clock_snapshot b using (snapshot_id)
-    where c.clock_id = 64 and b.clock_id = 6 and c.machine_id is null),
+    where c.clock_id = 64 and b.clock_id = 6 and c.machine_id = 0),
   rate as (select (max(boot) - min(boot)) * 1.0 / (max(cyc) - min(cyc)) as k from hs),
   ex as (
     select s.ts, extract_arg(s.arg_set_id, 'debug.host_cputime') as hc
