@@ -20,6 +20,7 @@
 #include <sqlite3.h>
 
 #include "tp_schema.h"
+#include "tp_slicefn.h"
 
 /* What the SQL functions of one connection need; owned by the connection
  * (freed by the destructor of EXTRACT_ARG). */
@@ -256,6 +257,12 @@ struct sqlite3 *tp_query_open(struct tp_ctx *ctx, struct vp_error *err)
 	st->ctx = ctx;
 	if (register_functions(db, st) != SQLITE_OK) {
 		vp_errorf(err, "cannot register SQL functions: %s",
+			  sqlite3_errmsg(db));
+		sqlite3_close(db);
+		return NULL;
+	}
+	if (tp_slicefn_register(db, ctx) != SQLITE_OK) {
+		vp_errorf(err, "cannot register table functions: %s",
 			  sqlite3_errmsg(db));
 		sqlite3_close(db);
 		return NULL;

@@ -1,0 +1,325 @@
+/*
+ * tp_slicefn.c - the slice table functions ancestor_slice(id) and
+ * descendant_slice(id), with Perfetto's columns and rules:
+ *
+ *  - both give the slice columns id .. thread_instruction_delta, in id
+ *    order;
+ *  - a NULL id gives no rows; an id that is not an integer, or names no
+ *    slice, is an error ("start id should be an integer.", "no row with id
+ *    N");
+ *  - ancestor_slice: the parent chain of the slice, root first;
+ *  - descendant_slice: the slices on the same track, deeper than it, that
+ *    start within [ts, ts + dur] (to the end of the trace for an unfinished
+ *    slice); one starting exactly at either end counts only if the slice
+ *    is on its parent chain.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sqlite3.h>
+
+#include "tp_ctx.h"
+#include "tp_slicefn.h"
+
+enum { FN_ANCESTOR, FN_DESCENDANT };
+
+/* Output columns: the slice table's, in order, then the hidden argument. */
+static const unsigned out_cols[] = {
+	TP_SLICE_ts, TP_SLICE_dur, TP_SLICE_track_id, TP_SLICE_category,
+	TP_SLICE_name, TP_SLICE_depth, TP_SLICE_parent_id, TP_SLICE_arg_set_id,
+	TP_SLICE_thread_ts, TP_SLICE_thread_dur,
+	TP_SLICE_thread_instruction_count, TP_SLICE_thread_instruction_delta,
+};
+#define NOUT (sizeof out_cols / sizeof out_cols[0])
+#define ARG_COL (1 + (int)NOUT) /* id, the slice columns, then start_id */
+
+struct fn_vtab {
+	sqlite3_vtab base;
+	struct tp_ctx *ctx;
+	int kind;
+};
+
+struct fn_cursor {
+	sqlite3_vtab_cursor base;
+	uint32_t *rows;
+	uint32_t n, cap, pos;
+	int64_t arg;
+};
+
+struct fn_aux {
+	struct tp_ctx *ctx;
+	int kind;
+};
+
+static int fn_connect(sqlite3 *db, void *aux, int argc,
+		      const char *const *argv, sqlite3_vtab **out, char **err)
+{
+	(void)argc;
+	(void)argv;
+	(void)err;
+	struct fn_aux *a = aux;
+	int rc = sqlite3_declare_vtab(
+		db, "CREATE TABLE x(id INTEGER, ts INTEGER, dur INTEGER,"
+		    " track_id INTEGER, category TEXT, name TEXT,"
+		    " depth INTEGER, parent_id INTEGER, arg_set_id INTEGER,"
+		    " thread_ts INTEGER, thread_dur INTEGER,"
+		    " thread_instruction_count INTEGER,"
+		    " thread_instruction_delta INTEGER, start_id HIDDEN)");
+	if (rc != SQLITE_OK)
+		return rc;
+	struct fn_vtab *v = sqlite3_malloc(sizeof *v);
+	if (!v)
+		return SQLITE_NOMEM;
+	memset(v, 0, sizeof *v);
+	v->ctx = a->ctx;
+	v->kind = a->kind;
+	*out = &v->base;
+	return SQLITE_OK;
+}
+
+static int fn_disconnect(sqlite3_vtab *vt)
+{
+	sqlite3_free(vt);
+	return SQLITE_OK;
+}
+
+static int fn_best_index(sqlite3_vtab *vt, sqlite3_index_info *info)
+{
+	int arg = -1;
+	for (int i = 0; i < info->nConstraint; i++) {
+		const struct sqlite3_index_constraint *c = &info->aConstraint[i];
+		if (c->iColumn != ARG_COL)
+			continue;
+		if (!c->usable || c->op != SQLITE_INDEX_CONSTRAINT_EQ)
+			return SQLITE_CONSTRAINT;
+		arg = i;
+	}
+	if (arg < 0) {
+		sqlite3_free(vt->zErrMsg);
+		vt->zErrMsg = sqlite3_mprintf("%s: the slice id argument is "
+					      "missing",
+					      ((struct fn_vtab *)vt)->kind ==
+							      FN_ANCESTOR
+						      ? "ancestor_slice"
+						      : "descendant_slice");
+		return SQLITE_ERROR;
+	}
+	info->aConstraintUsage[arg].argvIndex = 1;
+	info->aConstraintUsage[arg].omit = 1;
+	info->estimatedCost = 10;
+	info->estimatedRows = 10;
+	if (info->nOrderBy == 1 && info->aOrderBy[0].iColumn == 0 &&
+	    !info->aOrderBy[0].desc)
+		info->orderByConsumed = 1;
+	return SQLITE_OK;
+}
+
+static int fn_open(sqlite3_vtab *vt, sqlite3_vtab_cursor **out)
+{
+	(void)vt;
+	struct fn_cursor *c = sqlite3_malloc(sizeof *c);
+	if (!c)
+		return SQLITE_NOMEM;
+	memset(c, 0, sizeof *c);
+	*out = &c->base;
+	return SQLITE_OK;
+}
+
+static int fn_close(sqlite3_vtab_cursor *cur)
+{
+	struct fn_cursor *c = (struct fn_cursor *)cur;
+	free(c->rows);
+	sqlite3_free(c);
+	return SQLITE_OK;
+}
+
+static void push(struct fn_cursor *c, uint32_t row)
+{
+	if (c->n == c->cap) {
+		uint32_t cap = c->cap ? c->cap * 2 : 16;
+		uint32_t *r = realloc(c->rows, cap * sizeof *r);
+		if (!r)
+			abort();
+		c->rows = r;
+		c->cap = cap;
+	}
+	c->rows[c->n++] = row;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Whether `anc` is on the parent chain of `row`, looking no higher than
+ * depth `anc_depth`. */
+static bool has_ancestor(struct tp_table *s, uint32_t row, uint32_t anc,
+			 int64_t anc_depth)
+{
+	while (!tp_is_null(s, TP_SLICE_parent_id, row)) {
+		int64_t p = tp_get_int(s, TP_SLICE_parent_id, row);
+		if (p < 0 || p >= (int64_t)s->nrows)
+			return false;
+		if ((uint32_t)p == anc)
+			return true;
+		if (tp_get_int(s, TP_SLICE_depth, (uint32_t)p) <= anc_depth)
+			return false;
+		row = (uint32_t)p;
+	}
+	return false;
+}
+
+static void ancestors(struct tp_table *s, struct fn_cursor *c, uint32_t id)
+{
+	uint32_t row = id;
+	unsigned guard = 0;
+	while (!tp_is_null(s, TP_SLICE_parent_id, row) && guard++ < 100000) {
+		int64_t p = tp_get_int(s, TP_SLICE_parent_id, row);
+		if (p < 0 || p >= (int64_t)s->nrows)
+			break;
+		push(c, (uint32_t)p);
+		row = (uint32_t)p;
+	}
+	qsort(c->rows, c->n, sizeof *c->rows, cmp_u32);
+}
+
+static void descendants(struct tp_table *s, struct fn_cursor *c, uint32_t id)
+{
+	int64_t ts = tp_get_int(s, TP_SLICE_ts, id);
+	int64_t dur = tp_get_int(s, TP_SLICE_dur, id);
+	int64_t depth = tp_get_int(s, TP_SLICE_depth, id);
+	int64_t end = dur >= 0 ? ts + dur : INT64_MAX;
+	const uint32_t *rows;
+	uint32_t n = tp_table_lookup(s, TP_SLICE_track_id,
+				     tp_get_int(s, TP_SLICE_track_id, id), &rows);
+
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t r = rows[i];
+		int64_t rts = tp_get_int(s, TP_SLICE_ts, r);
+		if (tp_get_int(s, TP_SLICE_depth, r) <= depth || rts < ts ||
+		    rts > end)
+			continue;
+		if ((rts == ts || rts == end) && !has_ancestor(s, r, id, depth))
+			continue;
+		push(c, r);
+	}
+	qsort(c->rows, c->n, sizeof *c->rows, cmp_u32);
+}
+
+static int fn_filter(sqlite3_vtab_cursor *cur, int idx, const char *idxstr,
+		     int argc, sqlite3_value **argv)
+{
+	(void)idx;
+	(void)idxstr;
+	struct fn_cursor *c = (struct fn_cursor *)cur;
+	struct fn_vtab *v = (struct fn_vtab *)cur->pVtab;
+	struct tp_table *s = tp_tab(v->ctx, TP_T_SLICE);
+
+	c->n = 0;
+	c->pos = 0;
+	if (argc < 1 || sqlite3_value_type(argv[0]) == SQLITE_NULL)
+		return SQLITE_OK;
+	if (sqlite3_value_type(argv[0]) != SQLITE_INTEGER) {
+		sqlite3_free(v->base.zErrMsg);
+		v->base.zErrMsg =
+			sqlite3_mprintf("start id should be an integer.");
+		return SQLITE_ERROR;
+	}
+	int64_t id = sqlite3_value_int64(argv[0]);
+	c->arg = id;
+	if (id < 0 || id >= (int64_t)s->nrows) {
+		sqlite3_free(v->base.zErrMsg);
+		v->base.zErrMsg = sqlite3_mprintf("no row with id %lld",
+						  (long long)id);
+		return SQLITE_ERROR;
+	}
+	if (v->kind == FN_ANCESTOR)
+		ancestors(s, c, (uint32_t)id);
+	else
+		descendants(s, c, (uint32_t)id);
+	return SQLITE_OK;
+}
+
+static int fn_next(sqlite3_vtab_cursor *cur)
+{
+	((struct fn_cursor *)cur)->pos++;
+	return SQLITE_OK;
+}
+
+static int fn_eof(sqlite3_vtab_cursor *cur)
+{
+	struct fn_cursor *c = (struct fn_cursor *)cur;
+	return c->pos >= c->n;
+}
+
+static int fn_column(sqlite3_vtab_cursor *cur, sqlite3_context *fc, int i)
+{
+	struct fn_cursor *c = (struct fn_cursor *)cur;
+	struct fn_vtab *v = (struct fn_vtab *)cur->pVtab;
+	struct tp_table *s = tp_tab(v->ctx, TP_T_SLICE);
+	uint32_t row = c->rows[c->pos];
+
+	if (i == 0) {
+		sqlite3_result_int64(fc, row);
+		return SQLITE_OK;
+	}
+	if (i == ARG_COL) {
+		sqlite3_result_int64(fc, c->arg);
+		return SQLITE_OK;
+	}
+	unsigned col = out_cols[i - 1];
+	if (tp_is_null(s, col, row)) {
+		sqlite3_result_null(fc);
+	} else if (s->defs[col].type == TP_COL_STR) {
+		tp_str str = tp_get_str(s, col, row);
+		sqlite3_result_text(fc, tp_str_get(s->pool, str),
+				    (int)tp_str_len(s->pool, str),
+				    SQLITE_STATIC);
+	} else {
+		sqlite3_result_int64(fc, tp_get_int(s, col, row));
+	}
+	return SQLITE_OK;
+}
+
+static int fn_rowid(sqlite3_vtab_cursor *cur, sqlite3_int64 *out)
+{
+	struct fn_cursor *c = (struct fn_cursor *)cur;
+	*out = c->rows[c->pos];
+	return SQLITE_OK;
+}
+
+static const sqlite3_module fn_module = {
+	.iVersion = 1,
+	.xCreate = NULL,
+	.xConnect = fn_connect,
+	.xBestIndex = fn_best_index,
+	.xDisconnect = fn_disconnect,
+	.xDestroy = fn_disconnect,
+	.xOpen = fn_open,
+	.xClose = fn_close,
+	.xFilter = fn_filter,
+	.xNext = fn_next,
+	.xEof = fn_eof,
+	.xColumn = fn_column,
+	.xRowid = fn_rowid,
+};
+
+int tp_slicefn_register(struct sqlite3 *db, struct tp_ctx *ctx)
+{
+	static const char *const names[] = { "ancestor_slice",
+					     "descendant_slice" };
+	for (int k = 0; k < 2; k++) {
+		struct fn_aux *a = malloc(sizeof *a);
+		if (!a)
+			abort();
+		*a = (struct fn_aux){ ctx, k == 0 ? FN_ANCESTOR : FN_DESCENDANT };
+		/* on failure SQLite calls the destructor itself */
+		int rc = sqlite3_create_module_v2(db, names[k], &fn_module, a,
+						  free);
+		if (rc != SQLITE_OK)
+			return rc;
+	}
+	return SQLITE_OK;
+}
