@@ -56,6 +56,12 @@ enum {
 	EV_CPU_FREQUENCY = 11,
 	EV_CPU_FREQUENCY_LIMITS = 12,
 	EV_CPU_IDLE = 13,
+	EV_SOFTIRQ_ENTRY = 24,
+	EV_SOFTIRQ_EXIT = 25,
+	EV_IRQ_HANDLER_ENTRY = 36,
+	EV_IRQ_HANDLER_EXIT = 37,
+	EV_LOCAL_TIMER_ENTRY = 559,
+	EV_LOCAL_TIMER_EXIT = 560,
 	EV_TRACING_MARK_WRITE = 80, /* mdss */
 	EV_SCHED_WAKEUP_NEW = 114,
 	EV_TASK_NEWTASK = 235,
@@ -1602,6 +1608,95 @@ static void parse_cpu_event(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
 	}
 }
 
+/* ---- interrupts ------------------------------------------------------- */
+
+/* The per-cpu slice track of hard ("cpu_irq", "Irq Cpu N") or soft
+ * ("cpu_softirq", "SoftIrq Cpu N") interrupts, as Perfetto names them. */
+static uint32_t irq_track(struct tp_ctx *ctx, uint32_t machine, bool soft,
+			  uint32_t cpu)
+{
+	char name[64];
+	struct tp_track_spec spec;
+	struct tp_args_builder b;
+	tp_str k = tp_s(ctx, "cpu");
+
+	snprintf(name, sizeof name, soft ? "SoftIrq Cpu %u" : "Irq Cpu %u",
+		 cpu);
+	tp_track_spec_init(&spec, machine);
+	spec.type = tp_s(ctx, soft ? "cpu_softirq" : "cpu_irq");
+	spec.name = tp_s(ctx, name);
+	tp_args_builder_init(&b);
+	tp_args_add_int(&b, k, k, cpu);
+	spec.dimension_arg_set_id = tp_args_commit(ctx, &b);
+	tp_args_builder_free(&b);
+	return tp_track_intern(ctx, &spec);
+}
+
+static const char *const softirq_names[] = {
+	"HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "BLOCK_IOPOLL", "TASKLET",
+	"SCHED", "HRTIMER", "RCU",
+};
+
+/* irq_handler_entry/exit, local_timer_entry/exit, softirq_entry/exit:
+ * slices of category "irq" on the cpu's interrupt tracks; an exit adds
+ * "ret" (handled / unhandled) or "vec" to its slice's args. */
+static void parse_irq(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,
+		      uint32_t machine, uint32_t id, const struct msg *m)
+{
+	tp_str irq = tp_s(ctx, "irq");
+	struct tp_args_builder b;
+	char name[300];
+
+	switch (id) {
+	case EV_IRQ_HANDLER_ENTRY: {
+		tp_str n = str(ctx, m, 2);
+		const char *ns = n ? tp_str_get(ctx->pool, n) : "";
+		snprintf(name, sizeof name, "IRQ (%.255s)", ns);
+		tp_slice_begin(ctx, irq_track(ctx, machine, false, cpu), ts,
+			       irq, tp_s(ctx, name), -1);
+		break;
+	}
+	case EV_LOCAL_TIMER_ENTRY:
+		tp_slice_begin(ctx, irq_track(ctx, machine, false, cpu), ts,
+			       irq, tp_s(ctx, "IRQ (LocalTimer)"), -1);
+		break;
+	case EV_SOFTIRQ_ENTRY: {
+		uint64_t vec = (uint32_t)u64(m, 1);
+		if (vec >= sizeof softirq_names / sizeof softirq_names[0])
+			return;
+		tp_slice_begin(ctx, irq_track(ctx, machine, true, cpu), ts,
+			       irq, tp_s(ctx, softirq_names[vec]), -1);
+		break;
+	}
+	case EV_IRQ_HANDLER_EXIT: {
+		tp_str k = tp_s(ctx, "ret");
+		tp_args_builder_init(&b);
+		tp_args_add_str(&b, k, k,
+				tp_s(ctx, i32(m, 2) == 1 ? "handled"
+							 : "unhandled"));
+		tp_slice_end(ctx, irq_track(ctx, machine, false, cpu), ts, irq,
+			     0, tp_args_commit(ctx, &b));
+		tp_args_builder_free(&b);
+		break;
+	}
+	case EV_LOCAL_TIMER_EXIT:
+		tp_slice_end(ctx, irq_track(ctx, machine, false, cpu), ts, irq,
+			     0, -1);
+		break;
+	case EV_SOFTIRQ_EXIT: {
+		tp_str k = tp_s(ctx, "vec");
+		tp_args_builder_init(&b);
+		tp_args_add_int(&b, k, k, (uint32_t)u64(m, 1));
+		tp_slice_end(ctx, irq_track(ctx, machine, true, cpu), ts, irq,
+			     0, tp_args_commit(ctx, &b));
+		tp_args_builder_free(&b);
+		break;
+	}
+	default:
+		break;
+	}
+}
+
 /* ---- parse: one event ------------------------------------------------- */
 
 static void parse_typed(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,
@@ -1648,6 +1743,14 @@ static void parse_typed(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,
 	case EV_CPU_FREQUENCY_LIMITS:
 	case EV_SCHED_CPU_UTIL_CFS:
 		parse_cpu_event(ctx, ts, machine, id, &m);
+		break;
+	case EV_IRQ_HANDLER_ENTRY:
+	case EV_IRQ_HANDLER_EXIT:
+	case EV_LOCAL_TIMER_ENTRY:
+	case EV_LOCAL_TIMER_EXIT:
+	case EV_SOFTIRQ_ENTRY:
+	case EV_SOFTIRQ_EXIT:
+		parse_irq(ctx, ts, cpu, machine, id, &m);
 		break;
 	default:
 		break;
