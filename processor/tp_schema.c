@@ -40,7 +40,7 @@ static const struct {
 	[TP_T_ARGS] = {"__intrinsic_args", args_cols, N(args_cols)},
 	[TP_T_STATS] = {"stats", stats_cols, N(stats_cols)},
 	[TP_T_METADATA] = {"metadata", metadata_cols, N(metadata_cols)},
-	[TP_T_MACHINE] = {"machine", machine_cols, N(machine_cols)},
+	[TP_T_MACHINE] = {"__intrinsic_machine", machine_cols, N(machine_cols)},
 	[TP_T_CLOCK_SNAPSHOT] = {"__intrinsic_clock_snapshot", clock_snapshot_cols,
 				 N(clock_snapshot_cols)},
 	[TP_T_SCHED] = {"__intrinsic_sched_slice", sched_cols, N(sched_cols)},
@@ -137,5 +137,10 @@ const char tp_schema_views_sql[] =
 	" arg_set_id, common_flags, ucpu FROM __intrinsic_ftrace_event;\n"
 	"CREATE VIEW raw AS SELECT * FROM ftrace_event;\n"
 	"CREATE VIEW clock_snapshot AS SELECT * FROM __intrinsic_clock_snapshot;\n"
+	/* label_index: 0 for the host (raw_id 0), else the machine's rank
+	 * among the other machines */
+	"CREATE VIEW machine AS SELECT *,"
+	" iif(raw_id = 0, 0, sum(iif(raw_id = 0, 0, 1)) OVER (ORDER BY id))"
+	" AS label_index FROM __intrinsic_machine;\n"
 	"CREATE VIEW trace_bounds AS SELECT trace_start() AS start_ts,"
 	" trace_end() AS end_ts;\n";

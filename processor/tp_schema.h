@@ -73,8 +73,9 @@
 	X(MACHINE, sysname, STR) X(MACHINE, release, STR)                   \
 	X(MACHINE, version, STR) X(MACHINE, arch, STR)                      \
 	X(MACHINE, num_cpus, INT) X(MACHINE, android_build_fingerprint, STR) \
+	X(MACHINE, android_device_manufacturer, STR)                        \
 	X(MACHINE, android_sdk_version, INT)                                \
-	X(MACHINE, system_ram_bytes, INT)
+	X(MACHINE, system_ram_bytes, INT) X(MACHINE, system_ram_gb, INT)
 
 #define TP_CLOCK_SNAPSHOT_COLS(X)                                           \
 	X(CLOCK_SNAPSHOT, ts, INT) X(CLOCK_SNAPSHOT, clock_id, INT)         \

@@ -940,6 +940,13 @@ static void parse_system_info(struct tp_ctx *ctx, const struct tp_packet *pkt,
 			if (len)
 				meta_str_field(ctx, "android_device_manufacturer",
 					       m, &g);
+			if (len && have_row)
+				tp_set_str(mt,
+					   TP_MACHINE_android_device_manufacturer,
+					   row,
+					   tp_intern(ctx->pool,
+						     (const char *)g.data,
+						     g.len));
 			break;
 		case SI_ANDROID_SERIAL_CONSOLE:
 			if (len)
@@ -954,9 +961,13 @@ static void parse_system_info(struct tp_ctx *ctx, const struct tp_packet *pkt,
 			tp_meta_set_int(ctx, "system_ram_gb", m,
 					(int64_t)((g.val + 500000000ull) /
 						  1000000000ull));
-			if (have_row)
+			if (have_row) {
 				tp_set_int(mt, TP_MACHINE_system_ram_bytes, row,
 					   (int64_t)g.val);
+				tp_set_int(mt, TP_MACHINE_system_ram_gb, row,
+					   (int64_t)((g.val + 500000000ull) /
+						     1000000000ull));
+			}
 			break;
 		case SI_MACHINE_NAME:
 			if (len && have_row)
