@@ -36,6 +36,7 @@ struct tp_args_state;
 struct tp_procs;
 struct tp_tracks;
 struct tp_slices;
+struct tp_flows;
 struct tp_stats;
 struct tp_te_state;
 struct tp_ftrace_state;
@@ -100,6 +101,7 @@ struct tp_ctx {
 	struct tp_procs *procs;
 	struct tp_tracks *tracks;
 	struct tp_slices *slices;
+	struct tp_flows *flows;
 	struct tp_stats *stats;
 	struct tp_te_state *te;
 	struct tp_ftrace_state *ftrace;

@@ -17,6 +17,7 @@
  *  - compressed_packets, inflated and loaded packet by packet.
  */
 #include "tp_load.h"
+#include "tp_flows.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -105,6 +106,7 @@ struct tp_ctx *tp_ctx_new(void)
 	ctx->stats = tp_stats_new();
 	ctx->tracks = tp_tracks_new();
 	ctx->slices = tp_slices_new();
+	ctx->flows = tp_flows_new();
 	u64map_init(&ctx->machines);
 	u64map_init(&f->load.seq_of);
 	pb_buf_init(&f->load.arena);
@@ -148,6 +150,7 @@ void tp_ctx_free(struct tp_ctx *ctx)
 	tp_stats_free(ctx->stats);
 	tp_tracks_free(ctx->tracks);
 	tp_slices_free(ctx->slices);
+	tp_flows_free(ctx->flows);
 	tp_procs_free(ctx->procs);
 	for (unsigned i = 0; i < TP_T_COUNT; i++)
 		tp_table_free(&ctx->tables[i]);

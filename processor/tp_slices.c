@@ -15,6 +15,7 @@
 
 #include "tp_args.h"
 #include "tp_ctx.h"
+#include "tp_flows.h"
 #include "tp_slices.h"
 #include "tp_stats.h"
 
@@ -172,6 +173,7 @@ static uint32_t push_slice(struct tp_ctx *ctx, uint32_t track, int64_t ts,
 		st->cap = cap;
 	}
 	st->v[st->n++] = (struct slice_entry){ row, ts, dur, sid };
+	tp_flows_slice_pushed(ctx, track, row);
 	return row;
 }
 

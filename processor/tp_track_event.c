@@ -24,6 +24,7 @@
 #include "pb_wire.h"
 #include "perfetto_fields.h"
 #include "tp_args.h"
+#include "tp_flows.h"
 #include "tp_ctx.h"
 #include "tp_json.h"
 #include "tp_load.h"
@@ -136,9 +137,6 @@ struct tp_te_state {
 	size_t nres, capres;
 	struct u64map uuid_by_utid, uuid_by_upid; /* descriptor owners */
 	struct u64map separate_thread_tracks;     /* utid -> track */
-	struct u64map flows;                       /* flow id -> slice + 1 */
-	struct u64map v1_flows;                    /* v1 key -> flow id */
-	uint64_t next_v1_flow;
 	bool has_roi;
 	int64_t roi_start_ns;
 	struct pb_buf buf;
@@ -177,8 +175,6 @@ void tp_te_init(struct tp_ctx *ctx)
 	u64map_init(&s->uuid_by_utid);
 	u64map_init(&s->uuid_by_upid);
 	u64map_init(&s->separate_thread_tracks);
-	u64map_init(&s->flows);
-	u64map_init(&s->v1_flows);
 	pb_buf_init(&s->buf);
 	tp_args_builder_init(&s->b);
 	tp_args_builder_init(&s->b2);
@@ -199,8 +195,6 @@ void tp_te_free(struct tp_ctx *ctx)
 	u64map_free(&s->uuid_by_utid);
 	u64map_free(&s->uuid_by_upid);
 	u64map_free(&s->separate_thread_tracks);
-	u64map_free(&s->flows);
-	u64map_free(&s->v1_flows);
 	free(s->res);
 	pb_buf_free(&s->buf);
 	tp_args_builder_free(&s->b);
@@ -2093,83 +2087,19 @@ static int64_t event_args(struct tp_ctx *ctx, const struct ev *e,
 
 /* ---- flows --------------------------------------------------------------- */
 
-static void flow_row(struct tp_ctx *ctx, uint32_t out, uint32_t in)
-{
-	struct tp_table *t = tp_tab(ctx, TP_T_FLOW);
-	uint32_t row = tp_table_add_row(t);
-	tp_set_int(t, TP_FLOW_slice_out, row, out);
-	tp_set_int(t, TP_FLOW_slice_in, row, in);
-}
-
-static bool flow_active(struct tp_ctx *ctx, uint64_t id, uint32_t *slice)
-{
-	uint64_t v;
-	if (!u64map_get(&S(ctx)->flows, id, &v) || !v)
-		return false;
-	*slice = (uint32_t)(v - 1);
-	return true;
-}
-
-static void flow_begin(struct tp_ctx *ctx, uint64_t id, int64_t slice)
-{
-	uint32_t prev;
-	if (slice < 0) {
-		tp_stat_inc(ctx, "flow_no_enclosing_slice");
-		return;
-	}
-	if (flow_active(ctx, id, &prev)) {
-		tp_stat_inc(ctx, "flow_duplicate_id");
-		return;
-	}
-	u64map_put(&S(ctx)->flows, id, (uint64_t)slice + 1);
-}
-
-static void flow_step(struct tp_ctx *ctx, uint64_t id, int64_t slice)
-{
-	uint32_t prev;
-	if (slice < 0) {
-		tp_stat_inc(ctx, "flow_no_enclosing_slice");
-		return;
-	}
-	if (!flow_active(ctx, id, &prev)) {
-		tp_stat_inc(ctx, "flow_step_without_start");
-		return;
-	}
-	flow_row(ctx, prev, (uint32_t)slice);
-	u64map_put(&S(ctx)->flows, id, (uint64_t)slice + 1);
-}
-
-static void flow_end(struct tp_ctx *ctx, uint64_t id, int64_t slice,
-		     bool close)
-{
-	uint32_t prev;
-	if (slice < 0) {
-		tp_stat_inc(ctx, "flow_no_enclosing_slice");
-		return;
-	}
-	if (!flow_active(ctx, id, &prev)) {
-		tp_stat_inc(ctx, "flow_end_without_start");
-		return;
-	}
-	flow_row(ctx, prev, (uint32_t)slice);
-	if (close)
-		u64map_put(&S(ctx)->flows, id, 0);
-}
-
-/* Flow ids from v2 legacy bind ids live apart from track event flow ids. */
-#define V2_BIND_KEY(id) ((id) ^ 0x5bd1e9955bd1e995ull)
-
+/* Legacy v2 bind ids, TrackEvent flow ids and v1 flows share one id space
+ * in tp_flows.c, as in Perfetto. */
 static void event_flows(struct tp_ctx *ctx, const struct ev *e, int64_t slice)
 {
 	if (e->le.has_bind_id) {
-		uint64_t id = V2_BIND_KEY(e->le.bind_id);
+		uint64_t id = e->le.bind_id;
 		if (!e->le.has_flow_direction) {
 			tp_stat_inc(ctx, "flow_without_direction");
 		} else {
 			switch (e->le.flow_direction) {
-			case FLOW_OUT: flow_begin(ctx, id, slice); break;
-			case FLOW_INOUT: flow_step(ctx, id, slice); break;
-			case FLOW_IN: flow_end(ctx, id, slice, false); break;
+			case FLOW_OUT: tp_flow_begin(ctx, id, slice); break;
+			case FLOW_INOUT: tp_flow_step(ctx, id, slice); break;
+			case FLOW_IN: tp_flow_end(ctx, id, slice, false); break;
 			default:
 				tp_stat_inc(ctx, "flow_without_direction");
 			}
@@ -2206,14 +2136,13 @@ static void event_flows(struct tp_ctx *ctx, const struct ev *e, int64_t slice)
 					ids[n++] = v;
 			}
 			for (size_t i = 0; i < n; i++) {
-				uint32_t prev;
-				bool active = flow_active(ctx, ids[i], &prev);
+				bool active = tp_flow_active(ctx, ids[i]);
 				if (flow && !active)
-					flow_begin(ctx, ids[i], slice);
+					tp_flow_begin(ctx, ids[i], slice);
 				else if (flow)
-					flow_step(ctx, ids[i], slice);
+					tp_flow_step(ctx, ids[i], slice);
 				else if (active)
-					flow_end(ctx, ids[i], slice, true);
+					tp_flow_end(ctx, ids[i], slice, true);
 			}
 		}
 	}
@@ -2221,23 +2150,21 @@ static void event_flows(struct tp_ctx *ctx, const struct ev *e, int64_t slice)
 
 static void flow_v1(struct tp_ctx *ctx, const struct ev *e, uint32_t track)
 {
-	struct tp_te_state *s = S(ctx);
 	if (!e->le.has_unscoped_id) {
 		tp_stat_inc(ctx, "flow_invalid_id");
 		return;
 	}
-	uint64_t key = e->le.unscoped_id * 0x9e3779b97f4a7c15ull ^
-		       (uint64_t)e->category_id << 32 ^ e->name_id;
-	uint64_t id;
-	if (!u64map_get(&s->v1_flows, key, &id)) {
-		id = (1ull << 62) | s->next_v1_flow++;
-		u64map_put(&s->v1_flows, key, id);
-	}
-	int64_t slice = tp_slice_top(ctx, track);
+	uint64_t id = tp_flow_v1_id(ctx, e->le.unscoped_id, e->category_id,
+				    e->name_id);
 	switch (e->le.phase) {
-	case 's': flow_begin(ctx, id, slice); break;
-	case 't': flow_step(ctx, id, slice); break;
-	case 'f': flow_end(ctx, id, slice, false); break;
+	case 's': tp_flow_begin(ctx, id, tp_slice_top(ctx, track)); break;
+	case 't': tp_flow_step(ctx, id, tp_slice_top(ctx, track)); break;
+	case 'f':
+		if (!e->le.bind_to_enclosing)
+			tp_flow_end_pending(ctx, track, id);
+		else
+			tp_flow_end(ctx, id, tp_slice_top(ctx, track), false);
+		break;
 	default: break;
 	}
 }
