@@ -1,0 +1,3 @@
+
+        SELECT * FROM trace_bounds;
+        
