@@ -2050,8 +2050,6 @@ static void build_event_args(struct tp_ctx *ctx, const struct ev *e,
 	tp_str k;
 
 	tp_args_builder_reset(b);
-	if (!e->has_debug && !e->has_passthrough && !e->has_source_id)
-		return;
 	if (e->has_source_id) {
 		k = tp_s(ctx, "legacy_trace_source_id");
 		tp_args_add_int(b, k, k, e->source_id);
@@ -2068,8 +2066,10 @@ static void build_event_args(struct tp_ctx *ctx, const struct ev *e,
 		k = S(ctx)->s_passthrough;
 		tp_args_add_uint(b, k, k, e->passthrough_utid);
 	}
-	if (async_phase && e->le.has_phase &&
-	    (e->le.phase == 'S' || e->le.phase == 'T' || e->le.phase == 'p')) {
+	if (e->le.has_phase &&
+	    ((async_phase && (e->le.phase == 'S' || e->le.phase == 'T' ||
+			      e->le.phase == 'p')) ||
+	     e->le.phase == 'R')) {
 		char ph[2] = { (char)e->le.phase, 0 };
 		k = tp_s(ctx, "legacy_event.phase");
 		tp_args_add_str(b, k, k, tp_s(ctx, ph));
@@ -2462,7 +2462,7 @@ static bool legacy_track(struct tp_ctx *ctx, struct ev *e, uint32_t *track)
 		}
 		return true;
 	}
-	if (ph == 'i' || ph == 'I') {
+	if (ph == 'i' || ph == 'I' || ph == 'R') {
 		struct tp_track_spec sp;
 		switch (e->le.instant_event_scope) {
 		case SCOPE_GLOBAL:
@@ -2722,6 +2722,7 @@ static void parse_event(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 	}
 	case 'i':
 	case 'I':
+	case 'R': /* a legacy mark: an instant with legacy_event.phase */
 	case 'n':
 	case 'T':
 	case 'p':
