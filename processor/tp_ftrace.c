@@ -56,6 +56,10 @@ enum {
 	EV_CPU_FREQUENCY = 11,
 	EV_CPU_FREQUENCY_LIMITS = 12,
 	EV_CPU_IDLE = 13,
+	PKT_GK_TASK_STATE = 117, /* TracePacket.generic_kernel_* */
+	PKT_GK_CPU_FREQ = 118,
+	PKT_GK_RENAME = 120,
+	PKT_GK_PROCESS_TREE = 122,
 	EV_SOFTIRQ_ENTRY = 24,
 	EV_SOFTIRQ_EXIT = 25,
 	EV_IRQ_HANDLER_ENTRY = 36,
@@ -1807,6 +1811,315 @@ static void parse_event(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 	}
 }
 
+/* ---- generic kernel events ---------------------------------------------- */
+
+/*
+ * TracePacket.generic_kernel_* (task state, rename, process tree, cpu
+ * frequency): scheduling from a kernel that is not Linux, one task's
+ * state at a time, as Perfetto's GenericKernelParser reads it.  A task
+ * becoming Running on a cpu starts a sched slice and ends the cpu's
+ * previous one (with no end state: it comes with the other task's own
+ * event, at the same timestamp, and is then filled in).  Events out of
+ * order (a task created twice, a state after Z, Running twice) count as
+ * generic_task_state_invalid_order and are dropped.
+ */
+enum {
+	GK_CREATED = 1, GK_RUNNABLE, GK_RUNNING, GK_SLEEP, GK_UNINTERRUPTIBLE,
+	GK_STOPPED, GK_DEAD, GK_DESTROYED,
+};
+
+struct gk_hdr {
+	uint32_t machine;
+	uint32_t field;
+};
+
+static void tokenize_generic(struct tp_ctx *ctx, const struct tp_packet *pkt,
+			     const struct pb_field *f)
+{
+	struct tp_ftrace_state *s = st(ctx);
+	struct gk_hdr h = { pkt->machine, f->num };
+	size_t need = sizeof h + f->len;
+
+	if (f->wt != PB_WT_LEN || !pkt->has_ts)
+		return;
+	if (need > s->scratch_cap) {
+		s->scratch = xrealloc(s->scratch, need);
+		s->scratch_cap = need;
+	}
+	memcpy(s->scratch, &h, sizeof h);
+	memcpy(s->scratch + sizeof h, f->data, f->len);
+	tp_sort_push(ctx->sorter, pkt->queue, pkt->ts, s->kind_generic,
+		     s->scratch, need);
+}
+
+static tp_str gk_state_str(struct tp_ctx *ctx, uint64_t state)
+{
+	static const char *const names[] = { "Unknown", "Created", "R",
+					     "Running", "S", "D", "T", "Z",
+					     "X" };
+	return state < 9 ? tp_s(ctx, names[state]) : 0;
+}
+
+/* The thread of a task state event, or NONE32 when the event is dropped. */
+static uint32_t gk_utid(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
+			int64_t tid, tp_str comm, uint64_t state)
+{
+	struct tp_table *t = tp_tab(ctx, TP_T_THREAD_STATE);
+	uint32_t utid;
+
+	switch (state) {
+	case GK_CREATED:
+		if (tp_thread_find(ctx, machine, tid, &utid)) {
+			tp_stat_inc(ctx, "generic_task_state_invalid_order");
+			return NONE32;
+		}
+		utid = tp_thread_new(ctx, machine, tid, ts, true);
+		tp_thread_set_name_prio(ctx, utid, comm, TP_NAME_PRIO_FTRACE);
+		return utid;
+	case GK_DESTROYED:
+		if (!tp_thread_find(ctx, machine, tid, &utid)) {
+			utid = tp_thread_get(ctx, machine, tid);
+			tp_thread_set_name_prio(ctx, utid, comm,
+						TP_NAME_PRIO_FTRACE);
+		}
+		tp_thread_end(ctx, machine, ts, tid);
+		return utid;
+	case GK_RUNNABLE:
+	case GK_RUNNING:
+	case GK_SLEEP:
+	case GK_UNINTERRUPTIBLE:
+	case GK_STOPPED:
+	case GK_DEAD:
+		if (tp_thread_find(ctx, machine, tid, &utid)) {
+			uint32_t last = *ts_last(ctx, utid);
+			tp_str prev = last == NONE32 ? 0
+				      : tp_get_str(t, TP_THREAD_STATE_state,
+						   last);
+			if ((prev && prev == tp_s(ctx, "Z")) ||
+			    (state == GK_RUNNING &&
+			     prev == st(ctx)->s_running && prev)) {
+				tp_stat_inc(ctx,
+					    "generic_task_state_invalid_order");
+				return NONE32;
+			}
+		} else {
+			utid = tp_thread_get(ctx, machine, tid);
+		}
+		tp_thread_set_name_prio(ctx, utid, comm, TP_NAME_PRIO_FTRACE);
+		return utid;
+	default:
+		tp_stat_inc(ctx, "task_state_invalid");
+		return NONE32;
+	}
+}
+
+static struct cpu_sched *gk_hanging(struct tp_ctx *ctx, uint32_t utid)
+{
+	struct tp_ftrace_state *s = st(ctx);
+	if (utid >= s->ngk_hanging) {
+		uint32_t n = s->ngk_hanging ? s->ngk_hanging : 64;
+		while (n <= utid)
+			n *= 2;
+		s->gk_hanging = xrealloc(s->gk_hanging, n * sizeof *s->gk_hanging);
+		for (uint32_t i = s->ngk_hanging; i < n; i++)
+			s->gk_hanging[i] = (struct cpu_sched){ NONE32, 0, 0,
+							       NONE32 };
+		s->ngk_hanging = n;
+	}
+	return &s->gk_hanging[utid];
+}
+
+/* PushThreadState: close the thread's row, open one in the new state. */
+static void gk_push_state(struct tp_ctx *ctx, int64_t ts, uint32_t utid,
+			  tp_str state, int64_t cpu, uint32_t machine)
+{
+	struct tp_table *t = tp_tab(ctx, TP_T_THREAD_STATE);
+	ts_close(ctx, ts, utid, false);
+	uint32_t last = *ts_last(ctx, utid);
+	if (last != NONE32 && tp_get_int(t, TP_THREAD_STATE_ts, last) == ts)
+		tp_stat_inc(ctx, "generic_task_state_invalid_order");
+	ts_open(ctx, ts, utid, state, cpu, machine, -1, -1);
+}
+
+static void gk_task_state(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
+			  const uint8_t *p, size_t len)
+{
+	struct msg m;
+	msg_decode(&m, p, len);
+	uint32_t cpu = (uint32_t)i32(&m, 1);
+	tp_str comm = str(ctx, &m, 2);
+	int64_t tid = i64(&m, 3);
+	uint64_t state = u64(&m, 4);
+	int32_t prio = i32(&m, 5);
+	uint32_t utid = gk_utid(ctx, ts, machine, tid, comm, state);
+	if (utid == NONE32)
+		return;
+	tp_str sstr = gk_state_str(ctx, state);
+	struct cpu_sched *cs = cpu_sched(ctx, machine, cpu);
+	struct cpu_sched prev = *cs;
+	enum { K_START, K_START_PENDING, K_CLOSE, K_UPDATE, K_NONE } kind;
+
+	if (state == GK_RUNNING) {
+		kind = K_START;
+		if (cs->pending_row != NONE32) {
+			sched_close(ctx, cs->pending_row, ts, 0);
+			*gk_hanging(ctx, cs->last_utid) = *cs;
+			kind = K_START_PENDING;
+		}
+		cs->pending_row = sched_start(ctx, ts, cpu, machine, utid, prio);
+		cs->last_pid = tid;
+		cs->last_utid = utid;
+		cs->last_prio = prio;
+	} else if (cs->pending_row != NONE32 && tid == cs->last_pid) {
+		sched_close(ctx, cs->pending_row, ts, sstr);
+		*cs = (struct cpu_sched){ NONE32, 0, 0, NONE32 };
+		kind = K_CLOSE;
+	} else {
+		kind = K_NONE;
+		struct cpu_sched *h = gk_hanging(ctx, utid);
+		if (h->pending_row != NONE32) {
+			struct tp_table *sc = tp_tab(ctx, TP_T_SCHED);
+			int64_t end = tp_get_int(sc, TP_SCHED_ts, h->pending_row) +
+				      tp_get_int(sc, TP_SCHED_dur,
+						 h->pending_row);
+			if (ts == end) {
+				tp_set_str(sc, TP_SCHED_end_state,
+					   h->pending_row, sstr);
+				h->pending_row = NONE32;
+				kind = K_UPDATE;
+			}
+		}
+	}
+	if (kind == K_UPDATE) {
+		uint32_t last = *ts_last(ctx, utid);
+		if (last != NONE32)
+			tp_set_str(tp_tab(ctx, TP_T_THREAD_STATE),
+				   TP_THREAD_STATE_state, last, sstr);
+		return;
+	}
+	if (kind == K_START_PENDING)
+		gk_push_state(ctx, ts, prev.last_utid, 0, -1, machine);
+	gk_push_state(ctx, ts, utid, sstr,
+		      state == GK_RUNNING ? (int64_t)cpu : -1,
+		      machine);
+}
+
+static void gk_process_tree(struct tp_ctx *ctx, uint32_t machine,
+			    const uint8_t *p, size_t len)
+{
+	struct pb_reader r, q;
+	struct pb_field f, g;
+	struct tp_table *tt = tp_tab(ctx, TP_T_THREAD);
+
+	pb_reader_init(&r, p, len);
+	while (pb_next(&r, &f)) {
+		if (f.num != 1 || f.wt != PB_WT_LEN)
+			continue;
+		int64_t pid = 0, ppid = 0;
+		const uint8_t *cmd = NULL;
+		size_t cmdlen = 0;
+		pb_reader_init(&q, f.data, f.len);
+		while (pb_next(&q, &g)) {
+			if (g.num == 1 && g.wt == PB_WT_VARINT)
+				pid = (int64_t)g.val;
+			else if (g.num == 2 && g.wt == PB_WT_VARINT)
+				ppid = (int64_t)g.val;
+			else if (g.num == 3 && g.wt == PB_WT_LEN) {
+				cmd = g.data;
+				cmdlen = g.len;
+			}
+		}
+		if (!cmd)
+			continue;
+		size_t nlen = 0;
+		while (nlen < cmdlen && cmd[nlen] != ' ')
+			nlen++;
+		uint32_t pupid = tp_process_get_no_thread(ctx, machine, ppid);
+		uint32_t upid = tp_process_get_no_thread(ctx, machine, pid);
+		tp_process_set_parent(ctx, upid, pupid);
+		tp_process_set_name(ctx, upid,
+				    tp_intern(ctx->pool, (const char *)cmd,
+					      nlen));
+		tp_process_set_cmdline(ctx, upid,
+				       tp_intern(ctx->pool, (const char *)cmd,
+						 cmdlen));
+	}
+	pb_reader_init(&r, p, len);
+	while (pb_next(&r, &f)) {
+		if (f.num != 2 || f.wt != PB_WT_LEN)
+			continue;
+		int64_t tid = 0, pid = 0;
+		bool main_thread = false, idle = false;
+		tp_str comm = 0;
+		bool has_comm = false;
+		pb_reader_init(&q, f.data, f.len);
+		while (pb_next(&q, &g)) {
+			if (g.num == 1 && g.wt == PB_WT_VARINT)
+				tid = (int64_t)g.val;
+			else if (g.num == 2 && g.wt == PB_WT_VARINT)
+				pid = (int64_t)g.val;
+			else if (g.num == 3 && g.wt == PB_WT_LEN) {
+				comm = tp_intern(ctx->pool,
+						 (const char *)g.data, g.len);
+				has_comm = true;
+			} else if (g.num == 4 && g.wt == PB_WT_VARINT)
+				main_thread = g.val != 0;
+			else if (g.num == 5 && g.wt == PB_WT_VARINT)
+				idle = g.val != 0;
+		}
+		uint32_t upid = tp_process_get_no_thread(ctx, machine, pid);
+		uint32_t utid = tp_thread_get(ctx, machine, tid);
+		tp_thread_set_process(ctx, utid, upid);
+		tp_set_int(tt, TP_THREAD_is_main_thread, utid, main_thread);
+		tp_set_int(tt, TP_THREAD_is_idle, utid, idle);
+		if (has_comm)
+			tp_thread_set_name_prio(ctx, utid, comm,
+						TP_NAME_PRIO_PROCESS_TREE);
+	}
+}
+
+static void parse_generic(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
+			  size_t len)
+{
+	struct gk_hdr h;
+	struct msg m;
+
+	if (len < sizeof h)
+		return;
+	memcpy(&h, p, sizeof h);
+	p += sizeof h;
+	len -= sizeof h;
+	switch (h.field) {
+	case PKT_GK_TASK_STATE:
+		gk_task_state(ctx, ts, h.machine, p, len);
+		break;
+	case PKT_GK_CPU_FREQ:
+		msg_decode(&m, p, len);
+		cpu_counter(ctx, ts, h.machine, "cpu_frequency", "cpufreq",
+			    (uint32_t)i32(&m, 1), (double)i64(&m, 2) / 1000.0);
+		break;
+	case PKT_GK_RENAME: {
+		msg_decode(&m, p, len);
+		int64_t tid = i64(&m, 1);
+		tp_str comm = str(ctx, &m, 2);
+		uint32_t utid = thread_named(ctx, h.machine, tid, comm);
+		struct tp_table *tt = tp_tab(ctx, TP_T_THREAD);
+		if (!comm || tp_is_null(tt, TP_THREAD_upid, utid))
+			break;
+		uint32_t upid = (uint32_t)tp_get_int(tt, TP_THREAD_upid, utid);
+		if (tp_get_int(tp_tab(ctx, TP_T_PROCESS), TP_PROCESS_pid,
+			       upid) == tid)
+			tp_process_set_name(ctx, upid, comm);
+		break;
+	}
+	case PKT_GK_PROCESS_TREE:
+		gk_process_tree(ctx, h.machine, p, len);
+		break;
+	default:
+		break;
+	}
+}
+
 /* ---- module entry points ---------------------------------------------- */
 
 void tp_ftrace_init(struct tp_ctx *ctx)
@@ -1818,6 +2131,7 @@ void tp_ftrace_init(struct tp_ctx *ctx)
 	ctx->ftrace = s;
 	s->kind_event = tp_sort_register(ctx->sorter, parse_event);
 	s->kind_cswitch = tp_sort_register(ctx->sorter, parse_cswitch);
+	s->kind_generic = tp_sort_register(ctx->sorter, parse_generic);
 	s->kind_cwaking = tp_sort_register(ctx->sorter, parse_cwaking);
 	s->s_running = tp_s(ctx, "Running");
 	s->s_runnable = tp_s(ctx, "R");
@@ -1829,6 +2143,11 @@ void tp_ftrace_init(struct tp_ctx *ctx)
 bool tp_ftrace_tokenize(struct tp_ctx *ctx, const struct tp_packet *pkt,
 			const struct pb_field *f)
 {
+	if (f->num == PKT_GK_TASK_STATE || f->num == PKT_GK_CPU_FREQ ||
+	    f->num == PKT_GK_RENAME || f->num == PKT_GK_PROCESS_TREE) {
+		tokenize_generic(ctx, pkt, f);
+		return true;
+	}
 	if (f->num == TP_FTRACE_EVENTS) {
 		if (f->wt == PB_WT_LEN)
 			tokenize_bundle(ctx, pkt, f->data, f->len);
@@ -1854,6 +2173,7 @@ void tp_ftrace_free(struct tp_ctx *ctx)
 		free(s->machines[i].cpus);
 	free(s->machines);
 	free(s->ts_last);
+	free(s->gk_hanging);
 	free(s->scratch);
 	tp_args_builder_free(&s->args);
 	free(s);

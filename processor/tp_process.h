@@ -14,15 +14,19 @@
 #include "tp_ctx.h"
 
 struct ftrace_machine;
+struct cpu_sched;
 
 /* The ftrace module's state (ctx->ftrace); tp_ftrace.c allocates it. */
 struct tp_ftrace_state {
 	uint8_t kind_event, kind_cswitch, kind_cwaking; /* sorter kinds */
-	uint8_t kind_ptree, kind_pstats;
+	uint8_t kind_ptree, kind_pstats, kind_generic;
 	struct ftrace_machine *machines;
 	uint32_t nmachines;
 	uint32_t *ts_last; /* per utid: its latest thread_state row */
 	uint32_t nts;
+	struct cpu_sched *gk_hanging; /* per utid: a generic kernel sched
+				       * slice waiting for its end state */
+	uint32_t ngk_hanging;
 	uint8_t *scratch;  /* payload being pushed */
 	size_t scratch_cap;
 	bool have_snapshot;       /* an ftrace clock snapshot was added */

@@ -420,6 +420,19 @@ uint32_t tp_process_get(struct tp_ctx *ctx, uint32_t machine, int64_t pid)
 	return upid;
 }
 
+uint32_t tp_process_get_no_thread(struct tp_ctx *ctx, uint32_t machine,
+				  int64_t pid)
+{
+	struct proc_machine *m = mach(ctx, machine);
+	uint32_t upid;
+
+	if (tp_process_find(ctx, machine, pid, &upid))
+		return upid;
+	upid = add_process_row(ctx, machine, pid);
+	u64map_put(&m->pids, (uint64_t)pid, upid);
+	return upid;
+}
+
 uint32_t tp_process_new(struct tp_ctx *ctx, uint32_t machine, int64_t pid,
 			int64_t start_ts, bool has_start_ts)
 {

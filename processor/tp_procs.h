@@ -39,6 +39,10 @@ void tp_thread_set_process(struct tp_ctx *ctx, uint32_t utid, uint32_t upid);
 
 /* The current process with this pid, created if none. */
 uint32_t tp_process_get(struct tp_ctx *ctx, uint32_t machine, int64_t pid);
+/* The same without creating a main thread (Perfetto's
+ * GetOrCreateProcessWithoutMainThread). */
+uint32_t tp_process_get_no_thread(struct tp_ctx *ctx, uint32_t machine,
+				  int64_t pid);
 bool tp_process_find(struct tp_ctx *ctx, uint32_t machine, int64_t pid,
 		     uint32_t *upid);
 /* A new process row for pid (pid reuse); its main thread too. */

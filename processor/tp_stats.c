@@ -431,6 +431,8 @@ static const char *const source_name[] = {
 static const struct {
 	const char *name, *text;
 } stat_descriptions[] = {
+	{ "generic_task_state_invalid_order",
+	  "Invalid order of generic task state events. Should never happen." },
 	{ "ftrace_cpu_has_data_loss",
 	  "The kernel ftrace buffer of this cpu overwrote events before they "
 	  "were read: its data is incomplete. Use a bigger buffer or fewer "

@@ -1,0 +1,10 @@
+
+        select
+          ts,
+          dur,
+          cpu,
+          utid,
+          state,
+          ucpu
+        from thread_state
+        

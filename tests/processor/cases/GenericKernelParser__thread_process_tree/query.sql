@@ -1,0 +1,10 @@
+
+        select
+          utid,
+          tid,
+          name,
+          upid,
+          is_main_thread,
+          is_idle
+        from thread
+        
