@@ -829,7 +829,9 @@ static void write_trace_wide_metadata(struct tp_ctx *ctx)
 static bool meta_machine_and_trace(const char *name)
 {
 	static const char *const keys[] = {
-		"ftrace_latest_data_start_ns",
+		"ftrace_latest_data_start_ns", "all_data_source_flushed_ns",
+		"all_data_source_started_ns", "slow_start_data_source",
+		"tracing_disabled_ns", "tracing_started_ns",
 	};
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
 		if (strcmp(keys[i], name) == 0)

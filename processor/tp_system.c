@@ -2048,7 +2048,7 @@ static void parse_trace_config(struct tp_ctx *ctx, const struct tp_packet *pkt,
 /* ---- service events ---------------------------------------------------------------- */
 
 static void data_sources_meta(struct tp_ctx *ctx, const struct pb_field *f,
-			      const char *name)
+			      const char *name, int64_t machine)
 {
 	struct pb_reader r;
 	struct pb_field g;
@@ -2072,7 +2072,7 @@ static void data_sources_meta(struct tp_ctx *ctx, const struct pb_field *f,
 		text_put(&t, " ", 1);
 		if (ds.len)
 			text_put(&t, (const char *)ds.data, ds.len);
-		tp_meta_append_str(ctx, name, -1, t.p, t.len);
+		tp_meta_append_str(ctx, name, machine, t.p, t.len);
 		free(t.p);
 	}
 }
@@ -2090,15 +2090,25 @@ static void parse_service_event(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	struct pb_field g;
 	pb_reader_init(&r, f->data, f->len);
 	while (pb_next(&r, &g)) {
+		/* Perfetto scopes these to (machine, trace);
+		 * all_data_source_flushed_ns is a multi key: one row per
+		 * flush. */
 		if (g.num < NELEM(ts_names) && ts_names[g.num] &&
-		    g.wt == PB_WT_VARINT && g.val && pkt->has_ts)
-			tp_meta_set_int(ctx, ts_names[g.num], -1, pkt->ts);
-		else if (g.num == SE_SLOW_STARTING_DATA_SOURCES &&
+		    g.wt == PB_WT_VARINT && g.val && pkt->has_ts) {
+			if (g.num == SE_ALL_DATA_SOURCES_FLUSHED)
+				tp_meta_append_int(ctx, ts_names[g.num],
+						   pkt->machine, pkt->ts);
+			else
+				tp_meta_set_int(ctx, ts_names[g.num],
+						pkt->machine, pkt->ts);
+		} else if (g.num == SE_SLOW_STARTING_DATA_SOURCES &&
 			 g.wt == PB_WT_LEN)
-			data_sources_meta(ctx, &g, "slow_start_data_source");
+			data_sources_meta(ctx, &g, "slow_start_data_source",
+					  pkt->machine);
 		else if (g.num == SE_LAST_FLUSH_SLOW_DATA_SOURCES &&
 			 g.wt == PB_WT_LEN)
-			data_sources_meta(ctx, &g, "last_flush_slow_data_source");
+			data_sources_meta(ctx, &g, "last_flush_slow_data_source",
+					  -1);
 	}
 }
 
