@@ -60,6 +60,7 @@ enum {
 	PKT_GK_CPU_FREQ = 118,
 	PKT_GK_RENAME = 120,
 	PKT_GK_PROCESS_TREE = 122,
+	EV_MARK_VICTIM = 334,
 	EV_SOFTIRQ_ENTRY = 24,
 	EV_SOFTIRQ_EXIT = 25,
 	EV_IRQ_HANDLER_ENTRY = 36,
@@ -1748,6 +1749,13 @@ static void parse_typed(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,
 	case EV_SCHED_CPU_UTIL_CFS:
 		parse_cpu_event(ctx, ts, machine, id, &m);
 		break;
+	case EV_MARK_VICTIM: {
+		/* the oom killer's victim: an instant on its thread track */
+		uint32_t victim = tp_thread_get(ctx, machine, i32(&m, 1));
+		tp_slice_complete(ctx, tp_track_thread(ctx, victim), ts, 0, 0,
+				  tp_s(ctx, "mem.oom_kill"), -1);
+		break;
+	}
 	case EV_IRQ_HANDLER_ENTRY:
 	case EV_IRQ_HANDLER_EXIT:
 	case EV_LOCAL_TIMER_ENTRY:
