@@ -157,6 +157,7 @@ struct tp_system_state {
 	/* From the trace config, for the streaming-mode stats. */
 	bool write_into_file;
 	uint64_t file_write_period_ms;
+	int64_t config_buffers; /* TraceConfig.buffers entries */
 	/* trace_attribute.* keys set by a TracePacket.trace_attributes. */
 	struct u64map packet_attrs;
 	struct disk_state *disks;
@@ -1223,10 +1224,13 @@ static void parse_buffer_stats(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	for (unsigned i = 1; i < NELEM(buffer_stat_names); i++)
 		tp_stat_set(ctx, buffer_stat_names[i], pkt->machine, buf,
 			    (int64_t)v[i]);
-	/* Streaming mode: whatever a buffer overwrote never reached the
-	 * file. */
+	/* Streaming mode: whatever a buffer of the config overwrote never
+	 * reached the file.  A write period of a day or more still means a
+	 * ring buffer (Perfetto's cutoff, as the service's long-trace
+	 * test). */
 	struct tp_system_state *st = sys(ctx);
-	if (st->write_into_file && st->file_write_period_ms > 0 &&
+	if (st->write_into_file && st->file_write_period_ms < 86400000ull &&
+	    buf >= 0 && buf < st->config_buffers &&
 	    v[BS_BYTES_OVERWRITTEN] > 0)
 		tp_stat_set(ctx, "long_trace_mode_bytes_overwritten",
 			    pkt->machine, buf, (int64_t)v[BS_BYTES_OVERWRITTEN]);
@@ -1986,6 +1990,11 @@ static void config_buffers(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	struct pb_reader r;
 	struct pb_field g;
 	int64_t buf = 0;
+	sys(ctx)->config_buffers = 0;
+	pb_reader_init(&r, f->data, f->len);
+	while (pb_next(&r, &g))
+		if (g.num == TC_BUFFERS && g.wt == PB_WT_LEN)
+			sys(ctx)->config_buffers++;
 	if (!write_into_file)
 		return;
 	if (!has_flush_period)
