@@ -1718,9 +1718,9 @@ static void parse_typed(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,
 	if (raw_only)
 		return;
 	switch (id) {
+	/* Only sched_waking feeds thread_state: Perfetto (v58) keeps
+	 * sched_wakeup and sched_wakeup_new as ftrace_event rows alone. */
 	case FE_SCHED_WAKING:
-	case FE_SCHED_WAKEUP:
-	case EV_SCHED_WAKEUP_NEW:
 		parse_waking(ctx, ts, machine, pid, &m);
 		break;
 	case EV_SCHED_PROCESS_FREE:
