@@ -250,8 +250,12 @@ static void print_summary(struct tp_ctx *ctx, const char *path, FILE *out)
 	fprintf(out, "\ntables:\n");
 	for (int i = 0; i < TP_T_COUNT; i++) {
 		const struct tp_table *t = &ctx->tables[i];
+		/* Perfetto's public name: slice, not __intrinsic_slice */
 		if (t->name)
-			fprintf(out, "  %-48s %14" PRIu32 "\n", t->name,
+			fprintf(out, "  %-48s %14" PRIu32 "\n",
+				strncmp(t->name, "__intrinsic_", 12) == 0
+					? t->name + 12
+					: t->name,
 				t->nrows);
 	}
 	fprintf(out, "\nstats (not zero):\n");
