@@ -9,8 +9,9 @@
  * Offsets are 64-bit, so files over 4 GiB are fine.
  *
  * The writer writes to a temporary file beside the destination and renames
- * it into place only on trace_writer_commit(), after fsync.  Until then the
- * destination is untouched; trace_writer_abort() removes the temporary.
+ * it into place only on trace_writer_commit(), after fsync (out_file.h).
+ * Until then the destination is untouched; trace_writer_abort() removes the
+ * temporary.
  */
 #ifndef VP_TRACE_IO_H
 #define VP_TRACE_IO_H
@@ -63,6 +64,11 @@ int trace_writer_raw(struct trace_writer *w, const void *p, size_t len,
 uint64_t trace_writer_bytes(const struct trace_writer *w);
 /* Path of the temporary file, for cleanup from a signal handler. */
 const char *trace_writer_temp_path(const struct trace_writer *w);
+struct vp_out;
+/* Flushes and hands over the output, still aside, to be committed with
+ * others (vp_out_commit_all); frees w in all cases. */
+int trace_writer_finish(struct trace_writer *w, struct vp_out **out,
+			struct vp_error *err);
 /* Flushes, fsyncs and renames into place; frees w in all cases. */
 int trace_writer_commit(struct trace_writer *w, struct vp_error *err);
 /* Removes the temporary file and frees w. */

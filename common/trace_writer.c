@@ -1,106 +1,42 @@
 /*
- * trace_writer.c - crash-safe trace file writer (trace_io.h).
- *
- * Output goes to "<dir>/.<name>.XXXXXX" beside the destination, through a
- * 1 MiB buffer.  Commit flushes, fsyncs, renames over the destination and
- * fsyncs the directory, so the destination is either its old self or the
- * complete new file, never something in between.
+ * trace_writer.c - crash-safe trace file writer (trace_io.h): a 1 MiB
+ * buffer in front of an out_file.h output, so the destination is either
+ * its old self or the complete new file, never something in between.
  */
 #include "trace_io.h"
+#include "out_file.h"
 #include "pb_wire.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <libgen.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #define WRITE_BUF (1u << 20)
 
 struct trace_writer {
-	int fd;
-	char *path;   /* destination */
-	char *tmp;    /* temporary file being written */
+	struct vp_out *out;
 	uint64_t written;
 	size_t fill;
 	uint8_t buf[WRITE_BUF];
 };
 
-/* Splits path into its directory (a new string). */
-static char *dir_of(const char *path)
-{
-	char *copy = strdup(path);
-	if (!copy)
-		return NULL;
-	char *d = strdup(dirname(copy));
-	free(copy);
-	return d;
-}
-
 int trace_writer_open(struct trace_writer **out, const char *path,
 		      struct vp_error *err)
 {
 	struct trace_writer *w = calloc(1, sizeof(*w));
-	char *copy = strdup(path);
-	char *dir = dir_of(path);
 
-	if (!w || !copy || !dir) {
-		free(w);
-		free(copy);
-		free(dir);
+	if (!w)
 		return vp_errorf(err, "%s: out of memory", path);
-	}
-	const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-	size_t n = strlen(dir) + strlen(base) + 16;
-	w->tmp = malloc(n);
-	if (!w->tmp) {
+	if (vp_out_open(&w->out, path, 0, err) < 0) {
 		free(w);
-		free(copy);
-		free(dir);
-		return vp_errorf(err, "%s: out of memory", path);
+		return -1;
 	}
-	snprintf(w->tmp, n, "%s/.%s.XXXXXX", dir, base);
-	free(dir);
-	w->path = copy;
-	w->fd = mkostemp(w->tmp, O_CLOEXEC);
-	if (w->fd < 0) {
-		int e = errno;
-		free(w->tmp);
-		free(w->path);
-		free(w);
-		return vp_errorf(err, "%s: cannot create output: %s", path,
-				 strerror(e));
-	}
-	/* mkstemp creates 0600; give the file the usual umask-based mode. */
-	mode_t um = umask(0);
-	umask(um);
-	fchmod(w->fd, 0666 & ~um);
 	*out = w;
-	return 0;
-}
-
-static int write_all(struct trace_writer *w, const uint8_t *p, size_t len,
-		     struct vp_error *err)
-{
-	while (len) {
-		ssize_t n = write(w->fd, p, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return vp_errorf(err, "%s: write error: %s", w->path,
-					 strerror(errno));
-		p += n;
-		len -= (size_t)n;
-	}
 	return 0;
 }
 
 static int flush(struct trace_writer *w, struct vp_error *err)
 {
-	int rc = write_all(w, w->buf, w->fill, err);
+	int rc = vp_out_write(w->out, w->buf, w->fill, err);
 	w->fill = 0;
 	return rc;
 }
@@ -113,7 +49,7 @@ int trace_writer_raw(struct trace_writer *w, const void *p, size_t len,
 		if (flush(w, err) < 0)
 			return -1;
 		if (len >= sizeof(w->buf))
-			return write_all(w, p, len, err);
+			return vp_out_write(w->out, p, len, err);
 	}
 	memcpy(w->buf + w->fill, p, len);
 	w->fill += len;
@@ -132,61 +68,37 @@ int trace_writer_packet(struct trace_writer *w, const void *packet, size_t len,
 }
 
 uint64_t trace_writer_bytes(const struct trace_writer *w) { return w->written; }
-const char *trace_writer_temp_path(const struct trace_writer *w) { return w->tmp; }
 
-static void writer_free(struct trace_writer *w)
+const char *trace_writer_temp_path(const struct trace_writer *w)
 {
-	free(w->tmp);
-	free(w->path);
-	free(w);
+	return vp_out_temp_path(w->out);
 }
 
 void trace_writer_abort(struct trace_writer *w)
 {
 	if (!w)
 		return;
-	close(w->fd);
-	unlink(w->tmp);
-	writer_free(w);
+	vp_out_abort(w->out);
+	free(w);
 }
 
-int trace_writer_commit(struct trace_writer *w, struct vp_error *err)
+int trace_writer_finish(struct trace_writer *w, struct vp_out **out,
+			struct vp_error *err)
 {
+	*out = NULL;
 	if (flush(w, err) < 0) {
 		trace_writer_abort(w);
 		return -1;
 	}
-	if (fsync(w->fd) < 0) {
-		vp_errorf(err, "%s: cannot sync output: %s", w->path,
-			  strerror(errno));
-		trace_writer_abort(w);
-		return -1;
-	}
-	if (close(w->fd) < 0) {
-		w->fd = -1;
-		vp_errorf(err, "%s: cannot close output: %s", w->path,
-			  strerror(errno));
-		unlink(w->tmp);
-		writer_free(w);
-		return -1;
-	}
-	if (rename(w->tmp, w->path) < 0) {
-		vp_errorf(err, "%s: cannot rename %s into place: %s", w->path,
-			  w->tmp, strerror(errno));
-		unlink(w->tmp);
-		writer_free(w);
-		return -1;
-	}
-	/* Make the rename itself durable. */
-	char *dir = dir_of(w->path);
-	if (dir) {
-		int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (dfd >= 0) {
-			fsync(dfd);
-			close(dfd);
-		}
-		free(dir);
-	}
-	writer_free(w);
+	*out = w->out;
+	free(w);
 	return 0;
+}
+
+int trace_writer_commit(struct trace_writer *w, struct vp_error *err)
+{
+	struct vp_out *o;
+	if (trace_writer_finish(w, &o, err) < 0)
+		return -1;
+	return vp_out_commit(o, err);
 }

@@ -1,0 +1,556 @@
+/*
+ * out_file.c - outputs written aside and committed atomically (out_file.h).
+ */
+#include "out_file.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define TMP_TAG ".vperfetto-tmp."
+#define MAX_SLOTS 64
+
+/* ---- the table a signal handler walks ------------------------------------ */
+
+struct slot {
+	volatile sig_atomic_t used;
+	char path[PATH_MAX];
+};
+
+static struct slot g_slots[MAX_SLOTS];
+static pthread_mutex_t g_slots_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static volatile sig_atomic_t g_count;       /* signals seen */
+static volatile sig_atomic_t g_cooperative; /* the first one is the program's */
+static volatile sig_atomic_t g_committing;  /* renames under way */
+static volatile sig_atomic_t g_deferred;    /* a signal that waited for them */
+static volatile sig_atomic_t g_installed;
+
+static int slot_add(const char *path)
+{
+	pthread_mutex_lock(&g_slots_mu);
+	for (int i = 0; i < MAX_SLOTS; i++) {
+		if (g_slots[i].used)
+			continue;
+		snprintf(g_slots[i].path, sizeof(g_slots[i].path), "%s", path);
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		g_slots[i].used = 1;
+		pthread_mutex_unlock(&g_slots_mu);
+		return i;
+	}
+	pthread_mutex_unlock(&g_slots_mu);
+	return -1; /* still written aside, only not removed on a signal */
+}
+
+static void slot_del(int i)
+{
+	if (i < 0)
+		return;
+	pthread_mutex_lock(&g_slots_mu);
+	g_slots[i].used = 0;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	pthread_mutex_unlock(&g_slots_mu);
+}
+
+static bool slot_has(const char *path)
+{
+	bool found = false;
+	pthread_mutex_lock(&g_slots_mu);
+	for (int i = 0; i < MAX_SLOTS && !found; i++)
+		found = g_slots[i].used && !strcmp(g_slots[i].path, path);
+	pthread_mutex_unlock(&g_slots_mu);
+	return found;
+}
+
+void vp_out_cleanup_all(void)
+{
+	for (int i = 0; i < MAX_SLOTS; i++)
+		if (g_slots[i].used)
+			unlink(g_slots[i].path);
+}
+
+static void on_signal(int sig)
+{
+	int e = errno;
+	g_count++;
+	if (g_cooperative && g_count == 1) {
+		errno = e;
+		return;
+	}
+	if (g_committing) {
+		g_deferred = sig;
+		errno = e;
+		return;
+	}
+	vp_out_cleanup_all();
+	_exit(128 + sig);
+}
+
+volatile sig_atomic_t *vp_out_signals(bool cooperative)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	g_cooperative = cooperative;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	g_installed = 1;
+	return &g_count;
+}
+
+int vp_out_signal_count(void)
+{
+	return g_count;
+}
+
+/* ---- paths ----------------------------------------------------------------- */
+
+struct vp_out {
+	char *path;   /* destination (through a symbolic link) */
+	char *shown;  /* as the user gave it, for messages */
+	char *tmp;    /* NULL when written directly */
+	char *dir;
+	int fd;
+	int slot;
+	int werr;     /* first write error (errno), poisons the commit */
+	bool direct;
+	bool created; /* direct: this run created the file */
+};
+
+static char *dir_of(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	if (!slash)
+		return strdup(".");
+	if (slash == path)
+		return strdup("/");
+	return strndup(path, (size_t)(slash - path));
+}
+
+static const char *base_of(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	return slash ? slash + 1 : path;
+}
+
+/* The file a name stands for: a symbolic link is followed, so the link
+ * stays and its target is replaced. */
+static char *resolve(const char *path)
+{
+	struct stat st;
+	if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode)) {
+		char *real = realpath(path, NULL);
+		if (real)
+			return real;
+	}
+	return strdup(path);
+}
+
+/* "DIR/NAME" with DIR made absolute, for comparing names of files that do
+ * not exist yet. */
+static char *canonical(const char *path)
+{
+	char *r = resolve(path), *d = r ? dir_of(r) : NULL, *out = NULL;
+	char *rd = d ? realpath(d, NULL) : NULL;
+	if (r && rd && asprintf(&out, "%s/%s", rd, base_of(r)) < 0)
+		out = NULL;
+	if (!out && r)
+		out = strdup(r);
+	free(rd);
+	free(d);
+	free(r);
+	return out;
+}
+
+int vp_out_check_inputs(const char *what, const char *out,
+			const char *const *inputs, size_t n_inputs,
+			struct vp_error *err)
+{
+	struct stat so, si;
+	if (!out || stat(out, &so) != 0)
+		return 0;
+	for (size_t i = 0; i < n_inputs; i++) {
+		if (!inputs[i] || stat(inputs[i], &si) != 0)
+			continue;
+		if (si.st_dev == so.st_dev && si.st_ino == so.st_ino)
+			return vp_errorf(err, "%s %s is the input %s; refusing to "
+					 "overwrite an input", what, out,
+					 inputs[i]);
+	}
+	return 0;
+}
+
+int vp_out_check_distinct(const char *what_a, const char *a,
+			  const char *what_b, const char *b,
+			  struct vp_error *err)
+{
+	struct stat sa, sb;
+	bool same;
+	if (!a || !b)
+		return 0;
+	if (stat(a, &sa) == 0 && stat(b, &sb) == 0) {
+		same = sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+	} else {
+		char *ca = canonical(a), *cb = canonical(b);
+		same = ca && cb && !strcmp(ca, cb);
+		free(ca);
+		free(cb);
+	}
+	if (same)
+		return vp_errorf(err, "%s %s and %s %s name the same file",
+				 what_a, a, what_b, b);
+	return 0;
+}
+
+/* Removes ".BASE.vperfetto-tmp.PID[.old]" in dir whose PID is not
+ * running (or is this process, reusing a dead one's PID, and not one of
+ * this run's own files). */
+static void clean_stale(const char *dir, const char *base)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return;
+	size_t bl = strlen(base), tl = strlen(TMP_TAG);
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		const char *n = e->d_name;
+		if (n[0] != '.' || strncmp(n + 1, base, bl) ||
+		    strncmp(n + 1 + bl, TMP_TAG, tl))
+			continue;
+		const char *p = n + 1 + bl + tl;
+		char *end;
+		errno = 0;
+		long pid = strtol(p, &end, 10);
+		if (errno || end == p || pid <= 0 || pid > INT_MAX ||
+		    (*end && strcmp(end, ".old")))
+			continue;
+		bool dead = kill((pid_t)pid, 0) < 0 && errno == ESRCH;
+		char full[PATH_MAX];
+		if (snprintf(full, sizeof(full), "%s/%s", dir, n) >=
+		    (int)sizeof(full))
+			continue;
+		if (pid == getpid())
+			dead = !slot_has(full);
+		if (dead)
+			unlink(full);
+	}
+	closedir(d);
+}
+
+static void out_free(struct vp_out *o)
+{
+	if (o->fd >= 0)
+		close(o->fd);
+	slot_del(o->slot);
+	free(o->path);
+	free(o->shown);
+	free(o->tmp);
+	free(o->dir);
+	free(o);
+}
+
+int vp_out_open(struct vp_out **out, const char *path, unsigned flags,
+		struct vp_error *err)
+{
+	struct vp_out *o = calloc(1, sizeof(*o));
+	struct stat st;
+	bool exists;
+
+	*out = NULL;
+	if (!o)
+		return vp_errorf(err, "%s: out of memory", path);
+	o->fd = -1;
+	o->slot = -1;
+	o->shown = strdup(path);
+	o->path = resolve(path);
+	o->dir = o->path ? dir_of(o->path) : NULL;
+	if (!o->shown || !o->path || !o->dir) {
+		out_free(o);
+		return vp_errorf(err, "%s: out of memory", path);
+	}
+	exists = stat(o->path, &st) == 0;
+	if (exists && S_ISDIR(st.st_mode)) {
+		out_free(o);
+		return vp_errorf(err, "%s: cannot write: %s", path,
+				 strerror(EISDIR));
+	}
+	/* A FIFO or a device is written as it is, never replaced. */
+	if ((flags & VP_OUT_DIRECT) || (exists && !S_ISREG(st.st_mode))) {
+		o->direct = true;
+		o->created = !exists;
+		o->fd = open(o->path,
+			     O_WRONLY | O_CREAT | O_CLOEXEC |
+				     (exists && !S_ISREG(st.st_mode) ? 0
+								     : O_TRUNC),
+			     0666);
+		if (o->fd < 0) {
+			int e = errno;
+			out_free(o);
+			return vp_errorf(err, "%s: cannot create: %s", path,
+					 strerror(e));
+		}
+		*out = o;
+		return 0;
+	}
+
+	const char *base = base_of(o->path);
+	clean_stale(o->dir, base);
+	if (asprintf(&o->tmp, "%s/.%s" TMP_TAG "%ld", o->dir, base,
+		     (long)getpid()) < 0) {
+		o->tmp = NULL;
+		out_free(o);
+		return vp_errorf(err, "%s: out of memory", path);
+	}
+	if (slot_has(o->tmp)) {
+		free(o->tmp);
+		o->tmp = NULL;
+		out_free(o);
+		return vp_errorf(err, "%s: already an output of this run", path);
+	}
+	o->fd = open(o->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+	if (o->fd < 0) {
+		int e = errno;
+		vp_errorf(err, "%s: cannot create %s: %s", path, o->tmp,
+			  strerror(e));
+		free(o->tmp);
+		o->tmp = NULL;
+		out_free(o);
+		return -1;
+	}
+	o->slot = slot_add(o->tmp);
+	/* The new file keeps the mode of the one it replaces: a private
+	 * trace stays private. */
+	if (exists)
+		fchmod(o->fd, st.st_mode & 07777);
+	*out = o;
+	return 0;
+}
+
+int vp_out_fd(const struct vp_out *o) { return o->fd; }
+const char *vp_out_path(const struct vp_out *o) { return o->shown; }
+const char *vp_out_temp_path(const struct vp_out *o)
+{
+	return o->tmp ? o->tmp : o->path;
+}
+
+int vp_out_write(struct vp_out *o, const void *buf, size_t len,
+		 struct vp_error *err)
+{
+	const uint8_t *p = buf;
+	if (o->werr)
+		return vp_errorf(err, "%s: cannot write: %s", o->shown,
+				 strerror(o->werr));
+	while (len) {
+		ssize_t n = write(o->fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			o->werr = n < 0 ? errno : ENOSPC;
+			return vp_errorf(err, "%s: cannot write: %s", o->shown,
+					 strerror(o->werr));
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+void vp_out_abort(struct vp_out *o)
+{
+	if (!o)
+		return;
+	if (o->tmp)
+		unlink(o->tmp);
+	else if (o->direct && o->created)
+		unlink(o->path);
+	out_free(o);
+}
+
+/* ---- commit ------------------------------------------------------------------ */
+
+enum step { NOT_YET, EXCHANGED, LINKED, CREATED, UNDOABLE };
+
+static void sync_dir(const char *dir)
+{
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0) {
+		fsync(dfd);
+		close(dfd);
+	}
+}
+
+/* fsync and close; direct outputs to a pipe or device skip what they
+ * cannot do. */
+static int finish_data(struct vp_out *o, struct vp_error *err)
+{
+	if (o->werr)
+		return vp_errorf(err, "%s: cannot write: %s", o->shown,
+				 strerror(o->werr));
+	if (fsync(o->fd) < 0 && !(o->direct && (errno == EINVAL ||
+						errno == EROFS)))
+		return vp_errorf(err, "%s: cannot sync: %s", o->shown,
+				 strerror(errno));
+	int fd = o->fd;
+	o->fd = -1;
+	if (close(fd) < 0 && errno != EINTR)
+		return vp_errorf(err, "%s: cannot close: %s", o->shown,
+				 strerror(errno));
+	return 0;
+}
+
+/* Puts o in place, remembering how, so that it can be undone. */
+static int put_in_place(struct vp_out *o, enum step *how, char **aside,
+			struct vp_error *err)
+{
+	struct stat st;
+	if (lstat(o->path, &st) != 0) {
+		if (rename(o->tmp, o->path) != 0)
+			return vp_errorf(err, "%s: cannot rename %s into place: "
+					 "%s", o->shown, o->tmp, strerror(errno));
+		*how = CREATED;
+		return 0;
+	}
+	if (!S_ISREG(st.st_mode))
+		return vp_errorf(err, "%s: no longer a regular file; not "
+				 "replacing it", o->shown);
+	/* The old file moves to the temporary's name, the new one into
+	 * place, in one step. */
+	if (renameat2(AT_FDCWD, o->tmp, AT_FDCWD, o->path,
+		      RENAME_EXCHANGE) == 0) {
+		*how = EXCHANGED;
+		return 0;
+	}
+	/* Where the file system cannot exchange: a second link to the old
+	 * file, then the rename over it. */
+	if (asprintf(aside, "%s.old", o->tmp) < 0) {
+		*aside = NULL;
+		return vp_errorf(err, "%s: out of memory", o->shown);
+	}
+	unlink(*aside);
+	if (link(o->path, *aside) == 0) {
+		if (rename(o->tmp, o->path) != 0) {
+			int e = errno;
+			unlink(*aside);
+			return vp_errorf(err, "%s: cannot rename %s into place: "
+					 "%s", o->shown, o->tmp, strerror(e));
+		}
+		*how = LINKED;
+		return 0;
+	}
+	free(*aside);
+	*aside = NULL;
+	if (rename(o->tmp, o->path) != 0)
+		return vp_errorf(err, "%s: cannot rename %s into place: %s",
+				 o->shown, o->tmp, strerror(errno));
+	*how = UNDOABLE;
+	return 0;
+}
+
+static void undo(struct vp_out *o, enum step how, const char *aside)
+{
+	switch (how) {
+	case EXCHANGED:
+		if (renameat2(AT_FDCWD, o->tmp, AT_FDCWD, o->path,
+			      RENAME_EXCHANGE) != 0)
+			fprintf(stderr, "%s: cannot restore the previous file "
+				"(it is %s): %s\n", o->shown, o->tmp,
+				strerror(errno));
+		else
+			unlink(o->tmp);
+		break;
+	case LINKED:
+		if (rename(aside, o->path) != 0)
+			fprintf(stderr, "%s: cannot restore the previous file "
+				"(it is %s): %s\n", o->shown, aside,
+				strerror(errno));
+		break;
+	case CREATED:
+		unlink(o->path);
+		break;
+	case UNDOABLE:
+		fprintf(stderr, "%s: replaced, and the previous file cannot be "
+			"restored\n", o->shown);
+		break;
+	case NOT_YET:
+		break;
+	}
+}
+
+int vp_out_commit_all(struct vp_out **outs, size_t n, struct vp_error *err)
+{
+	enum step how[n ? n : 1];
+	char *aside[n ? n : 1];
+	sigset_t block, old;
+	size_t i, done = 0;
+	int rc = 0;
+
+	sigemptyset(&block);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &block, &old);
+	g_committing = 1;
+
+	for (i = 0; i < n; i++) {
+		how[i] = NOT_YET;
+		aside[i] = NULL;
+	}
+	/* Every file complete and on disk before any is renamed. */
+	for (i = 0; i < n && rc == 0; i++)
+		if (outs[i] && finish_data(outs[i], err) < 0)
+			rc = -1;
+	for (i = 0; i < n && rc == 0; i++, done = i) {
+		if (!outs[i] || outs[i]->direct)
+			continue;
+		if (put_in_place(outs[i], &how[i], &aside[i], err) < 0)
+			rc = -1;
+	}
+	if (rc < 0) {
+		for (i = done; i-- > 0;)
+			if (outs[i])
+				undo(outs[i], how[i], aside[i]);
+	}
+	for (i = 0; i < n; i++) {
+		struct vp_out *o = outs[i];
+		if (!o)
+			continue;
+		if (o->tmp && (rc < 0 || how[i] == EXCHANGED || how[i] == NOT_YET))
+			unlink(o->tmp); /* the new file, or the old one */
+		if (aside[i]) {
+			if (rc == 0)
+				unlink(aside[i]);
+			free(aside[i]);
+		}
+		if (rc < 0 && o->direct && o->created)
+			unlink(o->path);
+		if (rc == 0)
+			sync_dir(o->dir);
+		out_free(o);
+		outs[i] = NULL;
+	}
+
+	g_committing = 0;
+	if (g_deferred && g_installed) {
+		/* A signal came while the files were being renamed: they are
+		 * complete now; stop as it asked. */
+		vp_out_cleanup_all();
+		_exit(128 + g_deferred);
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return rc;
+}
+
+int vp_out_commit(struct vp_out *o, struct vp_error *err)
+{
+	return vp_out_commit_all(&o, 1, err);
+}
