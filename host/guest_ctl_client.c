@@ -4,7 +4,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +15,7 @@
 
 #include "ctl_proto.h"
 #include "guest_ctl_client.h"
+#include "out_file.h"
 #include "event_loop.h"
 #include "ipc_sock.h"
 
@@ -358,84 +358,39 @@ int vp_guest_ctl_ping(struct vp_guest_ctl *c, int timeout_ms,
 /* ---- pull --------------------------------------------------------------- */
 
 struct pull {
-	char *tmp;
-	int fd;
+	struct vp_out *out;
 	uint64_t received;
 	uLong crc;
 };
 
 static int pull_open(struct pull *p, const char *path, struct vp_error *err)
 {
-	char *copy = strdup(path);
-	const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-	size_t n = strlen(path) + 16;
-
-	p->fd = -1;
-	p->tmp = malloc(n);
-	if (!copy || !p->tmp) {
-		free(copy);
-		free(p->tmp);
-		p->tmp = NULL;
-		return vp_errorf(err, "out of memory");
-	}
-	snprintf(p->tmp, n, "%s/.%s.XXXXXX", dirname(copy), base);
-	free(copy);
-	p->fd = mkostemp(p->tmp, O_CLOEXEC);
-	if (p->fd < 0) {
-		int e = errno;
-		free(p->tmp);
-		p->tmp = NULL;
-		return vp_errorf(err, "%s: cannot create: %s", path,
-				 strerror(e));
-	}
-	mode_t um = umask(0);
-	umask(um);
-	fchmod(p->fd, 0666 & ~um);
 	p->crc = crc32(0L, Z_NULL, 0);
-	return 0;
+	return vp_out_open(&p->out, path, 0, err);
 }
 
 static void pull_abort(struct pull *p)
 {
-	if (p->fd >= 0)
-		close(p->fd);
-	if (p->tmp)
-		unlink(p->tmp);
-	free(p->tmp);
-	p->tmp = NULL;
-	p->fd = -1;
+	vp_out_abort(p->out);
+	p->out = NULL;
 }
 
 static int pull_write(struct pull *p, const uint8_t *b, size_t n,
 		      const char *path, struct vp_error *err)
 {
+	(void)path;
 	p->crc = crc32(p->crc, b, (uInt)n);
 	p->received += n;
-	while (n > 0) {
-		ssize_t w = write(p->fd, b, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return vp_errorf(err, "%s: write: %s", path,
-					 strerror(errno));
-		b += w;
-		n -= (size_t)w;
-	}
-	return 0;
+	return vp_out_write(p->out, b, n, err);
 }
 
 /* fsync, rename into place. */
 static int pull_commit(struct pull *p, const char *path, struct vp_error *err)
 {
-	if (fsync(p->fd) < 0)
-		return vp_errorf(err, "%s: fsync: %s", path, strerror(errno));
-	close(p->fd);
-	p->fd = -1;
-	if (rename(p->tmp, path) < 0)
-		return vp_errorf(err, "%s: rename: %s", path, strerror(errno));
-	free(p->tmp);
-	p->tmp = NULL;
-	return 0;
+	(void)path;
+	struct vp_out *o = p->out;
+	p->out = NULL;
+	return vp_out_commit(o, err);
 }
 
 /* The DATA / END stream of a PULL. */
@@ -484,7 +439,7 @@ int vp_guest_ctl_pull(struct vp_guest_ctl *c, const char *path,
 		      uint64_t *size, struct vp_error *err)
 {
 	struct vp_ctl_msg *req = calloc(1, sizeof(*req));
-	struct pull p = {.fd = -1};
+	struct pull p = {.out = NULL};
 	int rc = -1;
 
 	if (!req)

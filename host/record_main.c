@@ -46,6 +46,7 @@
 #include "cmd_config.h"
 #include "guest_ctl_client.h"
 #include "merge.h"
+#include "out_file.h"
 #include "record_domain.h"
 #include "record_proc.h"
 #include "report.h"
@@ -591,29 +592,34 @@ static int merge_traces(struct run *r, struct vp_error *err)
 {
 	struct merge_opts mo;
 	struct merge_result res;
-	struct trace_writer *rw = NULL;
+	struct vp_out *outs[2] = {NULL, NULL}; /* merged trace, report */
 
 	memset(&mo, 0, sizeof(mo));
 	mo.host = r->host_pb;
 	mo.guests[0] = r->guest_pb;
 	mo.n_guests = 1;
 	mo.out = r->o.out;
+	mo.out_pending = &outs[0];
 	mo.threads = sysconf(_SC_NPROCESSORS_ONLN) >= 2 ? 2 : 1;
 	if (r->guest.qemu_pid > 0) {
 		mo.vm_pid[0] = r->guest.qemu_pid;
 		mo.n_vm_pid = 1;
 	}
-	if (trace_writer_open(&rw, r->report, err) < 0)
+	if (vp_out_open(&outs[1], r->report, 0, err) < 0)
 		return -1;
 	int st = merge_run(&mo, &res, err);
 	if (st != MERGE_OK) {
-		trace_writer_abort(rw);
+		vp_out_abort(outs[1]);
 		merge_result_free(&res);
 		return -1;
 	}
 	report_summary(stderr, &mo, &res);
-	int rc = report_write_json(rw, &mo, &res, err);
+	int rc = report_write_json(outs[1], &mo, &res, err);
 	merge_result_free(&res);
+	if (rc == 0)
+		rc = vp_out_commit_all(outs, 2, err);
+	vp_out_abort(outs[0]);
+	vp_out_abort(outs[1]);
 	return rc;
 }
 
@@ -714,6 +720,10 @@ stop_host:
 		goto out;
 	}
 
+	/* From here on nothing is left to stop cleanly: a signal removes the
+	 * file being pulled or merged and ends the run. */
+	vp_out_signals(false);
+	sigprocmask(SIG_UNBLOCK, &r->sigs, NULL);
 	if (vp_guest_ctl_pull(r->ctl, r->guest_pb, 0, 60000, NULL, NULL, NULL,
 			      &err) < 0) {
 		say("pulling the guest trace: %s", err.msg);
@@ -766,6 +776,26 @@ int main(int argc, char **argv)
 	    beside(r.guest_pb, r.o.out, ".guest.pb") < 0 ||
 	    beside(r.report, r.o.out, ".report.json") < 0)
 		return usage_error("-o: path too long");
+	/* No output may be one of the configs it reads. */
+	{
+		const char *inputs[] = {r.o.host_cfg, r.o.guest_cfg};
+		const char *outs[] = {r.o.out, r.host_pb, r.guest_pb, r.report};
+		const char *what[] = {"-o", "the host trace", "the guest trace",
+				      "the report"};
+		struct vp_error err;
+		for (size_t i = 0; i < 4; i++) {
+			int bad = vp_out_check_inputs(what[i], outs[i], inputs,
+						      2, &err);
+			for (size_t k = i + 1; k < 4 && !bad; k++)
+				bad = vp_out_check_distinct(what[i], outs[i],
+							    what[k], outs[k],
+							    &err);
+			if (bad) {
+				say("%s", err.msg);
+				return REC_USAGE;
+			}
+		}
+	}
 
 	/* Signals are taken synchronously (sigtimedwait); children get the
 	 * default mask back (record_spawn). */

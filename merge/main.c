@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "merge.h"
+#include "out_file.h"
 #include "partition.h"
 #include "perfetto_fields.h"
 #include "report.h"
@@ -26,14 +27,6 @@
 #ifndef VP_VERSION
 #define VP_VERSION "dev"
 #endif
-
-static volatile sig_atomic_t cancelled;
-
-static void on_signal(int sig)
-{
-	(void)sig;
-	cancelled = 1;
-}
 
 static void usage(FILE *f)
 {
@@ -70,8 +63,10 @@ static void usage(FILE *f)
 "  --version                   the version\n"
 "\n"
 "exit status: 0 ok, 1 usage, 2 bad input, 3 no usable sync data,\n"
-"4 the output could not be written, 130 interrupted.  On failure no output\n"
-"(and no report) is left behind.\n");
+"4 the output could not be written, 128+N killed by signal N (130: Ctrl-C).\n"
+"-o and --report never name an input (refused with status 1).  The merged\n"
+"trace and the report appear together or not at all: on any failure or\n"
+"signal no output is left behind and files that existed stay as they were.\n");
 }
 
 static int usage_error(const char *fmt, const char *arg)
@@ -289,18 +284,24 @@ int main(int argc, char **argv)
 	if (o.n_vm_pid && o.n_vm_pid != o.n_guests)
 		return usage_error("%s", "--guest-vm-pid must be given once per "
 				   "guest trace");
-	if (report && !strcmp(report, o.out))
-		return usage_error("%s", "--report and -o name the same file");
+
+	struct vp_error err = {{0}};
+	const char *inputs[MERGE_MAX_GUESTS + 1] = {o.host};
+	for (size_t i = 0; i < o.n_guests; i++)
+		inputs[i + 1] = o.guests[i];
+	if (vp_out_check_inputs("-o", o.out, inputs, o.n_guests + 1, &err) < 0 ||
+	    vp_out_check_inputs("--report", report, inputs, o.n_guests + 1,
+				&err) < 0 ||
+	    vp_out_check_distinct("-o", o.out, "--report", report, &err) < 0) {
+		fprintf(stderr, "vperfetto_merge: %s\n", err.msg);
+		return MERGE_USAGE;
+	}
 
 	if (!o.threads)
 		o.threads = (unsigned)n_cpus();
 
-	struct sigaction sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_signal;
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	o.cancel = &cancelled;
+	/* A signal removes the files being written and ends the run. */
+	o.cancel = vp_out_signals(false);
 
 	uint64_t total = 0;
 	struct stat st;
@@ -312,29 +313,35 @@ int main(int argc, char **argv)
 	o.progress = !quiet && isatty(STDERR_FILENO) && total > (64u << 20);
 
 	struct merge_result res;
-	struct vp_error err = {{0}};
-	struct trace_writer *report_w = NULL;
-	if (report && trace_writer_open(&report_w, report, &err) < 0) {
+	struct vp_out *outs[2] = {NULL, NULL}; /* merged trace, report */
+	if (report && vp_out_open(&outs[1], report, 0, &err) < 0) {
 		fprintf(stderr, "vperfetto_merge: %s\n", err.msg);
 		return MERGE_IO_ERROR;
 	}
+	o.out_pending = &outs[0];
 	int status = merge_run(&o, &res, &err);
 	if (status != MERGE_OK) {
 		fprintf(stderr, "vperfetto_merge: %s\n", err.msg);
 		if (status == MERGE_USAGE)
 			fprintf(stderr, "Try 'vperfetto_merge --help'.\n");
-		if (report_w)
-			trace_writer_abort(report_w);
+		vp_out_abort(outs[0]);
+		vp_out_abort(outs[1]);
 		merge_result_free(&res);
-		return cancelled ? 128 + SIGINT : status;
+		return status;
+	}
+	if (outs[1] && report_write_json(outs[1], &o, &res, &err) < 0)
+		status = MERGE_IO_ERROR;
+	else if (vp_out_commit_all(outs, 2, &err) < 0)
+		status = MERGE_IO_ERROR;
+	if (status != MERGE_OK) {
+		vp_out_abort(outs[0]);
+		vp_out_abort(outs[1]);
+		fprintf(stderr, "vperfetto_merge: %s\n", err.msg);
+		merge_result_free(&res);
+		return status;
 	}
 	if (!quiet)
 		report_summary(stderr, &o, &res);
-	if (report_w && report_write_json(report_w, &o, &res, &err) < 0) {
-		fprintf(stderr, "vperfetto_merge: %s\n", err.msg);
-		merge_result_free(&res);
-		return MERGE_IO_ERROR;
-	}
 	merge_result_free(&res);
 	return 0;
 }

@@ -3,6 +3,7 @@
  * (see merge.h for the order of the passes).
  */
 #include "merge.h"
+#include "out_file.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -707,20 +708,10 @@ static int rewrite_file(const char *path, unsigned threads,
 /* -o must not name an input (not even through another path or a link). */
 static int check_output(const struct merge_opts *o, struct vp_error *err)
 {
-	struct stat so, si;
-	if (stat(o->out, &so) < 0)
-		return 0;
-	const char *inputs[MERGE_MAX_GUESTS + 1];
-	size_t n = 0;
-	inputs[n++] = o->host;
+	const char *inputs[MERGE_MAX_GUESTS + 1] = {o->host};
 	for (size_t i = 0; i < o->n_guests; i++)
-		inputs[n++] = o->guests[i];
-	for (size_t i = 0; i < n; i++)
-		if (stat(inputs[i], &si) == 0 && si.st_dev == so.st_dev &&
-		    si.st_ino == so.st_ino)
-			return vp_errorf(err, "-o %s names the input %s; refusing "
-					 "to overwrite an input", o->out, inputs[i]);
-	return 0;
+		inputs[i + 1] = o->guests[i];
+	return vp_out_check_inputs("-o", o->out, inputs, o->n_guests + 1, err);
 }
 
 static uint64_t file_size(const char *path)
@@ -894,6 +885,13 @@ int merge_run(const struct merge_opts *o, struct merge_result *res,
 	}
 
 	res->bytes_out = trace_writer_bytes(w);
+	if (o->out_pending) {
+		struct trace_writer *fw = w;
+		w = NULL;
+		if (trace_writer_finish(fw, o->out_pending, err) < 0)
+			status = MERGE_IO_ERROR;
+		goto out;
+	}
 	if (trace_writer_commit(w, err) < 0) {
 		w = NULL;
 		status = MERGE_IO_ERROR;

@@ -60,6 +60,10 @@ struct merge_opts {
 	uint64_t max_inflate;  /* bytes compressed_packets may inflate to, in
 				* all, per trace (0: MERGE_DEFAULT_MAX_INFLATE) */
 	volatile sig_atomic_t *cancel; /* set by a signal handler: stop */
+	/* When set, the merged output is left aside here instead of being
+	 * committed, for the caller to commit with its other outputs
+	 * (vp_out_commit_all); NULL on failure. */
+	struct vp_out **out_pending;
 };
 
 /* Distribution of an error bound, ns. */

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "perfetto_fields.h"
-#include "trace_io.h"
+#include "out_file.h"
 
 static const char *source_name(enum cm_offset_source s)
 {
@@ -246,24 +246,20 @@ static void json_report(FILE *f, const struct merge_opts *o,
 		(unsigned long long)res->bytes_out, res->seconds);
 }
 
-int report_write_json(struct trace_writer *w, const struct merge_opts *o,
+int report_write_json(struct vp_out *out, const struct merge_opts *o,
 		      const struct merge_result *res, struct vp_error *err)
 {
 	char *text = NULL;
 	size_t len = 0;
 	FILE *mem = open_memstream(&text, &len);
-	if (!mem) {
-		trace_writer_abort(w);
+	if (!mem)
+		return vp_errorf(err, "report: out of memory");
+	json_report(mem, o, res);
+	if (fclose(mem) != 0) {
+		free(text);
 		return vp_errorf(err, "report: out of memory");
 	}
-	json_report(mem, o, res);
-	fclose(mem);
-
-	int rc = trace_writer_raw(w, text, len, err);
-	if (rc < 0)
-		trace_writer_abort(w);
-	else
-		rc = trace_writer_commit(w, err);
+	int rc = vp_out_write(out, text, len, err);
 	free(text);
 	return rc;
 }

@@ -11,12 +11,13 @@
 
 void report_summary(FILE *f, const struct merge_opts *o,
 		    const struct merge_result *res);
-struct trace_writer;
+struct vp_out;
 
-/* Writes the JSON report into w (opened by the caller before the merge, so
- * that a report that cannot be written stops the merge before it starts)
- * and commits it; w is freed in all cases. */
-int report_write_json(struct trace_writer *w, const struct merge_opts *o,
+/* Writes the JSON report into out (opened by the caller before the merge,
+ * so that a report that cannot be written stops the merge before it
+ * starts).  The caller commits it together with the merged trace
+ * (vp_out_commit_all), or aborts both. */
+int report_write_json(struct vp_out *out, const struct merge_opts *o,
 		      const struct merge_result *res, struct vp_error *err);
 
 #endif
