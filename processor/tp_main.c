@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "out_file.h"
 #include "tp_load.h"
 #include "tp_query.h"
 #include "tp_shell.h"
@@ -277,8 +278,20 @@ static int run_sql(struct sqlite3 *db, const char *sql)
 	return 0;
 }
 
+/* What an output must not overwrite: the trace and the query files. */
+static size_t list_inputs(const struct options *o, const char **v)
+{
+	size_t n = 0;
+	v[n++] = o->trace_path;
+	for (size_t i = 0; i < o->nqueries; i++)
+		if (o->queries[i].is_file)
+			v[n++] = o->queries[i].arg;
+	return n;
+}
+
 static int run_actions(struct tp_ctx *ctx, struct sqlite3 *db,
-		       const struct options *o)
+		       const struct options *o, const char **inputs,
+		       size_t n_inputs)
 {
 	struct vp_error err = {{0}};
 	bool acted = false;
@@ -296,7 +309,8 @@ static int run_actions(struct tp_ctx *ctx, struct sqlite3 *db,
 		acted = true;
 	}
 	if (o->export_path) {
-		if (tp_query_export(db, o->export_path, &err) != 0) {
+		if (tp_query_export(db, o->export_path, inputs, n_inputs,
+				    &err) != 0) {
 			fprintf(stderr, PROG ": cannot export to %s: %s\n",
 				o->export_path, err.msg);
 			return 1;
@@ -305,7 +319,7 @@ static int run_actions(struct tp_ctx *ctx, struct sqlite3 *db,
 	}
 	if (o->interactive || !acted) {
 		if (isatty(STDIN_FILENO))
-			return tp_shell_run(db);
+			return tp_shell_run(db, o->trace_path);
 		char *sql = read_stream(stdin);
 		int rc = sql ? run_sql(db, sql) : -1;
 		if (!sql)
@@ -341,6 +355,8 @@ int main(int argc, char **argv)
 	struct vp_error err = {{0}};
 	struct tp_ctx *ctx = NULL;
 	struct sqlite3 *db = NULL;
+	const char **inputs = NULL;
+	size_t n_inputs = 0;
 	int rc = parse_args(argc, argv, &o);
 
 	if (rc != 0) {
@@ -352,6 +368,19 @@ int main(int argc, char **argv)
 	rc = 1;
 	if (read_query_files(&o) != 0 || check_trace_path(o.trace_path) != 0)
 		goto out;
+	inputs = malloc((o.nqueries + 1) * sizeof(*inputs));
+	if (!inputs)
+		goto out;
+	n_inputs = list_inputs(&o, inputs);
+	/* Refused before the trace is loaded, and nothing is written. */
+	if (vp_out_check_inputs("the export", o.export_path, inputs, n_inputs,
+				&err) < 0) {
+		fprintf(stderr, PROG ": %s\n", err.msg);
+		goto out;
+	}
+	/* A signal removes the export being written and ends the run (the
+	 * interactive shell takes SIGINT for itself while it runs). */
+	vp_out_signals(false);
 	ctx = tp_ctx_new();
 	if (load(ctx, &o) != 0)
 		goto out;
@@ -360,7 +389,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": %s\n", err.msg);
 		goto out;
 	}
-	rc = run_actions(ctx, db, &o);
+	rc = run_actions(ctx, db, &o, inputs, n_inputs);
 	if (fflush(stdout) != 0) {
 		fprintf(stderr, PROG ": writing the output: %s\n",
 			strerror(errno));
@@ -374,5 +403,6 @@ out:
 	for (size_t i = 0; i < o.nqueries; i++)
 		free(o.queries[i].sql);
 	free(o.queries);
+	free(inputs);
 	return rc;
 }

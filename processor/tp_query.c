@@ -19,6 +19,7 @@
 
 #include <sqlite3.h>
 
+#include "out_file.h"
 #include "tp_schema.h"
 #include "tp_slicefn.h"
 
@@ -546,15 +547,6 @@ static int collect_names(sqlite3 *db, struct name_list *l,
 			   l, err);
 }
 
-static void sync_file(const char *path)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		fsync(fd);
-		close(fd);
-	}
-}
-
 /* Copies every name into the attached vp_export database. */
 static int copy_all(sqlite3 *db, const struct name_list *l,
 		    struct vp_error *err)
@@ -574,27 +566,19 @@ static int copy_all(sqlite3 *db, const struct name_list *l,
 	return exec_fmt(db, err, "COMMIT");
 }
 
-int tp_query_export(struct sqlite3 *db, const char *path, struct vp_error *err)
+int tp_query_export(struct sqlite3 *db, const char *path,
+		    const char *const *inputs, size_t n_inputs,
+		    struct vp_error *err)
 {
 	struct name_list names = {0};
-	size_t plen = strlen(path);
-	char *tmp = malloc(plen + 16);
-	int fd, rc = -1;
+	struct vp_out *out = NULL;
+	int rc = -1;
 
-	if (!tmp)
-		abort();
-	snprintf(tmp, plen + 16, "%s.tmp-XXXXXX", path);
-	fd = mkstemp(tmp);
-	if (fd < 0) {
-		vp_errorf(err, "cannot create %s: %s", tmp, strerror(errno));
-		free(tmp);
+	if (vp_out_check_inputs("the export", path, inputs, n_inputs, err) < 0)
 		return -1;
-	}
-	/* mkstemp makes the file 0600; give it the usual mode instead. */
-	mode_t mask = umask(0);
-	umask(mask);
-	fchmod(fd, 0666 & ~mask);
-	close(fd);
+	if (vp_out_open(&out, path, 0, err) < 0)
+		return -1;
+	const char *tmp = vp_out_temp_path(out);
 	if (collect_names(db, &names, err) != 0)
 		goto out;
 	if (exec_fmt(db, err, "ATTACH DATABASE %Q AS vp_export", tmp) != 0)
@@ -602,16 +586,12 @@ int tp_query_export(struct sqlite3 *db, const char *path, struct vp_error *err)
 	rc = copy_all(db, &names, err);
 	if (exec_fmt(db, rc ? NULL : err, "DETACH DATABASE vp_export") != 0)
 		rc = -1;
-	if (rc == 0) {
-		sync_file(tmp);
-		if (rename(tmp, path) != 0)
-			rc = vp_errorf(err, "cannot rename %s to %s: %s", tmp,
-				       path, strerror(errno));
-	}
 out:
-	if (rc != 0)
-		unlink(tmp);
 	names_free(&names);
-	free(tmp);
+	if (rc == 0) {
+		rc = vp_out_commit(out, err);
+		out = NULL;
+	}
+	vp_out_abort(out);
 	return rc;
 }

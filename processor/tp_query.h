@@ -27,8 +27,11 @@ void tp_query_close(struct sqlite3 *db);
 int tp_query_run(struct sqlite3 *db, const char *sql, FILE *out,
 		 struct vp_error *err);
 
-/* Copies every table and view into a new SQLite file at path (written to
- * a temporary name and renamed into place). */
-int tp_query_export(struct sqlite3 *db, const char *path, struct vp_error *err);
+/* Copies every table and view into a new SQLite file at path (written
+ * aside and renamed into place, out_file.h).  Refused when path names one
+ * of the inputs (the trace, query files). */
+int tp_query_export(struct sqlite3 *db, const char *path,
+		    const char *const *inputs, size_t n_inputs,
+		    struct vp_error *err);
 
 #endif

@@ -38,6 +38,7 @@ static volatile sig_atomic_t cancel_input; /* Ctrl-C at the prompt */
 
 struct shell {
 	sqlite3 *db;
+	const char *trace_path;
 	bool csv;
 	char *history_path;
 	char *pending; /* statement being typed */
@@ -472,7 +473,8 @@ static bool dot_command(struct shell *sh, char *line)
 			fprintf(stderr, "usage: .dump FILE\n");
 		} else {
 			running_db = sh->db;
-			if (tp_query_export(sh->db, argv[1], &err) != 0)
+			if (tp_query_export(sh->db, argv[1], &sh->trace_path, 1,
+					    &err) != 0)
 				fprintf(stderr, "Error: %s\n", err.msg);
 			else
 				printf("exported to %s\n", argv[1]);
@@ -546,9 +548,9 @@ static void shell_history_open(struct shell *sh)
 	read_history(sh->history_path);
 }
 
-int tp_shell_run(struct sqlite3 *db)
+int tp_shell_run(struct sqlite3 *db, const char *trace_path)
 {
-	struct shell sh = {.db = db};
+	struct shell sh = {.db = db, .trace_path = trace_path};
 	struct sigaction sa = {0}, old_sa;
 	bool go = true;
 

@@ -8,6 +8,7 @@ struct sqlite3;
 
 /* Reads statements and dot commands from the terminal until .quit or EOF.
  * Returns the process exit status. */
-int tp_shell_run(struct sqlite3 *db);
+/* trace_path: the loaded trace, which .dump must not overwrite. */
+int tp_shell_run(struct sqlite3 *db, const char *trace_path);
 
 #endif

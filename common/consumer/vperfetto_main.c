@@ -12,9 +12,10 @@
  * client in short slices, between which SIGINT/SIGTERM are noticed (the
  * first stops tracing cleanly: Flush, then DisableTracing; the second
  * aborts).  The trace is written through trace_io.h's crash-safe writer;
- * with write_into_file the service writes into a temporary file whose fd
- * travels with EnableTracing, renamed into place at the end.  On any
- * failure no output file is left behind.
+ * with write_into_file the service writes into the temporary file of an
+ * out_file.h output, whose fd travels with EnableTracing, renamed into
+ * place at the end.  On any failure no output file is left behind and a
+ * file that was there stays as it was.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -34,6 +35,7 @@
 #include "event_loop.h"
 #include "ipc_client.h"
 #include "ipc_sock.h"
+#include "out_file.h"
 #include "pb_wire.h"
 #include "perfetto/ipc/consumer_port.pb-c.h"
 #include "trace_io.h"
@@ -43,14 +45,6 @@
 #define CALL_TIMEOUT_MS 10000
 #define POLL_SLICE_MS 100
 #define FLUSH_TIMEOUT_MS 5000
-
-static volatile sig_atomic_t g_signals; /* SIGINT/SIGTERM received */
-
-static void on_signal(int sig)
-{
-	(void)sig;
-	g_signals++;
-}
 
 /* ---- command line ------------------------------------------------------- */
 
@@ -355,7 +349,7 @@ static int wait_for(struct session *s, const bool *done, bool stoppable,
 	struct vp_error e;
 
 	while (!*done && !s->failed) {
-		int sigs = g_signals;
+		int sigs = vp_out_signal_count();
 		if (sigs >= abort_at)
 			return session_fail(s, "aborted by signal");
 		if (stoppable && (sigs > 0 || s->stopping) &&
@@ -465,101 +459,12 @@ static void free_buffers(struct session *s)
 	free(reply);
 }
 
-/* ---- write_into_file: a temporary file the service writes into ---------- */
+/* ---- write_into_file ------------------------------------------------------ */
 
-struct out_file {
-	char *path;
-	char *tmp; /* NULL when writing the destination directly */
-	int fd;
-};
-
-static int out_file_open(struct out_file *of, const char *path, bool direct,
-			 struct vp_error *err)
-{
-	of->path = strdup(path);
-	of->tmp = NULL;
-	of->fd = -1;
-	if (!of->path)
-		return vp_errorf(err, "out of memory");
-	if (direct) {
-		of->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
-			      0666);
-		if (of->fd < 0)
-			return vp_errorf(err, "%s: cannot create output: %s",
-					 path, strerror(errno));
-		return 0;
-	}
-	char *copy = strdup(path);
-	const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-	size_t n = strlen(path) + 16;
-	of->tmp = malloc(n);
-	if (!copy || !of->tmp) {
-		free(copy);
-		return vp_errorf(err, "out of memory");
-	}
-	snprintf(of->tmp, n, "%s/.%s.XXXXXX", dirname(copy), base);
-	free(copy);
-	of->fd = mkostemp(of->tmp, O_CLOEXEC);
-	if (of->fd < 0) {
-		int e = errno;
-		free(of->tmp);
-		of->tmp = NULL;
-		return vp_errorf(err, "%s: cannot create output: %s", path,
-				 strerror(e));
-	}
-	mode_t um = umask(0);
-	umask(um);
-	fchmod(of->fd, 0666 & ~um);
-	return 0;
-}
-
-/* fsync, rename into place, fsync the directory. */
-static int out_file_commit(struct out_file *of, struct vp_error *err)
-{
-	int rc = 0;
-
-	if (fsync(of->fd) < 0)
-		rc = vp_errorf(err, "%s: fsync: %s", of->path, strerror(errno));
-	close(of->fd);
-	of->fd = -1;
-	if (rc == 0 && of->tmp) {
-		if (rename(of->tmp, of->path) < 0) {
-			rc = vp_errorf(err, "%s: rename: %s", of->path,
-				       strerror(errno));
-			unlink(of->tmp);
-		} else {
-			char *copy = strdup(of->path);
-			int dfd = copy ? open(dirname(copy),
-					      O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-				       : -1;
-			if (dfd >= 0) {
-				fsync(dfd);
-				close(dfd);
-			}
-			free(copy);
-		}
-	} else if (rc < 0 && of->tmp) {
-		unlink(of->tmp);
-	}
-	free(of->tmp);
-	free(of->path);
-	of->tmp = of->path = NULL;
-	return rc;
-}
-
-static void out_file_abort(struct out_file *of)
-{
-	if (of->tmp)
-		unlink(of->tmp);
-	else if (of->path && of->fd >= 0)
-		unlink(of->path); /* created by us (direct mode) */
-	if (of->fd >= 0)
-		close(of->fd);
-	free(of->tmp);
-	free(of->path);
-	of->tmp = of->path = NULL;
-	of->fd = -1;
-}
+/* The service writes into an out_file.h output through the descriptor
+ * passed with EnableTracing; it is committed when the session ends well.
+ * With --detach the consumer is gone before that, so the destination is
+ * written directly. */
 
 /* ---- commands ----------------------------------------------------------- */
 
@@ -572,7 +477,7 @@ static uint64_t file_size(const char *path)
 /* Waits for the end of the session (EnableTracing answered), then reads
  * the buffers into OUT, unless the service wrote the file itself. */
 static int finish_session(struct session *s, const char *out, bool into_file,
-			  struct out_file *of)
+			  struct vp_out **of)
 {
 	struct vp_error e;
 
@@ -580,7 +485,9 @@ static int finish_session(struct session *s, const char *out, bool into_file,
 		return -1;
 	if (into_file) {
 		free_buffers(s);
-		if (out_file_commit(of, &e) < 0)
+		struct vp_out *o = *of;
+		*of = NULL;
+		if (vp_out_commit(o, &e) < 0)
 			return session_fail(s, "%s", e.msg);
 		fprintf(stderr, "vperfetto: wrote %llu bytes to %s\n",
 			(unsigned long long)file_size(out), out);
@@ -603,7 +510,7 @@ static int cmd_trace(struct session *s, const struct options *o,
 		     vp_trace_config *tc)
 {
 	bool into_file = tc->has_write_into_file && tc->write_into_file;
-	struct out_file of = {.fd = -1};
+	struct vp_out *of = NULL;
 	struct vp_error e;
 	int rc = -1;
 
@@ -611,7 +518,8 @@ static int cmd_trace(struct session *s, const struct options *o,
 		return session_fail(s, "write_into_file needs -o OUT");
 	/* The output first: a bad path fails before the service is asked. */
 	if (into_file) {
-		if (out_file_open(&of, o->out, o->detach_key != NULL, &e) < 0)
+		if (vp_out_open(&of, o->out,
+				o->detach_key ? VP_OUT_DIRECT : 0, &e) < 0)
 			return session_fail(s, "%s", e.msg);
 	} else if (!o->detach_key) {
 		if (trace_writer_open(&s->w, o->out, &e) < 0)
@@ -623,7 +531,7 @@ static int cmd_trace(struct session *s, const struct options *o,
 	Perfetto__Protos__EnableTracingRequest rq =
 		PERFETTO__PROTOS__ENABLE_TRACING_REQUEST__INIT;
 	rq.trace_config = tc;
-	if (invoke_msg(s, "EnableTracing", &rq.base, into_file ? of.fd : -1,
+	if (invoke_msg(s, "EnableTracing", &rq.base, into_file ? vp_out_fd(of) : -1,
 		       on_enable_reply, s) < 0)
 		goto out;
 
@@ -637,10 +545,13 @@ static int cmd_trace(struct session *s, const struct options *o,
 			goto out;
 		free(reply);
 		if (into_file) {
-			close(of.fd);
-			of.fd = -1;
-			free(of.path);
-			of.path = NULL;
+			/* The service has its own descriptor now. */
+			if (vp_out_commit(of, &e) < 0) {
+				of = NULL;
+				session_fail(s, "%s", e.msg);
+				goto out;
+			}
+			of = NULL;
 		}
 		fprintf(stderr, "vperfetto: session detached as '%s'\n",
 			o->detach_key);
@@ -648,13 +559,18 @@ static int cmd_trace(struct session *s, const struct options *o,
 	}
 	rc = finish_session(s, o->out, into_file, &of);
 out:
+	if (rc < 0 && into_file && strstr(s->err.msg, "output file") &&
+	    !strstr(s->err.msg, o->out)) {
+		char m[sizeof(s->err.msg)];
+		snprintf(m, sizeof(m), "%s", s->err.msg);
+		vp_errorf(&s->err, "%s: %s", o->out, m);
+	}
 	if (rc < 0) {
 		if (s->w) {
 			trace_writer_abort(s->w);
 			s->w = NULL;
 		}
-		if (of.path)
-			out_file_abort(&of);
+		vp_out_abort(of);
 	}
 	return rc;
 }
@@ -859,16 +775,26 @@ fail:
 	return -1;
 }
 
+/* The first SIGINT/SIGTERM stops the session cleanly (the trace is
+ * written); the second removes the temporary output and exits 128 + N. */
 static void install_signals(void)
 {
-	struct sigaction sa;
-
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_signal;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
+	vp_out_signals(true);
 	signal(SIGPIPE, SIG_IGN);
+}
+
+/* -o must not be the config it reads. */
+static int check_output(const struct options *o)
+{
+	struct vp_error e;
+	const char *in = o->config_path && strcmp(o->config_path, "-")
+				 ? o->config_path : NULL;
+
+	if (vp_out_check_inputs("-o", o->out, &in, 1, &e) < 0) {
+		fprintf(stderr, "vperfetto: %s\n", e.msg);
+		return -1;
+	}
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -879,7 +805,7 @@ int main(int argc, char **argv)
 
 	if (r != 0)
 		return r > 0 ? 0 : 1;
-	if (check_args(&o) < 0)
+	if (check_args(&o) < 0 || check_output(&o) < 0)
 		return 1;
 	if (!o.query && !o.attach_key && build_config(&o, &tc) < 0)
 		return 1;

@@ -230,6 +230,7 @@ struct vp_session {
 	/* write_into_file */
 	int file_fd;
 	uint64_t file_bytes;
+	char file_error[160]; /* why the output file could not be written */
 	uint64_t max_file_size;
 	/* Service packets waiting to be read, each framed as Trace.packet. */
 	struct pb_buf pending;

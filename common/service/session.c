@@ -705,7 +705,9 @@ static void session_finalize(struct vp_session *sess)
 		sess->file_fd = -1;
 	}
 	if (sess->consumer)
-		vp_consumer_session_ended(sess->consumer, sess, NULL);
+		vp_consumer_session_ended(sess->consumer, sess,
+					  sess->file_error[0] ? sess->file_error
+							      : NULL);
 	vp_svc_check_shutdown(sess->svc);
 }
 
@@ -788,10 +790,14 @@ static int write_all(int fd, const uint8_t *p, size_t n)
 			continue;
 		if (w < 0 && errno == EAGAIN) {
 			struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-			if (poll(&pfd, 1, 1000) <= 0)
+			if (poll(&pfd, 1, 1000) <= 0) {
+				errno = ETIMEDOUT;
 				return -1;
+			}
 			continue;
 		}
+		if (w == 0)
+			errno = ENOSPC;
 		if (w <= 0)
 			return -1;
 		p += w;
@@ -824,6 +830,11 @@ static void drain_to_file(struct vp_session *sess, bool final)
 		}
 		if (write_all(sess->file_fd, hdr, hl) < 0 ||
 		    write_all(sess->file_fd, rd.pkt.data, rd.pkt.len) < 0) {
+			/* The consumer is told (EnableTracing fails): a
+			 * truncated file must not pass for a trace. */
+			snprintf(sess->file_error, sizeof(sess->file_error),
+				 "cannot write the output file: %s",
+				 strerror(errno ? errno : ENOSPC));
 			stop = true;
 			why = "cannot write the output file";
 			close(sess->file_fd);
