@@ -76,6 +76,29 @@ void vp_out_cleanup_all(void)
 			unlink(g_slots[i].path);
 }
 
+/* "PROG: interrupted by signal N" and tail, with write(2) only. */
+static void say_interrupted(int sig, const char *tail)
+{
+	char msg[160];
+	size_t n = 0;
+	const char *parts[] = {program_invocation_short_name,
+			       ": interrupted by signal ", NULL,
+			       tail};
+	char num[4] = {0};
+	int k = 0;
+	if (sig >= 100)
+		num[k++] = (char)('0' + sig / 100);
+	if (sig >= 10)
+		num[k++] = (char)('0' + sig / 10 % 10);
+	num[k] = (char)('0' + sig % 10);
+	parts[2] = num;
+	for (size_t i = 0; i < 4; i++)
+		for (const char *c = parts[i]; *c && n < sizeof(msg); c++)
+			msg[n++] = *c;
+	if (write(STDERR_FILENO, msg, n) < 0)
+		return;
+}
+
 static void on_signal(int sig)
 {
 	int e = errno;
@@ -90,6 +113,7 @@ static void on_signal(int sig)
 		return;
 	}
 	vp_out_cleanup_all();
+	say_interrupted(sig, ", nothing written\n");
 	_exit(128 + sig);
 }
 
@@ -147,13 +171,36 @@ static const char *base_of(const char *path)
  * stays and its target is replaced. */
 static char *resolve(const char *path)
 {
+	char *cur = strdup(path);
 	struct stat st;
-	if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode)) {
-		char *real = realpath(path, NULL);
-		if (real)
+
+	/* A dangling link names the file to create: follow it by hand. */
+	for (int depth = 0; cur && depth < 16; depth++) {
+		if (lstat(cur, &st) != 0 || !S_ISLNK(st.st_mode))
+			return cur;
+		char *real = realpath(cur, NULL);
+		if (real) {
+			free(cur);
 			return real;
+		}
+		char target[PATH_MAX];
+		ssize_t n = readlink(cur, target, sizeof(target) - 1);
+		if (n <= 0)
+			return cur;
+		target[n] = 0;
+		char *next = NULL;
+		if (target[0] == '/') {
+			next = strdup(target);
+		} else {
+			char *d = dir_of(cur);
+			if (d && asprintf(&next, "%s/%s", d, target) < 0)
+				next = NULL;
+			free(d);
+		}
+		free(cur);
+		cur = next;
 	}
-	return strdup(path);
+	return cur;
 }
 
 /* "DIR/NAME" with DIR made absolute, for comparing names of files that do
@@ -544,6 +591,7 @@ int vp_out_commit_all(struct vp_out **outs, size_t n, struct vp_error *err)
 		/* A signal came while the files were being renamed: they are
 		 * complete now; stop as it asked. */
 		vp_out_cleanup_all();
+		say_interrupted(g_deferred, " after the outputs were written\n");
 		_exit(128 + g_deferred);
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
