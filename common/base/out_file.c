@@ -230,8 +230,8 @@ int vp_out_check_inputs(const char *what, const char *out,
 		if (!inputs[i] || stat(inputs[i], &si) != 0)
 			continue;
 		if (si.st_dev == so.st_dev && si.st_ino == so.st_ino)
-			return vp_errorf(err, "%s %s is the input %s; refusing to "
-					 "overwrite an input", what, out,
+			return vp_errorf(err, "%s %s names the input %s; refusing "
+					 "to overwrite an input", what, out,
 					 inputs[i]);
 	}
 	return 0;
@@ -343,8 +343,8 @@ int vp_out_open(struct vp_out **out, const char *path, unsigned flags,
 		if (o->fd < 0) {
 			int e = errno;
 			out_free(o);
-			return vp_errorf(err, "%s: cannot create: %s", path,
-					 strerror(e));
+			return vp_errorf(err, "%s: cannot create output: %s",
+					 path, strerror(e));
 		}
 		*out = o;
 		return 0;
@@ -367,7 +367,7 @@ int vp_out_open(struct vp_out **out, const char *path, unsigned flags,
 	o->fd = open(o->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
 	if (o->fd < 0) {
 		int e = errno;
-		vp_errorf(err, "%s: cannot create %s: %s", path, o->tmp,
+		vp_errorf(err, "%s: cannot create output: %s", path,
 			  strerror(e));
 		free(o->tmp);
 		o->tmp = NULL;

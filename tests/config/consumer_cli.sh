@@ -243,8 +243,8 @@ if command -v python3 >/dev/null && [ -f "$FAKE" ]; then
   for _ in $(seq 100); do grep -q EnableTracing "$W/fake.log" && break; sleep 0.05; done
   kill -TERM "$VPID"; sleep 0.3; kill -TERM "$VPID"
   reap "$VPID"
-  if [ "$rc" -eq 1 ] && grep -q "aborted by signal" "$W/log"; then ok "fake: a second signal aborts (exit 1)"
-  else echo "    exit $rc" >>"$W/log"; bad "fake: a second signal aborts (exit 1)"; fi
+  if [ "$rc" -eq 143 ] && grep -q "interrupted by signal 15" "$W/log"; then ok "fake: a second signal aborts (exit 143)"
+  else echo "    exit $rc" >>"$W/log"; bad "fake: a second signal aborts (exit 143)"; fi
   kill "$FPID" 2>/dev/null; fake_done
   no_output "fake: abort leaves no output" "$W/out"
 

@@ -79,17 +79,17 @@ ln "$D/g.pb" "$D/g.hard"
 mkdir -p "$D/sub"
 
 # ---- 1. clobbering an input ---------------------------------------------------
-expect_exit "merge: -o HOST refused" 1 "is the input" \
+expect_exit "merge: -o HOST refused" 1 "names the input" \
 	"$MERGE" -q "$D/h.pb" "$D/g.pb" -o "$D/h.pb"
-expect_exit "merge: -o another spelling of GUEST refused" 1 "is the input" \
+expect_exit "merge: -o another spelling of GUEST refused" 1 "names the input" \
 	"$MERGE" -q "$D/h.pb" "$D/g.pb" -o "$D/sub/../g.pb"
-expect_exit "merge: -o symlink to GUEST refused" 1 "is the input" \
+expect_exit "merge: -o symlink to GUEST refused" 1 "names the input" \
 	"$MERGE" -q "$D/h.pb" "$D/g.pb" -o "$D/g.link"
-expect_exit "merge: --report HOST refused" 1 "--report .* is the input" \
+expect_exit "merge: --report HOST refused" 1 "--report .* names the input" \
 	"$MERGE" -q "$D/h.pb" "$D/g.pb" -o "$D/m.pb" --report "$D/h.pb"
-expect_exit "merge: --report symlink to GUEST refused" 1 "is the input" \
+expect_exit "merge: --report symlink to GUEST refused" 1 "names the input" \
 	"$MERGE" -q "$D/h.pb" "$D/g.pb" -o "$D/m.pb" --report "$D/g.link"
-expect_exit "merge: --report hard link to GUEST refused" 1 "is the input" \
+expect_exit "merge: --report hard link to GUEST refused" 1 "names the input" \
 	"$MERGE" -q "$D/h.pb" "$D/g.pb" -o "$D/m.pb" --report "$D/g.hard"
 expect_exit "merge: -o and --report the same new file refused" 1 "name the same file" \
 	"$MERGE" -q "$D/h.pb" "$D/g.pb" -o "$D/m.pb" --report "$D/sub/../m.pb"
@@ -97,34 +97,34 @@ check "merge: nothing written by the refused runs" test ! -e "$D/m.pb"
 
 echo "select 1;" >"$D/q.sql"
 cp "$D/q.sql" "$D/q.orig"
-expect_exit "tp: -e TRACE refused" 1 "is the input" \
+expect_exit "tp: -e TRACE refused" 1 "names the input" \
 	"$TP" --quiet -e "$D/g.pb" "$D/g.pb"
-expect_exit "tp: -e symlink to TRACE refused" 1 "is the input" \
+expect_exit "tp: -e symlink to TRACE refused" 1 "names the input" \
 	"$TP" --quiet -e "$D/g.link" "$D/g.pb"
-expect_exit "tp: -e hard link to TRACE refused" 1 "is the input" \
+expect_exit "tp: -e hard link to TRACE refused" 1 "names the input" \
 	"$TP" --quiet -e "$D/g.hard" "$D/g.pb"
-expect_exit "tp: -e the -q query file refused" 1 "is the input" \
+expect_exit "tp: -e the -q query file refused" 1 "names the input" \
 	"$TP" --quiet -q "$D/q.sql" -e "$D/q.sql" "$D/g.pb"
 
 printf 'duration_ms: 100\nbuffers { size_kb: 64 }\n' >"$D/c.cfg"
 cp "$D/c.cfg" "$D/c.orig"
 ln -s c.cfg "$D/c.link"
 export PERFETTO_CONSUMER_SOCK_NAME=$D/none.sock
-expect_exit "consumer: -o CONFIG refused" 1 "is the input" \
+expect_exit "consumer: -o CONFIG refused" 1 "names the input" \
 	"$CONSUMER" -c "$D/c.cfg" --txt -o "$D/c.cfg"
-expect_exit "consumer: -o symlink to CONFIG refused" 1 "is the input" \
+expect_exit "consumer: -o symlink to CONFIG refused" 1 "names the input" \
 	"$CONSUMER" -c "$D/c.cfg" --txt -o "$D/c.link"
 printf 'duration_ms: 100\nwrite_into_file: true\n' >"$D/wif.cfg"
 cp "$D/wif.cfg" "$D/wif.orig"
-expect_exit "consumer: write_into_file -o CONFIG refused" 1 "is the input" \
+expect_exit "consumer: write_into_file -o CONFIG refused" 1 "names the input" \
 	"$CONSUMER" -c "$D/wif.cfg" --txt -o "$D/wif.cfg"
 
 cp "$D/c.cfg" "$D/rec.host.pb"
-expect_exit "record: -o HOST_CONFIG refused" 1 "is the input" \
+expect_exit "record: -o HOST_CONFIG refused" 1 "names the input" \
 	"$RECORD" --qemu-chardev "$D/nope" -c "$D/c.cfg" --txt -o "$D/c.cfg"
-expect_exit "record: OUT.host.pb is the -g config: refused" 1 "is the input" \
+expect_exit "record: OUT.host.pb is the -g config: refused" 1 "names the input" \
 	"$RECORD" --qemu-chardev "$D/nope" -g "$D/rec.host.pb" --txt -o "$D/rec.pb"
-expect_exit "record: symlink to the config refused" 1 "is the input" \
+expect_exit "record: symlink to the config refused" 1 "names the input" \
 	"$RECORD" --qemu-chardev "$D/nope" -c "$D/c.cfg" --txt -o "$D/c.link"
 
 same "merge inputs unchanged (host)" "$D/h.pb" "$D/h.orig"

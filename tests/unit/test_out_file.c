@@ -92,7 +92,7 @@ static void test_inputs_by_inode(void **state)
 	const char *inputs[] = {NULL, "/nonexistent", in};
 
 	assert_int_equal(vp_out_check_inputs("-o", in, inputs, 3, &err), -1);
-	assert_non_null(strstr(err.msg, "is the input"));
+	assert_non_null(strstr(err.msg, "names the input"));
 	assert_int_equal(vp_out_check_inputs("-o", path_of("sym.pb"), inputs, 3,
 					     &err), -1);
 	assert_int_equal(vp_out_check_inputs("-o", path_of("hard.pb"), inputs,
