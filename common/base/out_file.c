@@ -316,10 +316,19 @@ int vp_out_open(struct vp_out **out, const char *path, unsigned flags,
 	*out = NULL;
 	if (!o)
 		return vp_errorf(err, "%s: out of memory", path);
+	if (!*base_of(path)) {
+		free(o);
+		return vp_errorf(err, "'%s': not a file name", path);
+	}
 	o->fd = -1;
 	o->slot = -1;
 	o->shown = strdup(path);
-	o->path = resolve(path);
+	/* A pipe or device (also through /dev/stdout, /proc/self/fd/N) is
+	 * opened by the name given: such links lead nowhere else. */
+	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+		o->path = strdup(path);
+	else
+		o->path = resolve(path);
 	o->dir = o->path ? dir_of(o->path) : NULL;
 	if (!o->shown || !o->path || !o->dir) {
 		out_free(o);
