@@ -349,6 +349,37 @@ size_t vp_smb_copy_chunk(const struct vp_smb *smb, uint32_t page,
 	return csize;
 }
 
+size_t vp_smb_scrape_chunk(const struct vp_smb *smb, uint32_t page,
+			   uint32_t chunk, uint8_t *dst, bool *was_complete)
+{
+	if (page >= smb->num_pages)
+		return 0;
+	uint32_t hdr = atomic_load_explicit(page_header(smb, page),
+					    memory_order_acquire);
+	if (!valid_chunk(smb, page, chunk, hdr))
+		return 0;
+	unsigned st = hdr_state(hdr, chunk);
+	if (st != VP_CHUNK_COMPLETE && st != VP_CHUNK_BEING_WRITTEN)
+		return 0;
+	size_t csize = vp_smb_chunk_size(smb, hdr_layout(hdr));
+	if (csize < VP_SMB_CHUNK_HEADER_SIZE)
+		return 0;
+	uint8_t *c = chunk_begin(smb, page, chunk, csize);
+	/* The writer stores the packet count as a 16-bit atomic; read it
+	 * before the bytes it vouches for. */
+	uint16_t word = atomic_load_explicit((_Atomic uint16_t *)(void *)(c + 6),
+					     memory_order_acquire);
+	bool complete = st == VP_CHUNK_COMPLETE;
+	if (!complete && (word & 0x3ffu) < 2)
+		return 0;
+	memcpy(dst, c, csize);
+	dst[6] = (uint8_t)(word & 0xff);
+	dst[7] = (uint8_t)(word >> 8);
+	if (was_complete)
+		*was_complete = complete;
+	return csize;
+}
+
 void vp_smb_release_chunk_as_free(struct vp_smb *smb, uint32_t page,
 				  uint32_t chunk)
 {

@@ -157,6 +157,16 @@ bool vp_smb_try_acquire_chunk_for_reading(struct vp_smb *smb, uint32_t page,
  * not valid under the current layout. */
 size_t vp_smb_copy_chunk(const struct vp_smb *smb, uint32_t page,
 			 uint32_t chunk, uint8_t *dst);
+/* Copies a chunk out of a live producer's SMB without taking it: the
+ * service's scraping at flush and at stop.  A COMPLETE chunk (not yet
+ * committed) is copied whole, *was_complete true; a BEING_WRITTEN chunk
+ * only when its packet count (loaded with acquire ordering, before the
+ * bytes) is at least 2, as the last packet may still be written: the copy's
+ * header carries that count, so a reader takes the packets before the last.
+ * The chunk stays the writer's, in its state.  Returns the copy's size
+ * (header included), 0 if there is nothing to scrape. */
+size_t vp_smb_scrape_chunk(const struct vp_smb *smb, uint32_t page,
+			   uint32_t chunk, uint8_t *dst, bool *was_complete);
 /* BEING_READ -> FREE; when the whole page is free its layout is cleared so
  * it can be partitioned again. */
 void vp_smb_release_chunk_as_free(struct vp_smb *smb, uint32_t page,

@@ -948,6 +948,46 @@ void vp_trace_buffer_free(struct vp_trace_buffer *tb)
 	free(tb);
 }
 
+struct vp_trace_buffer *vp_trace_buffer_clone(const struct vp_trace_buffer *tb)
+{
+	struct vp_trace_buffer *c = malloc(sizeof(*c));
+	if (!c)
+		return NULL;
+	*c = *tb;
+	c->ring = malloc(tb->size);
+	c->seqs = tb->cap_seqs ? malloc(tb->cap_seqs * sizeof(*tb->seqs))
+			       : NULL;
+	const struct u64map *m = &tb->seq_map;
+	u64map_init(&c->seq_map);
+	if (m->cap) {
+		c->seq_map.keys = malloc(m->cap * sizeof(*m->keys));
+		c->seq_map.vals = malloc(m->cap * sizeof(*m->vals));
+		c->seq_map.used = malloc(m->cap * sizeof(*m->used));
+	}
+	if (!c->ring || (tb->cap_seqs && !c->seqs) ||
+	    (m->cap && (!c->seq_map.keys || !c->seq_map.vals ||
+			!c->seq_map.used))) {
+		free(c->seq_map.keys);
+		free(c->seq_map.vals);
+		free(c->seq_map.used);
+		free(c->seqs);
+		free(c->ring);
+		free(c);
+		return NULL;
+	}
+	memcpy(c->ring, tb->ring, tb->size);
+	if (tb->cap_seqs)
+		memcpy(c->seqs, tb->seqs, tb->cap_seqs * sizeof(*tb->seqs));
+	if (m->cap) {
+		memcpy(c->seq_map.keys, m->keys, m->cap * sizeof(*m->keys));
+		memcpy(c->seq_map.vals, m->vals, m->cap * sizeof(*m->vals));
+		memcpy(c->seq_map.used, m->used, m->cap * sizeof(*m->used));
+		c->seq_map.cap = m->cap;
+		c->seq_map.count = m->count;
+	}
+	return c;
+}
+
 void vp_trace_buffer_producer_gone(struct vp_trace_buffer *tb,
 				   uint16_t producer_id)
 {

@@ -80,6 +80,9 @@ struct vp_tb_stats {
 int vp_trace_buffer_new(struct vp_trace_buffer **out, size_t size,
 			enum vp_fill_policy policy, struct vp_error *err);
 void vp_trace_buffer_free(struct vp_trace_buffer *tb);
+/* A copy of tb (its chunks, sequences, what was already read from them,
+ * its stats), for a cloned session.  NULL when out of memory. */
+struct vp_trace_buffer *vp_trace_buffer_clone(const struct vp_trace_buffer *tb);
 
 /* Copies one chunk in.  `chunk` points at the chunk header; len is the
  * chunk's size (header included; the bytes after the last fragment are

@@ -406,6 +406,11 @@ int vp_ipc_conn_reply(struct vp_ipc_conn *c, uint64_t request_id,
 	return tx_commit(c, mark, pass_fd);
 }
 
+int vp_ipc_conn_reject(struct vp_ipc_conn *c, uint64_t request_id)
+{
+	return vp_ipc_conn_reply(c, request_id, false, false, NULL, 0, -1);
+}
+
 int vp_ipc_conn_error(struct vp_ipc_conn *c, uint64_t request_id,
 		      const char *msg)
 {
@@ -658,12 +663,12 @@ static void on_invoke(struct vp_ipc_conn *c, const struct vp_ipc_frame *f,
 	if (sid != HOST_SERVICE_ID || mid == 0 || mid > h->svc.n_methods) {
 		h->stats.unknown_methods++;
 		close_fds(rf->fds, rf->n_fds);
-		char msg[96];
-		snprintf(msg, sizeof(msg),
-			 "unknown method: service id %u, method id %u", sid,
-			 mid);
-		if (!f->invoke.drop_reply)
-			vp_ipc_conn_error(c, f->request_id, msg);
+		/* Perfetto's host answers even a drop_reply request here. */
+		if (!c->closing) {
+			size_t mark = vp_ipc_frame_begin(&c->tx, f->request_id);
+			vp_ipc_put_invoke_reply(&c->tx, false, false, NULL, 0);
+			tx_commit(c, mark, -1);
+		}
 		return;
 	}
 	conn_initialized(c);

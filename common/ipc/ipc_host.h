@@ -11,8 +11,9 @@
  *
  * Everything a client sends is untrusted: a frame over VP_IPC_MAX_FRAME, a
  * frame that does not decode, an unknown service or method id, too many
- * passed fds: the host answers with RequestError where there is a request,
- * or drops the connection, and counts it; it never crashes and other
+ * passed fds: the host answers a request with a failed reply (an
+ * InvokeMethodReply with success false, as Perfetto's host does), or drops
+ * the connection, and counts it; it never crashes and other
  * connections are not affected.  Replies are queued per connection without
  * blocking the loop; vp_ipc_conn_tx_queued() tells a handler how much is
  * waiting, so a slow consumer can be paced.
@@ -114,8 +115,9 @@ int vp_ipc_host_new(struct vp_ipc_host **out, struct vp_loop *loop,
  * more addresses.  svc (copied) and its method table (not copied) must
  * outlive the host.  BindService is answered with service id 1 and the
  * method table, ids 1..n in table order; an InvokeMethod with another
- * service id or a method id outside 1..n gets a RequestError (none with
- * drop_reply).  A reply to a drop_reply request is not sent. */
+ * service id or a method id outside 1..n gets a failed reply (even with
+ * drop_reply, as Perfetto's host does).  Other replies to a drop_reply
+ * request are not sent. */
 int vp_ipc_host_listen(struct vp_ipc_host *h, const char *addr,
 		       struct vp_error *err);
 /* Adopts a connected socket as if accepted (tests, socketpair). */
@@ -131,7 +133,13 @@ const struct vp_ipc_host_stats *vp_ipc_host_stats(const struct vp_ipc_host *h);
 int vp_ipc_conn_reply(struct vp_ipc_conn *c, uint64_t request_id,
 		      bool success, bool has_more, const void *reply,
 		      size_t len, int pass_fd);
-/* Sends a RequestError frame for request_id. */
+/* Ends request_id with a failed InvokeMethodReply: success false, no
+ * reply_proto, no has_more.  This is how Perfetto's host answers a method
+ * that fails (its Deferred::Reject), and the only failure Perfetto's IPC
+ * client delivers to the caller: it ignores RequestError frames. */
+int vp_ipc_conn_reject(struct vp_ipc_conn *c, uint64_t request_id);
+/* Sends a RequestError frame for request_id.  Perfetto's host sends one
+ * only for a frame that is neither BindService nor InvokeMethod. */
 int vp_ipc_conn_error(struct vp_ipc_conn *c, uint64_t request_id,
 		      const char *msg);
 /* Takes the fd that came with the current frame (-1 if none).  Fds not

@@ -8,6 +8,7 @@
  * socket, resuming from vp_ipc_conn_on_drain: a slow consumer never makes
  * the service hold the whole trace in memory.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -26,12 +27,15 @@ static void reply_empty(struct vp_consumer *c, uint64_t req)
 	vp_ipc_conn_reply(c->conn, req, true, false, NULL, 0, -1);
 }
 
+/* A method that fails: logged, and answered with a failed reply (what
+ * traced's Deferred::Reject sends), the one failure Perfetto's client
+ * passes on to its caller. */
 static void reply_error(struct vp_consumer *c, uint64_t req,
 			const char *method, const char *msg)
 {
 	vp_svc_log(c->svc, true, "consumer (pid %d) %s: %s", (int)c->pid,
 		   method, msg);
-	vp_ipc_conn_error(c->conn, req, msg);
+	vp_ipc_conn_reject(c->conn, req);
 }
 
 /* ---- EnableTracing and the end of a session ------------------------------ */
@@ -126,8 +130,12 @@ static void m_start_tracing(void *ctx, struct vp_ipc_conn *conn,
 	if (!c)
 		return;
 	if (!c->session || c->session->state != SESS_CONFIGURED) {
-		reply_error(c, req, "StartTracing",
-			    "no session waiting for StartTracing");
+		/* traced logs this and answers success all the same. */
+		vp_svc_log(c->svc, true,
+			   "consumer (pid %d) StartTracing: no session "
+			   "waiting for it",
+			   (int)c->pid);
+		reply_empty(c, req);
 		return;
 	}
 	vp_session_start(c->session);
@@ -144,7 +152,12 @@ static void m_disable_tracing(void *ctx, struct vp_ipc_conn *conn,
 	if (!c)
 		return;
 	if (!c->session) {
-		reply_error(c, req, "DisableTracing", "no tracing session");
+		/* As traced: logged, answered with success. */
+		vp_svc_log(c->svc, true,
+			   "consumer (pid %d) DisableTracing: no tracing "
+			   "session",
+			   (int)c->pid);
+		reply_empty(c, req);
 		return;
 	}
 	reply_empty(c, req);
@@ -236,17 +249,20 @@ static void m_read_buffers(void *ctx, struct vp_ipc_conn *conn, uint64_t req,
 	struct vp_consumer *c = consumer_of(conn);
 	if (!c)
 		return;
-	if (!c->session) {
-		reply_error(c, req, "ReadBuffers", "no tracing session");
-		return;
-	}
-	if (c->session->file_fd >= 0) {
-		reply_error(c, req, "ReadBuffers",
-			    "the session writes into a file");
-		return;
-	}
-	if (c->read.active) {
-		reply_error(c, req, "ReadBuffers", "a read is in progress");
+	/* A read that cannot be done ends at once with no data (has_more
+	 * false), as traced answers it: Perfetto's client ignores a failed
+	 * ReadBuffers reply and would wait for its data for ever. */
+	const char *why = NULL;
+	if (!c->session)
+		why = "no tracing session";
+	else if (c->session->file_fd >= 0)
+		why = "the session writes into a file";
+	else if (c->read.active)
+		why = "a read is in progress";
+	if (why) {
+		vp_svc_log(c->svc, true, "consumer (pid %d) ReadBuffers: %s",
+			   (int)c->pid, why);
+		reply_empty(c, req);
 		return;
 	}
 	struct vp_read_op *op = &c->read;
@@ -576,16 +592,131 @@ static void m_change_trace_config(void *ctx, struct vp_ipc_conn *conn,
 			    "ChangeTraceConfig is not supported by vtraced");
 }
 
+/* CloneSessionResponse: traced answers a clone that fails with success
+ * on the IPC and the reason in the response, which Perfetto's client
+ * prints before it reads (nothing) and exits. */
+static void send_clone_reply(struct vp_consumer *c, uint64_t req,
+			     const char *error, const struct vp_session *sess)
+{
+	Perfetto__Protos__CloneSessionResponse r =
+		PERFETTO__PROTOS__CLONE_SESSION_RESPONSE__INIT;
+	r.has_success = true;
+	r.success = error == NULL;
+	r.error = (char *)error;
+	if (sess) {
+		r.has_uuid_msb = r.has_uuid_lsb = true;
+		r.uuid_msb = (int64_t)sess->uuid[0];
+		r.uuid_lsb = (int64_t)sess->uuid[1];
+		r.has_was_write_into_file = true;
+		r.was_write_into_file = sess->cfg->has_write_into_file &&
+					sess->cfg->write_into_file;
+	}
+	size_t n = perfetto__protos__clone_session_response__get_packed_size(
+		&r);
+	uint8_t *out = malloc(n ? n : 1);
+	if (!out)
+		abort();
+	perfetto__protos__clone_session_response__pack(&r, out);
+	vp_ipc_conn_reply(c->conn, req, true, false, out, n, -1);
+	free(out);
+	if (error)
+		vp_svc_log(c->svc, true, "consumer (pid %d) CloneSession: %s",
+			   (int)c->pid, error);
+}
+
+/* The source session's flush is over (or timed out): copy it now. */
+static void clone_after_flush(struct vp_session *src, bool ok, void *ctx,
+			      uint64_t req)
+{
+	(void)ok;
+	struct vp_consumer *c = ctx;
+	struct vp_service *s = src->svc;
+	bool alive = false;
+	for (size_t i = 0; i < s->consumers.n; i++)
+		alive |= s->consumers.v[i] == c;
+	if (!alive)
+		return;
+	c->clone_pending = false;
+	struct vp_error err;
+	if (c->session) {
+		send_clone_reply(c, req,
+				 "this consumer already has a tracing session",
+				 NULL);
+		return;
+	}
+	if (vp_session_clone(src, c, &err) < 0) {
+		send_clone_reply(c, req, err.msg, NULL);
+		return;
+	}
+	send_clone_reply(c, req, NULL, c->session);
+}
+
 static void m_clone_session(void *ctx, struct vp_ipc_conn *conn,
 			    uint64_t req, const uint8_t *args, size_t len)
 {
-	(void)ctx;
-	(void)args;
-	(void)len;
+	struct vp_service *s = ctx;
 	struct vp_consumer *c = consumer_of(conn);
-	if (c)
-		reply_error(c, req, "CloneSession",
-			    "CloneSession is not supported by vtraced");
+	if (!c)
+		return;
+	Perfetto__Protos__CloneSessionRequest *m =
+		perfetto__protos__clone_session_request__unpack(NULL, len,
+								args);
+	if (!m) {
+		s->stats.invalid_requests++;
+		reply_error(c, req, "CloneSession", "bad arguments");
+		return;
+	}
+	char what[SVC_MAX_NAME + 32];
+	struct vp_session *src = NULL;
+	if (m->selector_case ==
+	    PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_UNIQUE_SESSION_NAME) {
+		const char *name = m->unique_session_name
+					   ? m->unique_session_name
+					   : "";
+		snprintf(what, sizeof(what), "named \"%.*s\"",
+			 (int)SVC_MAX_NAME, name);
+		for (size_t i = 0; i < s->sessions.n && !src; i++) {
+			struct vp_session *o = s->sessions.v[i];
+			const char *n = o->cfg->unique_session_name;
+			if (!o->cloned && n && name[0] && strcmp(n, name) == 0)
+				src = o;
+		}
+	} else {
+		uint64_t id = m->selector_case ==
+					      PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_SESSION_ID
+				      ? m->session_id
+				      : 0;
+		snprintf(what, sizeof(what), "%llu", (unsigned long long)id);
+		src = vp_session_by_id(s, id);
+	}
+	perfetto__protos__clone_session_request__free_unpacked(m, NULL);
+	char msg[SVC_MAX_NAME + 96];
+	if (!src) {
+		snprintf(msg, sizeof(msg), "no tracing session %s", what);
+		send_clone_reply(c, req, msg, NULL);
+		return;
+	}
+	if (src->uid != c->uid && c->uid != 0) {
+		snprintf(msg, sizeof(msg),
+			 "not allowed to clone session %s of another uid",
+			 what);
+		send_clone_reply(c, req, msg, NULL);
+		return;
+	}
+	if (c->session || c->clone_pending) {
+		send_clone_reply(c, req,
+				 "this consumer already has a tracing session",
+				 NULL);
+		return;
+	}
+	if (src->state == SESS_STOPPED || src->state == SESS_CONFIGURED) {
+		clone_after_flush(src, true, c, req);
+		return;
+	}
+	/* As traced: the producers flush first, so the copy has what they
+	 * hold; the shared memory is scraped at the flush. */
+	c->clone_pending = true;
+	vp_session_flush(src, 0, clone_after_flush, c, req);
 }
 
 /* ---- connections ------------------------------------------------------------ */

@@ -133,13 +133,7 @@ void vp_pkt_clock_snapshot(struct vp_session *sess, struct pb_buf *out)
 
 void vp_pkt_trace_uuid(struct vp_session *sess, struct pb_buf *out)
 {
-	uint64_t v[2] = {0, 0};
-	/* GRND_NONBLOCK: a guest booting without an entropy device may wait
-	 * long for its pool; the fallback is unique enough for a uuid. */
-	if (getrandom(v, sizeof(v), GRND_NONBLOCK) != (ssize_t)sizeof(v)) {
-		v[0] = vp_svc_clock_ns(CLOCK_REALTIME);
-		v[1] = sess->id ^ ((uint64_t)sess->svc->pid << 32);
-	}
+	const uint64_t *v = sess->uuid;
 	begin(sess, out);
 	size_t u = pb_begin_nested(out, TP_TRACE_UUID);
 	pb_put_varint(out, 1, v[0]);

@@ -50,7 +50,7 @@ static void bad_request(struct vp_producer *p, uint64_t req,
 	p->svc->stats.invalid_requests++;
 	vp_svc_log(p->svc, true, "producer %u (%s) %s: %s", p->id,
 		   p->name ? p->name : "?", method, why);
-	vp_ipc_conn_error(p->conn, req, why);
+	vp_ipc_conn_reject(p->conn, req);
 }
 
 static void reply_empty(struct vp_producer *p, uint64_t req)
@@ -248,6 +248,7 @@ static void on_connect(void *ctx, struct vp_ipc_conn *conn)
 	p->uid = peer ? peer->uid : (uid_t)-1;
 	p->remote = peer && peer->remote;
 	p->smb_fd = -1;
+	p->smb_scraping = true;
 	p->smb_size = VP_SMB_DEFAULT_SIZE;
 	p->smb_page_size = VP_SMB_DEFAULT_PAGE_SIZE;
 	u64map_init(&p->writer_seq);
@@ -265,7 +266,7 @@ static void on_connect(void *ctx, struct vp_ipc_conn *conn)
 static void scrape_smb(struct vp_producer *p)
 {
 	struct vp_service *s = p->svc;
-	if (!p->has_smb)
+	if (!p->has_smb || !p->smb_scraping)
 		return;
 	for (uint32_t page = 0; page < p->smb.num_pages; page++) {
 		enum vp_page_layout l = vp_smb_page_layout(&p->smb, page);
@@ -304,6 +305,54 @@ static void scrape_smb(struct vp_producer *p)
 			};
 			vp_trace_buffer_copy_chunk(b->tb, p->id, &meta,
 						   s->scratch, len, complete);
+		}
+	}
+}
+
+void vp_producer_scrape(struct vp_producer *p, struct vp_session *sess,
+			bool final)
+{
+	struct vp_service *s = p->svc;
+	if (!p->has_smb || !p->smb_scraping)
+		return;
+	bool in_session = false;
+	for (size_t i = 0; i < sess->instances.n && !in_session; i++) {
+		const struct vp_ds_instance *inst = sess->instances.v[i];
+		in_session = inst->producer == p;
+	}
+	if (!in_session)
+		return;
+	for (uint32_t page = 0; page < p->smb.num_pages; page++) {
+		enum vp_page_layout l = vp_smb_page_layout(&p->smb, page);
+		unsigned n = vp_smb_chunks_per_layout(l);
+		for (uint32_t c = 0; c < n; c++) {
+			bool complete = false;
+			size_t len = vp_smb_scrape_chunk(&p->smb, page, c,
+							 s->scratch, &complete);
+			if (len < VP_SMB_CHUNK_HEADER_SIZE)
+				continue;
+			uint16_t writer = (uint16_t)(s->scratch[4] |
+						     s->scratch[5] << 8);
+			uint64_t buf_id = 0, seq = 0;
+			if (!u64map_get(&p->writer_buf, writer, &buf_id) ||
+			    !u64map_get(&p->writer_seq, writer, &seq)) {
+				if (final)
+					s->stats.chunks_discarded++;
+				continue;
+			}
+			struct vp_svc_buffer *b =
+				vp_buffer_by_id(s, (uint16_t)buf_id);
+			if (!b || b->session != sess)
+				continue;
+			struct vp_tb_sequence_meta meta = {
+				.sequence_id = (uint32_t)seq,
+				.uid = (int32_t)p->uid,
+				.pid = (int32_t)p->pid,
+				.machine_id = p->machine_id,
+			};
+			vp_trace_buffer_copy_chunk(b->tb, p->id, &meta,
+						   s->scratch, len, complete);
+			s->stats.chunks_scraped++;
 		}
 	}
 }
@@ -395,6 +444,13 @@ static void m_initialize_connection(void *ctx, struct vp_ipc_conn *conn,
 	p->name = vp_svc_strndup(m->producer_name ? m->producer_name : "",
 				 SVC_MAX_NAME);
 	p->sdk_version = vp_svc_strndup(m->sdk_version, SVC_MAX_NAME);
+	/* Unspecified: on.  traced's own default is off, but Perfetto's SDK
+	 * asks for it, and so loses nothing; a producer that says no gets
+	 * none, not even when it goes away. */
+	p->smb_scraping =
+		!(m->has_smb_scraping_mode &&
+		  m->smb_scraping_mode ==
+			  PERFETTO__PROTOS__INITIALIZE_CONNECTION_REQUEST__PRODUCER_SMBSCRAPING_MODE__SMB_SCRAPING_DISABLED);
 	if (m->has_shared_memory_page_size_hint_bytes &&
 	    valid_page_size(m->shared_memory_page_size_hint_bytes))
 		p->smb_page_size = m->shared_memory_page_size_hint_bytes;
@@ -487,7 +543,7 @@ static void reply_register_error(struct vp_producer *p, uint64_t req,
 	uint8_t out[512];
 	if (perfetto__protos__register_data_source_response__get_packed_size(
 		    &r) > sizeof(out)) {
-		vp_ipc_conn_error(p->conn, req, "error");
+		vp_ipc_conn_reject(p->conn, req);
 		return;
 	}
 	size_t n = perfetto__protos__register_data_source_response__pack(&r,

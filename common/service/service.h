@@ -111,6 +111,9 @@ struct vp_producer {
 	bool remote;      /* vsock/TCP: no shared memory */
 	uint32_t machine_id;
 	bool initialized;
+	/* Copy the chunks it has not committed at flush, at stop and when
+	 * it goes (InitializeConnection's smb_scraping_mode, else on). */
+	bool smb_scraping;
 	/* Shared memory. */
 	uint32_t smb_size;
 	uint32_t smb_page_size;
@@ -150,6 +153,13 @@ void vp_producer_clear_incremental(struct vp_producer *p,
 				   const uint64_t *ids, size_t n);
 const struct vp_svc_ds *vp_producer_find_ds(const struct vp_producer *p,
 					    const char *name);
+/* Copies into sess's buffers what p has written for them but not
+ * committed (complete chunks whole, chunks being written up to their last
+ * packet), leaving the chunks to the producer, as traced does after a flush
+ * and at stop.  With `final`, a chunk of a writer whose buffer is not known
+ * is counted as discarded (it can never be read). */
+void vp_producer_scrape(struct vp_producer *p, struct vp_session *sess,
+			bool final);
 
 /* ---- sessions ---------------------------------------------------------- */
 
@@ -247,6 +257,10 @@ struct vp_session {
 	uint64_t invalid_packets;
 	/* Shutdown bookkeeping. */
 	bool free_when_stopped;
+	/* TracePacket.trace_uuid and CloneSessionResponse's uuid. */
+	uint64_t uuid[2];
+	/* A snapshot made by CloneSession: stopped, read by its consumer. */
+	bool cloned;
 };
 
 int vp_session_create(struct vp_service *s, struct vp_consumer *c,
@@ -258,6 +272,10 @@ void vp_session_start(struct vp_session *sess);
  * EnableTracing reply. */
 void vp_session_disable(struct vp_session *sess, bool flush_first);
 void vp_session_free(struct vp_session *sess);
+/* CloneSession: a stopped copy of src (config, buffers as they are now)
+ * owned by consumer c, which reads it as its session. */
+int vp_session_clone(struct vp_session *src, struct vp_consumer *c,
+		     struct vp_error *err);
 /* Starts a flush of every data source of the session. */
 void vp_session_flush(struct vp_session *sess, uint32_t timeout_ms,
 		      vp_flush_done_fn done, void *ctx, uint64_t arg);
@@ -364,6 +382,7 @@ struct vp_consumer {
 	uint64_t observe_req;
 	bool observe_all_started;
 	bool observe_instances;
+	bool clone_pending; /* CloneSession waits for its source's flush */
 	struct vp_read_op read;
 };
 

@@ -14,7 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/utsname.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "service.h"
@@ -322,11 +324,22 @@ static void flush_free(struct vp_flush *f)
 	free(f);
 }
 
+/* Every producer of the session: what it wrote and did not commit. */
+static void scrape_session(struct vp_session *sess, bool final)
+{
+	struct vp_service *s = sess->svc;
+	for (size_t i = 0; i < s->producers.n; i++)
+		vp_producer_scrape(s->producers.v[i], sess, final);
+}
+
 static void flush_complete(struct vp_flush *f, bool ok)
 {
 	struct vp_session *sess = f->session;
 	struct vp_service *s = sess->svc;
 	vp_ptrvec_remove(&sess->flushes, f);
+	/* As traced: a producer that acked may still hold chunks it could
+	 * not commit (a thread's writer that never flushes); take copies. */
+	scrape_session(sess, false);
 	if (f->timer)
 		vp_loop_cancel(s->loop, f->timer);
 	if (ok) {
@@ -693,6 +706,7 @@ static void session_finalize(struct vp_session *sess)
 		return;
 	sess->state = SESS_STOPPED;
 	cancel_timer(sess, &sess->t_stop);
+	scrape_session(sess, true);
 	if (sess->clock_snapshots)
 		push_built(sess, vp_pkt_clock_snapshot);
 	push_event(sess, TSE_TRACING_DISABLED);
@@ -920,7 +934,8 @@ static int check_config(struct vp_service *s,
 		for (size_t i = 0; i < s->sessions.n; i++) {
 			const struct vp_session *o = s->sessions.v[i];
 			const char *n = o->cfg->unique_session_name;
-			if (n && strcmp(n, cfg->unique_session_name) == 0)
+			if (!o->cloned && n &&
+			    strcmp(n, cfg->unique_session_name) == 0)
 				return vp_errorf(
 					err,
 					"a session named \"%s\" already exists",
@@ -928,6 +943,17 @@ static int check_config(struct vp_service *s,
 		}
 	}
 	return 0;
+}
+
+static void new_uuid(struct vp_session *sess)
+{
+	/* GRND_NONBLOCK: a guest booting without an entropy device may wait
+	 * long for its pool; the fallback is unique enough for a uuid. */
+	if (getrandom(sess->uuid, sizeof(sess->uuid), GRND_NONBLOCK) !=
+	    (ssize_t)sizeof(sess->uuid)) {
+		sess->uuid[0] = vp_svc_clock_ns(CLOCK_REALTIME);
+		sess->uuid[1] = sess->id ^ ((uint64_t)sess->svc->pid << 32);
+	}
 }
 
 static uint16_t alloc_buffer_id(struct vp_service *s)
@@ -1031,6 +1057,7 @@ int vp_session_create(struct vp_service *s, struct vp_consumer *c,
 	sess->cfg_raw_len = raw_len;
 	sess->file_fd = -1;
 	sess->uid = c ? c->uid : (uid_t)-1;
+	new_uuid(sess);
 	pb_buf_init(&sess->pending);
 	configure_builtins(sess);
 	vp_ptrvec_push(&s->sessions, sess);
@@ -1060,6 +1087,93 @@ int vp_session_create(struct vp_service *s, struct vp_consumer *c,
 	}
 	if (!(cfg->has_deferred_start && cfg->deferred_start))
 		vp_session_start(sess);
+	return 0;
+}
+
+/* ---- CloneSession -------------------------------------------------------- */
+
+int vp_session_clone(struct vp_session *src, struct vp_consumer *c,
+		     struct vp_error *err)
+{
+	struct vp_service *s = src->svc;
+	if (s->sessions.n >= SVC_MAX_SESSIONS)
+		return vp_errorf(err, "too many tracing sessions (%u)",
+				 SVC_MAX_SESSIONS);
+	uint64_t total = 0;
+	for (size_t i = 0; i < src->n_bufs; i++)
+		total += src->bufs[i]->size;
+	if (total + s->total_buffer_bytes > SVC_MAX_TOTAL_BUFFER_BYTES)
+		return vp_errorf(err,
+				 "a copy of %llu KiB of buffers exceeds the "
+				 "service's limit",
+				 (unsigned long long)(total / 1024));
+	Perfetto__Protos__TraceConfig *cfg =
+		perfetto__protos__trace_config__unpack(NULL, src->cfg_raw_len,
+						       src->cfg_raw);
+	if (!cfg)
+		return vp_errorf(err, "out of memory");
+	struct vp_session *sess = calloc(1, sizeof(*sess));
+	if (!sess)
+		abort();
+	sess->svc = s;
+	sess->id = s->next_session_id++;
+	sess->cfg = cfg;
+	sess->cfg_raw = malloc(src->cfg_raw_len ? src->cfg_raw_len : 1);
+	if (!sess->cfg_raw)
+		abort();
+	memcpy(sess->cfg_raw, src->cfg_raw, src->cfg_raw_len);
+	sess->cfg_raw_len = src->cfg_raw_len;
+	sess->file_fd = -1;
+	sess->uid = c->uid;
+	sess->cloned = true;
+	new_uuid(sess);
+	pb_buf_init(&sess->pending);
+	configure_builtins(sess);
+	sess->final_flush_outcome = src->final_flush_outcome;
+	sess->flushes_requested = src->flushes_requested;
+	sess->flushes_succeeded = src->flushes_succeeded;
+	sess->flushes_failed = src->flushes_failed;
+	sess->invalid_packets = src->invalid_packets;
+	vp_ptrvec_push(&s->sessions, sess);
+	sess->bufs = calloc(src->n_bufs ? src->n_bufs : 1, sizeof(*sess->bufs));
+	if (!sess->bufs)
+		abort();
+	for (size_t i = 0; i < src->n_bufs; i++) {
+		uint16_t id = alloc_buffer_id(s);
+		struct vp_svc_buffer *b = calloc(1, sizeof(*b));
+		if (!b)
+			abort();
+		b->tb = id ? vp_trace_buffer_clone(src->bufs[i]->tb) : NULL;
+		if (!b->tb) {
+			free(b);
+			vp_session_free(sess);
+			return vp_errorf(err, id ? "out of memory for a copy "
+						   "of the buffers"
+						 : "out of buffer ids");
+		}
+		b->id = id;
+		b->session = sess;
+		b->size = src->bufs[i]->size;
+		s->buffers[id] = b;
+		s->total_buffer_bytes += b->size;
+		sess->bufs[sess->n_bufs++] = b;
+	}
+	/* What a reader of the copy needs first, as at the start of a
+	 * session; the copy is over: a final snapshot and the end. */
+	const Perfetto__Protos__TraceConfig__BuiltinDataSource *bi =
+		cfg->builtin_data_sources;
+	if (!(bi && bi->has_disable_trace_config && bi->disable_trace_config))
+		push_built(sess, vp_pkt_trace_config);
+	if (!(bi && bi->has_disable_system_info && bi->disable_system_info))
+		push_built(sess, vp_pkt_system_info);
+	push_built(sess, vp_pkt_trace_uuid);
+	if (sess->clock_snapshots)
+		push_built(sess, vp_pkt_clock_snapshot);
+	sess->state = SESS_STOPPED;
+	sess->consumer = c;
+	c->session = sess;
+	vp_svc_log(s, false, "session %llu: cloned from session %llu",
+		   (unsigned long long)sess->id, (unsigned long long)src->id);
 	return 0;
 }
 

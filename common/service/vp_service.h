@@ -39,7 +39,11 @@ struct vp_service_stats {
 	uint64_t data_sources_seen;
 	uint32_t tracing_sessions;
 	uint32_t total_buffers;
-	uint64_t chunks_discarded;  /* commits the service refused */
+	uint64_t chunks_discarded;  /* commits the service refused, and
+				     * chunks left in shared memory that no
+				     * buffer could take */
+	uint64_t chunks_scraped;    /* copied from shared memory uncommitted
+				     * (at flush, at stop) */
 	uint64_t patches_discarded;
 	uint64_t invalid_packets;   /* producer packets dropped on read */
 	uint64_t invalid_requests;  /* malformed or forbidden IPC arguments */

@@ -728,7 +728,7 @@ static void test_unknown_ids_and_drop(void **state)
 	}
 	assert_int_equal(n, sizeof(g_methods) / sizeof(g_methods[0]));
 
-	/* Unknown method id, unknown service id: RequestError. */
+	/* Unknown method id, unknown service id: a failed reply. */
 	m = vp_ipc_frame_begin(&b, 2);
 	vp_ipc_put_invoke(&b, sid, 99, NULL, 0, false);
 	vp_ipc_frame_end(&b, m);
@@ -744,13 +744,19 @@ static void test_unknown_ids_and_drop(void **state)
 	vp_ipc_frame_end(&b, m);
 	raw_send(fd, &b);
 
+	/* As Perfetto's host: a reply with success false and nothing else,
+	 * which Perfetto's client hands to the caller (a RequestError frame
+	 * it would drop, and wait for ever). */
 	raw_read_frame(fd, &rx, &fr, &rf);
-	assert_int_equal(fr.msg, VP_IPC_MSG_REQUEST_ERROR);
+	assert_int_equal(fr.msg, VP_IPC_MSG_INVOKE_METHOD_REPLY);
 	assert_int_equal(fr.request_id, 2);
-	assert_true(fr.error.error.len > 0);
+	assert_false(fr.reply.success);
+	assert_false(fr.reply.has_more);
+	assert_int_equal(fr.reply.reply.len, 0);
 	raw_read_frame(fd, &rx, &fr, &rf);
-	assert_int_equal(fr.msg, VP_IPC_MSG_REQUEST_ERROR);
+	assert_int_equal(fr.msg, VP_IPC_MSG_INVOKE_METHOD_REPLY);
 	assert_int_equal(fr.request_id, 3);
+	assert_false(fr.reply.success);
 	raw_read_frame(fd, &rx, &fr, &rf);
 	assert_int_equal(fr.msg, VP_IPC_MSG_INVOKE_METHOD_REPLY);
 	assert_int_equal(fr.request_id, 5);

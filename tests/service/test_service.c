@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -25,6 +26,7 @@
 #include <zlib.h>
 
 #include "event_loop.h"
+#include "ipc_frame.h"
 #include "ipc_client.h"
 #include "ipc_sock.h"
 #include "pb_wire.h"
@@ -1773,6 +1775,202 @@ static void test_consumer_flush(void **state)
 	svc_stop(t);
 }
 
+/* ---- failed methods, frame by frame ------------------------------------------ */
+
+/* A raw connection to one port: frames as they are on the wire. */
+struct raw_port {
+	int fd;
+	struct vp_ipc_rx rx;
+	struct pb_buf b;
+	uint64_t next_id;
+	char names[20][32];
+	uint32_t ids[20];
+	size_t n_methods;
+};
+
+static void raw_read(struct raw_port *rp, struct vp_ipc_frame *f)
+{
+	struct vp_error err;
+	struct vp_ipc_rx_frame rf;
+	for (;;) {
+		int rc = vp_ipc_rx_next(&rp->rx, &rf, &err);
+		assert_int_not_equal(rc, -1);
+		if (rc == 1)
+			break;
+		struct pollfd pf = {.fd = rp->fd, .events = POLLIN};
+		if (poll(&pf, 1, WAIT_MS) != 1)
+			fail_msg("no frame within %d ms", WAIT_MS);
+		size_t avail;
+		uint8_t *sp = vp_ipc_rx_space(&rp->rx, &avail);
+		ssize_t n = read(rp->fd, sp, avail);
+		assert_true(n > 0);
+		vp_ipc_rx_commit(&rp->rx, (size_t)n);
+	}
+	for (int i = 0; i < rf.n_fds; i++)
+		close(rf.fds[i]);
+	assert_int_equal(vp_ipc_frame_decode(rf.data, rf.len, f, &err), 0);
+}
+
+static void raw_open(struct raw_port *rp, const char *addr, const char *svc)
+{
+	struct vp_error err;
+	memset(rp, 0, sizeof(*rp));
+	rp->fd = vp_sock_connect(addr, WAIT_MS, &err);
+	assert_true(rp->fd >= 0);
+	vp_ipc_rx_init(&rp->rx);
+	pb_buf_init(&rp->b);
+	rp->next_id = 1;
+	size_t m = vp_ipc_frame_begin(&rp->b, rp->next_id++);
+	vp_ipc_put_bind(&rp->b, svc);
+	vp_ipc_frame_end(&rp->b, m);
+	assert_int_equal(vp_sock_send_all(rp->fd, rp->b.data, rp->b.len, -1),
+			 0);
+	pb_buf_reset(&rp->b);
+	struct vp_ipc_frame f;
+	raw_read(rp, &f);
+	assert_int_equal(f.msg, VP_IPC_MSG_BIND_SERVICE_REPLY);
+	assert_true(f.bind_reply.success);
+	struct vp_ipc_method_iter it;
+	uint32_t id;
+	struct vp_ipc_bytes name;
+	vp_ipc_methods_begin(&f, &it);
+	while (vp_ipc_methods_next(&it, &id, &name) && rp->n_methods < 20) {
+		size_t n = name.len < 31 ? name.len : 31;
+		memcpy(rp->names[rp->n_methods], name.data, n);
+		rp->names[rp->n_methods][n] = '\0';
+		rp->ids[rp->n_methods++] = id;
+	}
+}
+
+static void raw_close(struct raw_port *rp)
+{
+	close(rp->fd);
+	vp_ipc_rx_free(&rp->rx);
+	pb_buf_free(&rp->b);
+}
+
+/* Invokes method (by name, or by id when name is NULL) and returns the
+ * request id. */
+static uint64_t raw_invoke(struct raw_port *rp, const char *method,
+			   uint32_t mid, const void *args, size_t len)
+{
+	for (size_t i = 0; method && i < rp->n_methods; i++)
+		if (strcmp(rp->names[i], method) == 0)
+			mid = rp->ids[i];
+	assert_true(mid != 0);
+	uint64_t id = rp->next_id++;
+	size_t m = vp_ipc_frame_begin(&rp->b, id);
+	vp_ipc_put_invoke(&rp->b, 1, mid, args, len, false);
+	vp_ipc_frame_end(&rp->b, m);
+	assert_int_equal(vp_sock_send_all(rp->fd, rp->b.data, rp->b.len, -1),
+			 0);
+	pb_buf_reset(&rp->b);
+	return id;
+}
+
+/* The method's answer is one InvokeMethodReply for its request id with
+ * success false, no has_more and no reply: how Perfetto's host frames a
+ * failed method, the only failure Perfetto's client passes on (it drops
+ * RequestError frames and would wait for ever). */
+static void expect_rejected(struct raw_port *rp, const char *method,
+			    const void *args, size_t len)
+{
+	uint64_t id = raw_invoke(rp, method, 0, args, len);
+	struct vp_ipc_frame f;
+	raw_read(rp, &f);
+	if (f.msg != VP_IPC_MSG_INVOKE_METHOD_REPLY)
+		fail_msg("%s: frame kind %d, not a method reply", method,
+			 (int)f.msg);
+	assert_int_equal(f.request_id, id);
+	if (f.reply.success)
+		fail_msg("%s: succeeded", method);
+	assert_false(f.reply.has_more);
+	assert_int_equal(f.reply.reply.len, 0);
+}
+
+/* A reply with success true, no has_more; its bytes are left in *f. */
+static void expect_resolved(struct raw_port *rp, const char *method,
+			    const void *args, size_t len,
+			    struct vp_ipc_frame *f)
+{
+	uint64_t id = raw_invoke(rp, method, 0, args, len);
+	raw_read(rp, f);
+	if (f->msg != VP_IPC_MSG_INVOKE_METHOD_REPLY)
+		fail_msg("%s: frame kind %d, not a method reply", method,
+			 (int)f->msg);
+	assert_int_equal(f->request_id, id);
+	if (!f->reply.success)
+		fail_msg("%s: failed", method);
+	assert_false(f->reply.has_more);
+}
+
+static void test_failed_methods_reply(void **state)
+{
+	(void)state;
+	struct svc *t = svc_start();
+	struct raw_port rp;
+	struct vp_ipc_frame f;
+	uint8_t args[64];
+	size_t alen;
+
+	raw_open(&rp, t->csock, "ConsumerPort");
+	/* perfetto --attach=nokey / --is_detached=nokey */
+	key_args("nokey", args, &alen);
+	expect_rejected(&rp, "Attach", args, alen);
+	expect_rejected(&rp, "Detach", args, alen);
+	expect_rejected(&rp, "Flush", NULL, 0);
+	expect_rejected(&rp, "GetTraceStats", NULL, 0);
+	expect_rejected(&rp, "ChangeTraceConfig", NULL, 0);
+	expect_rejected(&rp, "ObserveEvents", "\xff", 1);
+	/* A method id the service does not have. */
+	uint64_t id = raw_invoke(&rp, NULL, 99, NULL, 0);
+	raw_read(&rp, &f);
+	assert_int_equal(f.msg, VP_IPC_MSG_INVOKE_METHOD_REPLY);
+	assert_int_equal(f.request_id, id);
+	assert_false(f.reply.success);
+	/* What traced answers with success: a read of nothing ends at once,
+	 * StartTracing and DisableTracing with no session are no-ops. */
+	expect_resolved(&rp, "ReadBuffers", NULL, 0, &f);
+	expect_resolved(&rp, "StartTracing", NULL, 0, &f);
+	expect_resolved(&rp, "DisableTracing", NULL, 0, &f);
+	/* perfetto --clone 1234 / --clone-by-name: a CloneSessionResponse
+	 * that says why. */
+	Perfetto__Protos__CloneSessionRequest cr =
+		PERFETTO__PROTOS__CLONE_SESSION_REQUEST__INIT;
+	cr.selector_case =
+		PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_SESSION_ID;
+	cr.session_id = 1234;
+	alen = perfetto__protos__clone_session_request__pack(&cr, args);
+	expect_resolved(&rp, "CloneSession", args, alen, &f);
+	Perfetto__Protos__CloneSessionResponse *r =
+		perfetto__protos__clone_session_response__unpack(
+			NULL, f.reply.reply.len, f.reply.reply.data);
+	assert_non_null(r);
+	assert_true(r->has_success);
+	assert_false(r->success);
+	assert_non_null(r->error);
+	assert_true(strlen(r->error) > 0);
+	perfetto__protos__clone_session_response__free_unpacked(r, NULL);
+	cr.selector_case =
+		PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_UNIQUE_SESSION_NAME;
+	cr.unique_session_name = "nosuchname";
+	alen = perfetto__protos__clone_session_request__pack(&cr, args);
+	expect_resolved(&rp, "CloneSession", args, alen, &f);
+	r = perfetto__protos__clone_session_response__unpack(
+		NULL, f.reply.reply.len, f.reply.reply.data);
+	assert_non_null(r);
+	assert_false(r->success);
+	perfetto__protos__clone_session_response__free_unpacked(r, NULL);
+	raw_close(&rp);
+
+	raw_open(&rp, t->psock, "ProducerPort");
+	expect_rejected(&rp, "InitializeConnection", "\xff", 1);
+	expect_rejected(&rp, "CommitData", "\xff", 1);
+	expect_rejected(&rp, "NotifyDataSourceStopped", "\xff", 1);
+	raw_close(&rp);
+	svc_stop(t);
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -1795,6 +1993,7 @@ int main(void)
 		cmocka_unit_test(test_remote_not_matched_by_default),
 		cmocka_unit_test(test_detach_attach),
 		cmocka_unit_test(test_consumer_flush),
+		cmocka_unit_test(test_failed_methods_reply),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
