@@ -349,22 +349,65 @@ enum {
 	TSS_NUM_SESSIONS = 3,
 	TSS_NUM_SESSIONS_STARTED = 4,
 	TSS_VERSION = 5,
+	TSS_TRACING_SESSIONS = 6,
+	TSS_SUPPORTS_TRACING_SESSIONS = 7,
 };
+
+/* TracingServiceState.TracingSession, as traced lists them: the sessions
+ * the caller could clone (its own uid's, or all for root). */
+static void put_session_state(struct pb_buf *b, const struct vp_session *s)
+{
+	static const char *const names[] = {
+		[SESS_CONFIGURED] = "CONFIGURED",
+		[SESS_STARTED] = "STARTED",
+		[SESS_DISABLING] = "STOP_WAIT",
+		[SESS_STOPPED] = "DISABLED",
+	};
+	const Perfetto__Protos__TraceConfig *cfg = s->cfg;
+	size_t n = pb_begin_nested(b, TSS_TRACING_SESSIONS);
+	pb_put_varint(b, 1, s->id);
+	pb_put_varint(b, 2, (uint64_t)(int64_t)(int32_t)s->uid);
+	pb_put_string(b, 3, s->cloned ? "CLONED_READ_ONLY" : names[s->state]);
+	pb_put_string(b, 4, cfg->unique_session_name
+				    ? cfg->unique_session_name
+				    : "");
+	for (size_t i = 0; i < cfg->n_buffers; i++)
+		pb_put_varint(b, 5, cfg->buffers[i]->size_kb);
+	pb_put_varint(b, 6, cfg->has_duration_ms ? cfg->duration_ms : 0);
+	pb_put_varint(b, 7, s->instances.n);
+	if (s->start_realtime_ns)
+		pb_put_varint(b, 8, (uint64_t)s->start_realtime_ns);
+	if (s->state == SESS_STARTED && !s->cloned)
+		pb_put_varint(b, 11, 1);
+	pb_end_nested(b, n);
+}
+
+/* QueryServiceStateRequest.sessions_only (1). */
+static bool sessions_only(const uint8_t *args, size_t len)
+{
+	struct pb_reader r;
+	struct pb_field f;
+	bool v = false;
+	pb_reader_init(&r, args, len);
+	while (pb_next(&r, &f))
+		if (f.num == 1 && f.wt == PB_WT_VARINT)
+			v = f.val != 0;
+	return v;
+}
 
 static void m_query_service_state(void *ctx, struct vp_ipc_conn *conn,
 				  uint64_t req, const uint8_t *args,
 				  size_t len)
 {
 	struct vp_service *s = ctx;
-	(void)args;
-	(void)len;
 	struct vp_consumer *c = consumer_of(conn);
 	if (!c)
 		return;
+	bool only = sessions_only(args, len);
 	struct pb_buf b;
 	pb_buf_init(&b);
 	size_t st = pb_begin_nested(&b, 1);
-	for (size_t i = 0; i < s->producers.n; i++) {
+	for (size_t i = 0; !only && i < s->producers.n; i++) {
 		const struct vp_producer *p = s->producers.v[i];
 		size_t n = pb_begin_nested(&b, TSS_PRODUCERS);
 		pb_put_varint(&b, 1, p->id);
@@ -377,7 +420,7 @@ static void m_query_service_state(void *ctx, struct vp_ipc_conn *conn,
 			pb_put_varint(&b, 5, (uint64_t)p->pid);
 		pb_end_nested(&b, n);
 	}
-	for (size_t i = 0; i < s->producers.n; i++) {
+	for (size_t i = 0; !only && i < s->producers.n; i++) {
 		const struct vp_producer *p = s->producers.v[i];
 		for (size_t k = 0; k < p->n_ds; k++) {
 			size_t n = pb_begin_nested(&b, TSS_DATA_SOURCES);
@@ -395,6 +438,12 @@ static void m_query_service_state(void *ctx, struct vp_ipc_conn *conn,
 	pb_put_varint(&b, TSS_NUM_SESSIONS, s->sessions.n);
 	pb_put_varint(&b, TSS_NUM_SESSIONS_STARTED, started);
 	pb_put_string(&b, TSS_VERSION, "vtraced " VP_VERSION);
+	for (size_t i = 0; i < s->sessions.n; i++) {
+		const struct vp_session *sess = s->sessions.v[i];
+		if (c->uid == 0 || sess->uid == c->uid)
+			put_session_state(&b, sess);
+	}
+	pb_put_varint(&b, TSS_SUPPORTS_TRACING_SESSIONS, 1);
 	pb_end_nested(&b, st);
 	vp_ipc_conn_reply(c->conn, req, true, false, b.data, b.len, -1);
 	pb_buf_free(&b);

@@ -261,6 +261,8 @@ static void on_connect(void *ctx, struct vp_ipc_conn *conn)
 		   p->remote && peer ? peer->addr : "");
 }
 
+static uint32_t writer_sequence(struct vp_producer *p, uint16_t writer);
+
 /* Copies what a dead producer left in its SMB into the buffers: complete
  * chunks as they are, chunks being written as incomplete. */
 static void scrape_smb(struct vp_producer *p)
@@ -283,9 +285,8 @@ static void scrape_smb(struct vp_producer *p)
 				continue;
 			uint16_t writer = (uint16_t)(s->scratch[4] |
 						     s->scratch[5] << 8);
-			uint64_t buf_id = 0, seq = 0;
-			if (!u64map_get(&p->writer_buf, writer, &buf_id) ||
-			    !u64map_get(&p->writer_seq, writer, &seq)) {
+			uint64_t buf_id = 0;
+			if (!u64map_get(&p->writer_buf, writer, &buf_id)) {
 				/* Never committed nor registered: no buffer
 				 * to put it in. */
 				s->stats.chunks_discarded++;
@@ -297,8 +298,10 @@ static void scrape_smb(struct vp_producer *p)
 				s->stats.chunks_discarded++;
 				continue;
 			}
+			/* A registered writer that never committed gets its
+			 * sequence now. */
 			struct vp_tb_sequence_meta meta = {
-				.sequence_id = (uint32_t)seq,
+				.sequence_id = writer_sequence(p, writer),
 				.uid = (int32_t)p->uid,
 				.pid = (int32_t)p->pid,
 				.machine_id = p->machine_id,
@@ -333,9 +336,8 @@ void vp_producer_scrape(struct vp_producer *p, struct vp_session *sess,
 				continue;
 			uint16_t writer = (uint16_t)(s->scratch[4] |
 						     s->scratch[5] << 8);
-			uint64_t buf_id = 0, seq = 0;
-			if (!u64map_get(&p->writer_buf, writer, &buf_id) ||
-			    !u64map_get(&p->writer_seq, writer, &seq)) {
+			uint64_t buf_id = 0;
+			if (!u64map_get(&p->writer_buf, writer, &buf_id)) {
 				if (final)
 					s->stats.chunks_discarded++;
 				continue;
@@ -344,8 +346,10 @@ void vp_producer_scrape(struct vp_producer *p, struct vp_session *sess,
 				vp_buffer_by_id(s, (uint16_t)buf_id);
 			if (!b || b->session != sess)
 				continue;
+			/* A registered writer that never committed gets its
+			 * sequence now. */
 			struct vp_tb_sequence_meta meta = {
-				.sequence_id = (uint32_t)seq,
+				.sequence_id = writer_sequence(p, writer),
 				.uid = (int32_t)p->uid,
 				.pid = (int32_t)p->pid,
 				.machine_id = p->machine_id,

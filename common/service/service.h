@@ -261,6 +261,7 @@ struct vp_session {
 	uint64_t uuid[2];
 	/* A snapshot made by CloneSession: stopped, read by its consumer. */
 	bool cloned;
+	int64_t start_realtime_ns; /* 0 until started */
 };
 
 int vp_session_create(struct vp_service *s, struct vp_consumer *c,

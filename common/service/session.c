@@ -625,6 +625,7 @@ void vp_session_start(struct vp_session *sess)
 	if (sess->state != SESS_CONFIGURED)
 		return;
 	sess->state = SESS_STARTED;
+	sess->start_realtime_ns = (int64_t)vp_svc_clock_ns(CLOCK_REALTIME);
 	vp_svc_log(s, false, "session %llu: started (%zu buffers, %zu data "
 		   "source instances)",
 		   (unsigned long long)sess->id, sess->n_bufs,
@@ -1134,6 +1135,7 @@ int vp_session_clone(struct vp_session *src, struct vp_consumer *c,
 	sess->flushes_succeeded = src->flushes_succeeded;
 	sess->flushes_failed = src->flushes_failed;
 	sess->invalid_packets = src->invalid_packets;
+	sess->start_realtime_ns = src->start_realtime_ns;
 	vp_ptrvec_push(&s->sessions, sess);
 	sess->bufs = calloc(src->n_bufs ? src->n_bufs : 1, sizeof(*sess->bufs));
 	if (!sess->bufs)

@@ -263,6 +263,10 @@ static void producer_call(struct producer *p, const char *method,
 	free(reply);
 }
 
+/* InitializeConnection's smb_scraping_mode for the next producer (0: not
+ * sent). */
+static int g_scraping_mode;
+
 static struct producer *producer_connect_to(const char *addr,
 					    const char *name,
 					    bool notify_on_stop, bool remote)
@@ -290,6 +294,12 @@ static struct producer *producer_connect_to(const char *addr,
 	ic.producer_name = (char *)name;
 	ic.has_shared_memory_size_hint_bytes = true;
 	ic.shared_memory_size_hint_bytes = 64 * 1024;
+	if (g_scraping_mode) {
+		ic.has_smb_scraping_mode = true;
+		ic.smb_scraping_mode =
+			(Perfetto__Protos__InitializeConnectionRequest__ProducerSMBScrapingMode)
+				g_scraping_mode;
+	}
 	uint8_t buf[256];
 	size_t len = perfetto__protos__initialize_connection_request__pack(&ic,
 									   buf);
@@ -477,6 +487,7 @@ struct cfg_opts {
 	bool deferred_start;
 	const char *producer_filter;
 	bool trace_all_machines;
+	const char *unique_session_name;
 };
 
 static void consumer_enable(struct consumer *c, const struct cfg_opts *o,
@@ -522,6 +533,7 @@ static void consumer_enable(struct consumer *c, const struct cfg_opts *o,
 		cfg.has_deferred_start = cfg.deferred_start = true;
 	if (o->trace_all_machines)
 		cfg.has_trace_all_machines = cfg.trace_all_machines = true;
+	cfg.unique_session_name = (char *)o->unique_session_name;
 	Perfetto__Protos__EnableTracingRequest req =
 		PERFETTO__PROTOS__ENABLE_TRACING_REQUEST__INIT;
 	req.trace_config = &cfg;
@@ -1971,6 +1983,244 @@ static void test_failed_methods_reply(void **state)
 	svc_stop(t);
 }
 
+/* ---- scraping a producer that stays -------------------------------------- */
+
+static void register_writer(struct producer *p, uint32_t writer,
+			    uint32_t buffer)
+{
+	Perfetto__Protos__RegisterTraceWriterRequest r =
+		PERFETTO__PROTOS__REGISTER_TRACE_WRITER_REQUEST__INIT;
+	r.has_trace_writer_id = r.has_target_buffer = true;
+	r.trace_writer_id = writer;
+	r.target_buffer = buffer;
+	uint8_t buf[32];
+	size_t len = perfetto__protos__register_trace_writer_request__pack(&r,
+									   buf);
+	producer_call(p, "RegisterTraceWriter", buf, len);
+}
+
+/* What a thread of a Perfetto SDK producer leaves in shared memory when it
+ * never flushes: a chunk it finished but did not commit, and the chunk it
+ * is writing (a packet count of 3, the third packet maybe unfinished). */
+static void leave_uncommitted(struct producer *p, uint64_t base,
+			      struct pb_buf *pk)
+{
+	struct frag f[5];
+	for (int i = 0; i < 5; i++) {
+		make_packet(&pk[i], base + (uint64_t)i, 24);
+		f[i] = (struct frag){pk[i].data, pk[i].len};
+	}
+	producer_chunk(p, VP_PAGE_DIV_4, f, 2, 0, true);
+	producer_chunk(p, VP_PAGE_DIV_4, f + 2, 3, 0, false);
+}
+
+static void consumer_flush(struct producer *p, struct consumer *c)
+{
+	struct vp_error err;
+	bool done = false;
+	struct flush_wait fw = {&done, false};
+	assert_int_equal(vp_ipc_client_invoke(c->cli, "Flush", NULL, 0, -1,
+					      on_flush, &fw, &err),
+			 0);
+	assert_true(pump_until(p, c, &done, WAIT_MS));
+	assert_true(fw.ok);
+}
+
+static void test_scrape_live_producer(void **state)
+{
+	(void)state;
+	struct svc *t = svc_start();
+	struct producer *p = producer_connect(t, "long-lived", false);
+	struct consumer *c = consumer_connect(t);
+	struct cfg_opts o = {.size_kb = 64};
+	start_session(p, c, &o);
+	register_writer(p, WRITER, p->target_buffer);
+	struct pb_buf pk[5];
+	for (int i = 0; i < 5; i++)
+		pb_buf_init(&pk[i]);
+	leave_uncommitted(p, 7001, pk);
+	/* Scraped at the flush and again at the stop: read once. */
+	consumer_flush(p, c);
+	assert_true(svc_stats(t).chunks_scraped >= 2);
+	stop_and_read(p, c);
+	struct pkt_view v = {0};
+	for (uint64_t ts = 7001; ts <= 7004; ts++) {
+		if (!find_test_packet(&c->trace, ts, &v))
+			fail_msg("packet %llu was not scraped",
+				 (unsigned long long)ts);
+		check_trusted_suffix(&v, &pk[ts - 7001]);
+	}
+	/* The last packet of the chunk being written is not taken. */
+	assert_false(find_test_packet(&c->trace, 7005, &v));
+	assert_int_equal(count_test_packets(&c->trace), 4);
+	/* The chunks are still the producer's. */
+	assert_int_equal(vp_smb_chunk_state(&p->smb, 0, 1),
+			 VP_CHUNK_BEING_WRITTEN);
+	for (int i = 0; i < 5; i++)
+		pb_buf_free(&pk[i]);
+	consumer_close(c);
+	producer_close(p);
+	svc_stop(t);
+}
+
+/* smb_scraping_mode DISABLED: what is not committed is not read. */
+static void test_scrape_disabled(void **state)
+{
+	(void)state;
+	struct svc *t = svc_start();
+	g_scraping_mode =
+		PERFETTO__PROTOS__INITIALIZE_CONNECTION_REQUEST__PRODUCER_SMBSCRAPING_MODE__SMB_SCRAPING_DISABLED;
+	struct producer *p = producer_connect(t, "no-scraping", false);
+	g_scraping_mode = 0;
+	struct consumer *c = consumer_connect(t);
+	struct cfg_opts o = {.size_kb = 64};
+	start_session(p, c, &o);
+	register_writer(p, WRITER, p->target_buffer);
+	struct pb_buf pk[5];
+	for (int i = 0; i < 5; i++)
+		pb_buf_init(&pk[i]);
+	leave_uncommitted(p, 7101, pk);
+	consumer_flush(p, c);
+	stop_and_read(p, c);
+	assert_int_equal(count_test_packets(&c->trace), 0);
+	assert_int_equal(svc_stats(t).chunks_scraped, 0);
+	for (int i = 0; i < 5; i++)
+		pb_buf_free(&pk[i]);
+	consumer_close(c);
+	producer_close(p);
+	svc_stop(t);
+}
+
+/* ---- CloneSession and the sessions in QueryServiceState ------------------- */
+
+static Perfetto__Protos__TracingServiceState *query_state(struct consumer *c)
+{
+	struct vp_error err;
+	uint8_t *reply = NULL;
+	size_t len = 0;
+	assert_int_equal(vp_ipc_client_call(c->cli, "QueryServiceState", NULL,
+					    0, &reply, &len, NULL, WAIT_MS,
+					    &err),
+			 0);
+	Perfetto__Protos__QueryServiceStateResponse *m =
+		perfetto__protos__query_service_state_response__unpack(
+			NULL, len, reply);
+	free(reply);
+	assert_non_null(m);
+	Perfetto__Protos__TracingServiceState *s = m->service_state;
+	m->service_state = NULL;
+	perfetto__protos__query_service_state_response__free_unpacked(m, NULL);
+	assert_non_null(s);
+	return s;
+}
+
+
+struct clone_wait {
+	bool done;
+	bool ok;
+};
+
+static void on_clone(void *ctx, const struct vp_ipc_reply *r)
+{
+	struct clone_wait *cw = ctx;
+	cw->done = true;
+	if (!r->success)
+		return;
+	Perfetto__Protos__CloneSessionResponse *m =
+		perfetto__protos__clone_session_response__unpack(NULL, r->len,
+								 r->data);
+	assert_non_null(m);
+	cw->ok = m->success;
+	if (m->success) {
+		assert_true(m->has_uuid_msb && m->has_uuid_lsb);
+	}
+	perfetto__protos__clone_session_response__free_unpacked(m, NULL);
+}
+
+static void clone_into(struct producer *p, struct consumer *c,
+		       uint64_t id, const char *name, bool *ok)
+{
+	Perfetto__Protos__CloneSessionRequest cr =
+		PERFETTO__PROTOS__CLONE_SESSION_REQUEST__INIT;
+	if (name) {
+		cr.selector_case =
+			PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_UNIQUE_SESSION_NAME;
+		cr.unique_session_name = (char *)name;
+	} else {
+		cr.selector_case =
+			PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_SESSION_ID;
+		cr.session_id = id;
+	}
+	uint8_t buf[128];
+	size_t len = perfetto__protos__clone_session_request__pack(&cr, buf);
+	struct clone_wait cw = {false, false};
+	struct vp_error err;
+	assert_int_equal(vp_ipc_client_invoke(c->cli, "CloneSession", buf, len,
+					      -1, on_clone, &cw, &err),
+			 0);
+	assert_true(pump_until(p, c, &cw.done, WAIT_MS));
+	*ok = cw.ok;
+}
+
+static void test_clone_session(void **state)
+{
+	(void)state;
+	struct svc *t = svc_start();
+	struct producer *p = producer_connect(t, "cloned", false);
+	struct consumer *c = consumer_connect(t);
+	struct cfg_opts o = {.size_kb = 64, .unique_session_name = "snap"};
+	start_session(p, c, &o);
+	write_many(p, 9000, 3, 16);
+
+	struct consumer *c2 = consumer_connect(t);
+	Perfetto__Protos__TracingServiceState *st = query_state(c2);
+	assert_true(st->has_supports_tracing_sessions &&
+		    st->supports_tracing_sessions);
+	assert_int_equal(st->n_tracing_sessions, 1);
+	const Perfetto__Protos__TracingServiceState__TracingSession *ts =
+		st->tracing_sessions[0];
+	assert_string_equal(ts->state, "STARTED");
+	assert_string_equal(ts->unique_session_name, "snap");
+	assert_true(ts->is_started);
+	assert_int_equal(ts->n_buffer_size_kb, 1);
+	assert_int_equal(ts->buffer_size_kb[0], 64);
+	assert_int_equal(ts->num_data_sources, 1);
+	uint64_t id = ts->id;
+	perfetto__protos__tracing_service_state__free_unpacked(st, NULL);
+
+	/* perfetto --clone ID: the copy is read by the caller; the session
+	 * goes on. */
+	bool ok = false;
+	clone_into(p, c2, id, NULL, &ok);
+	assert_true(ok);
+	assert_true(p->n_flush >= 1);
+	consumer_read(p, c2);
+	assert_int_equal(count_test_packets(&c2->trace), 3);
+	struct pkt_view v = {0};
+	assert_true(find_field_packet(&c2->trace, TP_TRACE_CONFIG, &v));
+	consumer_close(c2);
+
+	/* perfetto --clone-by-name, after more was written. */
+	write_many(p, 9100, 2, 16);
+	c2 = consumer_connect(t);
+	clone_into(p, c2, 0, "snap", &ok);
+	assert_true(ok);
+	consumer_read(p, c2);
+	assert_int_equal(count_test_packets(&c2->trace), 5);
+	consumer_close(c2);
+
+	/* The copies go with their consumers. */
+	uint64_t end = vp_loop_now_ms() + WAIT_MS;
+	while (svc_stats(t).tracing_sessions != 1 && vp_loop_now_ms() < end)
+		usleep(10000);
+	assert_int_equal(svc_stats(t).tracing_sessions, 1);
+	stop_and_read(p, c);
+	assert_int_equal(count_test_packets(&c->trace), 5);
+	consumer_close(c);
+	producer_close(p);
+	svc_stop(t);
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -1994,6 +2244,9 @@ int main(void)
 		cmocka_unit_test(test_detach_attach),
 		cmocka_unit_test(test_consumer_flush),
 		cmocka_unit_test(test_failed_methods_reply),
+		cmocka_unit_test(test_scrape_live_producer),
+		cmocka_unit_test(test_scrape_disabled),
+		cmocka_unit_test(test_clone_session),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
