@@ -262,6 +262,8 @@ struct vp_session {
 	/* A snapshot made by CloneSession: stopped, read by its consumer. */
 	bool cloned;
 	int64_t start_realtime_ns; /* 0 until started */
+	/* Flush events waiting in `pending`: [0] started, [1] flushed. */
+	uint32_t flush_events[2];
 };
 
 int vp_session_create(struct vp_service *s, struct vp_consumer *c,
@@ -361,7 +363,11 @@ enum {
 	TSE_ALL_DATA_SOURCES_FLUSHED = 3,
 	TSE_READ_TRACING_BUFFERS_COMPLETED = 4,
 	TSE_TRACING_DISABLED = 5,
+	TSE_FLUSH_STARTED = 9,
 };
+/* flush_started / all_data_sources_flushed events kept unread, each (traced
+ * keeps the last 64 of each). */
+#define SVC_MAX_FLUSH_EVENTS 64u
 
 /* ---- consumers (consumer_port.c) ---------------------------------------- */
 

@@ -78,6 +78,21 @@ static void push_built(struct vp_session *sess,
 	pb_buf_free(&b);
 }
 
+static void push_event(struct vp_session *sess, uint32_t field);
+
+/* A flush's service event, at most SVC_MAX_FLUSH_EVENTS of each kind
+ * between two reads (periodic flushes must not grow the queue). */
+static void push_flush_event(struct vp_session *sess, uint32_t field)
+{
+	if (sess->pending_off >= sess->pending.len)
+		sess->flush_events[0] = sess->flush_events[1] = 0;
+	uint32_t *n = &sess->flush_events[field == TSE_FLUSH_STARTED ? 0 : 1];
+	if (*n >= SVC_MAX_FLUSH_EVENTS)
+		return;
+	(*n)++;
+	push_event(sess, field);
+}
+
 static void push_event(struct vp_session *sess, uint32_t field)
 {
 	if (!sess->service_events)
@@ -340,6 +355,7 @@ static void flush_complete(struct vp_flush *f, bool ok)
 	/* As traced: a producer that acked may still hold chunks it could
 	 * not commit (a thread's writer that never flushes); take copies. */
 	scrape_session(sess, false);
+	push_flush_event(sess, TSE_ALL_DATA_SOURCES_FLUSHED);
 	if (f->timer)
 		vp_loop_cancel(s->loop, f->timer);
 	if (ok) {
@@ -419,6 +435,7 @@ void vp_session_flush(struct vp_session *sess, uint32_t timeout_ms,
 	sess->flushes_requested++;
 	s->stats.flushes_requested++;
 	vp_ptrvec_push(&sess->flushes, f);
+	push_flush_event(sess, TSE_FLUSH_STARTED);
 
 	/* One Flush command per producer, naming its instances. */
 	for (size_t i = 0; i < sess->instances.n; i++) {

@@ -44,8 +44,10 @@ run_client() {
 mkdir -p "$D/v"
 start_vtraced "$D/v" || { fail "vtraced did not start"; e2e_finish perfetto_client; }
 
-# The failures: status against traced when it is there, else known ones.
-declare -A WANT=([attach]=2 [is_detached]=2 [clone_id]=1 [clone_name]=1)
+# The failures: status against traced when it is there, else the ones
+# Perfetto's client gives: exit(2) when Attach fails; a clone that fails is
+# logged ("Service error: ...") and exits 0 with no output file.
+declare -A WANT=([attach]=2 [is_detached]=2 [clone_id]=0 [clone_name]=0)
 declare -A ARGS=(
 	[attach]="--attach=nokey -o $D/attach.pb"
 	[is_detached]="--is_detached=nokey"
@@ -77,6 +79,10 @@ for k in attach is_detached clone_id clone_name; do
 		check "perfetto ${ARGS[$k]} exits ${WANT[$k]} (got $RC)" \
 			test "$RC" = "${WANT[$k]}"
 	fi
+done
+for k in clone_id clone_name; do
+	check "perfetto ${ARGS[$k]} says why" grep -q "Service error" "$D/$k.out"
+	check "perfetto ${ARGS[$k]} leaves no file" test ! -e "$D/$k.pb"
 done
 
 # A running session, named, with a producer writing track events.

@@ -2050,6 +2050,17 @@ static void test_scrape_live_producer(void **state)
 				 (unsigned long long)ts);
 		check_trusted_suffix(&v, &pk[ts - 7001]);
 	}
+	/* The flush shows as flush_started and all_data_sources_flushed
+	 * service events, as traced writes them. */
+	size_t started = 0, flushed = 0;
+	uint64_t val;
+	for (size_t i = 0; trace_packet(c->trace.data, c->trace.len, i, &v);
+	     i++) {
+		started += nested_varint(&v, 69, 0, 9, &val) && val == 1;
+		flushed += nested_varint(&v, 69, 0, 3, &val) && val == 1;
+	}
+	assert_int_equal(started, 1);
+	assert_int_equal(flushed, 1);
 	/* The last packet of the chunk being written is not taken. */
 	assert_false(find_test_packet(&c->trace, 7005, &v));
 	assert_int_equal(count_test_packets(&c->trace), 4);
