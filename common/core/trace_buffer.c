@@ -988,6 +988,19 @@ struct vp_trace_buffer *vp_trace_buffer_clone(const struct vp_trace_buffer *tb)
 	return c;
 }
 
+void vp_trace_buffer_for_each_sequence(
+	const struct vp_trace_buffer *tb,
+	void (*fn)(void *ctx, uint16_t producer_id, uint16_t writer_id,
+		   const struct vp_tb_sequence_meta *meta),
+	void *ctx)
+{
+	for (uint32_t i = 0; i < tb->n_seqs; i++) {
+		const struct tb_seq *seq = &tb->seqs[i];
+		if (seq->in_use)
+			fn(ctx, seq->producer_id, seq->writer_id, &seq->meta);
+	}
+}
+
 void vp_trace_buffer_producer_gone(struct vp_trace_buffer *tb,
 				   uint16_t producer_id)
 {

@@ -83,6 +83,12 @@ void vp_trace_buffer_free(struct vp_trace_buffer *tb);
 /* A copy of tb (its chunks, sequences, what was already read from them,
  * its stats), for a cloned session.  NULL when out of memory. */
 struct vp_trace_buffer *vp_trace_buffer_clone(const struct vp_trace_buffer *tb);
+/* Calls fn for each sequence the buffer holds chunks of. */
+void vp_trace_buffer_for_each_sequence(
+	const struct vp_trace_buffer *tb,
+	void (*fn)(void *ctx, uint16_t producer_id, uint16_t writer_id,
+		   const struct vp_tb_sequence_meta *meta),
+	void *ctx);
 
 /* Copies one chunk in.  `chunk` points at the chunk header; len is the
  * chunk's size (header included; the bytes after the last fragment are

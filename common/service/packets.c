@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/sysinfo.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
@@ -20,7 +21,9 @@ enum {
 	SI_UTSNAME = 1,
 	SI_TRACING_SERVICE_VERSION = 4,
 	SI_PAGE_SIZE = 6,
+	SI_TIMEZONE_OFF_MINS = 7,
 	SI_NUM_CPUS = 8,
+	SI_SYSTEM_RAM_BYTES = 16,
 	SI_MACHINE_NAME = 17,
 	UTS_SYSNAME = 1,
 	UTS_VERSION = 2,
@@ -81,6 +84,17 @@ void vp_pkt_trace_config(struct vp_session *sess, struct pb_buf *out)
 	end(sess, out);
 }
 
+/* The local time zone's offset from UTC now, in minutes (east positive). */
+static bool timezone_off_mins(int32_t *out)
+{
+	time_t now = time(NULL);
+	struct tm tm;
+	if (!localtime_r(&now, &tm))
+		return false;
+	*out = (int32_t)(tm.tm_gmtoff / 60);
+	return true;
+}
+
 void vp_pkt_system_info(struct vp_session *sess, struct pb_buf *out)
 {
 	struct utsname u;
@@ -101,6 +115,13 @@ void vp_pkt_system_info(struct vp_session *sess, struct pb_buf *out)
 	long cpus = sysconf(_SC_NPROCESSORS_CONF);
 	if (cpus > 0)
 		pb_put_varint(out, SI_NUM_CPUS, (uint64_t)cpus);
+	int32_t tz;
+	if (timezone_off_mins(&tz))
+		pb_put_varint(out, SI_TIMEZONE_OFF_MINS, (uint64_t)(int64_t)tz);
+	struct sysinfo si_ram;
+	if (sysinfo(&si_ram) == 0)
+		pb_put_varint(out, SI_SYSTEM_RAM_BYTES,
+			      (uint64_t)si_ram.totalram * si_ram.mem_unit);
 	if (uname(&u) == 0 && u.nodename[0])
 		pb_put_string(out, SI_MACHINE_NAME, u.nodename);
 	pb_end_nested(out, si);
@@ -140,6 +161,46 @@ void vp_pkt_trace_uuid(struct vp_session *sess, struct pb_buf *out)
 	pb_put_varint(out, 2, v[1]);
 	pb_end_nested(out, u);
 	end(sess, out);
+}
+
+static void provenance_seq(void *ctx, uint16_t producer_id,
+			   uint16_t writer_id,
+			   const struct vp_tb_sequence_meta *meta)
+{
+	(void)writer_id;
+	struct pb_buf *out = ctx;
+	size_t q = pb_begin_nested(out, 1); /* Buffer.sequences */
+	pb_put_varint(out, 1, meta->sequence_id);
+	pb_put_varint(out, 2, producer_id);
+	pb_end_nested(out, q);
+}
+
+void vp_pkt_trace_provenance(struct vp_session *sess, struct pb_buf *out)
+{
+	begin(sess, out);
+	size_t tp = pb_begin_nested(out, TP_TRACE_PROVENANCE);
+	for (size_t i = 0; i < sess->n_bufs; i++) {
+		size_t b = pb_begin_nested(out, 2); /* buffers */
+		vp_trace_buffer_for_each_sequence(sess->bufs[i]->tb,
+						  provenance_seq, out);
+		pb_end_nested(out, b);
+	}
+	pb_end_nested(out, tp);
+	end(sess, out);
+}
+
+void vp_pkt_sync_marker(struct vp_session *sess, struct pb_buf *out)
+{
+	/* The 16 bytes Perfetto's readers look for to find packet
+	 * boundaries in a damaged stream; the marker goes last, after the
+	 * uid and the sequence id, with no timestamp. */
+	static const uint8_t marker[16] = {0x82, 0x47, 0x7a, 0x76, 0xb2, 0x8d,
+					   0x42, 0xba, 0x81, 0xdc, 0x33, 0x32,
+					   0x6d, 0x57, 0xa0, 0x79};
+	pb_buf_reset(out);
+	pb_put_varint(out, TP_TRUSTED_UID, (uint64_t)sess->svc->uid);
+	pb_put_varint(out, TP_TRUSTED_PACKET_SEQUENCE_ID, SVC_SERVICE_SEQ_ID);
+	pb_put_bytes(out, TP_SYNCHRONIZATION_MARKER, marker, sizeof(marker));
 }
 
 void vp_pkt_service_event(struct vp_session *sess, uint32_t field,

@@ -262,6 +262,7 @@ struct vp_session {
 	/* A snapshot made by CloneSession: stopped, read by its consumer. */
 	bool cloned;
 	int64_t start_realtime_ns; /* 0 until started */
+	bool provenance_emitted;
 	/* Flush events waiting in `pending`: [0] started, [1] flushed. */
 	uint32_t flush_events[2];
 };
@@ -346,6 +347,11 @@ void vp_pkt_system_info(struct vp_session *sess, struct pb_buf *out);
 void vp_pkt_clock_snapshot(struct vp_session *sess, struct pb_buf *out);
 void vp_pkt_trace_uuid(struct vp_session *sess, struct pb_buf *out);
 void vp_pkt_trace_stats(struct vp_session *sess, struct pb_buf *out);
+/* A synchronization marker (at the start and with each periodic clock
+ * snapshot, as traced writes them). */
+void vp_pkt_sync_marker(struct vp_session *sess, struct pb_buf *out);
+/* TraceProvenance: the sequences each buffer holds (at the first read). */
+void vp_pkt_trace_provenance(struct vp_session *sess, struct pb_buf *out);
 /* TracingServiceEvent with `field` (TSE_*) set to true. */
 void vp_pkt_service_event(struct vp_session *sess, uint32_t field,
 			  struct pb_buf *out);

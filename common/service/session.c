@@ -618,8 +618,10 @@ static void on_clear_incremental(void *ctx)
 static void on_snapshot(void *ctx)
 {
 	struct vp_session *sess = ctx;
-	if (sess->state == SESS_STARTED)
-		push_built(sess, vp_pkt_clock_snapshot);
+	if (sess->state != SESS_STARTED)
+		return;
+	push_built(sess, vp_pkt_sync_marker);
+	push_built(sess, vp_pkt_clock_snapshot);
 }
 
 static void on_file_period(void *ctx)
@@ -648,6 +650,7 @@ void vp_session_start(struct vp_session *sess)
 		   (unsigned long long)sess->id, sess->n_bufs,
 		   sess->instances.n);
 
+	push_built(sess, vp_pkt_sync_marker);
 	if (!(bi && bi->has_disable_trace_config && bi->disable_trace_config))
 		push_built(sess, vp_pkt_trace_config);
 	if (!(bi && bi->has_disable_system_info && bi->disable_system_info))
@@ -1181,6 +1184,7 @@ int vp_session_clone(struct vp_session *src, struct vp_consumer *c,
 	 * session; the copy is over: a final snapshot and the end. */
 	const Perfetto__Protos__TraceConfig__BuiltinDataSource *bi =
 		cfg->builtin_data_sources;
+	push_built(sess, vp_pkt_sync_marker);
 	if (!(bi && bi->has_disable_trace_config && bi->disable_trace_config))
 		push_built(sess, vp_pkt_trace_config);
 	if (!(bi && bi->has_disable_system_info && bi->disable_system_info))

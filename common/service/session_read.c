@@ -28,6 +28,14 @@ void vp_session_reader_init(struct vp_session_reader *r,
 	r->stage = RD_SERVICE_PACKETS;
 	r->with_stats = with_stats;
 	pb_buf_init(&r->pkt);
+	if (!sess->provenance_emitted) { /* the first read, as traced */
+		sess->provenance_emitted = true;
+		struct pb_buf b;
+		pb_buf_init(&b);
+		vp_pkt_trace_provenance(sess, &b);
+		vp_session_push_packet(sess, &b);
+		pb_buf_free(&b);
+	}
 }
 
 void vp_session_reader_fini(struct vp_session_reader *r)

@@ -2061,6 +2061,13 @@ static void test_scrape_live_producer(void **state)
 	}
 	assert_int_equal(started, 1);
 	assert_int_equal(flushed, 1);
+	/* The packets traced writes at the start and at the first read. */
+	assert_true(find_field_packet(&c->trace, TP_SYNCHRONIZATION_MARKER,
+				      &v));
+	assert_true(find_field_packet(&c->trace, TP_TRACE_PROVENANCE, &v));
+	assert_true(find_field_packet(&c->trace, TP_SYSTEM_INFO, &v));
+	assert_true(nested_varint(&v, TP_SYSTEM_INFO, 0, 16, &val));
+	assert_true(val > 0); /* system_ram_bytes */
 	/* The last packet of the chunk being written is not taken. */
 	assert_false(find_test_packet(&c->trace, 7005, &v));
 	assert_int_equal(count_test_packets(&c->trace), 4);
