@@ -31,6 +31,9 @@ enum {
 	UTS_MACHINE = 4,
 };
 
+/* TraceConfig.flush_period_ms */
+#define TC_FLUSH_PERIOD_MS 13
+
 /* TraceStats and TraceStats.BufferStats fields. */
 enum {
 	TS_BUFFER_STATS = 1,
@@ -80,7 +83,16 @@ static void end(struct vp_session *sess, struct pb_buf *out)
 void vp_pkt_trace_config(struct vp_session *sess, struct pb_buf *out)
 {
 	begin(sess, out);
-	pb_put_bytes(out, TP_TRACE_CONFIG, sess->cfg_raw, sess->cfg_raw_len);
+	size_t tc = pb_begin_nested(out, TP_TRACE_CONFIG);
+	pb_put_raw(out, sess->cfg_raw, sess->cfg_raw_len);
+	/* The config as applied: when the service flushed a write_into_file
+	 * session on its own (write_flush_mode), flush_period_ms says how
+	 * often (the last value of a field wins), so a reader knows the file
+	 * did not wait for the producers' own commits. */
+	if (sess->effective_flush_ms)
+		pb_put_varint(out, TC_FLUSH_PERIOD_MS,
+			      sess->effective_flush_ms);
+	pb_end_nested(out, tc);
 	end(sess, out);
 }
 

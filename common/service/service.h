@@ -263,6 +263,12 @@ struct vp_session {
 	bool cloned;
 	int64_t start_realtime_ns; /* 0 until started */
 	bool provenance_emitted;
+	/* write_into_file: flush the producers before each write, or flush
+	 * every effective_flush_ms (0: as the config says), as traced's
+	 * write_flush_mode has it. */
+	bool flush_on_write;
+	bool file_flush_pending;
+	uint32_t effective_flush_ms;
 	/* Flush events waiting in `pending`: [0] started, [1] flushed. */
 	uint32_t flush_events[2];
 };

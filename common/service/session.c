@@ -624,10 +624,49 @@ static void on_snapshot(void *ctx)
 	push_built(sess, vp_pkt_clock_snapshot);
 }
 
+static void after_file_flush(struct vp_session *sess, bool ok, void *ctx,
+			     uint64_t arg)
+{
+	(void)ok;
+	(void)ctx;
+	(void)arg;
+	sess->file_flush_pending = false;
+	if (sess->state == SESS_STARTED)
+		drain_to_file(sess, false);
+}
+
 static void on_file_period(void *ctx)
 {
 	struct vp_session *sess = ctx;
-	drain_to_file(sess, false);
+	if (!sess->flush_on_write) {
+		drain_to_file(sess, false);
+		return;
+	}
+	/* What the producers hold goes into this write. */
+	if (sess->file_flush_pending)
+		return;
+	sess->file_flush_pending = true;
+	vp_session_flush(sess, 0, after_file_flush, NULL, 0);
+}
+
+/* traced's write_flush_mode: AUTO (the default) flushes every 5 s when the
+ * file is written at least that often, else before each write; ENABLED
+ * always before each write; DISABLED as flush_period_ms says. */
+static void choose_write_flush(struct vp_session *sess, uint32_t write_ms)
+{
+	const Perfetto__Protos__TraceConfig *cfg = sess->cfg;
+	int mode = cfg->has_write_flush_mode ? (int)cfg->write_flush_mode : 0;
+	if (mode ==
+	    PERFETTO__PROTOS__TRACE_CONFIG__WRITE_FLUSH_MODE__WRITE_FLUSH_DISABLED)
+		return;
+	if (mode ==
+		    PERFETTO__PROTOS__TRACE_CONFIG__WRITE_FLUSH_MODE__WRITE_FLUSH_ENABLED ||
+	    write_ms > SVC_DEFAULT_FILE_PERIOD_MS) {
+		sess->flush_on_write = true;
+		sess->effective_flush_ms = write_ms;
+	} else {
+		sess->effective_flush_ms = SVC_DEFAULT_FILE_PERIOD_MS;
+	}
 }
 
 static uint32_t period(uint32_t v)
@@ -645,6 +684,16 @@ void vp_session_start(struct vp_session *sess)
 		return;
 	sess->state = SESS_STARTED;
 	sess->start_realtime_ns = (int64_t)vp_svc_clock_ns(CLOCK_REALTIME);
+	uint32_t write_ms = 0;
+	if (sess->file_fd >= 0) {
+		write_ms = SVC_DEFAULT_FILE_PERIOD_MS;
+		if (cfg->has_file_write_period_ms &&
+		    cfg->file_write_period_ms > 0)
+			write_ms = cfg->file_write_period_ms;
+		if (write_ms < SVC_MIN_FILE_PERIOD_MS)
+			write_ms = SVC_MIN_FILE_PERIOD_MS;
+		choose_write_flush(sess, write_ms);
+	}
 	vp_svc_log(s, false, "session %llu: started (%zu buffers, %zu data "
 		   "source instances)",
 		   (unsigned long long)sess->id, sess->n_bufs,
@@ -669,7 +718,12 @@ void vp_session_start(struct vp_session *sess)
 	if (cfg->has_duration_ms && cfg->duration_ms > 0)
 		sess->t_duration = vp_loop_timer(s->loop, cfg->duration_ms, 0,
 						 on_duration, sess);
-	if (cfg->has_flush_period_ms && cfg->flush_period_ms > 0) {
+	if (sess->effective_flush_ms && !sess->flush_on_write) {
+		uint32_t p = period(sess->effective_flush_ms);
+		sess->t_flush_period = vp_loop_timer(s->loop, p, p,
+						     on_periodic_flush, sess);
+	} else if (!sess->effective_flush_ms && cfg->has_flush_period_ms &&
+		   cfg->flush_period_ms > 0) {
 		uint32_t p = period(cfg->flush_period_ms);
 		sess->t_flush_period = vp_loop_timer(s->loop, p, p,
 						     on_periodic_flush, sess);
@@ -690,16 +744,9 @@ void vp_session_start(struct vp_session *sess)
 		sess->t_snapshot =
 			vp_loop_timer(s->loop, p, p, on_snapshot, sess);
 	}
-	if (sess->file_fd >= 0) {
-		uint32_t p = SVC_DEFAULT_FILE_PERIOD_MS;
-		if (cfg->has_file_write_period_ms &&
-		    cfg->file_write_period_ms > 0)
-			p = cfg->file_write_period_ms;
-		if (p < SVC_MIN_FILE_PERIOD_MS)
-			p = SVC_MIN_FILE_PERIOD_MS;
-		sess->t_file =
-			vp_loop_timer(s->loop, p, p, on_file_period, sess);
-	}
+	if (sess->file_fd >= 0)
+		sess->t_file = vp_loop_timer(s->loop, write_ms, write_ms,
+					     on_file_period, sess);
 	check_all_started(sess);
 }
 
@@ -1156,6 +1203,7 @@ int vp_session_clone(struct vp_session *src, struct vp_consumer *c,
 	sess->flushes_failed = src->flushes_failed;
 	sess->invalid_packets = src->invalid_packets;
 	sess->start_realtime_ns = src->start_realtime_ns;
+	sess->effective_flush_ms = src->effective_flush_ms;
 	vp_ptrvec_push(&s->sessions, sess);
 	sess->bufs = calloc(src->n_bufs ? src->n_bufs : 1, sizeof(*sess->bufs));
 	if (!sess->bufs)

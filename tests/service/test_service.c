@@ -488,6 +488,7 @@ struct cfg_opts {
 	const char *producer_filter;
 	bool trace_all_machines;
 	const char *unique_session_name;
+	int write_flush_mode;
 };
 
 static void consumer_enable(struct consumer *c, const struct cfg_opts *o,
@@ -534,6 +535,12 @@ static void consumer_enable(struct consumer *c, const struct cfg_opts *o,
 	if (o->trace_all_machines)
 		cfg.has_trace_all_machines = cfg.trace_all_machines = true;
 	cfg.unique_session_name = (char *)o->unique_session_name;
+	if (o->write_flush_mode) {
+		cfg.has_write_flush_mode = true;
+		cfg.write_flush_mode =
+			(Perfetto__Protos__TraceConfig__WriteFlushMode)
+				o->write_flush_mode;
+	}
 	Perfetto__Protos__EnableTracingRequest req =
 		PERFETTO__PROTOS__ENABLE_TRACING_REQUEST__INIT;
 	req.trace_config = &cfg;
@@ -1380,7 +1387,59 @@ static void test_write_into_file(void **state)
 	assert_int_equal(count_test_packets(&trace), 10);
 	struct pkt_view v = {0};
 	assert_true(find_field_packet(&trace, TP_TRACE_CONFIG, &v));
+	/* Written every 100 ms: the service flushes every 5 s on its own
+	 * (traced's write_flush_mode AUTO), and the config says so. */
+	uint64_t val = 0;
+	assert_true(nested_varint(&v, TP_TRACE_CONFIG, 0, 13, &val));
+	assert_int_equal(val, 5000);
 	assert_true(find_field_packet(&trace, TP_TRACE_STATS, &v));
+	pb_buf_free(&trace);
+	unlink(path);
+	consumer_close(c);
+	producer_close(p);
+	svc_stop(t);
+}
+
+/* write_flush_mode ENABLED: the producers flush before every write. */
+static void test_write_into_file_flushes(void **state)
+{
+	(void)state;
+	struct svc *t = svc_start();
+	struct producer *p = producer_connect(t, "flushed-filer", false);
+	struct consumer *c = consumer_connect(t);
+	char path[128];
+	snprintf(path, sizeof(path), "%s/trace.pb", t->dir);
+	int fd = open(path, O_CREAT | O_RDWR | O_TRUNC | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	struct cfg_opts o = {
+		.size_kb = 64,
+		.write_into_file = true,
+		.file_write_period_ms = 150,
+		.write_flush_mode =
+			PERFETTO__PROTOS__TRACE_CONFIG__WRITE_FLUSH_MODE__WRITE_FLUSH_ENABLED};
+	consumer_enable(c, &o, fd);
+	close(fd);
+	assert_true(pump_count(p, c, &p->n_start, 1, WAIT_MS));
+	write_many(p, 7200, 3, 32);
+	assert_true(pump_count(p, c, &p->n_flush, 2, WAIT_MS));
+	consumer_simple(c, "DisableTracing");
+	assert_true(pump_until(p, c, &c->enable_done, WAIT_MS));
+
+	FILE *f = fopen(path, "rb");
+	assert_non_null(f);
+	struct pb_buf trace;
+	pb_buf_init(&trace);
+	uint8_t chunk[4096];
+	size_t n;
+	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+		pb_put_raw(&trace, chunk, n);
+	fclose(f);
+	assert_int_equal(count_test_packets(&trace), 3);
+	struct pkt_view v = {0};
+	uint64_t val = 0;
+	assert_true(find_field_packet(&trace, TP_TRACE_CONFIG, &v));
+	assert_true(nested_varint(&v, TP_TRACE_CONFIG, 0, 13, &val));
+	assert_int_equal(val, 150);
 	pb_buf_free(&trace);
 	unlink(path);
 	consumer_close(c);
@@ -2265,6 +2324,7 @@ int main(void)
 		cmocka_unit_test(test_scrape_live_producer),
 		cmocka_unit_test(test_scrape_disabled),
 		cmocka_unit_test(test_clone_session),
+		cmocka_unit_test(test_write_into_file_flushes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
