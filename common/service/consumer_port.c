@@ -300,7 +300,10 @@ static void flush_done(struct vp_session *sess, bool ok, void *ctx,
 	struct vp_consumer *c = sess->consumer;
 	if (!c)
 		return;
-	vp_ipc_conn_reply(c->conn, req, ok, false, NULL, 0, -1);
+	if (ok)
+		vp_ipc_conn_reply(c->conn, req, true, false, NULL, 0, -1);
+	else
+		vp_ipc_conn_reject(c->conn, req);
 }
 
 static void m_flush(void *ctx, struct vp_ipc_conn *conn, uint64_t req,
@@ -679,14 +682,16 @@ static void clone_after_flush(struct vp_session *src, bool ok, void *ctx,
 {
 	(void)ok;
 	struct vp_consumer *c = ctx;
-	struct vp_service *s = src->svc;
-	bool alive = false;
-	for (size_t i = 0; i < s->consumers.n; i++)
-		alive |= s->consumers.v[i] == c;
-	if (!alive)
+	if (!c) /* it went away meanwhile */
 		return;
 	c->clone_pending = false;
 	struct vp_error err;
+	if (src->freeing) {
+		send_clone_reply(c, req,
+				 "the session ended before it could be copied",
+				 NULL);
+		return;
+	}
 	if (c->session) {
 		send_clone_reply(c, req,
 				 "this consumer already has a tracing session",
@@ -795,6 +800,15 @@ static void on_disconnect(void *ctx, struct vp_ipc_conn *conn)
 		return;
 	vp_svc_log(s, false, "consumer (pid %d) disconnected", (int)c->pid);
 	read_end(c);
+	/* A clone waiting for its source's flush has no one to answer. */
+	for (size_t i = 0; c->clone_pending && i < s->sessions.n; i++) {
+		struct vp_session *o = s->sessions.v[i];
+		for (size_t k = 0; k < o->flushes.n; k++) {
+			struct vp_flush *f = o->flushes.v[k];
+			if (f->done == clone_after_flush && f->ctx == c)
+				f->ctx = NULL;
+		}
+	}
 	if (c->session) {
 		/* Not detached: the session goes with its consumer. */
 		struct vp_session *sess = c->session;

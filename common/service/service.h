@@ -263,6 +263,9 @@ struct vp_session {
 	bool cloned;
 	int64_t start_realtime_ns; /* 0 until started */
 	bool provenance_emitted;
+	/* vp_session_free is running: flush callbacks run with ok false and
+	 * must not act on the session. */
+	bool freeing;
 	/* write_into_file: flush the producers before each write, or flush
 	 * every effective_flush_ms (0: as the config says), as traced's
 	 * write_flush_mode has it. */

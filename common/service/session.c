@@ -631,7 +631,7 @@ static void after_file_flush(struct vp_session *sess, bool ok, void *ctx,
 	(void)ctx;
 	(void)arg;
 	sess->file_flush_pending = false;
-	if (sess->state == SESS_STARTED)
+	if (!sess->freeing && sess->state == SESS_STARTED)
 		drain_to_file(sess, false);
 }
 
@@ -836,6 +836,8 @@ static void after_final_flush(struct vp_session *sess, bool ok, void *ctx,
 {
 	(void)ctx;
 	(void)arg;
+	if (sess->freeing)
+		return;
 	sess->final_flush_outcome = ok ? 1 : 2;
 	if (sess->state == SESS_DISABLING)
 		session_stop_phase(sess);
@@ -1264,14 +1266,21 @@ void vp_session_free(struct vp_session *sess)
 	}
 	cancel_periodic(sess);
 	cancel_timer(sess, &sess->t_stop);
-	/* Pending flushes end without their callbacks: the session they
-	 * would act on is going. */
+	/* Pending flushes fail, so whoever waits for one gets an answer (a
+	 * consumer's Flush, a CloneSession); with `freeing` set their
+	 * callbacks leave the session alone. */
+	sess->freeing = true;
 	while (sess->flushes.n) {
 		struct vp_flush *f = sess->flushes.v[sess->flushes.n - 1];
 		sess->flushes.n--;
 		if (f->timer)
 			vp_loop_cancel(s->loop, f->timer);
+		vp_flush_done_fn done = f->done;
+		void *ctx = f->ctx;
+		uint64_t arg = f->arg;
 		flush_free(f);
+		if (done)
+			done(sess, false, ctx, arg);
 	}
 	if (sess->file_fd >= 0) {
 		drain_to_file(sess, true);

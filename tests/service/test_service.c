@@ -2298,6 +2298,40 @@ static void test_clone_session(void **state)
 	svc_stop(t);
 }
 
+/* The session ends while a clone waits for its flush: the clone is
+ * answered (it fails), not left waiting. */
+static void test_clone_source_gone(void **state)
+{
+	(void)state;
+	struct svc *t = svc_start();
+	struct producer *p = producer_connect(t, "slow-flusher", false);
+	p->auto_ack_flush = false;
+	struct consumer *c = consumer_connect(t);
+	struct cfg_opts o = {.size_kb = 64, .unique_session_name = "gone"};
+	start_session(p, c, &o);
+	struct consumer *c2 = consumer_connect(t);
+	Perfetto__Protos__CloneSessionRequest cr =
+		PERFETTO__PROTOS__CLONE_SESSION_REQUEST__INIT;
+	cr.selector_case =
+		PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_UNIQUE_SESSION_NAME;
+	cr.unique_session_name = "gone";
+	uint8_t buf[64];
+	size_t len = perfetto__protos__clone_session_request__pack(&cr, buf);
+	struct clone_wait cw = {false, false};
+	struct vp_error err;
+	assert_int_equal(vp_ipc_client_invoke(c2->cli, "CloneSession", buf, len,
+					      -1, on_clone, &cw, &err),
+			 0);
+	assert_true(pump_count(p, c2, &p->n_flush, 1, WAIT_MS));
+	assert_false(cw.done);
+	consumer_close(c); /* the session goes with its consumer */
+	assert_true(pump_until(p, c2, &cw.done, WAIT_MS));
+	assert_false(cw.ok);
+	consumer_close(c2);
+	producer_close(p);
+	svc_stop(t);
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -2325,6 +2359,7 @@ int main(void)
 		cmocka_unit_test(test_scrape_disabled),
 		cmocka_unit_test(test_clone_session),
 		cmocka_unit_test(test_write_into_file_flushes),
+		cmocka_unit_test(test_clone_source_gone),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
