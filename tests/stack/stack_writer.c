@@ -9,7 +9,9 @@
  * --forever it keeps writing until killed (the "producer killed mid-trace"
  * test).  --pad BYTES adds a string annotation of that size, to fill
  * buffers quickly; --pause-every N --pause-us U sleeps U us after every N
- * events, to stretch a run over time.
+ * events, to stretch a run over time.  --linger: a long-lived producer
+ * that never flushes: the threads stay, idle, until the session ends, and
+ * nothing calls vp_flush() (all the service gets is what it asks for).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -31,11 +33,12 @@ struct opts {
 	size_t pad;
 	unsigned long pause_every;
 	unsigned pause_us;
+	bool linger;
 	const char *name;
 	const char *socket;
 };
 
-static struct opts g_opts = {4, 10000, 10000, false, 0, 0, 0,
+static struct opts g_opts = {4, 10000, 10000, false, 0, 0, 0, false,
 			     "stack_writer", NULL};
 static char *g_pad;
 
@@ -62,6 +65,8 @@ static void *writer_thread(void *p)
 		if (g_opts.pause_every && (i + 1) % g_opts.pause_every == 0)
 			usleep(g_opts.pause_us);
 	}
+	while (g_opts.linger && VP_CATEGORY_ENABLED(stack))
+		usleep(10000);
 	return NULL;
 }
 
@@ -72,6 +77,10 @@ static int parse_args(int argc, char **argv)
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!strcmp(a, "--forever")) {
 			g_opts.forever = true;
+			continue;
+		}
+		if (!strcmp(a, "--linger")) {
+			g_opts.linger = true;
 			continue;
 		}
 		if (!v) {
@@ -157,7 +166,8 @@ int main(int argc, char **argv)
 		pthread_join(tids[t], NULL);
 		total += args[t].written;
 	}
-	vp_flush();
+	if (!g_opts.linger)
+		vp_flush();
 	vp_shutdown();
 	free(g_pad);
 	printf("stack_writer: wrote %lu begin/end pairs on %u threads\n", total,
