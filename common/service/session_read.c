@@ -95,7 +95,9 @@ static void append_trusted(struct pb_buf *b,
 		pb_put_varint(b, TP_TRUSTED_PID, (uint64_t)info->meta.pid);
 	pb_put_varint(b, TP_TRUSTED_PACKET_SEQUENCE_ID,
 		      info->meta.sequence_id);
-	if (info->previous_packet_dropped)
+	/* As traced: set on a sequence's first packet too (nothing before it
+	 * was read; a reader must not take incremental state for granted). */
+	if (info->previous_packet_dropped || info->first_packet_on_sequence)
 		pb_put_varint(b, TP_PREVIOUS_PACKET_DROPPED, 1);
 	if (info->meta.machine_id)
 		pb_put_varint(b, TP_MACHINE_ID, info->meta.machine_id);

@@ -2127,6 +2127,13 @@ static void test_scrape_live_producer(void **state)
 	assert_true(find_field_packet(&c->trace, TP_SYSTEM_INFO, &v));
 	assert_true(nested_varint(&v, TP_SYSTEM_INFO, 0, 16, &val));
 	assert_true(val > 0); /* system_ram_bytes */
+	/* previous_packet_dropped on the sequence's first packet only, as
+	 * traced sets it. */
+	assert_true(find_test_packet(&c->trace, 7001, &v));
+	assert_true(pkt_varint(&v, TP_PREVIOUS_PACKET_DROPPED, &val));
+	assert_int_equal(val, 1);
+	assert_true(find_test_packet(&c->trace, 7002, &v));
+	assert_false(pkt_varint(&v, TP_PREVIOUS_PACKET_DROPPED, &val));
 	/* The last packet of the chunk being written is not taken. */
 	assert_false(find_test_packet(&c->trace, 7005, &v));
 	assert_int_equal(count_test_packets(&c->trace), 4);
