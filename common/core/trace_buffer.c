@@ -609,6 +609,13 @@ int vp_trace_buffer_copy_chunk(struct vp_trace_buffer *tb,
 		seq->meta = *meta;
 	seq->gone = false; /* the producer id is in use again */
 
+	/* The chunk read last, whole, and released, again: a copy the
+	 * service scraped before its writer committed it.  Nothing new. */
+	if (seq->any_read && c.id == seq->last_read_id &&
+	    (seq->tail == NONE || rec_at(tb, seq->head)->chunk_id != c.id)) {
+		tb->st.chunks_rewritten++;
+		return 0;
+	}
 	if (seq->tail == NONE ||
 	    id_before(rec_at(tb, seq->tail)->chunk_id, c.id))
 		return insert_chunk(tb, seq, &c);

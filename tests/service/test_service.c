@@ -2339,6 +2339,62 @@ static void test_clone_source_gone(void **state)
 	svc_stop(t);
 }
 
+/* A chunk scraped complete, written to the file, then committed by its
+ * producer: its packets are in the file once. */
+static void test_scrape_then_commit_once(void **state)
+{
+	(void)state;
+	struct svc *t = svc_start();
+	struct producer *p = producer_connect(t, "late-committer", false);
+	struct consumer *c = consumer_connect(t);
+	char path[128];
+	snprintf(path, sizeof(path), "%s/trace.pb", t->dir);
+	int fd = open(path, O_CREAT | O_RDWR | O_TRUNC | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	struct cfg_opts o = {
+		.size_kb = 64,
+		.write_into_file = true,
+		.file_write_period_ms = 100,
+		.write_flush_mode =
+			PERFETTO__PROTOS__TRACE_CONFIG__WRITE_FLUSH_MODE__WRITE_FLUSH_DISABLED};
+	consumer_enable(c, &o, fd);
+	close(fd);
+	assert_true(pump_count(p, c, &p->n_start, 1, WAIT_MS));
+	register_writer(p, WRITER, p->target_buffer);
+	struct pb_buf a, b;
+	pb_buf_init(&a);
+	pb_buf_init(&b);
+	make_packet(&a, 7301, 16);
+	make_packet(&b, 7302, 16);
+	struct frag f[2] = {{a.data, a.len}, {b.data, b.len}};
+	struct vp_smb_chunk ch = producer_chunk(p, VP_PAGE_DIV_4, f, 2, 0,
+						true);
+	consumer_flush(p, c);
+	usleep(400 * 1000); /* written into the file */
+	producer_commit(p, &ch, 1, p->target_buffer);
+	usleep(300 * 1000);
+	consumer_simple(c, "DisableTracing");
+	assert_true(pump_until(p, c, &c->enable_done, WAIT_MS));
+
+	FILE *fp = fopen(path, "rb");
+	assert_non_null(fp);
+	struct pb_buf trace;
+	pb_buf_init(&trace);
+	uint8_t chunk[4096];
+	size_t n;
+	while ((n = fread(chunk, 1, sizeof(chunk), fp)) > 0)
+		pb_put_raw(&trace, chunk, n);
+	fclose(fp);
+	assert_int_equal(count_test_packets(&trace), 2);
+	pb_buf_free(&trace);
+	pb_buf_free(&a);
+	pb_buf_free(&b);
+	unlink(path);
+	consumer_close(c);
+	producer_close(p);
+	svc_stop(t);
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -2367,6 +2423,7 @@ int main(void)
 		cmocka_unit_test(test_clone_session),
 		cmocka_unit_test(test_write_into_file_flushes),
 		cmocka_unit_test(test_clone_source_gone),
+		cmocka_unit_test(test_scrape_then_commit_once),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
