@@ -659,9 +659,11 @@ static void send_clone_reply(struct vp_consumer *c, uint64_t req,
 		r.has_uuid_msb = r.has_uuid_lsb = true;
 		r.uuid_msb = (int64_t)sess->uuid[0];
 		r.uuid_lsb = (int64_t)sess->uuid[1];
+		/* Even for a write_into_file source the copy is read with
+		 * ReadBuffers (traced writes it into a file the client
+		 * passes; vtraced does not take that file). */
 		r.has_was_write_into_file = true;
-		r.was_write_into_file = sess->cfg->has_write_into_file &&
-					sess->cfg->write_into_file;
+		r.was_write_into_file = false;
 	}
 	size_t n = perfetto__protos__clone_session_response__get_packed_size(
 		&r);
