@@ -11,7 +11,7 @@ void pb_reader_init(struct pb_reader *r, const void *buf, size_t len)
 {
 	r->base = buf;
 	r->p = buf;
-	r->end = buf ? r->base + len : r->base; /* no arithmetic on NULL */
+	r->end = pb_ptr_add(buf, len); /* no arithmetic on NULL */
 	r->err = PB_OK;
 	r->err_off = 0;
 }
@@ -67,7 +67,7 @@ bool pb_next_slow(struct pb_reader *r, struct pb_field *f)
 	f->num = (uint32_t)(tag >> 3);
 	f->wt = (uint8_t)(tag & 7);
 	f->start = start;
-	f->data = NULL;
+	f->data = NULL; /* set below: the payload, or an empty slice */
 	f->len = 0;
 	f->val = 0;
 
@@ -110,6 +110,8 @@ bool pb_next_slow(struct pb_reader *r, struct pb_field *f)
 	default:
 		return fail(r, start, PB_ERR_WIRETYPE);
 	}
+	if (!f->data)
+		f->data = p;
 	f->end = p;
 	r->p = p;
 	return true;
@@ -166,8 +168,7 @@ void pb_put_raw(struct pb_buf *b, const void *p, size_t len)
 	if (!len)
 		return;
 	pb_buf_reserve(b, len);
-	memcpy(b->data + b->len, p, len);
-	b->len += len;
+	pb_put_raw_reserved(b, p, len);
 }
 
 void pb_put_sint(struct pb_buf *b, uint32_t num, int64_t v)

@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 enum pb_wiretype {
 	PB_WT_VARINT = 0,
@@ -45,8 +46,10 @@ struct pb_field {
 	uint32_t num;          /* field number */
 	uint8_t wt;            /* enum pb_wiretype */
 	uint64_t val;          /* VARINT, FIXED64, FIXED32 value (zero-extended) */
-	const uint8_t *data;   /* LEN payload */
-	size_t len;            /* LEN payload length */
+	const uint8_t *data;   /* LEN payload; for the other wire types an
+				* empty slice at the end of the field, never
+				* NULL, so (data, len) is always a valid range */
+	size_t len;            /* LEN payload length (0 for the others) */
 	const uint8_t *start;  /* first byte of the tag */
 	const uint8_t *end;    /* one past the last byte of the field */
 };
@@ -123,7 +126,7 @@ PB_INLINE bool pb_next(struct pb_reader *r, struct pb_field *f)
 			f->wt = wt;
 			f->start = p;
 			f->val = v;
-			f->data = NULL;
+			f->data = q;
 			f->len = 0;
 			f->end = r->p = q;
 			return true;
@@ -145,6 +148,26 @@ PB_INLINE bool pb_next(struct pb_reader *r, struct pb_field *f)
 
 const char *pb_err_str(enum pb_err e);
 
+/* ---- (pointer, length) ranges ------------------------------------------
+ *
+ * Every (p, n) pair in this code base may be (NULL, 0): an empty pb_buf,
+ * an absent field.  C makes NULL + 0 and memcpy(dst, NULL, 0) undefined
+ * (clang's UBSan reports both), so arithmetic and copies on such ranges go
+ * through these helpers. */
+
+/* p + n, defined for (NULL, 0). */
+static inline const uint8_t *pb_ptr_add(const uint8_t *p, size_t n)
+{
+	return n ? p + n : p;
+}
+
+/* memcpy() that accepts (NULL, NULL, 0). */
+static inline void pb_copy(void *dst, const void *src, size_t n)
+{
+	if (n)
+		memcpy(dst, src, n);
+}
+
 /* Iterator over a packed repeated varint field (a LEN payload). */
 struct pb_packed_iter {
 	const uint8_t *p, *end;
@@ -155,7 +178,7 @@ static inline void pb_packed_init(struct pb_packed_iter *it, const uint8_t *data
 				  size_t len)
 {
 	it->p = data;
-	it->end = data + len;
+	it->end = pb_ptr_add(data, len);
 	it->bad = false;
 }
 
@@ -216,7 +239,18 @@ PB_INLINE size_t pb_encode_varint(uint8_t *p, uint64_t v)
 	return n;
 }
 
+/* Appends p[0..len); (NULL, 0) appends nothing. */
 void pb_put_raw(struct pb_buf *b, const void *p, size_t len);
+
+/* Appends p[0..len) where pb_buf_reserve() has made room; (NULL, 0) is
+ * fine, on an empty buffer too. */
+PB_INLINE void pb_put_raw_reserved(struct pb_buf *b, const void *p, size_t len)
+{
+	if (len) {
+		memcpy(b->data + b->len, p, len);
+		b->len += len;
+	}
+}
 
 PB_INLINE void pb_put_raw_varint(struct pb_buf *b, uint64_t v)
 {

@@ -243,11 +243,13 @@ static void print_summary(struct tp_ctx *ctx, const char *path, FILE *out)
 	fprintf(out, "trace: %s\n", path);
 	fprintf(out, "size: %" PRIu64 " bytes, %" PRIu64 " packets\n",
 		ctx->file_size, ctx->packets);
+	/* The span of two int64 timestamps needs 64 unsigned bits (first_ts
+	 * may be far below zero, last_ts far above). */
 	if (ctx->have_ts)
-		fprintf(out, "time: %" PRId64 " .. %" PRId64 " (%" PRId64
+		fprintf(out, "time: %" PRId64 " .. %" PRId64 " (%" PRIu64
 			     " ns)\n",
 			ctx->first_ts, ctx->last_ts,
-			ctx->last_ts - ctx->first_ts);
+			(uint64_t)ctx->last_ts - (uint64_t)ctx->first_ts);
 	fprintf(out, "\ntables:\n");
 	for (int i = 0; i < TP_T_COUNT; i++) {
 		const struct tp_table *t = &ctx->tables[i];

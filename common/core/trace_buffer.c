@@ -724,10 +724,10 @@ static void emit_info(struct vp_trace_buffer *tb, struct tb_seq *seq,
 	seq->first_pending = false;
 }
 
+/* Room was reserved; n may be 0 on a still empty buffer. */
 static inline void put_bytes(struct pb_buf *out, const uint8_t *p, size_t n)
 {
-	memcpy(out->data + out->len, p, n);
-	out->len += n;
+	pb_put_raw_reserved(out, p, n);
 }
 
 /* Checks that the packet starting with the last fragment of r (len bytes)

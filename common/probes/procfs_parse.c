@@ -15,6 +15,13 @@
 
 #include "procfs_parse.h"
 
+/* buf + len, defined for a NULL buf (the parsers take (NULL, 0) and
+ * return nothing found; NULL + 0 is undefined in C). */
+static inline const char *text_end(const char *buf, size_t len)
+{
+	return buf ? buf + len : buf;
+}
+
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
 /* ---- scanning helpers ------------------------------------------------- */
@@ -208,7 +215,7 @@ static bool status_line(struct procfs_status *st, const char *ks,
 
 int procfs_parse_status(const char *buf, size_t len, struct procfs_status *st)
 {
-	const char *pos = buf, *end = buf + len, *ls, *le;
+	const char *pos = buf, *end = text_end(buf, len), *ls, *le;
 	int found = 0;
 
 	memset(st, 0, sizeof(*st));
@@ -244,7 +251,7 @@ bool procfs_cmdline_next(const char *buf, size_t len, size_t *pos,
 int procfs_parse_meminfo(const char *buf, size_t len, procfs_kv_fn fn,
 			 void *ctx)
 {
-	const char *pos = buf, *end = buf + len, *ls, *le;
+	const char *pos = buf, *end = text_end(buf, len), *ls, *le;
 	int n = 0;
 
 	if (!buf)
@@ -266,7 +273,7 @@ int procfs_parse_meminfo(const char *buf, size_t len, procfs_kv_fn fn,
 int procfs_parse_vmstat(const char *buf, size_t len, procfs_kv_fn fn,
 			void *ctx)
 {
-	const char *pos = buf, *end = buf + len, *ls, *le;
+	const char *pos = buf, *end = text_end(buf, len), *ls, *le;
 	int n = 0;
 
 	if (!buf)
@@ -325,7 +332,7 @@ static bool stat_irqs(const struct procfs_stat_sink *s, bool soft,
 int procfs_parse_stat(const char *buf, size_t len,
 		      const struct procfs_stat_sink *sink)
 {
-	const char *pos = buf, *end = buf + len, *ls, *le;
+	const char *pos = buf, *end = text_end(buf, len), *ls, *le;
 	int n = 0;
 
 	if (!buf)
@@ -401,7 +408,7 @@ int procfs_parse_cpuinfo(const char *buf, size_t len,
 			 void (*fn)(void *ctx, const struct procfs_cpu *cpu),
 			 void *ctx)
 {
-	const char *pos, *end = buf + len, *ls, *le;
+	const char *pos, *end = text_end(buf, len), *ls, *le;
 	const char *ks, *ke, *vs, *ve;
 	const char *dflt = "unknown";
 	size_t dflt_len = 7;
@@ -456,7 +463,7 @@ int procfs_parse_cpuinfo(const char *buf, size_t len,
 
 bool procfs_parse_u64(const char *buf, size_t len, uint64_t *out)
 {
-	const char *p = buf, *e = buf + len;
+	const char *p = buf, *e = text_end(buf, len);
 	if (!buf)
 		return false;
 	trim(&p, &e);
@@ -469,7 +476,7 @@ bool procfs_parse_u64(const char *buf, size_t len, uint64_t *out)
 
 bool procfs_parse_i64(const char *buf, size_t len, int64_t *out)
 {
-	const char *p = buf, *e = buf + len;
+	const char *p = buf, *e = text_end(buf, len);
 	if (!buf)
 		return false;
 	trim(&p, &e);
@@ -483,7 +490,7 @@ bool procfs_parse_i64(const char *buf, size_t len, int64_t *out)
 int procfs_parse_u32_list(const char *buf, size_t len,
 			  void (*fn)(void *ctx, uint32_t v), void *ctx)
 {
-	const char *pos = buf, *end = buf + len, *ls, *le;
+	const char *pos = buf, *end = text_end(buf, len), *ls, *le;
 	int n = 0;
 
 	if (!buf)
