@@ -202,8 +202,17 @@ fuzz() {
     t=$(basename "$exe")
     mkdir -p "$corpus/$t"
     total=$((total + 1))
-    if "$exe" -max_total_time="$secs" -max_len=65536 \
-         -print_final_stats=0 "$corpus/$t" "$corpus/trace" >"build-fuzz/$t.log" 2>&1; then
+    # Each target starts from its checked-in seeds (tests/fuzz/make_seeds.sh);
+    # what it finds goes to build-fuzz/corpus/<target>.
+    if [ ! -d "tests/fuzz/seeds/$t" ]; then
+      failed=$((failed + 1))
+      echo "fuzz: $t has no seed corpus in tests/fuzz/seeds/$t"
+      continue
+    fi
+    if UBSAN_OPTIONS=halt_on_error=1:abort_on_error=1:print_stacktrace=1 \
+       "$exe" -max_total_time="$secs" -max_len=65536 -print_final_stats=0 \
+         "$corpus/$t" "tests/fuzz/seeds/$t" "$corpus/trace" \
+         >"build-fuzz/$t.log" 2>&1; then
       echo "fuzz: $t ok ($(grep -c . "build-fuzz/$t.log") log lines)"
     else
       failed=$((failed + 1))

@@ -37,7 +37,9 @@ void sync_conn_init(struct sync_conn *c)
 
 size_t sync_conn_room(const struct sync_conn *c)
 {
-	return SYNC_CONN_MAX_REPLIES - c->out_len / VP_SYNC_REPLY_SIZE;
+	/* Whole slots left at the end of the buffer: after a short write
+	 * the queue need not end on a slot boundary. */
+	return (sizeof(c->out) - c->out_len) / VP_SYNC_REPLY_SIZE;
 }
 
 size_t sync_conn_feed(struct sync_conn *c, const uint8_t *p, size_t n,

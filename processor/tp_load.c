@@ -64,6 +64,11 @@ struct tp_load_state {
 	const struct tp_load_opts *opts;
 	unsigned warnings;
 	int depth;            /* compressed_packets nesting */
+	/* compressed_packets: bytes inflated so far, the limit (UINT64_MAX:
+	 * none); over_limit stops the load, at the packet at over_offset */
+	uint64_t inflated, inflate_limit;
+	bool over_limit;
+	uint64_t over_offset;
 };
 
 static struct tp_load_state *L(struct tp_ctx *ctx);
@@ -128,6 +133,8 @@ void tp_ctx_free(struct tp_ctx *ctx)
 	struct tp_load_state *ls = L(ctx);
 	for (uint32_t i = 0; i < ls->nseqs; i++) {
 		tp_te_seq_free(ctx, ls->seqs[i]);
+		free(ls->seqs[i]->loss_bit_count);
+		free(ls->seqs[i]->clocks);
 		free(ls->seqs[i]);
 	}
 	free(ls->seqs);
@@ -232,8 +239,6 @@ static struct tp_seq *seq_get(struct tp_ctx *ctx, uint32_t machine,
 	s->machine = machine;
 	s->queue = tp_sort_queue(ctx->sorter, key);
 	s->gen = gen_new(ls);
-	for (unsigned i = 0; i < 64; i++)
-		s->clock_mult[i] = 1;
 	u64map_put(&ls->seq_of, key, ls->nseqs);
 	ls->seqs[ls->nseqs++] = s;
 	return s;
@@ -418,11 +423,25 @@ bool tp_to_trace_time(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	return true;
 }
 
+/* The sequence's scoped clocks, allocated on first use. */
+static struct tp_seq_clocks *seq_clocks(struct tp_seq *s)
+{
+	if (!s->clocks) {
+		s->clocks = calloc(1, sizeof(*s->clocks));
+		if (!s->clocks)
+			abort();
+		for (unsigned i = 0; i < 64; i++)
+			s->clocks->clock_mult[i] = 1;
+	}
+	return s->clocks;
+}
+
 static struct tp_incr_clock *incr_clock(struct tp_seq *s, uint32_t clock_id)
 {
-	for (unsigned i = 0; i < s->niclocks; i++)
-		if (s->iclocks[i].clock_id == clock_id)
-			return &s->iclocks[i];
+	struct tp_seq_clocks *c = s->clocks;
+	for (unsigned i = 0; c && i < c->niclocks; i++)
+		if (c->iclocks[i].clock_id == clock_id)
+			return &c->iclocks[i];
 	return NULL;
 }
 
@@ -471,16 +490,17 @@ static void clock_snapshot(struct tp_ctx *ctx, struct tp_packet *pkt,
 		}
 		if (scoped) {
 			struct tp_seq *s = pkt->seq;
-			s->clock_mult[id - SCOPED_CLOCK_FIRST] = mult;
+			struct tp_seq_clocks *c = seq_clocks(s);
+			c->clock_mult[id - SCOPED_CLOCK_FIRST] = mult;
 			struct tp_incr_clock *ic = incr_clock(s, (uint32_t)id);
-			if (incr && !ic && s->niclocks < 4)
-				ic = &s->iclocks[s->niclocks++];
+			if (incr && !ic && c->niclocks < 4)
+				ic = &c->iclocks[c->niclocks++];
 			if (incr && ic) {
 				ic->clock_id = (uint32_t)id;
 				ic->last = ts;
 				ic->mult_ns = mult;
 			} else if (!incr && ic) {
-				*ic = s->iclocks[--s->niclocks];
+				*ic = c->iclocks[--c->niclocks];
 			}
 		}
 		raw_ids[n] = (uint32_t)id;
@@ -553,9 +573,10 @@ static bool packet_time(struct tp_ctx *ctx, struct tp_packet *pkt)
 		if (ic) {
 			ic->last = (int64_t)((uint64_t)ic->last + (uint64_t)ts);
 			ts = (int64_t)((uint64_t)ic->last * ic->mult_ns);
-		} else {
+		} else if (s->clocks) {
 			ts = (int64_t)((uint64_t)ts *
-				       s->clock_mult[id - SCOPED_CLOCK_FIRST]);
+				       s->clocks->clock_mult[id -
+							     SCOPED_CLOCK_FIRST]);
 		}
 	}
 	if (!tp_to_trace_time(ctx, pkt, id, ts, &pkt->ts))
@@ -602,25 +623,44 @@ static void compressed_packets(struct tp_ctx *ctx, const uint8_t *data,
 		tp_stat_inc(ctx, "compressed_packets_nested");
 		return;
 	}
+	if (ls->over_limit)
+		return;
 	memset(&z, 0, sizeof(z));
 	if (inflateInit(&z) != Z_OK)
 		return;
 	pb_buf_init(&out);
 	z.next_in = (Bytef *)(uintptr_t)data;
 	z.avail_in = (uInt)(len > UINT32_MAX ? UINT32_MAX : len);
+	/* This field may inflate to the trace's budget left (one byte more
+	 * tells a stream that would go past it), at most MAX_INFLATED. */
+	uint64_t budget = ls->inflate_limit - ls->inflated;
+	bool by_budget = budget < MAX_INFLATED;
+	size_t cap = by_budget ? (size_t)budget + 1 : MAX_INFLATED;
 	int rc = Z_OK;
 	while (rc == Z_OK) {
-		if (out.len >= MAX_INFLATED) {
+		if (out.len >= cap) {
 			rc = Z_MEM_ERROR;
 			break;
 		}
 		pb_buf_reserve(&out, 1u << 16);
 		z.next_out = out.data + out.len;
-		z.avail_out = (uInt)(out.cap - out.len);
+		size_t room = out.cap - out.len;
+		if (room > cap - out.len)
+			room = cap - out.len;
+		z.avail_out = (uInt)(room > UINT32_MAX ? UINT32_MAX : room);
 		rc = inflate(&z, Z_NO_FLUSH);
 		out.len = (size_t)(z.next_out - out.data);
 	}
 	inflateEnd(&z);
+	ls->inflated += out.len;
+	if (by_budget && out.len > budget) {
+		/* Past the limit for the whole trace: the load stops here. */
+		tp_stat_inc(ctx, "compressed_packets_over_limit");
+		ls->over_limit = true;
+		ls->over_offset = offset;
+		pb_buf_free(&out);
+		return;
+	}
 	if (rc != Z_STREAM_END) {
 		tp_stat_inc(ctx, "compressed_packets_invalid");
 		tp_warn(ctx, "byte offset %llu: compressed_packets do not "
@@ -788,12 +828,19 @@ static void load_packet(struct tp_ctx *ctx, const uint8_t *data, size_t len,
 			if (s->seen_any)
 				s->gen = gen_new(ls);
 			s->incremental_valid = true;
-			s->niclocks = 0;
+			if (s->clocks)
+				s->clocks->niclocks = 0;
 			tp_te_seq_reset(ctx, s);
 		}
 		if (dropped && s->seen_any) {
 			s->packets_lost++;
-			for (unsigned b = 0; b < 16; b++)
+			if (!s->loss_bit_count) {
+				s->loss_bit_count = calloc(
+					TP_LOSS_BITS, sizeof(*s->loss_bit_count));
+				if (!s->loss_bit_count)
+					abort();
+			}
+			for (unsigned b = 0; b < TP_LOSS_BITS; b++)
 				if (dropped >> b & 1)
 					s->loss_bit_count[b]++;
 			s->incremental_valid = pkt.incremental_state_cleared ||
@@ -873,6 +920,32 @@ static void progress_sort(struct tp_ctx *ctx, double frac)
 }
 
 /* Runs the parse stage and writes the derived tables. */
+static void limits_init(struct tp_load_state *ls,
+			const struct tp_load_opts *opts)
+{
+	int64_t mb = opts ? opts->max_inflated_mb : 0;
+	if (mb == 0)
+		mb = TP_DEFAULT_MAX_INFLATED_MB;
+	ls->inflate_limit = mb < 0 || (uint64_t)mb >= (UINT64_MAX >> 20)
+				    ? UINT64_MAX
+				    : (uint64_t)mb << 20;
+	ls->inflated = 0;
+	ls->over_limit = false;
+}
+
+static int over_limit_error(struct tp_ctx *ctx, struct vp_error *err)
+{
+	struct tp_load_state *ls = L(ctx);
+	return vp_errorf(err,
+			 "%s: byte offset %llu: compressed_packets inflate "
+			 "past %llu MiB, the limit for one trace "
+			 "(--max-inflated-mb, default %d); the load stops",
+			 ctx->path ? ctx->path : "trace",
+			 (unsigned long long)ls->over_offset,
+			 (unsigned long long)(ls->inflate_limit >> 20),
+			 TP_DEFAULT_MAX_INFLATED_MB);
+}
+
 static void load_finish(struct tp_ctx *ctx)
 {
 	progress_draw(ctx, "parsing", 0.0);
@@ -899,6 +972,7 @@ int tp_load_file(struct tp_ctx *ctx, const char *path,
 	int rc;
 
 	ls->opts = opts;
+	limits_init(ls, opts);
 	ctx->path = path;
 	if (trace_reader_open(&rd, path, err) < 0)
 		return -1;
@@ -909,6 +983,12 @@ int tp_load_file(struct tp_ctx *ctx, const char *path,
 			load_packet(ctx, rec.data, rec.len, rec.data_offset);
 		else
 			tp_stat_inc(ctx, "unknown_trace_fields");
+		if (ls->over_limit) {
+			trace_reader_close(rd);
+			if (opts && opts->progress)
+				fprintf(stderr, "\r%60s\r", "");
+			return over_limit_error(ctx, err);
+		}
 		if (rec.offset >= next_draw && ctx->file_size) {
 			progress_draw(ctx, "loading",
 				      (double)rec.offset / (double)ctx->file_size);
@@ -935,6 +1015,7 @@ int tp_load_buffer(struct tp_ctx *ctx, const uint8_t *data, size_t len,
 	struct pb_field f;
 
 	ls->opts = opts;
+	limits_init(ls, opts);
 	ctx->file_size = len;
 	pb_reader_init(&r, data, len);
 	while (pb_next(&r, &f)) {
@@ -943,6 +1024,8 @@ int tp_load_buffer(struct tp_ctx *ctx, const uint8_t *data, size_t len,
 				    (uint64_t)(f.data - data));
 		else
 			tp_stat_inc(ctx, "unknown_trace_fields");
+		if (ls->over_limit)
+			return -1;
 	}
 	if (r.err != PB_OK) {
 		tp_stat_inc(ctx, "trace_truncated");

@@ -18,18 +18,30 @@
 #include "tp_ctx.h"
 #include "vp_error.h"
 
+/* The most bytes all compressed_packets of one trace may inflate to,
+ * unless tp_load_opts says otherwise (vperfetto_tp --max-inflated-mb).  A
+ * compressed trace of 2 GiB inflated loads; a few MB of compressed zeros
+ * that would inflate to many GiB is refused. */
+#define TP_DEFAULT_MAX_INFLATED_MB 2048
+
 struct tp_load_opts {
 	bool progress; /* draw a progress bar on stderr */
 	bool quiet;    /* no warnings on stderr */
+	/* The inflation limit in MiB: 0 for TP_DEFAULT_MAX_INFLATED_MB, < 0
+	 * for none.  Past it the load stops: tp_load_file() fails, naming
+	 * the byte offset of the packet that went over. */
+	int64_t max_inflated_mb;
 };
 
 struct tp_ctx *tp_ctx_new(void);
 void tp_ctx_free(struct tp_ctx *ctx);
 
-/* Loads path into ctx. -1 with err set when the file cannot be read. */
+/* Loads path into ctx. -1 with err set when the file cannot be read or
+ * its compressed_packets inflate past the limit (tp_load_opts). */
 int tp_load_file(struct tp_ctx *ctx, const char *path,
 		 const struct tp_load_opts *opts, struct vp_error *err);
-/* Loads a trace held in memory (the fuzzer's entry point). */
+/* Loads a trace held in memory (the fuzzer's entry point); -1 when it
+ * inflates past the limit. */
 int tp_load_buffer(struct tp_ctx *ctx, const uint8_t *data, size_t len,
 		   const struct tp_load_opts *opts);
 

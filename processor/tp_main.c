@@ -43,6 +43,7 @@ struct options {
 	bool summary;
 	bool quiet;
 	bool interactive;
+	int64_t max_inflated_mb; /* 0: the default; < 0: no limit */
 };
 
 static void usage(FILE *f)
@@ -62,11 +63,15 @@ static void usage(FILE *f)
 		"                           that are not zero\n"
 		"  -i, --interactive        start the shell even with other actions\n"
 		"      --quiet              no progress bar, no warnings about the trace\n"
+		"      --max-inflated-mb N  stop with an error when the trace's\n"
+		"                           compressed_packets inflate past N MiB in\n"
+		"                           all (default %d; 0: no limit)\n"
 		"  -v, --version            print the version and exit\n"
 		"  -h, --help               print this help and exit\n"
 		"\n"
 		"Without -Q, -q, -e or --summary, starts an interactive SQL shell\n"
-		"(or, when stdin is not a terminal, runs the SQL read from stdin).\n");
+		"(or, when stdin is not a terminal, runs the SQL read from stdin).\n",
+		TP_DEFAULT_MAX_INFLATED_MB);
 }
 
 static void add_query(struct options *o, bool is_file, const char *arg)
@@ -78,7 +83,7 @@ static void add_query(struct options *o, bool is_file, const char *arg)
 	q[o->nqueries++] = (struct query){.is_file = is_file, .arg = arg};
 }
 
-enum { OPT_SUMMARY = 1000, OPT_QUIET };
+enum { OPT_SUMMARY = 1000, OPT_QUIET, OPT_MAX_INFLATED };
 
 /* Fills o from argv; returns -1 after printing usage on bad usage, 1 when
  * the program is done (help, version), 0 to go on. */
@@ -93,6 +98,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{"interactive", no_argument, NULL, 'i'},
 		{"summary", no_argument, NULL, OPT_SUMMARY},
 		{"quiet", no_argument, NULL, OPT_QUIET},
+		{"max-inflated-mb", required_argument, NULL, OPT_MAX_INFLATED},
 		{NULL, 0, NULL, 0},
 	};
 	int c;
@@ -124,6 +130,19 @@ static int parse_args(int argc, char **argv, struct options *o)
 		case OPT_QUIET:
 			o->quiet = true;
 			break;
+		case OPT_MAX_INFLATED: {
+			char *end;
+			errno = 0;
+			unsigned long long mb = strtoull(optarg, &end, 10);
+			if (errno || end == optarg || *end || optarg[0] == '-' ||
+			    mb > (1ull << 40)) {
+				fprintf(stderr, PROG ": --max-inflated-mb: not a "
+						"number of MiB: %s\n", optarg);
+				return -1;
+			}
+			o->max_inflated_mb = mb ? (int64_t)mb : -1;
+			break;
+		}
 		default:
 			usage(stderr);
 			return -1;
@@ -337,6 +356,7 @@ static int load(struct tp_ctx *ctx, const struct options *o)
 	struct tp_load_opts lo = {
 		.progress = !o->quiet && isatty(STDERR_FILENO),
 		.quiet = o->quiet,
+		.max_inflated_mb = o->max_inflated_mb,
 	};
 	struct vp_error err = {{0}};
 

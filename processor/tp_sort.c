@@ -18,7 +18,10 @@
 #include "pb_wire.h"
 #include "u64map.h"
 
+/* A queue's chunks start small and double up to CHUNK_SIZE: a trace may
+ * have a million queues (one per packet sequence) of one event each. */
 #define CHUNK_SIZE (256u << 10)
+#define FIRST_CHUNK_SIZE 256u
 #define MAX_KINDS 255
 
 struct chunk {
@@ -114,7 +117,11 @@ static uint8_t *queue_reserve(struct tp_sorter *s, struct queue *q, size_t n)
 {
 	struct chunk *c = q->tail;
 	if (!c || c->cap - c->len < n) {
-		size_t cap = n > CHUNK_SIZE ? n : CHUNK_SIZE;
+		size_t cap = c ? c->cap * 2 : FIRST_CHUNK_SIZE;
+		if (cap > CHUNK_SIZE)
+			cap = CHUNK_SIZE;
+		if (cap < n)
+			cap = n;
 		c = malloc(sizeof(*c) + cap);
 		if (!c)
 			abort();

@@ -1315,7 +1315,7 @@ static void parse_writer_stats(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	/* previous_packet_dropped is a bit mask: bit 0 says "something was
 	 * lost", the next bits say why. */
 	for (unsigned b = 1; b < NELEM(loss_cause_stats) &&
-			     b < NELEM(seq->loss_bit_count); b++)
+			     seq->loss_bit_count && b < TP_LOSS_BITS; b++)
 		if (seq->loss_bit_count[b])
 			tp_stat_add(ctx, loss_cause_stats[b], pkt->machine, buf,
 				    (int64_t)seq->loss_bit_count[b]);

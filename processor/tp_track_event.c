@@ -135,6 +135,7 @@ struct tp_te_state {
 	struct u64map res_by_uuid; /* uuid -> index in res */
 	struct res *res;
 	size_t nres, capres;
+	size_t nincremental; /* incremental counter tracks in res */
 	struct u64map uuid_by_utid, uuid_by_upid; /* descriptor owners */
 	struct u64map separate_thread_tracks;     /* utid -> track */
 	bool has_roi;
@@ -238,8 +239,10 @@ void tp_te_seq_reset(struct tp_ctx *ctx, struct tp_seq *seq)
 
 	if (t)
 		t->defaults_cached = false;
-	/* Incremental counters of this sequence restart from 0. */
-	for (size_t i = 0; i < s->nres; i++)
+	/* Incremental counters of this sequence restart from 0 (a scan of
+	 * every track, only when there are such counters: a trace may clear
+	 * the state of a million sequences). */
+	for (size_t i = 0; s->nincremental && i < s->nres; i++)
 		if (s->res[i].kind == RES_COUNTER && s->res[i].is_incremental &&
 		    s->res[i].seq_id == seq->id)
 			s->res[i].latest_value = 0;
@@ -553,6 +556,8 @@ static void reserve(struct tp_ctx *ctx, const struct tp_packet *pkt,
 		r->use_separate = nr.use_separate;
 		r->unit_multiplier = nr.unit_multiplier;
 		r->is_incremental = nr.is_incremental;
+		if (r->kind == RES_COUNTER && r->is_incremental)
+			s->nincremental++;
 		r->seq_id = nr.seq_id;
 		r->machine = pkt->machine;
 	}
