@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# make_seeds.sh - (re)makes the seed corpora in tests/fuzz/seeds/<target>/,
+# one directory per libFuzzer target, which ./run.sh fuzz starts from.
+#
+#   tests/fuzz/make_seeds.sh BUILD BUILD_FUZZ [SECONDS]
+#
+# BUILD is a normal build (for the trace generators), BUILD_FUZZ one made
+# with -Dfuzz=true.  Each target gets hand-made inputs of its format (small
+# traces, a config, /proc text, a domain XML, service scripts), is run for
+# SECONDS (default 20) from them, and what it found is merged (-merge=1,
+# which keeps the smallest inputs that cover the same code) into its seed
+# directory.  Inputs are at most 64 KiB.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+build=$1
+fuzz=$2
+secs=${3:-20}
+seeds=$here/seeds
+work=$(mktemp -d "${TMPDIR:-/tmp}/make_seeds.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+mk() { mkdir -p "$work/$1"; }
+
+# ---- hand-made inputs -------------------------------------------------------
+mk trace
+"$build/tests/vperfetto_tracegen" --host "$work/trace/host.pb" \
+  --guest "$work/trace/guest.pb" --seed 3 --duration-s 1 --events 20 \
+  --exchanges 3 >/dev/null
+for t in fuzz_pb_wire fuzz_trace_reader fuzz_tp_load fuzz_rewrite; do
+  mk $t
+  cp "$work/trace/host.pb" "$work/trace/guest.pb" "$work/$t/"
+done
+# fuzz_merge: two bytes (big-endian length of the host half), host, guest.
+mk fuzz_merge
+python3 - "$work/trace/host.pb" "$work/trace/guest.pb" \
+  "$work/fuzz_merge/pair" <<'PY'
+import sys
+h = open(sys.argv[1], 'rb').read()
+g = open(sys.argv[2], 'rb').read()
+n = min(len(h), 0xffff)
+open(sys.argv[3], 'wb').write(bytes([n >> 8, n & 0xff]) + h[:n] + g)
+PY
+mk fuzz_textproto
+cat >"$work/fuzz_textproto/config.pbtxt" <<'EOF'
+buffers { size_kb: 1024 fill_policy: RING_BUFFER }
+buffers { size_kb: 256 fill_policy: DISCARD }
+data_sources {
+  config { name: "linux.ftrace" target_buffer: 1
+    ftrace_config { ftrace_events: "sched/sched_switch" buffer_size_kb: 64 } }
+  producer_name_filter: "vtraced_probes"
+}
+data_sources { config { name: "track_event" } }
+duration_ms: 10000
+write_into_file: true
+file_write_period_ms: 1000
+incremental_state_config { clear_period_ms: 500 }
+unique_session_name: "a \"quoted\" \x41 name"
+EOF
+mk fuzz_procfs
+for f in /proc/self/status /proc/self/stat /proc/stat /proc/meminfo \
+         /proc/vmstat /proc/self/cmdline; do
+  [ -r "$f" ] && head -c 16384 "$f" >"$work/fuzz_procfs/$(echo "$f" | tr / _)" || true
+done
+mk fuzz_record_domain
+cat >"$work/fuzz_record_domain/domain.xml" <<'EOF'
+<domain type='qemu' id='4'>
+  <name>vp-test</name>
+  <devices>
+    <channel type='unix'>
+      <source mode='bind' path='/run/vp/a&amp;b/control.sock'/>
+      <target type='virtio' name='org.vperfetto.control'/>
+    </channel>
+    <channel type="unix">
+      <source mode="bind" path="/run/vp/sync.sock"/>
+      <target type="virtio" name="org.vperfetto.sync"/>
+    </channel>
+    <vsock model='virtio'><cid auto='yes' address='7'/></vsock>
+  </devices>
+</domain>
+EOF
+mk fuzz_host_config
+printf 'period_ms=100\nclock=monotonic\n' >"$work/fuzz_host_config/legacy"
+mk fuzz_service
+python3 - "$repo/tests/service/fuzz_service_seeds/gen_seeds.py" \
+  "$work/fuzz_service" <<'PY'
+import runpy, sys
+# gen_seeds.py writes next to itself: point it at the work directory.
+src = open(sys.argv[1]).read().replace(
+    "HERE = os.path.dirname(os.path.abspath(__file__))", "HERE = %r" % sys.argv[2])
+exec(compile(src, sys.argv[1], "exec"), {"__name__": "__main__"})
+PY
+mk fuzz_host_sync
+python3 - "$work/fuzz_host_sync" <<'PY'
+import struct, sys, os
+d = sys.argv[1]
+# A request frame as sync_proto.c encodes it, taken from a real encoder
+# would be better; the fuzzer finds the magic from these bytes quickly.
+open(os.path.join(d, "reads"), "wb").write(
+    bytes([16]) + b"\0" * 16 + bytes([0xc5]) + bytes([0x80 | 8, 0]) +
+    b"\xab" * 2048 + bytes([0xff]))
+PY
+
+# ---- run, then merge into the checked-in seeds -------------------------------
+for exe in "$fuzz"/tests/*/fuzz_* "$fuzz"/tests/*/*/fuzz_*; do
+  [ -f "$exe" ] && [ -x "$exe" ] || continue
+  t=$(basename "$exe")
+  mk "$t"
+  mkdir -p "$seeds/$t" "$work/run-$t"
+  cp "$work/$t"/* "$work/run-$t/" 2>/dev/null || true
+  "$exe" -max_total_time="$secs" -max_len=65536 -print_final_stats=0 \
+    "$work/run-$t" "$seeds/$t" >"$work/$t.log" 2>&1 ||
+    { echo "$t: crashed while making seeds"; tail -20 "$work/$t.log"; }
+  mkdir -p "$work/merged-$t"
+  "$exe" -merge=1 -max_len=65536 "$work/merged-$t" "$seeds/$t" \
+    "$work/run-$t" >>"$work/$t.log" 2>&1
+  rm -rf "${seeds:?}/$t"
+  mkdir -p "$seeds/$t"
+  cp "$work/merged-$t"/* "$seeds/$t/"
+  echo "$t: $(ls "$seeds/$t" | wc -l) seeds, $(du -sk "$seeds/$t" | cut -f1) KiB"
+done
