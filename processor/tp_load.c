@@ -923,12 +923,8 @@ static void progress_sort(struct tp_ctx *ctx, double frac)
 static void limits_init(struct tp_load_state *ls,
 			const struct tp_load_opts *opts)
 {
-	int64_t mb = opts ? opts->max_inflated_mb : 0;
-	if (mb == 0)
-		mb = TP_DEFAULT_MAX_INFLATED_MB;
-	ls->inflate_limit = mb < 0 || (uint64_t)mb >= (UINT64_MAX >> 20)
-				    ? UINT64_MAX
-				    : (uint64_t)mb << 20;
+	ls->inflate_limit = opts && opts->max_inflate ? opts->max_inflate
+						      : TP_DEFAULT_MAX_INFLATE;
 	ls->inflated = 0;
 	ls->over_limit = false;
 }
@@ -938,12 +934,13 @@ static int over_limit_error(struct tp_ctx *ctx, struct vp_error *err)
 	struct tp_load_state *ls = L(ctx);
 	return vp_errorf(err,
 			 "%s: byte offset %llu: compressed_packets inflate "
-			 "past %llu MiB, the limit for one trace "
-			 "(--max-inflated-mb, default %d); the load stops",
+			 "to over %llu bytes in all (a compression bomb?); "
+			 "--max-inflate sets the cap (default %llu MiB); "
+			 "the load stops",
 			 ctx->path ? ctx->path : "trace",
 			 (unsigned long long)ls->over_offset,
-			 (unsigned long long)(ls->inflate_limit >> 20),
-			 TP_DEFAULT_MAX_INFLATED_MB);
+			 (unsigned long long)ls->inflate_limit,
+			 (unsigned long long)(TP_DEFAULT_MAX_INFLATE >> 20));
 }
 
 static void load_finish(struct tp_ctx *ctx)

@@ -19,18 +19,18 @@
 #include "vp_error.h"
 
 /* The most bytes all compressed_packets of one trace may inflate to,
- * unless tp_load_opts says otherwise (vperfetto_tp --max-inflated-mb).  A
- * compressed trace of 2 GiB inflated loads; a few MB of compressed zeros
- * that would inflate to many GiB is refused. */
-#define TP_DEFAULT_MAX_INFLATED_MB 2048
+ * unless tp_load_opts says otherwise (vperfetto_tp --max-inflate, as
+ * vperfetto_merge's).  A compressed trace of 2 GiB inflated loads; a few
+ * MB of compressed zeros that would inflate to many GiB is refused. */
+#define TP_DEFAULT_MAX_INFLATE (2ull << 30)
 
 struct tp_load_opts {
 	bool progress; /* draw a progress bar on stderr */
 	bool quiet;    /* no warnings on stderr */
-	/* The inflation limit in MiB: 0 for TP_DEFAULT_MAX_INFLATED_MB, < 0
-	 * for none.  Past it the load stops: tp_load_file() fails, naming
-	 * the byte offset of the packet that went over. */
-	int64_t max_inflated_mb;
+	/* The inflation limit in bytes, 0 for TP_DEFAULT_MAX_INFLATE.  Past
+	 * it the load stops: tp_load_file() fails, naming the byte offset of
+	 * the packet that went over. */
+	uint64_t max_inflate;
 };
 
 struct tp_ctx *tp_ctx_new(void);

@@ -43,7 +43,7 @@ struct options {
 	bool summary;
 	bool quiet;
 	bool interactive;
-	int64_t max_inflated_mb; /* 0: the default; < 0: no limit */
+	uint64_t max_inflate; /* bytes; 0: the default */
 };
 
 static void usage(FILE *f)
@@ -63,15 +63,14 @@ static void usage(FILE *f)
 		"                           that are not zero\n"
 		"  -i, --interactive        start the shell even with other actions\n"
 		"      --quiet              no progress bar, no warnings about the trace\n"
-		"      --max-inflated-mb N  stop with an error when the trace's\n"
-		"                           compressed_packets inflate past N MiB in\n"
-		"                           all (default %d; 0: no limit)\n"
+		"      --max-inflate SIZE   what the trace's compressed_packets may\n"
+		"                           inflate to in all, bytes or with K/M/G\n"
+		"                           (default 2G); more stops the load (exit 1)\n"
 		"  -v, --version            print the version and exit\n"
 		"  -h, --help               print this help and exit\n"
 		"\n"
 		"Without -Q, -q, -e or --summary, starts an interactive SQL shell\n"
-		"(or, when stdin is not a terminal, runs the SQL read from stdin).\n",
-		TP_DEFAULT_MAX_INFLATED_MB);
+		"(or, when stdin is not a terminal, runs the SQL read from stdin).\n");
 }
 
 static void add_query(struct options *o, bool is_file, const char *arg)
@@ -84,6 +83,29 @@ static void add_query(struct options *o, bool is_file, const char *arg)
 }
 
 enum { OPT_SUMMARY = 1000, OPT_QUIET, OPT_MAX_INFLATED };
+
+/* A size in bytes, or with a K, M or G suffix (as vperfetto_merge's
+ * --max-inflate); not 0. */
+static bool parse_size(const char *s, uint64_t *out)
+{
+	unsigned shift = 0;
+	char *end;
+	if (!(*s >= '0' && *s <= '9'))
+		return false;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return false;
+	switch (*end) {
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	}
+	if (*end || !v || v > (UINT64_MAX >> shift))
+		return false;
+	*out = (uint64_t)v << shift;
+	return true;
+}
 
 /* Fills o from argv; returns -1 after printing usage on bad usage, 1 when
  * the program is done (help, version), 0 to go on. */
@@ -98,7 +120,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{"interactive", no_argument, NULL, 'i'},
 		{"summary", no_argument, NULL, OPT_SUMMARY},
 		{"quiet", no_argument, NULL, OPT_QUIET},
-		{"max-inflated-mb", required_argument, NULL, OPT_MAX_INFLATED},
+		{"max-inflate", required_argument, NULL, OPT_MAX_INFLATED},
 		{NULL, 0, NULL, 0},
 	};
 	int c;
@@ -130,19 +152,14 @@ static int parse_args(int argc, char **argv, struct options *o)
 		case OPT_QUIET:
 			o->quiet = true;
 			break;
-		case OPT_MAX_INFLATED: {
-			char *end;
-			errno = 0;
-			unsigned long long mb = strtoull(optarg, &end, 10);
-			if (errno || end == optarg || *end || optarg[0] == '-' ||
-			    mb > (1ull << 40)) {
-				fprintf(stderr, PROG ": --max-inflated-mb: not a "
-						"number of MiB: %s\n", optarg);
+		case OPT_MAX_INFLATED:
+			if (!parse_size(optarg, &o->max_inflate)) {
+				fprintf(stderr, PROG ": bad --max-inflate '%s' "
+						"(bytes, or with K, M or G)\n",
+					optarg);
 				return -1;
 			}
-			o->max_inflated_mb = mb ? (int64_t)mb : -1;
 			break;
-		}
 		default:
 			usage(stderr);
 			return -1;
@@ -356,7 +373,7 @@ static int load(struct tp_ctx *ctx, const struct options *o)
 	struct tp_load_opts lo = {
 		.progress = !o->quiet && isatty(STDERR_FILENO),
 		.quiet = o->quiet,
-		.max_inflated_mb = o->max_inflated_mb,
+		.max_inflate = o->max_inflate,
 	};
 	struct vp_error err = {{0}};
 

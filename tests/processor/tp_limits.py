@@ -7,7 +7,7 @@ Generates hostile traces and runs vperfetto_tp on each, measuring the
 child's peak RSS (getrusage):
 
   bomb      compressed_packets that inflate to far more than the limit
-            (--max-inflated-mb): the load must stop with a clear error
+            (--max-inflate): the load must stop with a clear error
             naming the file and the byte offset, exit 1, and stay small;
             with a higher limit the same trace loads.
   seqs      very many packet sequences, one track event each: the cost per
@@ -155,23 +155,23 @@ def main():
     bomb = os.path.join(tmp, 'bomb.pb')
     total = bomb_trace(bomb, 64, 32)  # 2 GiB inflated, about 2 MiB on disk
     size = os.path.getsize(bomb)
-    rc, err, rss = run([tp, bomb, '--max-inflated-mb', '256', '-Q', q])
+    rc, err, rss = run([tp, bomb, '--max-inflate', '256M', '-Q', q])
     check('bomb (%s inflating to %s, limit 256 MiB): exit 1' %
           (mib(size), mib(total)), rc == 1, 'exit %d, stderr: %s' %
           (rc, err.strip()[-300:]))
     check('bomb: the error names the file, the byte offset and the option',
           bomb in err and 'byte offset' in err and
-          '--max-inflated-mb' in err, err.strip()[-300:])
+          '--max-inflate' in err, err.strip()[-300:])
     check('bomb: peak RSS under 512 MiB', rss < 512 << 20, mib(rss))
     rc, err, rss = run([tp, bomb, '-Q', q])
     check('bomb with the default limit: refused, peak RSS under 2 GiB',
           rc == 1 and rss < 2048 << 20, 'exit %d, %s' % (rc, mib(rss)))
     small = os.path.join(tmp, 'small_bomb.pb')
     bomb_trace(small, 4, 4)  # 16 MiB and a few KiB of framing inflated
-    rc, err, rss = run([tp, small, '--max-inflated-mb', '17', '-Q', q])
+    rc, err, rss = run([tp, small, '--max-inflate', '17M', '-Q', q])
     check('16 MiB inflated within a 17 MiB limit loads', rc == 0,
           'exit %d: %s' % (rc, err.strip()[-300:]))
-    rc, err, rss = run([tp, small, '--max-inflated-mb', '15', '-Q', q])
+    rc, err, rss = run([tp, small, '--max-inflate', '15M', '-Q', q])
     check('16 MiB inflated past a 15 MiB limit is refused', rc == 1,
           'exit %d' % rc)
 
