@@ -182,7 +182,8 @@ static void ancestors(struct tp_table *s, struct fn_cursor *c, uint32_t id)
 		push(c, (uint32_t)p);
 		row = (uint32_t)p;
 	}
-	qsort(c->rows, c->n, sizeof *c->rows, cmp_u32);
+	if (c->n > 1) /* c->rows is NULL when empty: not for qsort */
+		qsort(c->rows, c->n, sizeof *c->rows, cmp_u32);
 }
 
 static void descendants(struct tp_table *s, struct fn_cursor *c, uint32_t id)
@@ -205,7 +206,8 @@ static void descendants(struct tp_table *s, struct fn_cursor *c, uint32_t id)
 			continue;
 		push(c, r);
 	}
-	qsort(c->rows, c->n, sizeof *c->rows, cmp_u32);
+	if (c->n > 1) /* c->rows is NULL when empty: not for qsort */
+		qsort(c->rows, c->n, sizeof *c->rows, cmp_u32);
 }
 
 static int fn_filter(sqlite3_vtab_cursor *cur, int idx, const char *idxstr,
