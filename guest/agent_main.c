@@ -33,6 +33,7 @@
 #include "agent_exchange.h"
 #include "agent_link.h"
 #include "vp_clock.h"
+#include "vp_version.h"
 #include "vperfetto/vperfetto.h"
 
 VP_CATEGORY(cros, "cros", "clock sync between the guest and the host");
@@ -96,7 +97,8 @@ static void usage(FILE *f)
 		"  --count N                stop after N samples and N exchange "
 		"attempts\n"
 		"  -v, --verbose            log every failure and reconnect\n"
-		"  -h, --help               this text\n",
+		"  -h, --help               this text\n"
+		"  --version                the version\n",
 		prog, GA_DEFAULT_HOST);
 }
 
@@ -123,7 +125,7 @@ bad:
 static int parse_options(int argc, char **argv, struct options *o)
 {
 	enum { O_PRODUCER = 256, O_HOST, O_NO_EX, O_PERIOD, O_EX_PERIOD,
-	       O_COUNT };
+	       O_COUNT, O_VERSION };
 	static const struct option longopts[] = {
 		{"producer-socket", required_argument, NULL, O_PRODUCER},
 		{"host", required_argument, NULL, O_HOST},
@@ -133,6 +135,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{"count", required_argument, NULL, O_COUNT},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, O_VERSION},
 		{NULL, 0, NULL, 0},
 	};
 	const char *host = GA_DEFAULT_HOST;
@@ -174,6 +177,9 @@ static int parse_options(int argc, char **argv, struct options *o)
 			break;
 		case 'h':
 			usage(stdout);
+			exit(0);
+		case O_VERSION:
+			printf("vperfetto_guest_agent %s\n", VP_VERSION);
 			exit(0);
 		default:
 			if (optopt)

@@ -35,6 +35,7 @@
 #include "guest_ctl.h"
 #include "event_loop.h"
 #include "ipc_sock.h"
+#include "vp_version.h"
 
 #define TICK_MS 100
 #define REOPEN_MS 500
@@ -291,6 +292,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: vperfetto_guest_ctl --listen ADDR [--consumer PATH] "
 		"[--out-dir DIR] [-v]\n"
+		"       vperfetto_guest_ctl --help | --version\n"
 		"\n"
 		"  --listen ADDR     a character device (/dev/virtio-ports/"
 		"org.vperfetto.control),\n"
@@ -301,7 +303,9 @@ static void usage(FILE *f)
 		"(default /tmp)\n"
 		"  --stop-timeout MS SIGINT to SIGKILL of the consumer "
 		"(default %d)\n"
-		"  -v, --verbose     log every request\n",
+		"  -v, --verbose     log every request\n"
+		"  -h, --help        this text\n"
+		"  --version         the version\n",
 		VP_CTL_DEFAULT_VSOCK_PORT, GC_STOP_TIMEOUT_MS);
 }
 
@@ -337,6 +341,7 @@ int main(int argc, char **argv)
 		{"stop-timeout", required_argument, NULL, 's'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
 	};
 	static struct daemon d;
@@ -366,6 +371,7 @@ int main(int argc, char **argv)
 		}
 		case 'v': d.verbose = opt.verbose = true; break;
 		case 'h': usage(stdout); return 0;
+		case 'V': printf("vperfetto_guest_ctl %s\n", VP_VERSION); return 0;
 		default: usage(stderr); return 2;
 		}
 	}

@@ -25,6 +25,7 @@
 #include "libvirt_domain.h"
 #include "sync_endpoint.h"
 #include "vp_clock.h"
+#include "vp_version.h"
 
 #define PROG "vperfetto_host_clock"
 #define MAX_VMS 64

@@ -52,6 +52,7 @@
 #include "report.h"
 #include "textproto.h"
 #include "trace_io.h"
+#include "vp_version.h"
 
 enum record_status {
 	REC_OK = 0,
@@ -179,6 +180,8 @@ static void usage(FILE *f)
 		"  -o, --out FILE           the merged trace\n"
 		"  --keep-logs              keep the run directory's logs\n"
 		"  -v, --verbose\n"
+		"  -h, --help\n"
+		"  --version\n"
 		"\n"
 		"exit status: 0 ok, 1 usage, 2 host session failed, 3 guest"
 		" session failed\n(host trace kept), 4 merge failed (both traces"
@@ -214,6 +217,7 @@ enum {
 	OPT_TXT,
 	OPT_GUEST_TIMEOUT,
 	OPT_KEEP_LOGS,
+	OPT_VERSION,
 };
 
 static int parse_args(int argc, char **argv, struct options *o)
@@ -234,6 +238,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{"keep-logs", no_argument, NULL, OPT_KEEP_LOGS},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, OPT_VERSION},
 		{0},
 	};
 	struct vp_error err = {{0}};
@@ -281,6 +286,9 @@ static int parse_args(int argc, char **argv, struct options *o)
 		case OPT_KEEP_LOGS: o->keep_logs = true; break;
 		case 'v': o->verbose = true; break;
 		case 'h': usage(stdout); exit(0);
+		case OPT_VERSION:
+			printf("vperfetto_record %s\n", VP_VERSION);
+			exit(0);
 		default: return usage_error("bad option");
 		}
 	}

@@ -23,10 +23,7 @@
 #include "perfetto_fields.h"
 #include "report.h"
 #include "trace_io.h"
-
-#ifndef VP_VERSION
-#define VP_VERSION "dev"
-#endif
+#include "vp_version.h"
 
 static void usage(FILE *f)
 {

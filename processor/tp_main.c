@@ -21,10 +21,7 @@
 #include "tp_query.h"
 #include "tp_shell.h"
 #include "tp_stats.h"
-
-#ifndef VP_VERSION
-#define VP_VERSION "unknown"
-#endif
+#include "vp_version.h"
 
 #define PROG "vperfetto_tp"
 

@@ -40,6 +40,7 @@
 #include "perfetto/ipc/consumer_port.pb-c.h"
 #include "trace_io.h"
 #include "vp_error.h"
+#include "vp_version.h"
 
 #define CONNECT_TIMEOUT_MS 5000
 #define CALL_TIMEOUT_MS 10000
@@ -90,14 +91,15 @@ static void usage(FILE *f)
 		"      --query             list the service's producers and data "
 		"sources\n"
 		"      --consumer-socket ADDR   the service's consumer socket\n"
-		"  -h, --help              this help\n");
+		"  -h, --help              this help\n"
+		"      --version           the version\n");
 }
 
 /* 0: run; 1: exit 0 (help); -1: usage error (already printed). */
 static int parse_args(int argc, char **argv, struct options *o)
 {
 	enum { OPT_TXT = 256, OPT_DETACH, OPT_ATTACH, OPT_QUERY, OPT_SOCKET,
-	       OPT_TRACK_EVENT };
+	       OPT_TRACK_EVENT, OPT_VERSION };
 	static const struct option longopts[] = {
 		{"config", required_argument, NULL, 'c'},
 		{"txt", no_argument, NULL, OPT_TXT},
@@ -110,6 +112,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{"consumer-socket", required_argument, NULL, OPT_SOCKET},
 		{"track-event", required_argument, NULL, OPT_TRACK_EVENT},
 		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, OPT_VERSION},
 		{NULL, 0, NULL, 0},
 	};
 	int c;
@@ -128,6 +131,9 @@ static int parse_args(int argc, char **argv, struct options *o)
 		case OPT_SOCKET: o->socket = optarg; break;
 		case OPT_TRACK_EVENT: o->track_event = optarg; break;
 		case 'h': usage(stdout); return 1;
+		case OPT_VERSION:
+			printf("vperfetto %s\n", VP_VERSION);
+			return 1;
 		default:
 			fprintf(stderr, "Try 'vperfetto --help'.\n");
 			return -1;

@@ -16,12 +16,13 @@
 #include <string.h>
 
 #include "probes.h"
+#include "vp_version.h"
 #include "vperfetto/vperfetto.h"
 
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: vtraced_probes [--producer-socket ADDR] "
-		   "[--tracefs DIR] [-v]\n");
+		   "[--tracefs DIR] [-v] [--version]\n");
 }
 
 int main(int argc, char **argv)
@@ -31,6 +32,7 @@ int main(int argc, char **argv)
 		{"tracefs", required_argument, NULL, 't'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
 		{0},
 	};
 	struct probes_options opt = {0};
@@ -43,6 +45,7 @@ int main(int argc, char **argv)
 		case 't': opt.tracefs_dir = optarg; break;
 		case 'v': opt.verbose = true; break;
 		case 'h': usage(stdout); return 0;
+		case 'V': printf("vtraced_probes %s\n", VP_VERSION); return 0;
 		default: usage(stderr); return 1;
 		}
 	}

@@ -37,6 +37,7 @@
 #include "ipc_client.h"
 #include "ipc_sock.h"
 #include "sdk_internal.h"
+#include "vp_version.h"
 
 #define VP_CONNECT_TIMEOUT_MS 500
 #define VP_CALL_TIMEOUT_MS 2000

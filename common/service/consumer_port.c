@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "service.h"
+#include "vp_version.h"
 
 #include "perfetto/ipc/consumer_port.pb-c.h"
 

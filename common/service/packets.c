@@ -15,6 +15,7 @@
 
 #include "perfetto_fields.h"
 #include "service.h"
+#include "vp_version.h"
 
 /* SystemInfo / Utsname fields. */
 enum {
@@ -52,9 +53,6 @@ enum {
 	TS_FINAL_FLUSH_OUTCOME = 15,
 };
 
-#ifndef VP_VERSION
-#define VP_VERSION "0"
-#endif
 
 static void append_service_trusted(struct vp_service *s, struct pb_buf *b)
 {

@@ -32,6 +32,7 @@
 #include "event_loop.h"
 #include "ipc_sock.h"
 #include "vp_service.h"
+#include "vp_version.h"
 
 struct opts {
 	bool background;
