@@ -20,7 +20,8 @@ PACKAGES=(meson ninja-build pkg-config gcc clang libclang-rt-14-dev
           libcmocka-dev zlib1g-dev python3 libsqlite3-dev sqlite3
           libedit-dev libtracefs-dev libtraceevent-dev libvirt-dev
           qemu-system-x86 cpio libvirt-daemon-system libvirt-daemon-driver-qemu
-          libvirt-clients)
+          libvirt-clients scdoc bash-completion debhelper dpkg-dev
+          fakeroot lintian)
 # Only for ./run.sh bench: the LTTng-UST comparison of the SDK benchmark.
 BENCH_PACKAGES=(liblttng-ust-dev lttng-tools)
 
@@ -152,6 +153,11 @@ run_tests() {
   say "build and test (debugoptimized)"
   build build
   meson_tests build
+  # The release build users and packagers make, with clang: it must build
+  # (warnings are not errors there) and install (the install suite).
+  say "release build with clang, and its install"
+  CC=clang build build-release-clang -Dbuildtype=release
+  meson_tests build-release-clang -- --suite=install
   # The sanitizer runs use the test setups of meson.build (asan, asane2e,
   # tsan): any ASan, UBSan or TSan report fails its test.  Both compilers'
   # UBSan: clang's checks more (pointer arithmetic on NULL, for one).

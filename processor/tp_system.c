@@ -12,6 +12,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1739,9 +1740,15 @@ struct text {
 
 static void text_put(struct text *t, const char *s, size_t n)
 {
-	if (t->cap - t->len < n + 1) {
+	/* n comes from the trace (a field's length): len + n + 1 and the
+	 * doubling below must not wrap around, or nothing would be allocated
+	 * and the copy would run past the buffer.  No real text gets near. */
+	if (t->len > SIZE_MAX / 4 || n > SIZE_MAX / 4 - t->len)
+		abort();
+	size_t need = t->len + n + 1;
+	if (need > t->cap) {
 		size_t cap = t->cap ? t->cap : 256;
-		while (cap - t->len < n + 1)
+		while (cap < need)
 			cap *= 2;
 		char *q = realloc(t->p, cap);
 		if (!q)
