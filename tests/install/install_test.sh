@@ -94,7 +94,7 @@ echo "${cc[*]} trace_example.c $flags"
 "${cc[@]}" -std=c17 -Wall -Wextra -Werror -o "$tmp/trace_example" "$example" \
 	$flags || { echo "FAIL: the example does not build"; exit 1; }
 LD_LIBRARY_PATH=$lib "$tmp/trace_example" "$tmp/shared.pftrace"
-ldd "$tmp/trace_example" | grep -q "$lib/libvperfetto.so.0" ||
+LD_LIBRARY_PATH=$lib ldd "$tmp/trace_example" | grep -q "$lib/libvperfetto.so.0" ||
 	bad "the example does not use the installed libvperfetto.so.0"
 
 # and linked statically against libvperfetto.a
