@@ -73,8 +73,8 @@ fi
 soname=$(readlink "$lib/libvperfetto.so.0")
 nm -D --defined-only "$lib/$soname" | awk '$2 ~ /^[TDBRVW]$/ {print $3}' |
 	sed 's/@.*//' | grep -v '^VPERFETTO_' | sort -u >"$tmp/exported"
-grep -oE '^[a-z_ ]*[ *]vp_[a-z_]+\(' "$header" |
-	grep -oE 'vp_[a-z_]+' | sort -u >"$tmp/declared"
+grep -E '^[a-z]' "$header" | grep -oE '\bvp_[a-z0-9_]+\(' | tr -d '(' |
+	sort -u >"$tmp/declared"
 grep -oE '^ *vp_[a-z_]+;' "$map" | tr -d ' ;' | sort -u >"$tmp/mapped"
 [ -s "$tmp/declared" ] || bad "no declarations found in $header"
 diff -u "$tmp/declared" "$tmp/exported" >"$tmp/d1" ||
