@@ -61,7 +61,8 @@ static int apply(const char *text, struct host_clock_opts *o,
 static void write_file(const char *dir, const char *name, const char *text)
 {
 	char path[512];
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	int n = snprintf(path, sizeof(path), "%s/%s", dir, name);
+	assert_true(n > 0 && (size_t)n < sizeof(path));
 	FILE *f = fopen(path, "w");
 	assert_non_null(f);
 	fputs(text, f);

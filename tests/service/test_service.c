@@ -1703,7 +1703,7 @@ static void test_remote_producer(void **state)
 	producer_call(p, "CommitData", buf, blen);
 	stop_and_read(p, c);
 
-	struct pkt_view v;
+	struct pkt_view v = {0};
 	uint64_t val;
 	assert_true(find_test_packet(&c->trace, 11001, &v));
 	assert_memory_equal(v.data, pkt.data, pkt.len);
