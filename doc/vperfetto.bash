@@ -29,7 +29,9 @@ _vperfetto()
             --guest-vsock | --libvirt-uri | -t | --time | -b | --buffer | \
             -Q | --query-string | --track-event | --detach | --attach | \
             --guest-tsc-offset | --guest-tsc-scaling | --producer-socket | \
-            --consumer-socket | --remote-producer | --host | --listen)
+            --consumer-socket | --remote-producer | --host | --listen | \
+            --max-inflate | --init-timeout-ms | --max-conns-per-uid | \
+            --max-conns)
             return
             ;;
     esac
