@@ -94,7 +94,9 @@ echo "${cc[*]} trace_example.c $flags"
 "${cc[@]}" -std=c17 -Wall -Wextra -Werror -o "$tmp/trace_example" "$example" \
 	$flags || { echo "FAIL: the example does not build"; exit 1; }
 LD_LIBRARY_PATH=$lib "$tmp/trace_example" "$tmp/shared.pftrace"
-LD_LIBRARY_PATH=$lib ldd "$tmp/trace_example" | grep -q "$lib/libvperfetto.so.0" ||
+# (grep -q in a pipe could end ldd with SIGPIPE, failing the pipeline.)
+libs_used=$(LD_LIBRARY_PATH=$lib ldd "$tmp/trace_example")
+grep -q "$lib/libvperfetto.so.0" <<<"$libs_used" ||
 	bad "the example does not use the installed libvperfetto.so.0"
 
 # and linked statically against libvperfetto.a
