@@ -261,7 +261,8 @@ static void on_connect(void *ctx, struct vp_ipc_conn *conn)
 		   p->remote && peer ? peer->addr : "");
 }
 
-static uint32_t writer_sequence(struct vp_producer *p, uint16_t writer);
+static void copy_into_buffer(struct vp_producer *p, struct vp_svc_buffer *b,
+			     const uint8_t *chunk, size_t len, bool complete);
 
 /* Copies what a dead producer left in its SMB into the buffers: complete
  * chunks as they are, chunks being written as incomplete. */
@@ -300,14 +301,7 @@ static void scrape_smb(struct vp_producer *p)
 			}
 			/* A registered writer that never committed gets its
 			 * sequence now. */
-			struct vp_tb_sequence_meta meta = {
-				.sequence_id = writer_sequence(p, writer),
-				.uid = (int32_t)p->uid,
-				.pid = (int32_t)p->pid,
-				.machine_id = p->machine_id,
-			};
-			vp_trace_buffer_copy_chunk(b->tb, p->id, &meta,
-						   s->scratch, len, complete);
+			copy_into_buffer(p, b, s->scratch, len, complete);
 		}
 	}
 }
@@ -348,14 +342,7 @@ void vp_producer_scrape(struct vp_producer *p, struct vp_session *sess,
 				continue;
 			/* A registered writer that never committed gets its
 			 * sequence now. */
-			struct vp_tb_sequence_meta meta = {
-				.sequence_id = writer_sequence(p, writer),
-				.uid = (int32_t)p->uid,
-				.pid = (int32_t)p->pid,
-				.machine_id = p->machine_id,
-			};
-			vp_trace_buffer_copy_chunk(b->tb, p->id, &meta,
-						   s->scratch, len, complete);
+			copy_into_buffer(p, b, s->scratch, len, complete);
 			s->stats.chunks_scraped++;
 		}
 	}
@@ -725,6 +712,21 @@ static struct vp_svc_buffer *commit_target(struct vp_producer *p,
 	return b;
 }
 
+/* Copies a chunk of p's (validated by the caller) into buffer b, under
+ * the sequence of its writer and with p's trusted identity. */
+static void copy_into_buffer(struct vp_producer *p, struct vp_svc_buffer *b,
+			     const uint8_t *chunk, size_t len, bool complete)
+{
+	uint16_t writer = (uint16_t)(chunk[4] | chunk[5] << 8);
+	struct vp_tb_sequence_meta meta = {
+		.sequence_id = writer_sequence(p, writer),
+		.uid = (int32_t)p->uid,
+		.pid = (int32_t)p->pid,
+		.machine_id = p->machine_id,
+	};
+	vp_trace_buffer_copy_chunk(b->tb, p->id, &meta, chunk, len, complete);
+}
+
 /* Copies one chunk (already out of shared memory) into its buffer. */
 static void commit_chunk(struct vp_producer *p, struct vp_svc_buffer *b,
 			 const uint8_t *chunk, size_t len, bool complete)
@@ -739,14 +741,8 @@ static void commit_chunk(struct vp_producer *p, struct vp_svc_buffer *b,
 		return;
 	}
 	uint16_t writer = (uint16_t)(chunk[4] | chunk[5] << 8);
-	struct vp_tb_sequence_meta meta = {
-		.sequence_id = writer_sequence(p, writer),
-		.uid = (int32_t)p->uid,
-		.pid = (int32_t)p->pid,
-		.machine_id = p->machine_id,
-	};
 	u64map_put(&p->writer_buf, writer, b->id);
-	vp_trace_buffer_copy_chunk(b->tb, p->id, &meta, chunk, len, complete);
+	copy_into_buffer(p, b, chunk, len, complete);
 }
 
 static void move_chunk(struct vp_producer *p,
