@@ -11,8 +11,9 @@ child's peak RSS (getrusage):
             naming the file and the byte offset, exit 1, and stay small;
             with a higher limit the same trace loads.
   seqs      very many packet sequences, one track event each: the cost per
-            sequence must stay under SEQ_BUDGET bytes (ASAN_FACTOR times
-            that in an AddressSanitizer build; measured as the
+            sequence must stay under SEQ_BUDGET bytes (times a factor in
+            ASan and TSan builds, whose shadow memory grows with the
+            program's; measured as the
             difference between two sizes of the trace, so the fixed cost
             and any sanitizer's overhead per process cancel out).
 
@@ -132,11 +133,19 @@ SEQ_BUDGET = 1024  # bytes per packet sequence, all of vperfetto_tp's state
 # Under AddressSanitizer every allocation carries redzones and freed memory
 # sits in quarantine: the same state measures about twice as large.
 ASAN_FACTOR = 2.5
+# ThreadSanitizer keeps shadow memory beside every byte the program touches:
+# measured at 2.7 times.
+TSAN_FACTOR = 4
 
 
-def built_with_asan(path):
+def sanitizer_factor(path):
     with open(path, 'rb') as f:
-        return b'__asan_init' in f.read()
+        exe = f.read()
+    if b'__tsan_init' in exe:
+        return TSAN_FACTOR
+    if b'__asan_init' in exe:
+        return ASAN_FACTOR
+    return 1
 
 
 def main():
@@ -184,7 +193,7 @@ def main():
     rc1, err1, rss1 = run([tp, s1, '-Q', q])
     rc2, err2, rss2 = run([tp, s2, '-Q', q])
     per = (rss2 - rss1) / (n2 - n1)
-    budget = SEQ_BUDGET * (ASAN_FACTOR if built_with_asan(tp) else 1)
+    budget = SEQ_BUDGET * sanitizer_factor(tp)
     check('%d sequences load' % n2, rc1 == 0 and rc2 == 0,
           'exit %d/%d %s' % (rc1, rc2, (err1 + err2).strip()[-300:]))
     check('cost per sequence under %d bytes' % budget, per < budget,
