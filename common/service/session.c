@@ -674,6 +674,24 @@ static uint32_t period(uint32_t v)
 	return v < SVC_MIN_PERIODIC_MS ? SVC_MIN_PERIODIC_MS : v;
 }
 
+/* The packets a reader needs before any data, as traced writes them at the
+ * start of a session (and of a clone): a sync marker, the config and the
+ * system info unless the config turns them off, the uuid, a clock
+ * snapshot. */
+static void push_preamble(struct vp_session *sess,
+			  const Perfetto__Protos__TraceConfig__BuiltinDataSource
+				  *bi)
+{
+	push_built(sess, vp_pkt_sync_marker);
+	if (!(bi && bi->has_disable_trace_config && bi->disable_trace_config))
+		push_built(sess, vp_pkt_trace_config);
+	if (!(bi && bi->has_disable_system_info && bi->disable_system_info))
+		push_built(sess, vp_pkt_system_info);
+	push_built(sess, vp_pkt_trace_uuid);
+	if (sess->clock_snapshots)
+		push_built(sess, vp_pkt_clock_snapshot);
+}
+
 void vp_session_start(struct vp_session *sess)
 {
 	struct vp_service *s = sess->svc;
@@ -699,14 +717,7 @@ void vp_session_start(struct vp_session *sess)
 		   (unsigned long long)sess->id, sess->n_bufs,
 		   sess->instances.n);
 
-	push_built(sess, vp_pkt_sync_marker);
-	if (!(bi && bi->has_disable_trace_config && bi->disable_trace_config))
-		push_built(sess, vp_pkt_trace_config);
-	if (!(bi && bi->has_disable_system_info && bi->disable_system_info))
-		push_built(sess, vp_pkt_system_info);
-	push_built(sess, vp_pkt_trace_uuid);
-	if (sess->clock_snapshots)
-		push_built(sess, vp_pkt_clock_snapshot);
+	push_preamble(sess, bi);
 	push_event(sess, TSE_TRACING_STARTED);
 
 	for (size_t i = 0; i < sess->instances.n; i++) {
@@ -1234,14 +1245,7 @@ int vp_session_clone(struct vp_session *src, struct vp_consumer *c,
 	 * session; the copy is over: a final snapshot and the end. */
 	const Perfetto__Protos__TraceConfig__BuiltinDataSource *bi =
 		cfg->builtin_data_sources;
-	push_built(sess, vp_pkt_sync_marker);
-	if (!(bi && bi->has_disable_trace_config && bi->disable_trace_config))
-		push_built(sess, vp_pkt_trace_config);
-	if (!(bi && bi->has_disable_system_info && bi->disable_system_info))
-		push_built(sess, vp_pkt_system_info);
-	push_built(sess, vp_pkt_trace_uuid);
-	if (sess->clock_snapshots)
-		push_built(sess, vp_pkt_clock_snapshot);
+	push_preamble(sess, bi);
 	sess->state = SESS_STOPPED;
 	sess->consumer = c;
 	c->session = sess;
