@@ -1,7 +1,7 @@
 /*
  * guest_ctl_main.c - vperfetto_guest_ctl, the guest's control endpoint:
  * the host starts and stops a guest tracing session through it and pulls
- * the trace back (protocol: common/ctl/ctl_proto.h; sessions:
+ * the trace back (protocol: ctl/ctl_proto.h; sessions:
  * guest_ctl.c).
  *
  *   vperfetto_guest_ctl --listen ADDR [--consumer PATH] [--out-dir DIR] [-v]

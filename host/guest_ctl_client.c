@@ -1,6 +1,6 @@
 /*
  * guest_ctl_client.c - the host's blocking client of vperfetto_guest_ctl
- * (see guest_ctl_client.h; the protocol is common/ctl/ctl_proto.h).
+ * (see guest_ctl_client.h; the protocol is ctl/ctl_proto.h).
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -1,6 +1,6 @@
 /*
  * guest_ctl_client.h - the host's side of the guest control protocol
- * (common/ctl/ctl_proto.h): a small blocking client that vperfetto_record
+ * (ctl/ctl_proto.h): a small blocking client that vperfetto_record
  * uses to start and stop the guest's tracing session and to pull the
  * guest's trace, talking to vperfetto_guest_ctl in the guest.
  *

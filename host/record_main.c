@@ -473,7 +473,7 @@ static int start_host_producers(struct run *r, struct vp_error *err)
 	char pid_arg[32];
 	char *vt[] = {"--foreground", "--producer-socket", r->p_sock,
 		      "--consumer-socket", r->c_sock};
-	r->vtraced = start_program(r, "vtraced", "common/service", vt, 5, err);
+	r->vtraced = start_program(r, "vtraced", "service", vt, 5, err);
 	if (r->vtraced < 0)
 		return -1;
 	if (record_wait_socket(r->c_sock, 10000) < 0 ||
@@ -481,7 +481,7 @@ static int start_host_producers(struct run *r, struct vp_error *err)
 		return host_failed(r, "vtraced", err);
 
 	char *pr[] = {"--producer-socket", r->p_sock, "-v"};
-	r->probes = start_program(r, "vtraced_probes", "common/probes", pr, 3,
+	r->probes = start_program(r, "vtraced_probes", "probes", pr, 3,
 				  err);
 	if (r->probes < 0)
 		return -1;
@@ -512,7 +512,7 @@ static int start_host_consumer(struct run *r, const char *cfg_path,
 {
 	char *args[] = {"--consumer-socket", r->c_sock, "-c", (char *)cfg_path,
 			"-o", r->host_pb};
-	r->consumer = start_program(r, "vperfetto", "common/consumer", args, 6,
+	r->consumer = start_program(r, "vperfetto", "consumer", args, 6,
 				    err);
 	if (r->consumer < 0)
 		return -1;

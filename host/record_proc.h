@@ -13,7 +13,7 @@
 
 /* Finds program `name` (e.g. "vtraced"): in $VPERFETTO_BIN_DIR, beside
  * our own executable, at its place in a build tree (build_subdir, relative
- * to the build root, e.g. "common/service"), then on $PATH.  Writes the
+ * to the build root, e.g. "service"), then on $PATH.  Writes the
  * path into out.  0, or -1 with a message naming where it looked. */
 int record_find_program(const char *name, const char *build_subdir,
 			char *out, size_t out_len, struct vp_error *err);

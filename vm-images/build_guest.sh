@@ -267,8 +267,8 @@ copy_libs() { # BINARY
 	done
 }
 
-bins=(common/service/vtraced common/probes/vtraced_probes
-	guest/vperfetto_guest_agent common/consumer/vperfetto)
+bins=(service/vtraced probes/vtraced_probes
+	guest/vperfetto_guest_agent consumer/vperfetto)
 optional=(guest/vperfetto_guest_ctl tests/sdk/sdk_example)
 for b in "${bins[@]}"; do
 	[ -x "$build/$b" ] || die "$build/$b not built (run ninja -C $build)"

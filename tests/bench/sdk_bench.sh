@@ -40,8 +40,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-libs=(common/sdk/libvperfetto.a common/ipc/libvp_ipc.a
-      common/core/libvp_core.a common/libvp_common.a)
+libs=(sdk/libvperfetto.a ipc/libvp_ipc.a
+      shm/libvp_shm.a wire/libvp_wire.a base/libvp_base.a)
 for l in "${libs[@]}"; do
 	if [ ! -f "$build/$l" ]; then
 		ninja -C "$build" "$l" >/dev/null || {
@@ -50,7 +50,7 @@ for l in "${libs[@]}"; do
 		}
 	fi
 done
-"$cc" -O2 -std=c17 -D_GNU_SOURCE -I"$repo/common/sdk/include" \
+"$cc" -O2 -std=c17 -D_GNU_SOURCE -I"$repo/include" \
 	-o "$tmp/sdk_bench" "$here/sdk_bench.c" \
 	"${libs[@]/#/$build/}" -lpthread || exit 1
 
@@ -70,8 +70,8 @@ in_arg=$(half "$(value pair_arg_ns "$tmp/inproc.txt")")
 
 # ---- system backend, into vtraced
 sys_ev= sys_arg= sys_note=
-vtraced=$build/common/service/vtraced
-consumer=$build/common/consumer/vperfetto
+vtraced=$build/service/vtraced
+consumer=$build/consumer/vperfetto
 if [ -x "$vtraced" ] && [ -x "$consumer" ]; then
 	"$vtraced" --foreground --producer-socket "$tmp/p.sock" \
 		--consumer-socket "$tmp/c.sock" >"$tmp/vtraced.log" 2>&1 &

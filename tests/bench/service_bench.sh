@@ -5,9 +5,9 @@
 #
 # Usage: bash tests/bench/service_bench.sh BUILD_DIR [SECONDS] [SMB_KB]
 #
-# Builds nothing: BUILD_DIR must hold common/service/vtraced,
-# common/consumer/vperfetto, tests/service/service_bench and
-# tests/core/tb_bench (all built by default; use a release build).
+# Builds nothing: BUILD_DIR must hold service/vtraced,
+# consumer/vperfetto, tests/service/service_bench and
+# tests/shm/tb_bench (all built by default; use a release build).
 #
 # One run: vtraced on temporary sockets; service_bench raw as the producer
 # (4 KiB chunks of ~100-byte packets written straight into the SMB, batched
@@ -21,10 +21,10 @@ fi
 build=$(cd "$1" && pwd) || exit 2
 secs=${2:-5}
 smb_kb=${3:-256}
-vtraced=$build/common/service/vtraced
-consumer=$build/common/consumer/vperfetto
+vtraced=$build/service/vtraced
+consumer=$build/consumer/vperfetto
 bench=$build/tests/service/service_bench
-tb_bench=$build/tests/core/tb_bench
+tb_bench=$build/tests/shm/tb_bench
 for x in "$vtraced" "$consumer" "$bench" "$tb_bench"; do
 	if [ ! -x "$x" ]; then
 		echo "$0: $x is not built (ninja -C $1)" >&2

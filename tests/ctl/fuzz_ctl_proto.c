@@ -1,6 +1,6 @@
 /*
  * fuzz_ctl_proto.c - libFuzzer target for the guest control protocol's
- * stream decoder and payload parser (common/ctl/ctl_proto.h): arbitrary
+ * stream decoder and payload parser (ctl/ctl_proto.h): arbitrary
  * bytes, fed in pieces whose sizes come from the input, must never crash,
  * and every frame that comes out must parse or be refused cleanly, and
  * re-encode to a frame that decodes again.

@@ -1,6 +1,6 @@
 /*
  * test_ctl_proto.c - unit tests of the guest control protocol
- * (common/ctl/ctl_proto.h): every message type round-trips, input split at
+ * (ctl/ctl_proto.h): every message type round-trips, input split at
  * every byte decodes the same, garbage and corrupted frames are skipped
  * and the decoder resynchronizes, oversize lengths are refused.
  */

@@ -20,8 +20,8 @@ set -uo pipefail
 B=$1
 MERGE=$B/merge/vperfetto_merge
 TP=$B/processor/vperfetto_tp
-CONSUMER=$B/common/consumer/vperfetto
-VTRACED=$B/common/service/vtraced
+CONSUMER=$B/consumer/vperfetto
+VTRACED=$B/service/vtraced
 RECORD=$B/host/vperfetto_record
 TG=$B/tests/vperfetto_tracegen
 WRITER=$B/tests/stack/stack_writer

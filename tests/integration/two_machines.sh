@@ -23,9 +23,9 @@
 # usage: two_machines.sh BUILD_DIR
 set -uo pipefail
 B=$(cd "$1" && pwd)
-VTRACED=$B/common/service/vtraced
-PROBES=$B/common/probes/vtraced_probes
-CONSUMER=$B/common/consumer/vperfetto
+VTRACED=$B/service/vtraced
+PROBES=$B/probes/vtraced_probes
+CONSUMER=$B/consumer/vperfetto
 HOSTCLK=$B/host/vperfetto_host_clock
 AGENT=$B/guest/vperfetto_guest_agent
 EXAMPLE=$B/tests/sdk/sdk_example

@@ -22,9 +22,9 @@ if [ ! -f "$LIB" ]; then
 	exit 77
 fi
 command -v clang++ >/dev/null || { echo "SKIP: no clang++"; exit 77; }
-E2E_VTRACED=$B/common/service/vtraced
+E2E_VTRACED=$B/service/vtraced
 E2E_TP=$B/processor/vperfetto_tp
-CONSUMER=$B/common/consumer/vperfetto
+CONSUMER=$B/consumer/vperfetto
 e2e_init vp-lingering-sdk
 D=$E2E_DIR
 if ! clang++ -std=c++17 -O1 -I"$SDK/include" "$HERE/lingering_producer.cc" \

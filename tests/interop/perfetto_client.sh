@@ -21,7 +21,7 @@ if [ ! -x "$PERFETTO" ]; then
 		"(build it with ../shared/perfetto/build.sh or set PERFETTO_BIN)"
 	exit 77
 fi
-E2E_VTRACED=$B/common/service/vtraced
+E2E_VTRACED=$B/service/vtraced
 E2E_TP=$B/processor/vperfetto_tp
 WRITER=$B/tests/stack/stack_writer
 e2e_init perfetto_client

@@ -10,8 +10,8 @@
 # usage: idle_conns_e2e.sh BUILD_DIR
 set -uo pipefail
 B=$1
-VTRACED=$B/common/service/vtraced
-CONSUMER=$B/common/consumer/vperfetto
+VTRACED=$B/service/vtraced
+CONSUMER=$B/consumer/vperfetto
 WRITER=$B/tests/stack/stack_writer
 TP=$B/processor/vperfetto_tp
 

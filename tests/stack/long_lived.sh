@@ -10,9 +10,9 @@
 set -u
 B=$(cd "$1" && pwd)
 . "$(dirname "$0")/../lib/e2e_lib.sh"
-E2E_VTRACED=$B/common/service/vtraced
+E2E_VTRACED=$B/service/vtraced
 E2E_TP=$B/processor/vperfetto_tp
-CONSUMER=$B/common/consumer/vperfetto
+CONSUMER=$B/consumer/vperfetto
 WRITER=$B/tests/stack/stack_writer
 e2e_init vp-long-lived
 D=$E2E_DIR

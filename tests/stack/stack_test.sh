@@ -19,8 +19,8 @@ set -uo pipefail
 B=$1
 PROTOS=$2
 REPLAY=$3
-VTRACED=$B/common/service/vtraced
-CONSUMER=$B/common/consumer/vperfetto
+VTRACED=$B/service/vtraced
+CONSUMER=$B/consumer/vperfetto
 WRITER=$B/tests/stack/stack_writer
 TP=$B/processor/vperfetto_tp
 

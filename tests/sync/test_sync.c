@@ -1,5 +1,5 @@
 /*
- * test_sync.c - unit tests of common/sync: sandwich clock samples and the
+ * test_sync.c - unit tests of sync: sandwich clock samples and the
  * sync exchange frames (encoding, decoding in pieces, resynchronization
  * after garbage).
  */

@@ -144,7 +144,7 @@ fi
 
 # The host side: vtraced on temporary sockets and the host clock producer
 # on QEMU's end of org.vperfetto.sync.
-timeout 120 "$B/common/service/vtraced" --foreground \
+timeout 120 "$B/service/vtraced" --foreground \
 	--consumer-socket "$tmp/c.sock" --producer-socket "$tmp/p.sock" \
 	>"$tmp/vtraced.log" 2>&1 &
 pids+=($!)

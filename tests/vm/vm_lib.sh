@@ -35,9 +35,9 @@ vm_image() {
 	VM_IMG=$B/vm-images/guest
 	[ -s "$VM_IMG/initramfs.img" ] && [ -s "$VM_IMG/vmlinuz" ] &&
 		[ -s "$VM_IMG/manifest.txt" ] || stale=1
-	for f in "$V/build_guest.sh" "$V/init" "$B/common/service/vtraced" \
-		"$B/common/probes/vtraced_probes" "$B/guest/vperfetto_guest_agent" \
-		"$B/common/consumer/vperfetto" "$B/guest/vperfetto_guest_ctl" \
+	for f in "$V/build_guest.sh" "$V/init" "$B/service/vtraced" \
+		"$B/probes/vtraced_probes" "$B/guest/vperfetto_guest_agent" \
+		"$B/consumer/vperfetto" "$B/guest/vperfetto_guest_ctl" \
 		"$B/tests/sdk/sdk_example"; do
 		[ -e "$f" ] && [ "$f" -nt "$VM_IMG/initramfs.img" ] && stale=1
 	done

@@ -1,6 +1,6 @@
 /*
  * fuzz_procfs.c - libFuzzer target for the /proc and /sys text parsers of
- * vtraced_probes (common/probes/procfs_parse.h): every parser reads the
+ * vtraced_probes (probes/procfs_parse.h): every parser reads the
  * same arbitrary bytes, and what they report is checked to lie inside the
  * input.
  */

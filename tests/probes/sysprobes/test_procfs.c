@@ -1,6 +1,6 @@
 /*
  * test_procfs.c - unit tests of the /proc and /sys text parsers
- * (common/probes/procfs_parse.h) on fixed samples, real-looking and
+ * (probes/procfs_parse.h) on fixed samples, real-looking and
  * malformed, and of the polling thread's stop (procfs_poll.h).
  */
 #include <setjmp.h>
