@@ -82,6 +82,13 @@ diff -u "$tmp/declared" "$tmp/exported" >"$tmp/d1" ||
 diff -u "$tmp/declared" "$tmp/mapped" >"$tmp/d2" ||
 	{ bad "libvperfetto.map differs from the header's declarations:"; cat "$tmp/d2"; }
 
+# ---- so does the static library: internal names are local there too, so
+# an application's own pb_buf_init (say) cannot collide with ours
+nm -g --defined-only "$lib/libvperfetto.a" | awk '$2 ~ /^[TDBRVW]$/ {print $3}' |
+	sort -u >"$tmp/static_exported"
+diff -u "$tmp/declared" "$tmp/static_exported" >"$tmp/d3" ||
+	{ bad "libvperfetto.a's global symbols differ from the header's:"; cat "$tmp/d3"; }
+
 # ---- the pkg-config example, against the DESTDIR install
 export PKG_CONFIG_PATH=$lib/pkgconfig PKG_CONFIG_SYSROOT_DIR=$dest
 export PKG_CONFIG_LIBDIR=$lib/pkgconfig
@@ -106,6 +113,28 @@ static_libs=$(pkg-config --libs --static vperfetto)
 	$(pkg-config --cflags vperfetto) "$lib/libvperfetto.a" \
 	${static_libs//-lvperfetto/} ||
 	{ echo "FAIL: the example does not link statically"; exit 1; }
+# An application with functions named like our internal ones still links.
+cat >"$tmp/clash.c" <<'CLASH'
+#include <vperfetto/vperfetto.h>
+int pb_buf_init(void);
+int vp_errorf(void);
+int vp_trace_buffer_new(void);
+int pb_buf_init(void) { return 1; }
+int vp_errorf(void) { return 2; }
+int vp_trace_buffer_new(void) { return 3; }
+int main(void)
+{
+	return vp_now_ns() > 0 ? pb_buf_init() + vp_errorf() +
+		vp_trace_buffer_new() - 6 : 1;
+}
+CLASH
+# shellcheck disable=SC2086
+"${cc[@]}" -std=c17 -o "$tmp/clash" "$tmp/clash.c" \
+	$(pkg-config --cflags vperfetto) "$lib/libvperfetto.a" \
+	${static_libs//-lvperfetto/} ||
+	bad "a program with functions named like libvperfetto's internals does not link statically"
+[ ! -x "$tmp/clash" ] || "$tmp/clash" || bad "the clash program's functions were not its own"
+
 "$tmp/trace_example_static" "$tmp/static.pftrace"
 
 for t in shared static; do
