@@ -41,6 +41,7 @@
 #include "trace_io.h"
 #include "vp_error.h"
 #include "vp_version.h"
+#include "vp_log.h"
 
 #define CONNECT_TIMEOUT_MS 5000
 #define CALL_TIMEOUT_MS 10000
@@ -805,6 +806,7 @@ static int check_output(const struct options *o)
 
 int main(int argc, char **argv)
 {
+	vp_log_init("vperfetto", VP_LOG_WARN);
 	struct options o = {0};
 	vp_trace_config *tc = NULL;
 	int r = parse_args(argc, argv, &o);

@@ -35,6 +35,7 @@
 #include "vp_clock.h"
 #include "vp_version.h"
 #include "vperfetto/vperfetto.h"
+#include "vp_log.h"
 
 VP_CATEGORY(cros, "cros", "clock sync between the guest and the host");
 
@@ -174,6 +175,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 			break;
 		case 'v':
 			o->verbose = true;
+			vp_log_verbose();
 			break;
 		case 'h':
 			usage(stdout);
@@ -438,6 +440,7 @@ static void print_summary(struct agent *a)
 
 int main(int argc, char **argv)
 {
+	vp_log_init("vperfetto_guest_agent", VP_LOG_WARN);
 	static struct agent a;
 	sigset_t sigs;
 	pthread_t th[2];

@@ -36,6 +36,7 @@
 #include "event_loop.h"
 #include "ipc_sock.h"
 #include "vp_version.h"
+#include "vp_log.h"
 
 #define TICK_MS 100
 #define REOPEN_MS 500
@@ -334,6 +335,7 @@ static int setup_listen(struct daemon *d, struct vp_error *err)
 
 int main(int argc, char **argv)
 {
+	vp_log_init("vperfetto_guest_ctl", VP_LOG_WARN);
 	static const struct option longopts[] = {
 		{"listen", required_argument, NULL, 'l'},
 		{"consumer", required_argument, NULL, 'c'},
@@ -369,7 +371,10 @@ int main(int argc, char **argv)
 			opt.stop_timeout_ms = (int)v;
 			break;
 		}
-		case 'v': d.verbose = opt.verbose = true; break;
+		case 'v':
+			d.verbose = opt.verbose = true;
+			vp_log_verbose();
+			break;
 		case 'h': usage(stdout); return 0;
 		case 'V': printf("vperfetto_guest_ctl %s\n", VP_VERSION); return 0;
 		default: usage(stderr); return 2;

@@ -26,6 +26,7 @@
 #include "sync_endpoint.h"
 #include "vp_clock.h"
 #include "vp_version.h"
+#include "vp_log.h"
 
 #define PROG "vperfetto_host_clock"
 #define MAX_VMS 64
@@ -210,6 +211,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 			break;
 		case 'v':
 			a->verbose = true;
+			vp_log_verbose();
 			break;
 		case 'h':
 			usage(stdout);
@@ -265,6 +267,7 @@ static void resolve_domains(struct args *a)
 
 int main(int argc, char **argv)
 {
+	vp_log_init("vperfetto_host_clock", VP_LOG_WARN);
 	struct args a = {0};
 	struct vp_error err;
 

@@ -53,6 +53,7 @@
 #include "textproto.h"
 #include "trace_io.h"
 #include "vp_version.h"
+#include "vp_log.h"
 
 enum record_status {
 	REC_OK = 0,
@@ -284,7 +285,10 @@ static int parse_args(int argc, char **argv, struct options *o)
 			break;
 		case 'o': o->out = optarg; break;
 		case OPT_KEEP_LOGS: o->keep_logs = true; break;
-		case 'v': o->verbose = true; break;
+		case 'v':
+			o->verbose = true;
+			vp_log_verbose();
+			break;
 		case 'h': usage(stdout); exit(0);
 		case OPT_VERSION:
 			printf("vperfetto_record %s\n", VP_VERSION);
@@ -776,6 +780,7 @@ static void remove_run_dir(const struct run *r)
 
 int main(int argc, char **argv)
 {
+	vp_log_init("vperfetto_record", VP_LOG_WARN);
 	static struct run r;
 	int st = parse_args(argc, argv, &r.o);
 	if (st != REC_OK)

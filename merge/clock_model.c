@@ -9,6 +9,7 @@
  * that - evaluation, inversion and the reported residuals - is __int128.
  */
 #include "clock_model.h"
+#include "vp_alloc.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -32,15 +33,6 @@ struct line {
 
 /* ---- small helpers ----------------------------------------------------- */
 
-static void *xcalloc(size_t n, size_t size)
-{
-	void *p = calloc(n ? n : 1, size ? size : 1);
-	if (!p) {
-		fputs("vperfetto: out of memory in clock_model\n", stderr);
-		abort();
-	}
-	return p;
-}
 
 static uint64_t clamp_u64(i128 v)
 {
@@ -178,7 +170,7 @@ static void make_segment(struct cm_segment *g, const struct cm_sample *s,
  * median known width, or all equal when no width is known. */
 static void compute_weights(const struct cm_sample *s, size_t n, double *w)
 {
-	long double *known = xcalloc(n, sizeof(*known));
+	long double *known = vp_xcalloc(n, sizeof(*known));
 	size_t k = 0;
 
 	for (size_t i = 0; i < n; i++)
@@ -197,7 +189,7 @@ static void compute_weights(const struct cm_sample *s, size_t n, double *w)
  * Returns -1 when all x are equal. */
 static int robust_slope(const struct cm_sample *s, size_t n, long double *slope)
 {
-	long double *v = xcalloc(n, sizeof(*v));
+	long double *v = vp_xcalloc(n, sizeof(*v));
 	size_t k = 0;
 
 	for (size_t i = 1; i < n; i++) {
@@ -265,9 +257,9 @@ static void fit_segment(const struct cm_sample *s, size_t n, const double *w,
 			unsigned char *used, long double fallback_slope,
 			const struct cm_fit_opts *o, struct line *ln)
 {
-	long double *r = xcalloc(n, sizeof(*r));
-	long double *tmp = xcalloc(n, sizeof(*tmp));
-	unsigned char *next = xcalloc(n, 1);
+	long double *r = vp_xcalloc(n, sizeof(*r));
+	long double *tmp = vp_xcalloc(n, sizeof(*tmp));
+	unsigned char *next = vp_xcalloc(n, 1);
 	size_t need = n < 2 ? n : 2;
 	size_t nused = 0;
 
@@ -405,7 +397,7 @@ int cm_fit_build(struct cm_fit *out, const struct cm_sample *in, size_t n,
 	else
 		cm_fit_opts_default(&o);
 
-	struct cm_sample *s = xcalloc(n, sizeof(*s));
+	struct cm_sample *s = vp_xcalloc(n, sizeof(*s));
 	memcpy(s, in, n * sizeof(*s));
 	qsort(s, n, sizeof(*s), cmp_sample);
 	if (robust_slope(s, n, &gslope) < 0 ||
@@ -414,10 +406,10 @@ int cm_fit_build(struct cm_fit *out, const struct cm_sample *in, size_t n,
 		return -1;
 	}
 
-	double *w = xcalloc(n, sizeof(*w));
-	long double *c = xcalloc(n, sizeof(*c));
-	unsigned char *outlier = xcalloc(n, 1);
-	size_t *starts = xcalloc(n, sizeof(*starts));
+	double *w = vp_xcalloc(n, sizeof(*w));
+	long double *c = vp_xcalloc(n, sizeof(*c));
+	unsigned char *outlier = vp_xcalloc(n, 1);
+	size_t *starts = vp_xcalloc(n, sizeof(*starts));
 	size_t m = o.min_segment_samples ? o.min_segment_samples : 1;
 
 	compute_weights(s, n, w);
@@ -427,7 +419,7 @@ int cm_fit_build(struct cm_fit *out, const struct cm_sample *in, size_t n,
 				 outlier);
 	nseg = drop_short(starts, nseg, n, m, outlier);
 
-	out->seg = xcalloc(nseg, sizeof(*out->seg));
+	out->seg = vp_xcalloc(nseg, sizeof(*out->seg));
 	out->nseg = nseg;
 	out->slope_global = (double)gslope;
 	for (size_t k = 0; k < nseg; k++) {

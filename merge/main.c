@@ -24,6 +24,7 @@
 #include "report.h"
 #include "trace_io.h"
 #include "vp_version.h"
+#include "vp_log.h"
 
 static void usage(FILE *f)
 {
@@ -161,6 +162,7 @@ static long n_cpus(void)
 
 int main(int argc, char **argv)
 {
+	vp_log_init("vperfetto_merge", VP_LOG_WARN);
 	static const struct option longopts[] = {
 		{"output", required_argument, NULL, 'o'},
 		{"guest-tsc-offset", required_argument, NULL, OPT_OFFSET},

@@ -23,6 +23,7 @@
 
 #include "perfetto_fields.h"
 #include "trace_io.h"
+#include "vp_alloc.h"
 
 /* A buffer that grew past this (for a large record) is freed once its
  * window is emitted, so one large packet does not pin memory. */
@@ -311,13 +312,6 @@ static void pool_free(struct pool *pl)
 	pthread_mutex_destroy(&pl->mu);
 }
 
-static void *xcalloc(size_t n, size_t size)
-{
-	void *p = calloc(n, size);
-	if (!p)
-		abort();
-	return p;
-}
 
 static int run_many(const struct partition_job *job, struct vp_error *err,
 		    int *io_error)
@@ -340,7 +334,7 @@ static int run_many(const struct partition_job *job, struct vp_error *err,
 	pl.slots = pl.n + 2;
 	pthread_mutex_init(&pl.mu, NULL);
 	pthread_cond_init(&pl.cv, NULL);
-	pl.win = xcalloc(pl.slots, sizeof(*pl.win));
+	pl.win = vp_xcalloc(pl.slots, sizeof(*pl.win));
 	for (unsigned i = 0; i < pl.slots; i++) {
 		struct window *w = &pl.win[i];
 		w->sh = aligned_alloc(128, pl.n * sizeof(*w->sh));
@@ -351,7 +345,7 @@ static int run_many(const struct partition_job *job, struct vp_error *err,
 			pb_buf_init(&w->sh[t].in);
 			pb_buf_init(&w->sh[t].out);
 			if (t)
-				w->sh[t].offs = xcalloc(PARTITION_WINDOW_RECORDS,
+				w->sh[t].offs = vp_xcalloc(PARTITION_WINDOW_RECORDS,
 							sizeof(uint64_t));
 		}
 	}

@@ -46,8 +46,9 @@
 #include "probes.h"
 #include "vp_error.h"
 #include "vperfetto/vperfetto.h"
+#include "vp_log.h"
 
-#define TAG "vtraced_probes: linux.ftrace: "
+#define TAG "linux.ftrace: "
 
 /* DataSourceConfig / FtraceConfig / TracePacket / FtraceStats numbers. */
 enum {
@@ -143,7 +144,6 @@ static struct {
 	pthread_mutex_t mu;
 	struct ft_inst *list;
 	const char *tracefs_dir;
-	bool verbose;
 } g = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
 /* ---- config ------------------------------------------------------------ */
@@ -553,9 +553,8 @@ static int setup_tracefs(struct ft_inst *fi, struct vp_error *err)
 	}
 	ft_table_build(&fi->table, fi->tep, fi->cfg.events, fi->cfg.n_events,
 		       fi->cfg.disable_generic, fi->cfg.compact);
-	if (records_print(fi) && ft_tracefs_copy_markers(&fi->fs) != 0 &&
-	    g.verbose)
-		fprintf(stderr, TAG "writes to the top-level trace_marker are "
+	if (records_print(fi) && ft_tracefs_copy_markers(&fi->fs) != 0)
+		vp_log_info(TAG "writes to the top-level trace_marker are "
 				"not copied into %s (no options/"
 				"copy_trace_marker); ftrace/print sees only "
 				"that instance's trace_marker\n", fi->fs.name);
@@ -804,23 +803,23 @@ static void on_start(void *ctx, struct vp_ds_instance *inst,
 
 	struct ft_inst *fi = calloc(1, sizeof *fi);
 	if (!fi) {
-		fprintf(stderr, TAG "out of memory\n");
+		vp_log_warn(TAG "out of memory\n");
 		return;
 	}
 	fi->inst = inst;
 	ft_bundle_init(&fi->bundle, false);
 	pb_buf_init(&fi->pkt);
 	if (parse_config(&fi->cfg, config, len, &err) != 0) {
-		fprintf(stderr, TAG "bad config: %s; recording nothing\n",
+		vp_log_warn(TAG "bad config: %s; recording nothing\n",
 			err.msg);
 	} else {
 		fi->bundle.compact_enabled = fi->cfg.compact;
 		if (fi->cfg.atrace)
-			fprintf(stderr, TAG "atrace categories and apps are "
+			vp_log_warn(TAG "atrace categories and apps are "
 					"Android-only; ignored\n");
 		setup_ns = vp_now_ns();
 		if (setup_tracefs(fi, &err) != 0)
-			fprintf(stderr, TAG "%s; recording nothing\n", err.msg);
+			vp_log_warn(TAG "%s; recording nothing\n", err.msg);
 		else
 			fi->active = true;
 	}
@@ -830,7 +829,7 @@ static void on_start(void *ctx, struct vp_ds_instance *inst,
 			fi->cpus[c].prev_end_ts = start;
 		if (ft_tracefs_tracing(&fi->fs, true) != 0 ||
 		    start_thread(fi) != 0) {
-			fprintf(stderr, TAG "cannot start tracing in %s/"
+			vp_log_warn(TAG "cannot start tracing in %s/"
 					"instances/%s: %s; recording nothing\n",
 				fi->fs.dir, fi->fs.name, strerror(errno));
 			teardown_tracefs(fi);
@@ -838,8 +837,7 @@ static void on_start(void *ctx, struct vp_ds_instance *inst,
 		} else {
 			write_stats(fi, PHASE_START_OF_TRACE);
 			vp_ds_flush(inst);
-			if (g.verbose)
-				fprintf(stderr, TAG "recording %u event "
+			vp_log_info(TAG "recording %u event "
 						"patterns into %s/instances/%s "
 						"(set up in %llu ms)\n",
 					fi->cfg.n_events, fi->fs.dir,
@@ -896,7 +894,6 @@ static void on_flush(void *ctx, struct vp_ds_instance *inst)
 int ftrace_probe_register(const struct probes_options *opt)
 {
 	g.tracefs_dir = opt ? opt->tracefs_dir : NULL;
-	g.verbose = opt ? opt->verbose : false;
 	struct vp_data_source_desc d = {
 		.name = "linux.ftrace",
 		.on_start = on_start,
@@ -904,7 +901,7 @@ int ftrace_probe_register(const struct probes_options *opt)
 		.on_flush = on_flush,
 	};
 	if (!vp_data_source_register(&d)) {
-		fprintf(stderr, TAG "cannot register the data source\n");
+		vp_log_warn(TAG "cannot register the data source\n");
 		return -1;
 	}
 	return 0;

@@ -16,6 +16,7 @@
 #include <tracefs/tracefs.h>
 
 #include "ftrace_tracefs.h"
+#include "vp_log.h"
 
 #define PRIVATE_PREFIX "vtraced_probes."
 #define DEFAULT_MOUNT "/sys/kernel/tracing"
@@ -99,7 +100,7 @@ void ft_tracefs_cleanup_stale(const char *dir)
 		char p[4096 + 256];
 		snprintf(p, sizeof p, "%s/%s", path, de->d_name);
 		if (rmdir(p) == 0)
-			fprintf(stderr, "vtraced_probes: linux.ftrace: removed "
+			vp_log_warn("linux.ftrace: removed "
 					"the stale tracefs instance %s\n",
 				de->d_name);
 	}
@@ -321,7 +322,7 @@ void ft_tracefs_close(struct ft_tracefs *fs)
 		char path[4096];
 		if (instance_path(path, sizeof path, fs->dir, fs->name) == 0 &&
 		    rmdir(path) != 0)
-			fprintf(stderr, "vtraced_probes: linux.ftrace: cannot "
+			vp_log_warn("linux.ftrace: cannot "
 					"remove the tracefs instance %s: %s\n",
 				path, strerror(errno));
 	}

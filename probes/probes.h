@@ -18,7 +18,6 @@
 #include <stdbool.h>
 
 struct probes_options {
-	bool verbose;
 	/* linux.ftrace: the tracefs mount to use (NULL: find or mount it). */
 	const char *tracefs_dir;
 };

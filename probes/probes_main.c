@@ -18,6 +18,7 @@
 #include "probes.h"
 #include "vp_version.h"
 #include "vperfetto/vperfetto.h"
+#include "vp_log.h"
 
 static void usage(FILE *f)
 {
@@ -27,6 +28,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+	vp_log_init("vtraced_probes", VP_LOG_WARN);
 	static const struct option longopts[] = {
 		{"producer-socket", required_argument, NULL, 's'},
 		{"tracefs", required_argument, NULL, 't'},
@@ -43,7 +45,9 @@ int main(int argc, char **argv)
 		switch (c) {
 		case 's': sock = optarg; break;
 		case 't': opt.tracefs_dir = optarg; break;
-		case 'v': opt.verbose = true; break;
+		case 'v':
+			vp_log_verbose();
+			break;
 		case 'h': usage(stdout); return 0;
 		case 'V': printf("vtraced_probes %s\n", VP_VERSION); return 0;
 		default: usage(stderr); return 1;
@@ -76,13 +80,11 @@ int main(int argc, char **argv)
 		vp_shutdown();
 		return 1;
 	}
-	if (opt.verbose)
-		fprintf(stderr, "vtraced_probes: serving %s\n",
+	vp_log_info("serving %s\n",
 			sock ? sock : "the default producer socket");
 	int sig = 0;
 	sigwait(&set, &sig);
-	if (opt.verbose)
-		fprintf(stderr, "vtraced_probes: %s, stopping\n", strsignal(sig));
+	vp_log_info("%s, stopping\n", strsignal(sig));
 	vp_shutdown();
 	return 0;
 }

@@ -36,6 +36,7 @@
 #include "procfs_poll.h"
 #include "u64map.h"
 #include "vperfetto/vperfetto.h"
+#include "vp_log.h"
 
 /* DataSourceConfig.process_stats_config and ProcessStatsConfig. */
 enum {
@@ -86,7 +87,6 @@ struct ps_config {
 struct ps_inst {
 	struct vp_ds_instance *inst;
 	struct ps_config cfg;
-	bool verbose;
 
 	/* Used by the polling thread only. */
 	struct u64map seen;      /* pids and tids in a ProcessTree */
@@ -139,14 +139,14 @@ static int parse_ps_config(const uint8_t *cfg, size_t len,
 			}
 		}
 		if (r2.err != PB_OK) {
-			fprintf(stderr, "vtraced_probes: linux.process_stats: "
+			vp_log_warn("linux.process_stats: "
 				"malformed ProcessStatsConfig at byte %zu: %s\n",
 				r2.err_off, pb_err_str(r2.err));
 			return -1;
 		}
 	}
 	if (r.err != PB_OK) {
-		fprintf(stderr, "vtraced_probes: linux.process_stats: malformed "
+		vp_log_warn("linux.process_stats: malformed "
 			"DataSourceConfig at byte %zu: %s\n", r.err_off,
 			pb_err_str(r.err));
 		return -1;
@@ -301,7 +301,7 @@ static void write_all_processes(struct ps_inst *s, struct procfs_poller *p)
 	int32_t pid;
 
 	if (!proc) {
-		fprintf(stderr, "vtraced_probes: linux.process_stats: cannot "
+		vp_log_warn("linux.process_stats: cannot "
 			"open /proc: %s\n", strerror(errno));
 		return;
 	}
@@ -422,7 +422,7 @@ static void poll_stats(struct ps_inst *s, struct procfs_poller *p)
 	uint64_t v;
 
 	if (!proc) {
-		fprintf(stderr, "vtraced_probes: linux.process_stats: cannot "
+		vp_log_warn("linux.process_stats: cannot "
 			"open /proc: %s\n", strerror(errno));
 		return;
 	}
@@ -509,26 +509,25 @@ static void *ps_create(const struct procfs_source *src,
 {
 	struct ps_config cfg;
 
+	(void)src; /* one kind of source; the callback type takes it */
 	if (parse_ps_config(config, len, &cfg) != 0)
 		return NULL;
 	if (!cfg.scan_all && !cfg.poll_ms) {
 		/* Perfetto dumps on demand for pids other data sources see;
 		 * with neither option there is nothing to do here. */
-		if (src->verbose)
-			fprintf(stderr, "vtraced_probes: linux.process_stats: "
+		vp_log_info("linux.process_stats: "
 				"neither scan_all_processes_on_start nor "
 				"proc_stats_poll_ms: nothing to record\n");
 		return NULL;
 	}
 	struct ps_inst *s = calloc(1, sizeof(*s));
 	if (!s) {
-		fprintf(stderr, "vtraced_probes: linux.process_stats: out of "
+		vp_log_warn("linux.process_stats: out of "
 			"memory\n");
 		return NULL;
 	}
 	s->inst = inst;
 	s->cfg = cfg;
-	s->verbose = src->verbose;
 	u64map_init(&s->seen);
 	u64map_init(&s->skip);
 	u64map_init(&s->cache_idx);
@@ -543,7 +542,7 @@ static void ps_describe(void *state)
 {
 	struct ps_inst *s = state;
 
-	fprintf(stderr, "vtraced_probes: linux.process_stats started "
+	vp_log_info("linux.process_stats started "
 		"(scan_all %d, thread names %d, poll %u ms, ttl %u polls)\n",
 		s->cfg.scan_all, s->cfg.thread_names, s->cfg.poll_ms,
 		s->ttl_ticks);
@@ -561,6 +560,6 @@ static struct procfs_source g_ps = {
 
 int process_probe_register(const struct probes_options *opt)
 {
-	g_ps.verbose = opt && opt->verbose;
+	(void)opt;
 	return procfs_source_register(&g_ps);
 }

@@ -15,6 +15,7 @@
 
 #include "procfs_poll.h"
 #include "vperfetto/vperfetto.h"
+#include "vp_log.h"
 
 /* How long on_stop waits for a polling thread. */
 #define STOP_TIMEOUT_MS 5000
@@ -68,7 +69,7 @@ struct procfs_poller *procfs_poll_start(const char *name, procfs_poll_fn fn,
 	int rc;
 
 	if (!p) {
-		fprintf(stderr, "vtraced_probes: %s: out of memory\n", name);
+		vp_log_warn("%s: out of memory\n", name);
 		return NULL;
 	}
 	p->fn = fn;
@@ -81,7 +82,7 @@ struct procfs_poller *procfs_poll_start(const char *name, procfs_poll_fn fn,
 	pthread_condattr_destroy(&ca);
 	rc = pthread_create(&p->thread, NULL, poll_main, p);
 	if (rc != 0) {
-		fprintf(stderr, "vtraced_probes: %s: cannot start a thread: %s\n",
+		vp_log_warn("%s: cannot start a thread: %s\n",
 			name, strerror(rc));
 		poller_free(p);
 		return NULL;
@@ -140,7 +141,7 @@ int procfs_poll_stop(struct procfs_poller *p, unsigned timeout_ms)
 	if (!p->done) {
 		p->orphaned = true;
 		pthread_mutex_unlock(&p->mu);
-		fprintf(stderr, "vtraced_probes: %s: the polling thread did not "
+		vp_log_warn("%s: the polling thread did not "
 			"stop within %u ms; detached\n", p->name, timeout_ms);
 		pthread_detach(p->thread);
 		return -1;
@@ -172,7 +173,7 @@ static void source_on_start(void *ctx, struct vp_ds_instance *inst,
 		return;
 	struct procfs_running *r = calloc(1, sizeof(*r));
 	if (!r) {
-		fprintf(stderr, "vtraced_probes: %s: out of memory\n",
+		vp_log_warn("%s: out of memory\n",
 			src->name);
 		src->destroy(state);
 		return;
@@ -189,7 +190,7 @@ static void source_on_start(void *ctx, struct vp_ds_instance *inst,
 	r->next = src->running;
 	src->running = r;
 	pthread_mutex_unlock(&src->mu);
-	if (src->verbose && src->describe)
+	if (vp_log_enabled(VP_LOG_INFO) && src->describe)
 		src->describe(state);
 }
 
@@ -234,7 +235,7 @@ int procfs_source_register(struct procfs_source *src)
 		/* on_flush: the SDK commits every writer of the instance. */
 	};
 	if (!vp_data_source_register(&d)) {
-		fprintf(stderr, "vtraced_probes: cannot register %s\n",
+		vp_log_warn("cannot register %s\n",
 			src->name);
 		return -1;
 	}

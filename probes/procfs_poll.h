@@ -50,14 +50,13 @@ struct procfs_running;
  * above "private" (mu with PROCFS_SOURCE_INIT) and calls
  * procfs_source_register().  When an instance starts, create() makes its
  * state on the producer thread, a poller named thread_name runs
- * poll(state, poller), and describe(state) tells what it does if verbose.
+ * poll(state, poller), and describe(state) logs what it does (at info level).
  * When it stops, the poller is stopped (at most 5 s) and destroy(state)
  * frees the state; a poller that does not stop keeps its state (leaked).
  */
 struct procfs_source {
 	const char *name;        /* the data source, "linux.sys_stats" */
 	const char *thread_name; /* at most 15 characters */
-	bool verbose;
 	/* Returns the state of a started instance (which keeps inst to write
 	 * to), or NULL if there is nothing to poll or on error (having said
 	 * why on stderr where the user needs to know). */

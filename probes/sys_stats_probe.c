@@ -30,6 +30,7 @@
 #include "procfs_parse.h"
 #include "procfs_poll.h"
 #include "vperfetto/vperfetto.h"
+#include "vp_log.h"
 
 /* DataSourceConfig.sys_stats_config and SysStatsConfig. */
 enum {
@@ -133,7 +134,7 @@ static void stat_add(void *ctx, uint64_t v)
 }
 
 static int parse_ss_fields(const uint8_t *data, size_t len,
-			   struct ss_config *out, bool verbose)
+			   struct ss_config *out)
 {
 	struct enum_sink mi = { out->meminfo_on, SYS_STATS_MEMINFO_MAX_KEY + 1,
 				false };
@@ -175,8 +176,8 @@ static int parse_ss_fields(const uint8_t *data, size_t len,
 			break;
 		default:
 			if (vi && g.val && g.num >= SSC_DEVFREQ_PERIOD_MS &&
-			    g.num <= SSC_GPUFREQ_PERIOD_MS && verbose)
-				fprintf(stderr, "vtraced_probes: linux.sys_stats:"
+			    g.num <= SSC_GPUFREQ_PERIOD_MS)
+				vp_log_info("linux.sys_stats:"
 					" SysStatsConfig field %u (a poller this "
 					"version does not read) ignored\n", g.num);
 			break;
@@ -195,7 +196,7 @@ static int parse_ss_fields(const uint8_t *data, size_t len,
 }
 
 static int parse_ss_config(const uint8_t *cfg, size_t len,
-			   struct ss_config *out, bool verbose)
+			   struct ss_config *out)
 {
 	struct pb_reader r;
 	struct pb_field f;
@@ -206,8 +207,8 @@ static int parse_ss_config(const uint8_t *cfg, size_t len,
 	while (pb_next(&r, &f)) {
 		if (f.num != DSC_SYS_STATS_CONFIG || f.wt != PB_WT_LEN)
 			continue;
-		if (parse_ss_fields(f.data, f.len, out, verbose) != 0) {
-			fprintf(stderr, "vtraced_probes: linux.sys_stats: "
+		if (parse_ss_fields(f.data, f.len, out) != 0) {
+			vp_log_warn("linux.sys_stats: "
 				"malformed SysStatsConfig (DataSourceConfig "
 				"byte %zu)\n", (size_t)(f.data - cfg));
 			return -1;
@@ -215,13 +216,13 @@ static int parse_ss_config(const uint8_t *cfg, size_t len,
 		found = true;
 	}
 	if (r.err != PB_OK) {
-		fprintf(stderr, "vtraced_probes: linux.sys_stats: malformed "
+		vp_log_warn("linux.sys_stats: malformed "
 			"DataSourceConfig at byte %zu: %s\n", r.err_off,
 			pb_err_str(r.err));
 		return -1;
 	}
 	if (!found)
-		parse_ss_fields(NULL, 0, out, verbose); /* the defaults */
+		parse_ss_fields(NULL, 0, out); /* the defaults */
 	for (unsigned i = 0; i < NPOLLERS; i++)
 		if (out->period_ms[i] && out->period_ms[i] < MIN_PERIOD_MS)
 			out->period_ms[i] = MIN_PERIOD_MS;
@@ -428,7 +429,8 @@ static void *ss_create(const struct procfs_source *src,
 	struct ss_config cfg;
 	bool any = false;
 
-	if (parse_ss_config(config, len, &cfg, src->verbose) != 0)
+	(void)src; /* one kind of source; the callback type takes it */
+	if (parse_ss_config(config, len, &cfg) != 0)
 		return NULL;
 	for (unsigned i = 0; i < NPOLLERS; i++)
 		any |= cfg.period_ms[i] != 0;
@@ -436,7 +438,7 @@ static void *ss_create(const struct procfs_source *src,
 		return NULL; /* no poller configured, as in Perfetto */
 	struct ss_inst *s = calloc(1, sizeof(*s));
 	if (!s) {
-		fprintf(stderr, "vtraced_probes: linux.sys_stats: out of "
+		vp_log_warn("linux.sys_stats: out of "
 			"memory\n");
 		return NULL;
 	}
@@ -457,7 +459,7 @@ static void ss_describe(void *state)
 
 	for (unsigned i = 0; i < NPOLLERS; i++)
 		if (s->cfg.period_ms[i])
-			fprintf(stderr, "vtraced_probes: linux.sys_stats: %s "
+			vp_log_info("linux.sys_stats: %s "
 				"every %u ms\n", poller_names[i],
 				s->cfg.period_ms[i]);
 }
@@ -474,6 +476,6 @@ static struct procfs_source g_ss = {
 
 int sys_stats_probe_register(const struct probes_options *opt)
 {
-	g_ss.verbose = opt && opt->verbose;
+	(void)opt;
 	return procfs_source_register(&g_ss);
 }

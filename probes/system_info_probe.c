@@ -31,6 +31,7 @@
 #include "probes.h"
 #include "procfs_parse.h"
 #include "vperfetto/vperfetto.h"
+#include "vp_log.h"
 
 /* SystemInfo, Utsname. */
 enum {
@@ -50,12 +51,6 @@ enum {
 
 #define CPUINFO_MAX (4u << 20)
 #define SYSFS_MAX 4096
-
-struct si_module {
-	bool verbose;
-};
-
-static struct si_module g_si;
 
 static void write_system_info(struct vp_ds_instance *inst, struct pb_buf *b)
 {
@@ -78,7 +73,7 @@ static void write_system_info(struct vp_ds_instance *inst, struct pb_buf *b)
 		pb_put_string(b, UTS_MACHINE, u.machine);
 		pb_end_nested(b, us);
 	} else {
-		perror("vtraced_probes: linux.system_info: uname");
+		vp_log_warn("linux.system_info: uname: %m");
 	}
 	if (hz > 0)
 		pb_put_varint(b, SI_HZ, (uint64_t)hz);
@@ -147,7 +142,7 @@ static void write_cpu_info(struct vp_ds_instance *inst, struct pb_buf *b)
 	struct cpu_ctx c = { .pkt = b };
 
 	if (procfs_read_file("/proc/cpuinfo", &text, CPUINFO_MAX) != 0) {
-		perror("vtraced_probes: linux.system_info: /proc/cpuinfo");
+		vp_log_warn("linux.system_info: /proc/cpuinfo: %m");
 		return;
 	}
 	pb_buf_reset(b);
@@ -163,17 +158,16 @@ static void write_cpu_info(struct vp_ds_instance *inst, struct pb_buf *b)
 static void si_on_start(void *ctx, struct vp_ds_instance *inst,
 			const uint8_t *config, size_t len)
 {
-	struct si_module *m = ctx;
 	struct pb_buf b;
 
+	(void)ctx;
 	(void)config;
 	(void)len;
 	pb_buf_init(&b);
 	write_system_info(inst, &b);
 	write_cpu_info(inst, &b);
 	pb_buf_free(&b);
-	if (m->verbose)
-		fprintf(stderr, "vtraced_probes: linux.system_info written\n");
+	vp_log_info("linux.system_info written\n");
 }
 
 static void si_on_stop(void *ctx, struct vp_ds_instance *inst)
@@ -186,15 +180,14 @@ int system_info_probe_register(const struct probes_options *opt)
 {
 	static const char *const name = "linux.system_info";
 
-	g_si.verbose = opt && opt->verbose;
+	(void)opt;
 	struct vp_data_source_desc d = {
 		.name = name,
-		.ctx = &g_si,
 		.on_start = si_on_start,
 		.on_stop = si_on_stop,
 	};
 	if (!vp_data_source_register(&d)) {
-		fprintf(stderr, "vtraced_probes: cannot register %s\n", name);
+		vp_log_warn("cannot register %s\n", name);
 		return -1;
 	}
 	return 0;

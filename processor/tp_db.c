@@ -3,6 +3,7 @@
  * that exposes them (see tp_db.h).
  */
 #include "tp_db.h"
+#include "vp_alloc.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -11,15 +12,6 @@
 
 #include <sqlite3.h>
 
-static void *xrealloc(void *p, size_t n)
-{
-	void *q = realloc(p, n ? n : 1);
-	if (!q) {
-		fprintf(stderr, "vperfetto_tp: out of memory (%zu bytes)\n", n);
-		abort();
-	}
-	return q;
-}
 
 /* ---- string pool ------------------------------------------------------ */
 
@@ -82,7 +74,7 @@ static char *pool_copy(struct tp_strpool *p, const char *s, size_t len)
 	struct pool_chunk *c = p->chunks;
 	if (!c || c->cap - c->used < len + 1) {
 		size_t cap = len + 1 > POOL_CHUNK / 4 ? len + 1 : POOL_CHUNK;
-		c = xrealloc(NULL, sizeof(*c) + cap);
+		c = vp_xrealloc(NULL, sizeof(*c) + cap);
 		c->used = 0;
 		c->cap = cap;
 		if (cap == POOL_CHUNK || !p->chunks) {
@@ -143,8 +135,8 @@ tp_str tp_intern(struct tp_strpool *p, const char *s, size_t len)
 	}
 	if (p->n >= p->cap) {
 		p->cap = p->cap ? p->cap * 2 : 1024;
-		p->str = xrealloc(p->str, p->cap * sizeof(*p->str));
-		p->len = xrealloc(p->len, p->cap * sizeof(*p->len));
+		p->str = vp_xrealloc(p->str, p->cap * sizeof(*p->str));
+		p->len = vp_xrealloc(p->len, p->cap * sizeof(*p->len));
 	}
 	uint32_t id = p->n++;
 	p->str[id] = pool_copy(p, s, len);
@@ -228,9 +220,9 @@ static void column_resize(struct tp_table *t, unsigned c, uint32_t old_cap,
 	struct tp_column *col = &t->cols[c];
 	if (!col->present)
 		return;
-	col->data = xrealloc(col->data,
+	col->data = vp_xrealloc(col->data,
 			     (size_t)cap * type_size(t->defs[c].type, col->wide));
-	col->present = xrealloc(col->present, bitmap_words(cap) * 8);
+	col->present = vp_xrealloc(col->present, bitmap_words(cap) * 8);
 	size_t ow = bitmap_words(old_cap), nw = bitmap_words(cap);
 	if (nw > ow)
 		memset(col->present + ow, 0, (nw - ow) * 8);
@@ -301,7 +293,7 @@ static void *column_slot(struct tp_table *t, unsigned c, uint32_t row)
 static void column_widen(struct tp_table *t, unsigned c)
 {
 	struct tp_column *col = &t->cols[c];
-	int64_t *w = xrealloc(NULL, (size_t)(t->cap ? t->cap : 1) * 8);
+	int64_t *w = vp_xrealloc(NULL, (size_t)(t->cap ? t->cap : 1) * 8);
 	const int32_t *n = col->data;
 	for (uint32_t r = 0; r < t->nrows && n; r++)
 		w[r] = n[r];
@@ -400,7 +392,7 @@ static void index_build(struct tp_table *t, unsigned c)
 		return;
 	uint32_t n = 0;
 	bool sorted = true;
-	uint32_t *rows = xrealloc(NULL, (size_t)t->nrows * sizeof(*rows) + 4);
+	uint32_t *rows = vp_xrealloc(NULL, (size_t)t->nrows * sizeof(*rows) + 4);
 	for (uint32_t r = 0; r < t->nrows; r++) {
 		if (!(col->present[r >> 6] >> (r & 63) & 1))
 			continue;
@@ -409,7 +401,7 @@ static void index_build(struct tp_table *t, unsigned c)
 		rows[n++] = r;
 	}
 	if (!sorted) {
-		uint32_t *tmp = xrealloc(NULL, (size_t)n * sizeof(*tmp) + 4);
+		uint32_t *tmp = vp_xrealloc(NULL, (size_t)n * sizeof(*tmp) + 4);
 		index_sort(rows, tmp, n, col);
 		free(tmp);
 	}

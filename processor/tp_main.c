@@ -22,6 +22,7 @@
 #include "tp_shell.h"
 #include "tp_stats.h"
 #include "vp_version.h"
+#include "vp_log.h"
 
 #define PROG "vperfetto_tp"
 
@@ -387,6 +388,7 @@ static int load(struct tp_ctx *ctx, const struct options *o)
 
 int main(int argc, char **argv)
 {
+	vp_log_init("vperfetto_tp", VP_LOG_WARN);
 	struct options o = {0};
 	struct vp_error err = {{0}};
 	struct tp_ctx *ctx = NULL;

@@ -18,6 +18,7 @@
 #include "perfetto_fields.h"
 #include "tp_stats.h"
 #include "tp_tracks.h"
+#include "vp_alloc.h"
 
 /* ProcessTree, ProcessTree.Process, ProcessTree.Thread (the fields the merge
  * also reads, PT_* / PS_*, are in perfetto_fields.h) */
@@ -62,13 +63,6 @@ struct proc_hdr {
 	uint32_t machine;
 };
 
-static void *xrealloc(void *p, size_t n)
-{
-	p = realloc(p, n ? n : 1);
-	if (!p)
-		abort();
-	return p;
-}
 
 /* ---- process_tree ----------------------------------------------------- */
 
@@ -84,7 +78,7 @@ static void cmdline_add(struct cmdline *c, const uint8_t *p, size_t n)
 {
 	if (c->len + n + 2 > c->cap) {
 		c->cap = (c->len + n + 2) * 2;
-		c->buf = xrealloc(c->buf, c->cap);
+		c->buf = vp_xrealloc(c->buf, c->cap);
 	}
 	if (c->nargs++)
 		c->buf[c->len++] = ' ';
@@ -422,7 +416,7 @@ static void push(struct tp_ctx *ctx, const struct tp_packet *pkt,
 
 	if (need > s->scratch_cap) {
 		s->scratch_cap = need * 2;
-		s->scratch = xrealloc(s->scratch, s->scratch_cap);
+		s->scratch = vp_xrealloc(s->scratch, s->scratch_cap);
 	}
 	memcpy(s->scratch, &h, sizeof h);
 	memcpy(s->scratch + sizeof h, f->data, f->len);

@@ -18,6 +18,7 @@
 #include "tp_procs.h"
 #include "tp_process.h"
 #include "tp_stats.h"
+#include "vp_alloc.h"
 
 /* The utids that had one tid on a machine, oldest first. */
 struct tid_list {
@@ -50,13 +51,6 @@ struct tp_procs {
 	uint32_t npending, cappending;
 };
 
-static void *xrealloc(void *p, size_t n)
-{
-	p = realloc(p, n ? n : 1);
-	if (!p)
-		abort();
-	return p;
-}
 
 static struct tp_table *threads(struct tp_ctx *ctx)
 {
@@ -74,7 +68,7 @@ static void set_prio(struct tp_procs *p, uint32_t utid, uint8_t prio)
 		uint32_t ncap = p->cap_prio ? p->cap_prio : 64;
 		while (ncap <= utid)
 			ncap *= 2;
-		p->name_prio = xrealloc(p->name_prio, ncap);
+		p->name_prio = vp_xrealloc(p->name_prio, ncap);
 		memset(p->name_prio + p->cap_prio, 0, ncap - p->cap_prio);
 		p->cap_prio = ncap;
 	}
@@ -97,7 +91,7 @@ static struct tid_list *tid_list(struct tp_procs *p, struct proc_machine *m,
 		return NULL;
 	if (p->nlists == p->caplists) {
 		p->caplists = p->caplists ? p->caplists * 2 : 64;
-		p->lists = xrealloc(p->lists, p->caplists * sizeof *p->lists);
+		p->lists = vp_xrealloc(p->lists, p->caplists * sizeof *p->lists);
 	}
 	memset(&p->lists[p->nlists], 0, sizeof p->lists[0]);
 	u64map_put(&m->tids, (uint64_t)tid, p->nlists);
@@ -108,7 +102,7 @@ static void tid_list_push(struct tid_list *l, uint32_t utid)
 {
 	if (l->n == l->cap) {
 		l->cap = l->cap ? l->cap * 2 : 2;
-		l->v = xrealloc(l->v, l->cap * sizeof *l->v);
+		l->v = vp_xrealloc(l->v, l->cap * sizeof *l->v);
 	}
 	l->v[l->n++] = utid;
 }
@@ -165,7 +159,7 @@ static struct proc_machine *mach(struct tp_ctx *ctx, uint32_t machine)
 
 	if (machine >= p->nmachines) {
 		uint32_t n = machine + 1;
-		p->machines = xrealloc(p->machines, n * sizeof *p->machines);
+		p->machines = vp_xrealloc(p->machines, n * sizeof *p->machines);
 		memset(p->machines + p->nmachines, 0,
 		       (n - p->nmachines) * sizeof *p->machines);
 		p->nmachines = n;
@@ -181,7 +175,7 @@ struct tp_procs *tp_procs_new(struct tp_ctx *ctx)
 
 	if (!p)
 		abort();
-	p->machines = xrealloc(NULL, sizeof *p->machines);
+	p->machines = vp_xrealloc(NULL, sizeof *p->machines);
 	memset(p->machines, 0, sizeof *p->machines);
 	p->nmachines = 1;
 	init_machine(ctx, p, 0);
@@ -308,7 +302,7 @@ static void resolve_pending(struct tp_ctx *ctx, uint32_t utid, uint32_t upid)
 
 	if (!p->npending)
 		return;
-	work = xrealloc(NULL, 8 * sizeof *work);
+	work = vp_xrealloc(NULL, 8 * sizeof *work);
 	capwork = 8;
 	work[nwork++] = utid;
 	while (nwork) {
@@ -328,7 +322,7 @@ static void resolve_pending(struct tp_ctx *ctx, uint32_t utid, uint32_t upid)
 				bind_thread(ctx, other, upid);
 			if (nwork == capwork) {
 				capwork *= 2;
-				work = xrealloc(work, capwork * sizeof *work);
+				work = vp_xrealloc(work, capwork * sizeof *work);
 			}
 			work[nwork++] = other;
 		}
@@ -371,7 +365,7 @@ void tp_threads_associate(struct tp_ctx *ctx, uint32_t utid1, uint32_t utid2)
 	}
 	if (p->npending == p->cappending) {
 		p->cappending = p->cappending ? p->cappending * 2 : 16;
-		p->pending = xrealloc(p->pending,
+		p->pending = vp_xrealloc(p->pending,
 				      p->cappending * sizeof *p->pending);
 	}
 	p->pending[p->npending++] = (struct assoc){ utid1, utid2 };

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "sdk_internal.h"
+#include "vp_log.h"
 
 static _Atomic uint64_t g_gen_counter;
 
@@ -76,23 +77,21 @@ struct vp_data_source *vp_data_source_register(
 	const struct vp_data_source_desc *desc)
 {
 	if (!desc || !desc->name || !desc->name[0]) {
-		fprintf(stderr, "vperfetto: vp_data_source_register: no name\n");
+		vp_log_error("vp_data_source_register: no name");
 		return NULL;
 	}
 	pthread_mutex_lock(&vp_g.mu);
 	if (!vp_g.initialized) {
 		pthread_mutex_unlock(&vp_g.mu);
-		fprintf(stderr,
-			"vperfetto: vp_data_source_register(\"%s\"): call "
-			"vp_init() first\n",
+		vp_log_error("vp_data_source_register(\"%s\"): call "
+			     "vp_init() first",
 			desc->name);
 		return NULL;
 	}
 	if (vp_data_source_find(desc->name)) {
 		pthread_mutex_unlock(&vp_g.mu);
-		fprintf(stderr,
-			"vperfetto: vp_data_source_register(\"%s\"): already "
-			"registered\n",
+		vp_log_error("vp_data_source_register(\"%s\"): already "
+			     "registered",
 			desc->name);
 		return NULL;
 	}
@@ -102,7 +101,7 @@ struct vp_data_source *vp_data_source_register(
 		pthread_mutex_unlock(&vp_g.mu);
 		free(ds);
 		free(name);
-		fprintf(stderr, "vperfetto: out of memory\n");
+		vp_log_error("out of memory");
 		return NULL;
 	}
 	ds->desc = *desc;
@@ -193,9 +192,8 @@ struct vp_ds_instance *vp_instance_setup(struct vp_data_source *ds,
 	struct vp_ds_instance *inst = instance_alloc(ds);
 	if (!inst) {
 		pthread_mutex_unlock(&vp_g.mu);
-		fprintf(stderr,
-			"vperfetto: data source \"%s\": no free instance for "
-			"id %llu\n",
+		vp_log_error("data source \"%s\": no free instance for "
+			     "id %llu",
 			ds->desc.name, (unsigned long long)id);
 		return NULL;
 	}

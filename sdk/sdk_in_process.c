@@ -22,6 +22,7 @@
 #include "perfetto_fields.h"
 #include "sdk_internal.h"
 #include "trace_io.h"
+#include "vp_log.h"
 
 #define VP_INPROC_DEFAULT_BUFFER_KB 4096u
 
@@ -47,12 +48,12 @@ int vp_inproc_start(const struct vp_init_args *args)
 	struct trace_writer *tw;
 
 	if (!args->output_path || !args->output_path[0]) {
-		fprintf(stderr, "vperfetto: in-process backend: output_path "
-				"is required\n");
+		vp_log_error("in-process backend: output_path "
+				"is required");
 		return -1;
 	}
 	if (trace_writer_open(&tw, args->output_path, &err) < 0) {
-		fprintf(stderr, "vperfetto: in-process backend: %s\n", err.msg);
+		vp_log_error("in-process backend: %s", err.msg);
 		return -1;
 	}
 	trace_writer_abort(tw);
@@ -61,7 +62,7 @@ int vp_inproc_start(const struct vp_init_args *args)
 					 : VP_INPROC_DEFAULT_BUFFER_KB;
 	if (vp_trace_buffer_new(&vp_g.tb, (size_t)kb * 1024,
 				VP_FILL_RING_BUFFER, &err) < 0) {
-		fprintf(stderr, "vperfetto: in-process backend: %s\n", err.msg);
+		vp_log_error("in-process backend: %s", err.msg);
 		return -1;
 	}
 	vp_g.output_path = strdup(args->output_path);
@@ -173,7 +174,7 @@ int vp_inproc_write_file(void)
 
 	pthread_mutex_lock(&vp_g.tb_mu);
 	if (vp_g.tb && vp_g.output_path && drain_to_file(&err) < 0) {
-		fprintf(stderr, "vperfetto: writing the trace: %s\n", err.msg);
+		vp_log_error("writing the trace: %s", err.msg);
 		rc = -1;
 	}
 	pthread_mutex_unlock(&vp_g.tb_mu);

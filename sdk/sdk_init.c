@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "sdk_internal.h"
+#include "vp_log.h"
 
 struct vp_sdk vp_g = {
 	.mu = PTHREAD_MUTEX_INITIALIZER,
@@ -151,14 +152,14 @@ int vp_init(const struct vp_init_args *args)
 {
 	if (!args || (args->backend != VP_BACKEND_SYSTEM &&
 		      args->backend != VP_BACKEND_IN_PROCESS)) {
-		fprintf(stderr, "vperfetto: vp_init: backend must be "
-				"VP_BACKEND_SYSTEM or VP_BACKEND_IN_PROCESS\n");
+		vp_log_error("vp_init: backend must be "
+				"VP_BACKEND_SYSTEM or VP_BACKEND_IN_PROCESS");
 		return -1;
 	}
 	pthread_mutex_lock(&vp_g.mu);
 	if (vp_g.initialized) {
 		pthread_mutex_unlock(&vp_g.mu);
-		fprintf(stderr, "vperfetto: vp_init: already initialized\n");
+		vp_log_error("vp_init: already initialized");
 		return -1;
 	}
 	vp_writer_fences_init();

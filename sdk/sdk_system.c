@@ -38,6 +38,7 @@
 #include "ipc_sock.h"
 #include "sdk_internal.h"
 #include "vp_version.h"
+#include "vp_log.h"
 
 #define VP_CONNECT_TIMEOUT_MS 500
 #define VP_CALL_TIMEOUT_MS 2000
@@ -83,7 +84,7 @@ static void log_reply(void *ctx, const struct vp_ipc_reply *r)
 {
 	const char *what = ctx;
 	if (!r->success && !r->disconnected)
-		fprintf(stderr, "vperfetto: %s failed\n", what);
+		vp_log_error("%s failed", what);
 	if (r->fd >= 0)
 		close(r->fd);
 }
@@ -97,7 +98,7 @@ static void invoke(struct vp_system *s, const char *method,
 	if (vp_ipc_client_invoke(s->client, method, b->data, b->len, -1,
 				 want_reply ? log_reply : NULL,
 				 (void *)method, &err) < 0)
-		fprintf(stderr, "vperfetto: %s: %s\n", method, err.msg);
+		vp_log_error("%s: %s", method, err.msg);
 }
 
 /* --------------------------------------------------------------- commit */
@@ -309,7 +310,7 @@ static void cmd_setup_tracing(struct vp_system *s, const uint8_t *p,
 	}
 	struct vp_smb smb;
 	if (vp_smb_map(&smb, fd, (size_t)page_kb * 1024, &err) < 0) {
-		fprintf(stderr, "vperfetto: SetupTracing: %s\n", err.msg);
+		vp_log_error("SetupTracing: %s", err.msg);
 		close(fd);
 		return;
 	}
@@ -357,8 +358,8 @@ static struct vp_ds_instance *setup_instance(uint64_t id, const uint8_t *cfg,
 	struct vp_data_source *ds = vp_data_source_find(name);
 	pthread_mutex_unlock(&vp_g.mu);
 	if (!ds) {
-		fprintf(stderr, "vperfetto: the service set up unknown data "
-				"source \"%s\" (instance %llu)\n",
+		vp_log_warn("the service set up unknown data "
+			    "source \"%s\" (instance %llu)",
 			name, (unsigned long long)id);
 		return NULL;
 	}
@@ -471,7 +472,7 @@ static void on_async_command(void *ctx, const struct vp_ipc_reply *rep)
 		if (fd >= 0)
 			close(fd);
 		if (!rep->disconnected)
-			fprintf(stderr, "vperfetto: GetAsyncCommand failed\n");
+			vp_log_error("GetAsyncCommand failed");
 		return;
 	}
 	pb_reader_init(&r, rep->data, rep->len);
@@ -601,7 +602,7 @@ static void sys_connect(void *ctx)
 		return;
 	}
 	if (handshake(s, &err) < 0) {
-		fprintf(stderr, "vperfetto: %s: %s\n", s->addr, err.msg);
+		vp_log_error("%s: %s", s->addr, err.msg);
 		vp_ipc_client_close(s->client);
 		s->client = NULL;
 		schedule_reconnect(s);
@@ -609,7 +610,7 @@ static void sys_connect(void *ctx)
 	}
 	if (vp_loop_watch(s->loop, vp_ipc_client_fd(s->client), VP_EV_IN,
 			  on_client_fd, s, &err) < 0) {
-		fprintf(stderr, "vperfetto: %s\n", err.msg);
+		vp_log_error("%s", err.msg);
 		vp_ipc_client_close(s->client);
 		s->client = NULL;
 		schedule_reconnect(s);
@@ -712,7 +713,7 @@ int vp_system_start(const struct vp_init_args *args)
 	pthread_mutex_init(&s->flush_mu, NULL);
 	pthread_cond_init(&s->flush_cv, NULL);
 	if (!s->addr || vp_loop_new(&s->loop, &err) < 0) {
-		fprintf(stderr, "vperfetto: vp_init: %s\n",
+		vp_log_error("vp_init: %s",
 			s->addr ? err.msg : "out of memory");
 		free(s->addr);
 		free(s);
@@ -721,8 +722,8 @@ int vp_system_start(const struct vp_init_args *args)
 	vp_g.sys = s;
 	vp_loop_post(s->loop, sys_connect, s);
 	if (pthread_create(&s->thread, NULL, producer_thread, s) != 0) {
-		fprintf(stderr, "vperfetto: vp_init: cannot start the "
-				"producer thread\n");
+		vp_log_error("vp_init: cannot start the "
+				"producer thread");
 		vp_g.sys = NULL;
 		vp_loop_free(s->loop);
 		free(s->addr);

@@ -317,6 +317,8 @@ static bool writer_stall(struct vp_writer *w)
 		if (vp_loop_now_ms() - start < VP_STALL_MAX_MS)
 			continue;
 		if (w->exhausted_policy == VP_EXHAUSTED_STALL_THEN_ABORT) {
+			/* About to abort() as the policy asks: say why
+			 * whatever the log level. */
 			fprintf(stderr,
 				"vperfetto: writer %u (tid %d): no free chunk "
 				"in shared memory after %u ms "

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "service.h"
+#include "vp_log.h"
 
 /* ---- small helpers ----------------------------------------------------- */
 
@@ -66,8 +67,12 @@ uint64_t vp_svc_clock_ns(int clk)
 
 void vp_svc_log(struct vp_service *s, bool error, const char *fmt, ...)
 {
-	if (!error && !s->verbose)
+	enum vp_log_level level = error ? VP_LOG_ERROR : VP_LOG_INFO;
+
+	(void)s; /* the level is the process's: vtraced's -v, VPERFETTO_LOG */
+	if (!vp_log_enabled(level))
 		return;
+	/* A daemon's log is read later: each line says when. */
 	struct timespec ts;
 	struct tm tm;
 	char when[32];
@@ -80,8 +85,7 @@ void vp_svc_log(struct vp_service *s, bool error, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "%s.%03ld vtraced %s: %s\n", when,
-		ts.tv_nsec / 1000000, error ? "error" : "info", msg);
+	vp_log(level, "%s.%03ld %s", when, ts.tv_nsec / 1000000, msg);
 }
 
 /* ---- ids --------------------------------------------------------------- */
@@ -127,7 +131,6 @@ int vp_service_new(struct vp_service **out, struct vp_loop *loop,
 	if (!s)
 		return vp_errorf(err, "vtraced: out of memory");
 	s->loop = loop;
-	s->verbose = opts && opts->verbose;
 	s->uid = getuid();
 	s->pid = getpid();
 	s->next_buffer_id = 1;

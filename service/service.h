@@ -428,7 +428,6 @@ struct vp_machine {
 
 struct vp_service {
 	struct vp_loop *loop;
-	bool verbose;
 	uid_t uid;
 	pid_t pid;
 	struct vp_ipc_service producer_desc;

@@ -21,7 +21,6 @@
 struct vp_service;
 
 struct vp_service_opts {
-	bool verbose; /* log connects, sessions, errors with timestamps */
 	/* Connection limits (see vp_ipc_limits in ipc_host.h), over producer
 	 * and consumer connections together; 0 as there: no init timeout, no
 	 * per-uid cap, at most half the open-file limit in all. */

@@ -33,10 +33,10 @@
 #include "ipc_sock.h"
 #include "vp_service.h"
 #include "vp_version.h"
+#include "vp_log.h"
 
 struct opts {
 	bool background;
-	bool verbose;
 	const char *producer_socks;
 	const char *consumer_socks;
 	const char **remote;
@@ -157,7 +157,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			break;
 		}
 		case 'v':
-			o->verbose = true;
+			vp_log_verbose();
 			break;
 		case 'h':
 			usage(stdout);
@@ -285,6 +285,7 @@ static int setup_signals(struct app *a)
 
 int main(int argc, char **argv)
 {
+	vp_log_init("vtraced", VP_LOG_WARN);
 	struct opts o;
 	struct app a = {.sigfd = -1};
 	struct vp_error err;
@@ -297,7 +298,6 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	struct vp_service_opts so = {
-		.verbose = o.verbose,
 		.init_timeout_ms = o.init_timeout_ms,
 		.max_conns_per_uid = o.max_conns_per_uid,
 		.max_conns = o.max_conns,

@@ -55,6 +55,7 @@
 #include "pb_wire.h"
 #include "shm_abi.h"
 #include "vp_service.h"
+#include "vp_log.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -518,7 +519,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (vp_loop_new(&fz.loop, &err) < 0)
 		abort();
 	/* FZ_VERBOSE=1: the service logs what it does (reproducing). */
-	struct vp_service_opts opts = {.verbose = getenv("FZ_VERBOSE") != NULL};
+	struct vp_service_opts opts = {0};
+	if (getenv("FZ_VERBOSE"))
+		vp_log_init("fuzz_service", VP_LOG_INFO);
 	if (vp_service_new(&fz.svc, fz.loop, &opts, &err) < 0)
 		abort();
 	if (adopt_pair(&fz, &fz.prod, true) < 0 ||

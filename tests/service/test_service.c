@@ -38,6 +38,7 @@
 #include "perfetto/ipc/consumer_port.pb-c.h"
 #include "perfetto/ipc/ipc.pb-c.h"
 #include "perfetto/ipc/producer_port.pb-c.h"
+#include "vp_log.h"
 
 #define WAIT_MS 8000
 #define DS_NAME "test.ds"
@@ -85,8 +86,9 @@ static struct svc *svc_start_tcp(char *tcp_addr, size_t tcp_size)
 	pthread_mutex_init(&t->mu, NULL);
 	pthread_cond_init(&t->cv, NULL);
 	assert_int_equal(vp_loop_new(&t->loop, &err), 0);
-	struct vp_service_opts o = {.verbose = getenv("VTRACED_TEST_VERBOSE")
-						       != NULL};
+	struct vp_service_opts o = {0};
+	if (getenv("VTRACED_TEST_VERBOSE"))
+		vp_log_init("test_service", VP_LOG_INFO);
 	assert_int_equal(vp_service_new(&t->svc, t->loop, &o, &err), 0);
 	assert_int_equal(vp_service_listen_producer(t->svc, t->psock, &err), 0);
 	assert_int_equal(vp_service_listen_consumer(t->svc, t->csock, &err), 0);

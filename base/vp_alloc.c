@@ -1,0 +1,77 @@
+/*
+ * vp_alloc.c - allocations that stop the program on out-of-memory (see
+ * vp_alloc.h for when that is the right policy and when it is not).
+ */
+#include "vp_alloc.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+_Noreturn void vp_oom(size_t n)
+{
+	/* stdio may need memory itself; a fixed message does not. */
+	char msg[96];
+	int len = snprintf(msg, sizeof(msg), "%s: out of memory (%zu bytes)\n",
+			   program_invocation_short_name, n);
+	if (len > 0)
+		fwrite(msg, 1, (size_t)len < sizeof(msg) ? (size_t)len
+							: sizeof(msg) - 1,
+		       stderr);
+	abort();
+}
+
+void *vp_xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+	if (!p)
+		vp_oom(n);
+	return p;
+}
+
+void *vp_xcalloc(size_t n, size_t size)
+{
+	void *p = calloc(n ? n : 1, size ? size : 1);
+	if (!p)
+		vp_oom(n * size);
+	return p;
+}
+
+void *vp_xrealloc(void *p, size_t n)
+{
+	void *q = realloc(p, n ? n : 1);
+	if (!q)
+		vp_oom(n);
+	return q;
+}
+
+void *vp_xreallocarray(void *p, size_t n, size_t size)
+{
+	if (size && n > SIZE_MAX / size)
+		vp_oom(SIZE_MAX);
+	return vp_xrealloc(p, n * size);
+}
+
+char *vp_xstrdup(const char *s)
+{
+	size_t n = strlen(s) + 1;
+	char *d = vp_xmalloc(n);
+	memcpy(d, s, n);
+	return d;
+}
+
+void vp_xgrow(void **p, size_t *cap, size_t need, size_t size)
+{
+	if (need <= *cap)
+		return;
+	size_t n = *cap ? *cap : 16;
+	while (n < need) {
+		if (n > SIZE_MAX / 2)
+			vp_oom(SIZE_MAX);
+		n *= 2;
+	}
+	*p = vp_xreallocarray(*p, n, size);
+	*cap = n;
+}

@@ -1,0 +1,36 @@
+/*
+ * vp_alloc.h - the allocation policy of vperfetto's programs.
+ *
+ * The tools (vtraced, vtraced_probes, vperfetto, vperfetto_merge,
+ * vperfetto_tp, the host and guest programs) stop on out-of-memory: every
+ * input they read is bounded by documented limits, so running out of
+ * memory means the machine is out of it, and there is nothing sane to
+ * go on with.  These helpers print the program's name and the size asked
+ * for, then abort(), so a core dump shows where.
+ *
+ * The SDK (libvperfetto), which lives inside other people's programs,
+ * never calls these: its allocations fail with an error return and the
+ * application goes on (sdk/).
+ */
+#ifndef VP_ALLOC_H
+#define VP_ALLOC_H
+
+#include <stddef.h>
+
+void *vp_xmalloc(size_t n);
+void *vp_xcalloc(size_t n, size_t size);
+void *vp_xrealloc(void *p, size_t n);
+/* realloc of an array of n elements of size bytes, overflow-checked. */
+void *vp_xreallocarray(void *p, size_t n, size_t size);
+char *vp_xstrdup(const char *s);
+
+/* Makes room for `need` elements in a growing array *p of *cap elements
+ * (doubling, at least 16): the one way arrays grow in the tools. */
+void vp_xgrow(void **p, size_t *cap, size_t need, size_t size);
+#define VP_XGROW(arr, cap, need) \
+	vp_xgrow((void **)&(arr), &(cap), (need), sizeof(*(arr)))
+
+/* Prints "PROGRAM: out of memory (N bytes)" and aborts. */
+_Noreturn void vp_oom(size_t n);
+
+#endif
