@@ -37,6 +37,7 @@ struct tp_procs;
 struct tp_tracks;
 struct tp_slices;
 struct tp_flows;
+struct tp_seqs;
 struct tp_stats;
 struct tp_te_state;
 struct tp_ftrace_state;
@@ -116,6 +117,7 @@ struct tp_ctx {
 	struct tp_tracks *tracks;
 	struct tp_slices *slices;
 	struct tp_flows *flows;
+	struct tp_seqs *seqs;  /* per-sequence state (tp_seq.h) */
 	struct tp_stats *stats;
 	struct tp_te_state *te;
 	struct tp_ftrace_state *ftrace;

@@ -26,7 +26,7 @@
 #include "perfetto_fields.h"
 #include "tp_args.h"
 #include "tp_clock.h"
-#include "tp_load.h"
+#include "tp_seq.h"
 #include "tp_modules.h"
 #include "tp_process.h"
 #include "tp_procs.h"

@@ -45,33 +45,4 @@ int tp_load_file(struct tp_ctx *ctx, const char *path,
 int tp_load_buffer(struct tp_ctx *ctx, const uint8_t *data, size_t len,
 		   const struct tp_load_opts *opts);
 
-/* ---- for the modules -------------------------------------------------- */
-
-/* The interned message (InternedData field `field`, e.g. 2 for
- * event_names) with this iid in generation gen: its serialized bytes.
- * False when unknown. */
-bool tp_interned(struct tp_ctx *ctx, uint32_t gen, uint32_t field,
-		 uint64_t iid, const uint8_t **data, size_t *len);
-/* The `name` / `str` string field (number name_field) of that interned
- * message, interned in the pool; 0 when unknown. */
-tp_str tp_interned_str(struct tp_ctx *ctx, uint32_t gen, uint32_t field,
-		       uint64_t iid, uint32_t name_field);
-/* The sequence's TracePacketDefaults bytes in generation gen (len 0 if
- * none). */
-void tp_packet_defaults(struct tp_ctx *ctx, uint32_t gen,
-			const uint8_t **data, size_t *len);
-
-/* The state of sequence seq_id on machine, or NULL if never seen. */
-struct tp_seq *tp_seq_find(struct tp_ctx *ctx, uint32_t machine,
-			   uint32_t seq_id);
-/* Calls fn for every sequence seen. */
-void tp_seq_visit(struct tp_ctx *ctx, void (*fn)(void *, struct tp_seq *),
-		  void *arg);
-
-/* Converts a timestamp of clock_id (a builtin or sequence-scoped id as
- * written in the trace) seen on packet pkt to trace time, counting
- * clock_sync_failure when it cannot. */
-bool tp_to_trace_time(struct tp_ctx *ctx, const struct tp_packet *pkt,
-		      uint32_t clock_id, int64_t ts, int64_t *out);
-
 #endif

@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "tp_args.h"
-#include "tp_load.h"
+#include "tp_seq.h"
 #include "tp_modules.h"
 #include "perfetto_fields.h"
 #include "sys_stats_names.h"

@@ -27,7 +27,7 @@
 #include "tp_flows.h"
 #include "tp_ctx.h"
 #include "tp_json.h"
-#include "tp_load.h"
+#include "tp_seq.h"
 #include "tp_modules.h"
 #include "tp_procs.h"
 #include "tp_slices.h"
