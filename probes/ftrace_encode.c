@@ -406,8 +406,9 @@ enum ft_encode_result ft_encode_record(const struct ft_table *t,
 	pb_put_varint(o, FTEV_TIMESTAMP, ts);
 	pb_put_varint(o, FTEV_PID,
 		      (uint32_t)rd_uint(data + COMMON_PID_OFF, 4));
-	if (ev->proto_id == FTEV_SCHED_WAKING)
-		pb_put_varint(o, FTEV_COMMON_FLAGS, data[COMMON_FLAGS_OFF]);
+	/* common_flags only goes into CompactSched: traced_probes never
+	 * writes FtraceEvent.common_flags, and Perfetto's trace processor
+	 * would make an extra nameless ftrace_event row of each. */
 	if (ev->proto_id == FTEV_GENERIC)
 		put_generic(o, ev, data, len);
 	else

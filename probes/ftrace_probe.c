@@ -98,7 +98,8 @@ struct ft_config {
 	unsigned n_events;
 	unsigned buffer_kb;
 	unsigned drain_ms;
-	bool compact;
+	bool compact;     /* compact_sched.enabled as the config set it */
+	bool compact_set; /* ... if it did: unset means on, as in Perfetto */
 	bool disable_generic;
 	bool atrace;
 	char *instance_name;
@@ -147,6 +148,23 @@ static struct {
 } g = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
 /* ---- config ------------------------------------------------------------ */
+
+/* Whether sched_switch / sched_waking go into CompactSched.  As
+ * traced_probes decides: on unless the config turns it off, or does not
+ * record sched_switch (compact sched_waking takes its pids from the
+ * switches).  Whether the kernel's event formats allow it is checked per
+ * event (ft_event_from_tep). */
+static bool compact_wanted(const struct ft_config *c)
+{
+	bool wants_switch = false;
+
+	if (c->compact_set && !c->compact)
+		return false;
+	for (unsigned i = 0; i < c->n_events && !wants_switch; i++)
+		wants_switch = ft_pattern_matches(c->events[i], "sched",
+						  "sched_switch");
+	return wants_switch;
+}
 
 static void config_free(struct ft_config *c)
 {
@@ -209,7 +227,10 @@ static int parse_ftrace_config(struct ft_config *c, const uint8_t *p,
 				while (pb_next(&cr, &cf))
 					if (cf.num == CSC_ENABLED &&
 					    cf.wt == PB_WT_VARINT)
+					{
 						c->compact = cf.val != 0;
+						c->compact_set = true;
+					}
 			}
 			break;
 		case FC_DISABLE_GENERIC_EVENTS:
@@ -254,6 +275,7 @@ static int parse_config(struct ft_config *c, const uint8_t *cfg, size_t len,
 		c->drain_ms = DEFAULT_DRAIN_MS;
 	if (c->drain_ms < MIN_DRAIN_MS)
 		c->drain_ms = MIN_DRAIN_MS;
+	c->compact = compact_wanted(c);
 	if (c->instance_name &&
 	    !ft_tracefs_valid_name(c->instance_name, false))
 		return vp_errorf(err, "instance_name '%s' is not a valid "

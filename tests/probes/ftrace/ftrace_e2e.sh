@@ -6,7 +6,7 @@
 #
 # Usage: ftrace_e2e.sh VTRACED VTRACED_PROBES VPERFETTO VPERFETTO_TP MODE PROTOS
 #   MODE  plain      sched_switch / sched_waking as typed FtraceEvents
-#         compact    with compact_sched { enabled: true }
+#         compact    compact_sched left unset: on, as in traced_probes
 #         notracefs  vtraced_probes --tracefs pointing at a plain
 #                    directory: a one-line warning, no ftrace data, no
 #                    crash
@@ -117,9 +117,11 @@ probes_pid=$!
 e2e_track "$probes_pid"
 sleep 1
 
-compact=""
+# compact_sched left unset is on, as in traced_probes (sched_switch is
+# recorded); the other modes turn it off to see the typed events.
+compact="compact_sched { enabled: false }"
 if [ "$mode" = compact ]; then
-	compact="compact_sched { enabled: true }"
+	compact=""
 fi
 cat >"$tmp/config.txt" <<CFG
 buffers { size_kb: 16384 fill_policy: DISCARD }
@@ -257,6 +259,16 @@ if [ "$mode" = compact ]; then
 		fail "compact: typed sched_switch events next to compact_sched"
 	else
 		pass "compact: no typed sched_switch"
+	fi
+else
+	grep -q "sched_switch {" "$tmp/trace.txt" &&
+		pass "$mode: typed sched_switch events" ||
+		fail "$mode: no typed sched_switch with compact_sched off"
+	# traced_probes writes common_flags only inside CompactSched.
+	if grep -qE "^ *common_flags:" "$tmp/trace.txt"; then
+		fail "$mode: FtraceEvent.common_flags written"
+	else
+		pass "$mode: no FtraceEvent.common_flags"
 	fi
 fi
 
