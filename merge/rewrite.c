@@ -471,12 +471,17 @@ static bool map_scoped(struct rewriter *rw, struct rw_seq *q,
 
 /* ---- legacy microsecond timestamps ---------------------------------------- */
 
+/* Legacy TrackEvent and ThreadDescriptor microseconds are on MONOTONIC
+ * (as Perfetto's trace processor reads them), whatever the trace clock;
+ * a guest without a MONOTONIC model falls back on the trace clock's. */
 static bool map_us(struct rewriter *rw, int64_t in_us, int64_t *out_us)
 {
 	uint64_t out;
 	if (in_us < 0 || in_us > (int64_t)(UINT64_MAX / 1000))
 		return false;
-	if (!map_clock(rw, rw->cfg.trace_clock, (uint64_t)in_us * 1000, &out))
+	if (!map_clock(rw, BUILTIN_CLOCK_MONOTONIC, (uint64_t)in_us * 1000,
+		       &out) &&
+	    !map_clock(rw, rw->cfg.trace_clock, (uint64_t)in_us * 1000, &out))
 		return false;
 	*out_us = (int64_t)((out + 500) / 1000);
 	return true;

@@ -205,8 +205,8 @@ int main(int argc, char **argv)
 			truth = tg_truth_guest_to_host(&p, a.abs_ns);
 			t += p.incr_unit_ns - 1;
 			break;
-		case TS_LEGACY_US:
-			truth = tg_truth_guest_to_host(&p, a.abs_ns);
+		case TS_LEGACY_US: /* MONOTONIC, as Perfetto reads them */
+			truth = tg_truth_guest_mono_to_host(&p, a.abs_ns);
 			t += 999;
 			break;
 		default:

@@ -23,7 +23,8 @@
  *               64 = B/U incremental, unit_multiplier_ns = U} and its own
  *               timestamp B on an explicit BOOTTIME; then instants whose
  *               timestamps are deltas in units of U.
- *   seq 41      legacy microseconds: every period a ThreadDescriptor packet
+ *   seq 41      legacy microseconds (on MONOTONIC, as Perfetto reads
+ *               them): every period a ThreadDescriptor packet
  *               with reference_timestamp_us, then instants with
  *               timestamp_delta_us, the last one of the period with
  *               timestamp_absolute_us instead (last, so that readers that do
@@ -1212,20 +1213,23 @@ static int g_incr(struct gen *g, struct gout *o, uint64_t *r, uint64_t w)
 
 /* ---- guest: legacy microsecond timestamps -------------------------------- */
 
-/* A guest time in us, mapped in the ideal output. */
+/* A guest MONOTONIC time in us, mapped in the ideal output. */
 static int64_t legacy_us(const struct gen *g, const struct gout *o,
 			 uint64_t us)
 {
 	if (!o->ideal)
 		return (int64_t)us;
-	return (int64_t)div_round(tg_truth_guest_to_host(g->p, us * 1000), 1000);
+	/* Legacy microseconds are MONOTONIC, as Perfetto reads them. */
+	return (int64_t)div_round(tg_truth_guest_mono_to_host(g->p, us * 1000),
+				  1000);
 }
 
 static int g_legacy(struct gen *g, struct gout *o, uint64_t *r, uint64_t w)
 {
 	const struct tg_params *p = g->p;
 	uint64_t ws = p->gb0 + w * g->P;
-	uint64_t ref = (ws + 500) / 1000;
+	/* Written on MONOTONIC: the guest's BOOTTIME less its lag. */
+	uint64_t ref = (ws - p->guest_mono_lag_ns + 500) / 1000;
 
 	if (g->quiet)
 		return 0;
@@ -1252,7 +1256,7 @@ static int g_legacy(struct gen *g, struct gout *o, uint64_t *r, uint64_t w)
 	uint64_t slot = (g->P - 4000) / n;
 	for (uint64_t k = 0; k < n; k++) {
 		uint64_t t = ws + 2000 + k * slot + rng_below(r, slot / 2 + 1);
-		int64_t us = legacy_us(g, o, t / 1000);
+		int64_t us = legacy_us(g, o, (t - p->guest_mono_lag_ns) / 1000);
 		bool absolute = k == n - 1;
 
 		pkt_start(g, G_SEQ_LEGACY, SEQ_NEEDS_INCREMENTAL_STATE);
