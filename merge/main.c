@@ -41,6 +41,10 @@ static void usage(FILE *f)
 "                              (signed, decimal or 0x hex; once per guest)\n"
 "  --guest-tsc-scaling R:F     ratio R / 2^F, as KVM's tsc-scaling-ratio and\n"
 "                              tsc-scaling-ratio-frac-bits (once, or per guest)\n"
+"  --guest-offset-ns N         no clock model: host time = guest time + N ns\n"
+"                              (signed; once per guest), for traces recorded\n"
+"                              without sync data; other guest clocks follow\n"
+"                              through the guest's own clock snapshots\n"
 "  --guest-vm-pid PID          which VM's kvm_tsc records in the host trace\n"
 "                              belong to the guest (once per guest)\n"
 "  --clock boottime|monotonic  the host clock to map onto (default: boottime,\n"
@@ -127,6 +131,7 @@ enum {
 	OPT_VERSION,
 	OPT_THREADS,
 	OPT_MAX_INFLATE,
+	OPT_OFFSET_NS,
 };
 
 /* N, NK, NM or NG (powers of 1024) */
@@ -168,6 +173,7 @@ int main(int argc, char **argv)
 		{"guest-tsc-offset", required_argument, NULL, OPT_OFFSET},
 		{"guest-tsc-scaling", required_argument, NULL, OPT_SCALING},
 		{"guest-vm-pid", required_argument, NULL, OPT_VM_PID},
+		{"guest-offset-ns", required_argument, NULL, OPT_OFFSET_NS},
 		{"clock", required_argument, NULL, OPT_CLOCK},
 		{"report", required_argument, NULL, OPT_REPORT},
 		{"allow-unsynced", no_argument, NULL, OPT_ALLOW_UNSYNCED},
@@ -197,6 +203,13 @@ int main(int argc, char **argv)
 				return usage_error("bad --guest-tsc-offset '%s'",
 						   optarg);
 			o.n_tsc_offset++;
+			break;
+		case OPT_OFFSET_NS:
+			if (o.n_offset_ns == MERGE_MAX_GUESTS ||
+			    !parse_i64(optarg, &o.offset_ns[o.n_offset_ns]))
+				return usage_error("bad --guest-offset-ns '%s'",
+						   optarg);
+			o.n_offset_ns++;
 			break;
 		case OPT_SCALING:
 			if (o.n_tsc_scaling == MERGE_MAX_GUESTS ||
@@ -277,6 +290,12 @@ int main(int argc, char **argv)
 	if (o.n_tsc_offset && o.n_tsc_offset != o.n_guests)
 		return usage_error("%s", "--guest-tsc-offset must be given once "
 				   "per guest trace");
+	if (o.n_offset_ns && o.n_offset_ns != o.n_guests)
+		return usage_error("%s", "--guest-offset-ns must be given once "
+				   "per guest trace");
+	if (o.n_offset_ns && o.n_tsc_offset)
+		return usage_error("%s", "--guest-offset-ns and --guest-tsc-offset "
+				   "exclude each other");
 	if (o.n_tsc_scaling > 1 && o.n_tsc_scaling != o.n_guests)
 		return usage_error("%s", "--guest-tsc-scaling must be given once, "
 				   "or once per guest trace");

@@ -312,14 +312,44 @@ static int scan_file(const char *path, struct sync_scanner **out,
 struct __attribute__((aligned(128))) guest_map {
 	struct cm_map boot, mono;
 	bool have_boot, have_mono;
+	/* --guest-offset-ns: guest BOOTTIME + offset_ns is the host's time;
+	 * guest MONOTONIC goes to guest BOOTTIME through the guest's own
+	 * fits when it has both (else it moves by the offset as it is) */
+	bool manual;
+	int64_t offset_ns;
+	const struct cm_fit *own_boot, *own_mono;
 	uint64_t overflow; /* values clamped: far outside the model */
 };
+
+/* in + off, clamped to the uint64 range (counted as an overflow). */
+static uint64_t add_offset(uint64_t in, int64_t off, bool *ovf)
+{
+	if (off < 0 && in < (uint64_t)0 - (uint64_t)off) {
+		*ovf = true;
+		return 0;
+	}
+	if (off > 0 && in > UINT64_MAX - (uint64_t)off) {
+		*ovf = true;
+		return UINT64_MAX;
+	}
+	return in + (uint64_t)off;
+}
 
 static bool map_guest(void *ctx, uint32_t clock, uint64_t in, uint64_t *out)
 {
 	struct guest_map *m = ctx;
 	bool ovf = false;
-	if (clock == BUILTIN_CLOCK_BOOTTIME && m->have_boot)
+	if (m->manual) {
+		if (clock != BUILTIN_CLOCK_BOOTTIME &&
+		    clock != BUILTIN_CLOCK_MONOTONIC)
+			return false;
+		if (clock == BUILTIN_CLOCK_MONOTONIC && m->own_boot &&
+		    m->own_mono)
+			in = cm_fit_eval(m->own_boot,
+					 cm_fit_invert(m->own_mono, in, NULL),
+					 NULL);
+		*out = add_offset(in, m->offset_ns, &ovf);
+	} else if (clock == BUILTIN_CLOCK_BOOTTIME && m->have_boot)
 		*out = cm_map_ts_ovf(&m->boot, in, &ovf);
 	else if (clock == BUILTIN_CLOCK_MONOTONIC && m->have_mono)
 		*out = cm_map_ts_ovf(&m->mono, in, &ovf);
@@ -487,12 +517,34 @@ static int model_guest(const struct merge_opts *o, size_t gi,
 	g->n_event_samples = gd->n_event_samples;
 	memset(gm, 0, sizeof(*gm));
 
+	if (gi < o->n_offset_ns) {
+		/* Given by hand: no model, whatever sync data there is. */
+		g->manual = true;
+		g->manual_offset_ns = o->offset_ns[gi];
+		gm->manual = true;
+		gm->offset_ns = o->offset_ns[gi];
+	}
 	if (gd->boot.n >= 2 &&
 	    cm_fit_build(&g->fit_boot, gd->boot.v, gd->boot.n, &fo) == 0)
 		g->have_boot = true;
 	if (gd->mono.n >= 2 &&
 	    cm_fit_build(&g->fit_mono, gd->mono.v, gd->mono.n, &fo) == 0)
 		g->have_mono = true;
+	if (g->manual) {
+		/* The guest's own fits, if any, only relate its MONOTONIC to
+		 * its BOOTTIME; the host side is the offset given. */
+		if (g->have_boot && g->have_mono) {
+			gm->own_boot = &g->fit_boot;
+			gm->own_mono = &g->fit_mono;
+		}
+		warn(res, "guest %s: host time = guest BOOTTIME %+lld ns, as "
+		     "given (--guest-offset-ns); %s", g->path,
+		     (long long)g->manual_offset_ns,
+		     gm->own_boot ? "its MONOTONIC follows its BOOTTIME through "
+				    "its own sync samples"
+				  : "its MONOTONIC moves by the same offset");
+		return MERGE_OK;
+	}
 
 	if (!res->have_host_fit || (!g->have_boot && !g->have_mono)) {
 		const char *why = !res->have_host_fit

@@ -48,6 +48,10 @@ struct merge_opts {
 	uint64_t tsc_ratio[MERGE_MAX_GUESTS];
 	unsigned tsc_frac_bits[MERGE_MAX_GUESTS];
 	size_t n_tsc_scaling;
+	/* --guest-offset-ns: none, or one per guest: host ns = guest ns + N
+	 * for every guest clock, no clock model (traces without sync data) */
+	int64_t offset_ns[MERGE_MAX_GUESTS];
+	size_t n_offset_ns;
 	/* --guest-vm-pid: picks the guest's kvm_tsc records */
 	int64_t vm_pid[MERGE_MAX_GUESTS];
 	size_t n_vm_pid;
@@ -75,7 +79,10 @@ struct merge_guest {
 	const char *path;
 	uint32_t machine_id;
 	uint32_t seq_offset;
-	bool synced;                 /* false: passed through (--allow-unsynced) */
+	bool synced;                 /* false: passed through (--allow-unsynced)
+				      * or moved by a given offset (manual) */
+	bool manual;                 /* --guest-offset-ns: host = guest + ... */
+	int64_t manual_offset_ns;    /* ... this, for every guest clock */
 	size_t n_samples_boot, n_samples_mono;
 	size_t n_snapshot_samples, n_event_samples;
 	struct cm_fit fit_boot, fit_mono;

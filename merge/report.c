@@ -59,6 +59,12 @@ void report_summary(FILE *f, const struct merge_opts *o,
 		const struct merge_guest *g = &res->guests[i];
 		fprintf(f, "guest %s -> machine %u, sequences +%u: ", g->path,
 			g->machine_id, g->seq_offset);
+		if (g->manual) {
+			fprintf(f, "offset %+lld ns given by hand "
+				"(--guest-offset-ns), no clock model\n",
+				(long long)g->manual_offset_ns);
+			continue;
+		}
 		if (!g->synced) {
 			fprintf(f, "NOT SYNCED, timestamps unchanged\n");
 			continue;
@@ -160,6 +166,9 @@ static void json_guest(FILE *f, const struct merge_guest *g)
 	fprintf(f, ", \"machine_id\": %u, \"sequence_id_offset\": %u, "
 		"\"synced\": %s,\n", g->machine_id, g->seq_offset,
 		g->synced ? "true" : "false");
+	if (g->manual)
+		fprintf(f, "     \"offset\": {\"source\": \"command_line\", "
+			"\"offset_ns\": %lld},\n", (long long)g->manual_offset_ns);
 	fprintf(f, "     \"samples\": {\"boottime\": %zu, \"monotonic\": %zu, "
 		"\"from_clock_snapshots\": %zu, \"from_sync_events\": %zu},\n",
 		g->n_samples_boot, g->n_samples_mono, g->n_snapshot_samples,
