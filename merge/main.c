@@ -50,6 +50,9 @@ static void usage(FILE *f)
 "  --clock boottime|monotonic  the host clock to map onto (default: boottime,\n"
 "                              or monotonic when the host only has that)\n"
 "  --report FILE.json          write the clock model and its quality as JSON\n"
+"  --concat                    no mapping: the traces joined unchanged, host\n"
+"                              first, as one file (takes no other mapping\n"
+"                              option, writes no report)\n"
 "  --allow-unsynced            pass a guest without sync data through with\n"
 "                              its timestamps unchanged instead of failing\n"
 "  --no-machine-id             for viewers without machine_id: remap guest\n"
@@ -69,6 +72,14 @@ static void usage(FILE *f)
 "-o and --report never name an input (refused with status 1).  The merged\n"
 "trace and the report appear together or not at all: on any failure or\n"
 "signal no output is left behind and files that existed stay as they were.\n");
+}
+
+static uint64_t guest_packets(const struct merge_result *res)
+{
+	uint64_t n = 0;
+	for (size_t i = 0; i < res->n_guests; i++)
+		n += res->guests[i].rw.packets;
+	return n;
 }
 
 static int usage_error(const char *fmt, const char *arg)
@@ -132,6 +143,7 @@ enum {
 	OPT_THREADS,
 	OPT_MAX_INFLATE,
 	OPT_OFFSET_NS,
+	OPT_CONCAT,
 };
 
 /* N, NK, NM or NG (powers of 1024) */
@@ -174,6 +186,7 @@ int main(int argc, char **argv)
 		{"guest-tsc-scaling", required_argument, NULL, OPT_SCALING},
 		{"guest-vm-pid", required_argument, NULL, OPT_VM_PID},
 		{"guest-offset-ns", required_argument, NULL, OPT_OFFSET_NS},
+		{"concat", no_argument, NULL, OPT_CONCAT},
 		{"clock", required_argument, NULL, OPT_CLOCK},
 		{"report", required_argument, NULL, OPT_REPORT},
 		{"allow-unsynced", no_argument, NULL, OPT_ALLOW_UNSYNCED},
@@ -203,6 +216,9 @@ int main(int argc, char **argv)
 				return usage_error("bad --guest-tsc-offset '%s'",
 						   optarg);
 			o.n_tsc_offset++;
+			break;
+		case OPT_CONCAT:
+			o.concat = true;
 			break;
 		case OPT_OFFSET_NS:
 			if (o.n_offset_ns == MERGE_MAX_GUESTS ||
@@ -290,6 +306,12 @@ int main(int argc, char **argv)
 	if (o.n_tsc_offset && o.n_tsc_offset != o.n_guests)
 		return usage_error("%s", "--guest-tsc-offset must be given once "
 				   "per guest trace");
+	if (o.concat && (o.n_offset_ns || o.n_tsc_offset || o.n_tsc_scaling ||
+			 o.n_vm_pid || o.clock || report || o.allow_unsynced ||
+			 o.no_machine_id))
+		return usage_error("%s", "--concat joins the traces unchanged: it "
+				   "takes no mapping option and writes no "
+				   "report");
 	if (o.n_offset_ns && o.n_offset_ns != o.n_guests)
 		return usage_error("%s", "--guest-offset-ns must be given once "
 				   "per guest trace");
@@ -337,7 +359,8 @@ int main(int argc, char **argv)
 		return MERGE_IO_ERROR;
 	}
 	o.out_pending = &outs[0];
-	int status = merge_run(&o, &res, &err);
+	int status = o.concat ? merge_concat(&o, &res, &err)
+			      : merge_run(&o, &res, &err);
 	if (status != MERGE_OK) {
 		fprintf(stderr, "vperfetto_merge: %s\n", err.msg);
 		if (status == MERGE_USAGE)
@@ -358,7 +381,14 @@ int main(int argc, char **argv)
 		merge_result_free(&res);
 		return status;
 	}
-	if (!quiet)
+	if (!quiet && o.concat)
+		fprintf(stderr, "vperfetto_merge: joined %zu traces unchanged "
+			"(--concat): %llu packets, %llu bytes -> %s\n",
+			o.n_guests + 1,
+			(unsigned long long)(res.host_packets +
+					     guest_packets(&res)),
+			(unsigned long long)res.bytes_out, o.out);
+	else if (!quiet)
 		report_summary(stderr, &o, &res);
 	merge_result_free(&res);
 	return 0;

@@ -785,6 +785,86 @@ void merge_result_free(struct merge_result *res)
 	memset(res, 0, sizeof(*res));
 }
 
+/* ---- --concat --------------------------------------------------------------------- */
+
+/* Copies every record of path into w as it is. */
+static int concat_file(const char *path, struct trace_writer *w,
+		       struct progress *pg, volatile sig_atomic_t *cancel,
+		       uint64_t *packets, struct vp_error *err)
+{
+	struct trace_reader *rd;
+	struct trace_record rec;
+	uint64_t last = 0;
+	int rc;
+
+	if (trace_reader_open(&rd, path, err) < 0)
+		return MERGE_BAD_INPUT;
+	while ((rc = trace_reader_next(rd, &rec, err)) > 0) {
+		if (cancel && *cancel) {
+			trace_reader_close(rd);
+			return failf(err, MERGE_IO_ERROR, "interrupted");
+		}
+		if (trace_writer_raw(w, rec.raw, rec.raw_len, err) < 0) {
+			trace_reader_close(rd);
+			return MERGE_IO_ERROR;
+		}
+		*packets += rec.field == TRACE_PACKET_FIELD;
+		uint64_t pos = trace_reader_pos(rd);
+		progress_add(pg, pos - last);
+		last = pos;
+	}
+	trace_reader_close(rd);
+	return rc < 0 ? MERGE_BAD_INPUT : MERGE_OK;
+}
+
+int merge_concat(const struct merge_opts *o, struct merge_result *res,
+		 struct vp_error *err)
+{
+	struct trace_writer *w = NULL;
+	struct progress pg = {.on = o->progress, .shown = -1};
+	int status = MERGE_OK;
+	double t0 = now_s();
+
+	memset(res, 0, sizeof(*res));
+	if (!o->n_guests || o->n_guests > MERGE_MAX_GUESTS)
+		return failf(err, MERGE_USAGE, "between 1 and %d guest traces, "
+			     "please", MERGE_MAX_GUESTS);
+	if (check_output(o, err) < 0)
+		return MERGE_USAGE;
+	res->n_guests = o->n_guests;
+	pg.total = file_size(o->host);
+	for (size_t i = 0; i < o->n_guests; i++) {
+		res->guests[i].path = o->guests[i];
+		pg.total += file_size(o->guests[i]);
+	}
+	if (trace_writer_open(&w, o->out, err) < 0)
+		return MERGE_IO_ERROR;
+	status = concat_file(o->host, w, &pg, o->cancel, &res->host_packets,
+			     err);
+	res->host_bytes = trace_writer_bytes(w);
+	for (size_t i = 0; i < o->n_guests && status == MERGE_OK; i++) {
+		uint64_t before = trace_writer_bytes(w), n = 0;
+		status = concat_file(o->guests[i], w, &pg, o->cancel, &n, err);
+		res->guests[i].rw.packets = n;
+		res->guests[i].bytes_out = trace_writer_bytes(w) - before;
+	}
+	res->bytes_out = trace_writer_bytes(w);
+	if (status != MERGE_OK) {
+		trace_writer_abort(w);
+	} else if (o->out_pending) {
+		if (trace_writer_finish(w, o->out_pending, err) < 0)
+			status = MERGE_IO_ERROR;
+	} else if (trace_writer_commit(w, err) < 0) {
+		status = MERGE_IO_ERROR;
+	}
+	res->seconds = now_s() - t0;
+	if (pg.on && pg.shown >= 0 && pg.shown < 100)
+		fputc('\n', stderr);
+	return status;
+}
+
+/* ---- the merge ------------------------------------------------------------------- */
+
 int merge_run(const struct merge_opts *o, struct merge_result *res,
 	      struct vp_error *err)
 {

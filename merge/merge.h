@@ -57,6 +57,7 @@ struct merge_opts {
 	size_t n_vm_pid;
 	uint32_t clock;        /* 0: BOOTTIME if the host has it, else MONOTONIC */
 	bool allow_unsynced;
+	bool concat;           /* --concat: no mapping, the files joined */
 	bool no_machine_id;
 	bool progress;         /* draw a progress bar on stderr */
 	unsigned threads;      /* 1 .. PARTITION_MAX_THREADS (0: 1); the
@@ -118,6 +119,12 @@ struct merge_result {
 };
 
 /* Runs the merge.  Returns a merge_status; err says what failed. */
+/* --concat: the host trace and the guests' joined unchanged, as one file
+ * (each read through, so a broken input is refused with its byte offset;
+ * res gets the packet and byte counts).  Returns a merge_status. */
+int merge_concat(const struct merge_opts *o, struct merge_result *res,
+		 struct vp_error *err);
+
 int merge_run(const struct merge_opts *o, struct merge_result *res,
 	      struct vp_error *err);
 void merge_result_free(struct merge_result *res);

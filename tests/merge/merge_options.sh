@@ -50,6 +50,25 @@ grep -q "as given (--guest-offset-ns)" "$t/merge.log" "$t/r.json" &&
 	pass "offset: says the offset was given, not measured" ||
 	fail "offset: no word that the offset was given by hand"
 
+# ---- --concat: the files joined unchanged ----------------------------------
+"$MERGE" "$t/host.pb" "$t/guest.pb" -o "$t/c.pb" --concat 2>"$t/concat.log"
+check "concat: exits 0" test $? -eq 0
+cat "$t/host.pb" "$t/guest.pb" >"$t/cat.pb"
+check "concat: the same bytes as cat" cmp -s "$t/c.pb" "$t/cat.pb"
+grep -q "joined 2 traces unchanged" "$t/concat.log" &&
+	pass "concat: the summary says what it did" ||
+	fail "concat: summary: $(cat "$t/concat.log")"
+head -c $(( $(stat -c %s "$t/guest.pb") - 3 )) "$t/guest.pb" >"$t/cut.pb"
+"$MERGE" -q "$t/host.pb" "$t/cut.pb" -o "$t/c2.pb" --concat 2>"$t/err"
+check "concat: a truncated input is refused (exit 2)" test $? -eq 2
+grep -q "cut.pb.*byte offset\|byte offset.*cut.pb" "$t/err" &&
+	pass "concat: the message names the file and the offset" ||
+	fail "concat: message: $(cat "$t/err")"
+check "concat: no output after a refused input" test ! -e "$t/c2.pb"
+"$MERGE" -q "$t/host.pb" "$t/guest.pb" -o "$t/c3.pb" --concat \
+	--report "$t/c3.json" 2>"$t/err"
+check "concat: no --report with --concat (exit 1)" test $? -eq 1
+
 # ---- usage errors ----------------------------------------------------------
 "$MERGE" -q "$t/host.pb" "$t/guest.pb" -o "$t/x.pb" --guest-offset-ns 12abc \
 	2>"$t/err"
