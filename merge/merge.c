@@ -318,6 +318,10 @@ struct __attribute__((aligned(128))) guest_map {
 	bool manual;
 	int64_t offset_ns;
 	const struct cm_fit *own_boot, *own_mono;
+	/* (REALTIME, BOOTTIME) of the guest's clock snapshots, by REALTIME:
+	 * a REALTIME value goes to BOOTTIME through the last one before it */
+	const struct cm_sample *rt;
+	size_t n_rt;
 	uint64_t overflow; /* values clamped: far outside the model */
 };
 
@@ -335,10 +339,48 @@ static uint64_t add_offset(uint64_t in, int64_t off, bool *ovf)
 	return in + (uint64_t)off;
 }
 
+/* A guest REALTIME value on the guest's BOOTTIME, as a trace processor
+ * converts it through the guest's snapshots (the last one at or before
+ * it, else the first). */
+static bool realtime_to_boot(const struct guest_map *m, uint64_t in,
+			     uint64_t *boot)
+{
+	size_t lo = 0, hi = m->n_rt;
+
+	if (!m->n_rt)
+		return false;
+	while (hi - lo > 1) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (m->rt[mid].x <= in)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	__int128 b = (__int128)in - (__int128)m->rt[lo].x +
+		     (__int128)m->rt[lo].y;
+	if (b < 0 || b > (__int128)UINT64_MAX)
+		return false;
+	*boot = (uint64_t)b;
+	return true;
+}
+
+static int cmp_sample_x(const void *a, const void *b)
+{
+	const struct cm_sample *p = a, *q = b;
+	return p->x < q->x ? -1 : p->x > q->x;
+}
+
 static bool map_guest(void *ctx, uint32_t clock, uint64_t in, uint64_t *out)
 {
 	struct guest_map *m = ctx;
 	bool ovf = false;
+	/* REALTIME (android logs, wall-clock events) through BOOTTIME, so
+	 * that it lands on the host's axis like the rest. */
+	if (clock == BUILTIN_CLOCK_REALTIME) {
+		if (!realtime_to_boot(m, in, &in))
+			return false;
+		clock = BUILTIN_CLOCK_BOOTTIME;
+	}
 	if (m->manual) {
 		if (clock != BUILTIN_CLOCK_BOOTTIME &&
 		    clock != BUILTIN_CLOCK_MONOTONIC)
@@ -942,6 +984,10 @@ int merge_run(const struct merge_opts *o, struct merge_result *res,
 		status = model_guest(o, i, hd, gd, res, &gm[i], err);
 		if (status != MERGE_OK)
 			goto out;
+		struct sample_vec *rtv = &sync_scanner_data(gsc[i])->realtime;
+		qsort(rtv->v, rtv->n, sizeof(*rtv->v), cmp_sample_x);
+		gm[i].rt = rtv->v;
+		gm[i].n_rt = rtv->n;
 		if (seq_base + gd->max_seq_id > UINT32_MAX) {
 			status = failf(err, MERGE_BAD_INPUT, "%s: too many sequence "
 				       "ids to move clear of the host's", g->path);

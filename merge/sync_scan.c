@@ -129,6 +129,7 @@ void sync_data_free(struct sync_data *d)
 {
 	free(d->boot.v);
 	free(d->mono.v);
+	free(d->realtime.v);
 	free(d->ex);
 	free(d->kvm);
 	memset(d, 0, sizeof(*d));
@@ -405,8 +406,8 @@ static int scan_clock_snapshot(struct sync_scanner *s, const uint8_t *p,
 	struct pb_reader r, cr;
 	struct pb_field f, cf;
 	bool have_cyc = false, have_boot = false, have_mono = false;
-	bool incremental_64 = false;
-	uint64_t cyc = 0, boot = 0, mono = 0;
+	bool have_rt = false, incremental_64 = false;
+	uint64_t cyc = 0, boot = 0, mono = 0, rt = 0;
 
 	pb_reader_init(&r, p, len);
 	while (pb_next(&r, &f)) {
@@ -449,10 +450,15 @@ static int scan_clock_snapshot(struct sync_scanner *s, const uint8_t *p,
 		} else if (id == BUILTIN_CLOCK_MONOTONIC) {
 			mono = ts;
 			have_mono = true;
+		} else if (id == BUILTIN_CLOCK_REALTIME) {
+			rt = ts;
+			have_rt = true;
 		}
 	}
 	if (r.err)
 		return bad(s, &r, "clock_snapshot");
+	if (have_rt && have_boot)
+		push_sample(&s->d.realtime, rt, boot);
 	if (incremental_64)
 		s->d.n_incremental_64++;
 	if (!have_cyc || incremental_64 || (!have_boot && !have_mono))

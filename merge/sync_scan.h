@@ -40,6 +40,9 @@ struct sample_vec {
 struct sync_data {
 	struct sample_vec boot;  /* (counter, BOOTTIME) */
 	struct sample_vec mono;  /* (counter, MONOTONIC) */
+	/* (REALTIME, BOOTTIME) of each ClockSnapshot holding both, in file
+	 * order: how REALTIME values are brought to BOOTTIME */
+	struct sample_vec realtime;
 	size_t n_snapshot_samples;   /* from ClockSnapshots */
 	size_t n_event_samples;      /* from guest_clock_sync events */
 	size_t n_incremental_64;     /* snapshots whose clock 64 is an

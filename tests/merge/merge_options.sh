@@ -69,6 +69,52 @@ check "concat: no output after a refused input" test ! -e "$t/c2.pb"
 	--report "$t/c3.json" 2>"$t/err"
 check "concat: no --report with --concat (exit 1)" test $? -eq 1
 
+# ---- REALTIME timestamps go through the guest's BOOTTIME --------------------
+# Two instants at one guest instant: "boot_tick" on BOOTTIME, "rt_tick" on
+# REALTIME (the generator's guest snapshots say REALTIME = BOOTTIME +
+# 1.7e18 ns).  After the merge both must be at the same host time, also
+# without machine_id, where the processor would otherwise convert the
+# guest's REALTIME through the host's snapshots.
+python3 - "$t/guest.pb" "$t/guest_rt.pb" <<'PY'
+import sys
+def varint(v):
+    out = bytearray()
+    while True:
+        b = v & 0x7f
+        v >>= 7
+        out.append(b | (0x80 if v else 0))
+        if not v:
+            return bytes(out)
+def field(num, wt, payload):
+    key = varint(num << 3 | wt)
+    if wt == 0:
+        return key + varint(payload)
+    return key + varint(len(payload)) + payload
+def packet(ts, clock, name, first):
+    te = field(9, 0, 3) + field(11, 0, 0x7e57) + field(23, 2, name)
+    body = field(8, 0, ts) + field(58, 0, clock) + field(10, 0, 4077)
+    if first:
+        td = field(1, 0, 0x7e57) + field(2, 2, b"offsets")
+        body += field(41, 0, 1) + field(60, 2, td)
+    return field(1, 2, body + field(11, 2, te))
+boot = 293400000000
+data = open(sys.argv[1], "rb").read()
+data += packet(boot, 6, b"boot_tick", True)
+data += packet(boot + 1700000000000000000, 1, b"rt_tick", False)
+open(sys.argv[2], "wb").write(data)
+PY
+for mid in "" --no-machine-id; do
+	"$MERGE" -q "$t/host.pb" "$t/guest_rt.pb" -o "$t/rt.pb" $mid 2>"$t/err"
+	b=$(query "$t/rt.pb" "select ts from slice where name = 'boot_tick'")
+	r=$(query "$t/rt.pb" "select ts from slice where name = 'rt_tick'")
+	if [ -n "$b" ] && [ "$b" = "$r" ]; then
+		pass "realtime${mid:+ ($mid)}: on the host axis with BOOTTIME ($b)"
+	else
+		fail "realtime${mid:+ ($mid)}: boot_tick '$b', rt_tick '$r'"
+	fi
+	rm -f "$t/rt.pb"
+done
+
 # ---- usage errors ----------------------------------------------------------
 "$MERGE" -q "$t/host.pb" "$t/guest.pb" -o "$t/x.pb" --guest-offset-ns 12abc \
 	2>"$t/err"
