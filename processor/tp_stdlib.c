@@ -532,13 +532,13 @@ int tp_stdlib_statement(struct sqlite3 *db, const char *sql,
 				     "MODULE name");
 		return -1;
 	}
-	/* name: parts separated by dots, each an identifier or '*' */
+	/* name: parts separated by dots, each an identifier or '*'; no
+	 * blanks inside (Perfetto would look the blanks up too) */
+	p = skip_blank(p);
 	for (;;) {
-		const char *s;
+		const char *s = p;
 		size_t n;
 
-		p = skip_blank(p);
-		s = p;
 		if (*p == '*')
 			p++;
 		else
@@ -553,13 +553,13 @@ int tp_stdlib_statement(struct sqlite3 *db, const char *sql,
 		}
 		memcpy(key + klen, s, n);
 		klen += n;
-		p = skip_blank(p);
 		if (*p != '.')
 			break;
 		key[klen++] = '.';
 		p++;
 	}
 	key[klen] = '\0';
+	p = skip_blank(p);
 	if (*p == ';')
 		p++;
 	else if (*p) {
