@@ -18,6 +18,13 @@
  * found" when no module starts with the package (the name's first part),
  * "INCLUDE: unknown module 'x'" when the package is there but the module
  * is not.
+ *
+ * The other Perfetto statements users paste are here too: CREATE [OR
+ * REPLACE] PERFETTO TABLE and VIEW (a table filled now, a view; the
+ * column list, if any, is not checked), PERFETTO FUNCTION returning a
+ * value (its SELECT run per call with the arguments bound to their
+ * $names), PERFETTO INDEX and DROP PERFETTO INDEX (accepted: they change
+ * no result).  MACROs and functions returning a TABLE are refused.
  */
 #include "tp_stdlib.h"
 
@@ -513,17 +520,13 @@ static const char *keyword(const char *p, const char *kw)
 	return p + n;
 }
 
-int tp_stdlib_statement(struct sqlite3 *db, const char *sql,
-			const char **tail, char *msg, size_t msgsz)
+/* INCLUDE PERFETTO MODULE name; p is past INCLUDE. */
+static int include_statement(sqlite3 *db, const char *p, const char **tail,
+			     char *msg, size_t msgsz)
 {
-	const char *p = keyword(skip_blank(sql), "INCLUDE");
 	char key[MODULE_NAME_MAX];
 	size_t klen = 0;
 
-	if (!p)
-		return 0;
-	/* From here on the statement is ours: SQLite has no INCLUDE. */
-	*tail = p + strlen(p);
 	p = keyword(skip_blank(p), "PERFETTO");
 	if (p)
 		p = keyword(skip_blank(p), "MODULE");
@@ -571,6 +574,377 @@ int tp_stdlib_statement(struct sqlite3 *db, const char *sql,
 	}
 	*tail = p;
 	return include_key(db, key, msg, msgsz) == 0 ? 1 : -1;
+}
+
+/* ---- CREATE PERFETTO TABLE, VIEW, FUNCTION, INDEX ---------------------- */
+
+/* Past the identifier at p (after blanks); NULL when there is none.  *s
+ * and *n give the identifier. */
+static const char *ident(const char *p, const char **s, size_t *n)
+{
+	p = skip_blank(p);
+	*s = p;
+	while (ident_char(*p))
+		p++;
+	*n = (size_t)(p - *s);
+	return *n ? p : NULL;
+}
+
+/* p at '(': past the matching ')', quotes and comments skipped; NULL if
+ * it does not close. */
+static const char *skip_parens(const char *p)
+{
+	int depth = 0;
+
+	while (*p) {
+		const char *q = skip_blank(p);
+		if (q != p) {
+			p = q;
+			continue;
+		}
+		if (*p == '\'' || *p == '"' || *p == '`') {
+			const char *e = strchr(p + 1, *p);
+			if (!e)
+				return NULL;
+			p = e + 1;
+			continue;
+		}
+		if (*p == '(')
+			depth++;
+		else if (*p == ')' && --depth == 0)
+			return p + 1;
+		p++;
+	}
+	return NULL;
+}
+
+/* The type of an existing table or view named name, "" when none. */
+static void object_type(sqlite3 *db, const char *name, size_t n, char *type,
+			size_t typesz)
+{
+	sqlite3_stmt *stmt;
+
+	type[0] = '\0';
+	if (sqlite3_prepare_v2(db,
+			       "SELECT type FROM sqlite_schema WHERE name = ?1"
+			       " AND type IN ('table', 'view')",
+			       -1, &stmt, NULL) != SQLITE_OK)
+		return;
+	sqlite3_bind_text(stmt, 1, name, (int)n, SQLITE_STATIC);
+	if (sqlite3_step(stmt) == SQLITE_ROW)
+		snprintf(type, typesz, "%s",
+			 (const char *)sqlite3_column_text(stmt, 0));
+	sqlite3_finalize(stmt);
+}
+
+/* CREATE [OR REPLACE] PERFETTO TABLE|VIEW name [(schema)] AS select: a
+ * plain table (filled now) or view; the schema is not checked.  p is at
+ * the name. */
+static int create_table_view(sqlite3 *db, const char *p, bool view,
+			     bool replace, const char **tail, char *msg,
+			     size_t msgsz)
+{
+	const char *name, *body, *t2 = NULL;
+	sqlite3_stmt *stmt = NULL;
+	char old[16], *sql;
+	size_t n, prefix;
+	int rc;
+
+	p = ident(p, &name, &n);
+	if (!p) {
+		snprintf(msg, msgsz, "CREATE PERFETTO %s: expected a name",
+			 view ? "VIEW" : "TABLE");
+		return -1;
+	}
+	p = skip_blank(p);
+	if (*p == '(' && !(p = skip_parens(p))) {
+		snprintf(msg, msgsz, "CREATE PERFETTO %s: unclosed schema",
+			 view ? "VIEW" : "TABLE");
+		return -1;
+	}
+	body = keyword(skip_blank(p), "AS");
+	if (!body) {
+		snprintf(msg, msgsz, "CREATE PERFETTO %s %.*s: expected AS",
+			 view ? "VIEW" : "TABLE", (int)n, name);
+		return -1;
+	}
+	sql = sqlite3_mprintf("CREATE %s \"%.*w\" AS ", view ? "VIEW" : "TABLE",
+			      (int)n, name);
+	if (!sql)
+		return -1;
+	prefix = strlen(sql);
+	sql = sqlite3_mprintf("%z%s", sql, body);
+	if (!sql)
+		return -1;
+	sqlite3_exec(db, "SAVEPOINT __vp_create", NULL, NULL, NULL);
+	object_type(db, name, n, old, sizeof(old));
+	rc = SQLITE_OK;
+	if (replace && old[0]) {
+		char *drop = sqlite3_mprintf("DROP %s \"%.*w\"", old, (int)n,
+					     name);
+		rc = exec_msg(db, drop, msg, msgsz);
+		sqlite3_free(drop);
+	}
+	if (rc == SQLITE_OK) {
+		rc = sqlite3_prepare_v2(db, sql, -1, &stmt, &t2);
+		if (rc == SQLITE_OK && stmt) {
+			rc = sqlite3_step(stmt);
+			rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
+		}
+		if (rc != SQLITE_OK)
+			snprintf(msg, msgsz, "%s", sqlite3_errmsg(db));
+		sqlite3_finalize(stmt);
+	}
+	if (rc != SQLITE_OK)
+		sqlite3_exec(db, "ROLLBACK TO __vp_create", NULL, NULL, NULL);
+	sqlite3_exec(db, "RELEASE __vp_create", NULL, NULL, NULL);
+	if (rc == SQLITE_OK && t2)
+		*tail = body + (t2 - (sql + prefix));
+	sqlite3_free(sql);
+	return rc == SQLITE_OK ? 1 : -1;
+}
+
+/* A function made by CREATE PERFETTO FUNCTION: SQL run with the
+ * arguments bound to its $names. */
+struct sql_fn {
+	char *sql;
+	int nargs;
+	char **args; /* "$name" */
+	sqlite3_stmt *stmt; /* cached; NULL while a call uses it */
+};
+
+static void sql_fn_free(void *p)
+{
+	struct sql_fn *f = p;
+
+	for (int i = 0; i < f->nargs; i++)
+		sqlite3_free(f->args[i]);
+	sqlite3_free(f->args);
+	sqlite3_finalize(f->stmt);
+	sqlite3_free(f->sql);
+	sqlite3_free(f);
+}
+
+static void sql_fn_call(sqlite3_context *fn, int argc, sqlite3_value **argv)
+{
+	struct sql_fn *f = sqlite3_user_data(fn);
+	sqlite3_stmt *stmt = f->stmt;
+	int rc;
+
+	f->stmt = NULL; /* a recursive call prepares its own */
+	if (!stmt &&
+	    sqlite3_prepare_v2(sqlite3_context_db_handle(fn), f->sql, -1,
+			       &stmt, NULL) != SQLITE_OK) {
+		sqlite3_result_error(
+			fn, sqlite3_errmsg(sqlite3_context_db_handle(fn)), -1);
+		return;
+	}
+	for (int i = 0; i < argc && i < f->nargs; i++) {
+		int idx = sqlite3_bind_parameter_index(stmt, f->args[i]);
+		if (idx > 0)
+			sqlite3_bind_value(stmt, idx, argv[i]);
+	}
+	rc = sqlite3_step(stmt);
+	if (rc == SQLITE_ROW)
+		sqlite3_result_value(fn, sqlite3_column_value(stmt, 0));
+	else if (rc == SQLITE_DONE)
+		sqlite3_result_null(fn);
+	else
+		sqlite3_result_error(
+			fn, sqlite3_errmsg(sqlite3_context_db_handle(fn)), -1);
+	sqlite3_reset(stmt);
+	sqlite3_clear_bindings(stmt);
+	if (f->stmt)
+		sqlite3_finalize(stmt);
+	else
+		f->stmt = stmt;
+}
+
+/* Past the end of the statement starting at p: after its ';', or at the
+ * end of the text. */
+static const char *statement_end(const char *p)
+{
+	for (const char *q = strchr(p, ';'); q; q = strchr(q + 1, ';')) {
+		char *s = sqlite3_mprintf("%.*s", (int)(q + 1 - p), p);
+		int done = s ? sqlite3_complete(s) : 1;
+		sqlite3_free(s);
+		if (done)
+			return q + 1;
+	}
+	return p + strlen(p);
+}
+
+/* CREATE [OR REPLACE] PERFETTO FUNCTION name(arg TYPE, ...) RETURNS TYPE
+ * AS select: a scalar function.  p is at the name. */
+static int create_function(sqlite3 *db, const char *p, const char **tail,
+			   char *msg, size_t msgsz)
+{
+	const char *name, *s, *body, *end = NULL;
+	struct sql_fn *f;
+	sqlite3_stmt *stmt = NULL;
+	char fname[MODULE_NAME_MAX];
+	size_t n, len;
+	int rc;
+
+	p = ident(p, &name, &n);
+	if (!p || n >= sizeof(fname) || *(p = skip_blank(p)) != '(') {
+		snprintf(msg, msgsz, "CREATE PERFETTO FUNCTION: expected "
+				     "name(arguments)");
+		return -1;
+	}
+	snprintf(fname, sizeof(fname), "%.*s", (int)n, name);
+	f = sqlite3_malloc(sizeof(*f));
+	if (!f)
+		return -1;
+	memset(f, 0, sizeof(*f));
+	/* the arguments: name TYPE, ... */
+	p++;
+	for (;;) {
+		if (*(p = skip_blank(p)) == ')') {
+			p++;
+			break;
+		}
+		if (!(p = ident(p, &s, &len))) {
+			snprintf(msg, msgsz, "CREATE PERFETTO FUNCTION %s: "
+					     "bad argument list", fname);
+			goto fail;
+		}
+		char **args = sqlite3_realloc64(
+			f->args, (size_t)(f->nargs + 1) * sizeof(*args));
+		if (!args)
+			goto fail;
+		f->args = args;
+		f->args[f->nargs++] = sqlite3_mprintf("$%.*s", (int)len, s);
+		/* the type, perhaps with arguments: JOINID(thread.id) */
+		while (*p && *p != ',' && *p != ')') {
+			if (*p == '(') {
+				if (!(p = skip_parens(p)))
+					break;
+			} else {
+				p++;
+			}
+		}
+		if (!p || !*p) {
+			snprintf(msg, msgsz, "CREATE PERFETTO FUNCTION %s: "
+					     "bad argument list", fname);
+			goto fail;
+		}
+		if (*p == ',')
+			p++;
+	}
+	p = keyword(skip_blank(p), "RETURNS");
+	if (!p) {
+		snprintf(msg, msgsz, "CREATE PERFETTO FUNCTION %s: expected "
+				     "RETURNS", fname);
+		goto fail;
+	}
+	if (keyword(skip_blank(p), "TABLE")) {
+		snprintf(msg, msgsz, "CREATE PERFETTO FUNCTION %s: functions "
+				     "returning a table are not supported by "
+				     "vperfetto_tp", fname);
+		goto fail;
+	}
+	if (!(p = ident(p, &s, &len))) {
+		snprintf(msg, msgsz, "CREATE PERFETTO FUNCTION %s: expected "
+				     "the return type", fname);
+		goto fail;
+	}
+	p = skip_blank(p);
+	if (*p == '(' && !(p = skip_parens(p)))
+		p = "";
+	body = keyword(skip_blank(p), "AS");
+	if (!body) {
+		snprintf(msg, msgsz, "CREATE PERFETTO FUNCTION %s: expected AS",
+			 fname);
+		goto fail;
+	}
+	/* registered before its body is compiled, so that it may call
+	 * itself */
+	end = statement_end(body);
+	f->sql = sqlite3_mprintf("%.*s", (int)(end - body), body);
+	if (!f->sql)
+		goto fail;
+	rc = sqlite3_create_function_v2(db, fname, f->nargs, SQLITE_UTF8, f,
+					sql_fn_call, NULL, NULL, sql_fn_free);
+	if (rc != SQLITE_OK) { /* the destructor has freed f */
+		snprintf(msg, msgsz, "CREATE PERFETTO FUNCTION %s: %s", fname,
+			 sqlite3_errmsg(db));
+		return -1;
+	}
+	rc = sqlite3_prepare_v2(db, f->sql, -1, &stmt, NULL);
+	if (rc != SQLITE_OK || !stmt) {
+		snprintf(msg, msgsz, "CREATE PERFETTO FUNCTION %s: %s", fname,
+			 rc != SQLITE_OK ? sqlite3_errmsg(db) : "no body");
+		sqlite3_finalize(stmt);
+		return -1;
+	}
+	f->stmt = stmt;
+	*tail = end;
+	return 1;
+fail:
+	sql_fn_free(f);
+	return -1;
+}
+
+/* CREATE PERFETTO ...; p is past CREATE.  0 when it is not ours. */
+static int create_statement(sqlite3 *db, const char *p, const char **tail,
+			    char *msg, size_t msgsz)
+{
+	const char *q;
+	bool replace = false;
+
+	if ((q = keyword(skip_blank(p), "OR"))) {
+		q = keyword(skip_blank(q), "REPLACE");
+		if (!q)
+			return 0;
+		replace = true;
+		p = q;
+	}
+	p = keyword(skip_blank(p), "PERFETTO");
+	if (!p)
+		return 0;
+	*tail = p + strlen(p);
+	if ((q = keyword(skip_blank(p), "TABLE")))
+		return create_table_view(db, q, false, replace, tail, msg,
+					 msgsz);
+	if ((q = keyword(skip_blank(p), "VIEW")))
+		return create_table_view(db, q, true, replace, tail, msg,
+					 msgsz);
+	if ((q = keyword(skip_blank(p), "FUNCTION")))
+		return create_function(db, q, tail, msg, msgsz);
+	if ((q = keyword(skip_blank(p), "INDEX"))) {
+		/* an index only makes Perfetto faster: accepted, nothing
+		 * done */
+		q = q + strcspn(q, ";");
+		*tail = *q ? q + 1 : q;
+		return 1;
+	}
+	snprintf(msg, msgsz, "CREATE PERFETTO: only TABLE, VIEW, FUNCTION "
+			     "and INDEX are supported by vperfetto_tp");
+	return -1;
+}
+
+int tp_stdlib_statement(struct sqlite3 *db, const char *sql,
+			const char **tail, char *msg, size_t msgsz)
+{
+	const char *p = skip_blank(sql), *q;
+
+	if ((q = keyword(p, "INCLUDE"))) {
+		/* From here on the statement is ours: SQLite has no
+		 * INCLUDE. */
+		*tail = q + strlen(q);
+		return include_statement(db, q, tail, msg, msgsz);
+	}
+	if ((q = keyword(p, "CREATE")))
+		return create_statement(db, q, tail, msg, msgsz);
+	if ((q = keyword(p, "DROP")) &&
+	    (q = keyword(skip_blank(q), "PERFETTO")) &&
+	    keyword(skip_blank(q), "INDEX")) {
+		q = q + strcspn(q, ";");
+		*tail = *q ? q + 1 : q;
+		return 1;
+	}
+	return 0;
 }
 
 int tp_stdlib_register(struct sqlite3 *db)

@@ -1,7 +1,8 @@
 /*
- * tp_stdlib.h - Perfetto's standard library in vperfetto_tp: the
- * `INCLUDE PERFETTO MODULE name;` statement, the modules it creates and
- * the SPAN_JOIN virtual tables (tp_stdlib.c lists the modules).
+ * tp_stdlib.h - Perfetto's SQL in vperfetto_tp: the `INCLUDE PERFETTO
+ * MODULE name;` statement and the modules it creates, CREATE PERFETTO
+ * TABLE/VIEW/FUNCTION, and the SPAN_JOIN virtual tables (tp_stdlib.c
+ * lists the modules).
  */
 #ifndef VP_TP_STDLIB_H
 #define VP_TP_STDLIB_H
@@ -14,10 +15,11 @@ struct sqlite3;
  * status. */
 int tp_stdlib_register(struct sqlite3 *db);
 
-/* Runs the statement at sql if it is an INCLUDE PERFETTO MODULE: returns
- * 1 with *tail past it (and its ';') once the module is included, 0 when
- * the statement is not an INCLUDE (nothing done), -1 with msg filled when
- * the statement is malformed or the module unknown or failing. */
+/* Runs the statement at sql if it is one of Perfetto's own (INCLUDE
+ * PERFETTO MODULE, CREATE PERFETTO TABLE|VIEW|FUNCTION|INDEX, DROP
+ * PERFETTO INDEX): returns 1 with *tail past it (and its ';') once done,
+ * 0 when the statement is SQLite's (nothing done), -1 with msg filled
+ * when the statement is malformed or fails (an unknown module ...). */
 int tp_stdlib_statement(struct sqlite3 *db, const char *sql,
 			const char **tail, char *msg, size_t msgsz);
 
