@@ -22,6 +22,7 @@
 #include "out_file.h"
 #include "tp_schema.h"
 #include "tp_slicefn.h"
+#include "tp_stdlib.h"
 
 /* What the SQL functions of one connection need; owned by the connection
  * (freed by the destructor of EXTRACT_ARG). */
@@ -262,7 +263,8 @@ struct sqlite3 *tp_query_open(struct tp_ctx *ctx, struct vp_error *err)
 		sqlite3_close(db);
 		return NULL;
 	}
-	if (tp_slicefn_register(db, ctx) != SQLITE_OK) {
+	if (tp_slicefn_register(db, ctx) != SQLITE_OK ||
+	    tp_stdlib_register(db) != SQLITE_OK) {
 		vp_errorf(err, "cannot register table functions: %s",
 			  sqlite3_errmsg(db));
 		sqlite3_close(db);
@@ -331,6 +333,19 @@ static int sql_error(sqlite3 *db, const char *sql, const char *stmt,
 		n = 160;
 	return vp_errorf(err, "SQL error on line %d: %s\n  in: %.*s",
 			 line_of(sql, at), sqlite3_errmsg(db), (int)n, start);
+}
+
+/* Formats the error of an INCLUDE statement as sql_error() does. */
+static int include_error(const char *sql, const char *stmt, const char *msg,
+			 struct vp_error *err)
+{
+	const char *start = skip_blank(stmt);
+	size_t n = strcspn(start, "\n");
+
+	if (n > 160)
+		n = 160;
+	return vp_errorf(err, "SQL error on line %d: %s\n  in: %.*s",
+			 line_of(sql, start), msg, (int)n, start);
 }
 
 /* Writes v in decimal: faster than fprintf for millions of cells. */
@@ -430,6 +445,18 @@ int tp_query_run(struct sqlite3 *db, const char *sql, FILE *out,
 		sqlite3_stmt *stmt = NULL;
 		const char *tail = NULL;
 
+		char msg[VP_ERROR_MAX - 64];
+
+		rc = tp_stdlib_statement(db, p, &tail, msg, sizeof(msg));
+		if (rc < 0) {
+			rc = include_error(sql, p, msg, err);
+			break;
+		}
+		if (rc > 0) { /* INCLUDE PERFETTO MODULE */
+			rc = 0;
+			p = tail;
+			continue;
+		}
 		rc = sqlite3_prepare_v2(db, p, -1, &stmt, &tail);
 		if (rc != SQLITE_OK) {
 			rc = sql_error(db, sql, p, true, err);

@@ -27,6 +27,7 @@
 
 #include "tp_query.h"
 #include "tp_schema.h"
+#include "tp_stdlib.h"
 
 #define HISTORY_FILE ".vperfetto_tp_history"
 #define HISTORY_MAX 2000
@@ -281,7 +282,18 @@ static void run_sql_table(struct shell *sh, const char *sql)
 		const char *tail = NULL;
 		double t0 = now_ms();
 		uint64_t rows = 0;
-		int rc = sqlite3_prepare_v2(sh->db, p, -1, &stmt, &tail);
+		char msg[512];
+		int rc = tp_stdlib_statement(sh->db, p, &tail, msg, sizeof(msg));
+
+		if (rc < 0) {
+			fprintf(stderr, "Error: %s\n", msg);
+			return;
+		}
+		if (rc > 0) { /* INCLUDE PERFETTO MODULE: no rows */
+			p = tail;
+			continue;
+		}
+		rc = sqlite3_prepare_v2(sh->db, p, -1, &stmt, &tail);
 
 		if (rc != SQLITE_OK) {
 			report_error(sh->db, rc);

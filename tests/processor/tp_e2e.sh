@@ -6,7 +6,8 @@
 # Uses BUILD_DIR/processor/vperfetto_tp and the trace generator
 # BUILD_DIR/tests/vperfetto_tp_gen ($VP_TP and $VP_TP_GEN override them).
 # Checks: the conformance cases (when ../shared/conformance exists next to
-# the repository), slice counts of a generated trace, SQL errors, damaged
+# the repository), slice counts of a generated trace, SQL errors, INCLUDE
+# PERFETTO MODULE and SPAN_JOIN (errors, stdin, export), damaged
 # and missing traces, -e export, --summary and CSV formatting.
 # Prints PASS/FAIL per check; exits 1 if any check failed, 2 on bad usage.
 set -u
@@ -87,6 +88,70 @@ check "bad SQL message names the line" grep -q 'line 2' "$tmp/bad.err"
 rc=$?
 check "unknown table exits 1 with a message" \
 	bash -c "[ $rc -eq 1 ] && grep -q no_such_table '$tmp/bad2.err'"
+
+# ---- INCLUDE PERFETTO MODULE and SPAN_JOIN --------------------------------
+got=$(q "INCLUDE PERFETTO MODULE slices.with_context;
+	 select count(*) from thread_slice where thread_name glob 'worker-*'")
+check "-Q: include, then thread_slice ($got)" [ "$got" = $((events / 2)) ]
+got=$(printf 'include perfetto module slices.*;\nselect count(*) from thread_slice;\n' |
+	"$bin" --quiet "$trace" 2>/dev/null | tail -n +2)
+check "stdin: include with a wildcard ($got)" [ "$got" = $((events / 2)) ]
+got=$(q "INCLUDE PERFETTO MODULE *; INCLUDE PERFETTO MODULE sched.with_context;
+	 select count(*) from sqlite_schema where name = 'thread_slice'")
+check "include everything, then one again: created once ($got)" [ "$got" = 1 ]
+"$bin" --quiet "$trace" -Q "INCLUDE PERFETTO MODULE slices.no_such" \
+	>/dev/null 2>"$tmp/inc1.err"
+rc=$?
+check "unknown module exits 1 (exit $rc)" [ $rc -eq 1 ]
+check "unknown module: message names it" \
+	grep -q "unknown module 'slices.no_such'" "$tmp/inc1.err"
+"$bin" --quiet "$trace" -Q "INCLUDE PERFETTO MODULE android.binder" \
+	>/dev/null 2>"$tmp/inc2.err"
+rc=$?
+check "unknown package exits 1 (exit $rc)" [ $rc -eq 1 ]
+check "unknown package: message names it" \
+	grep -q "Package 'android.binder' not found" "$tmp/inc2.err"
+"$bin" --quiet "$trace" -Q "INCLUDE PERFETTO MODULE slices.with_context extra" \
+	>/dev/null 2>"$tmp/inc3.err"
+rc=$?
+check "junk after the module name exits 1 (exit $rc)" [ $rc -eq 1 ]
+db=$tmp/include.db
+"$bin" --quiet "$trace" -Q "INCLUDE PERFETTO MODULE slices.with_context;
+	CREATE VIEW sl AS SELECT ts, dur, utid, name FROM thread_slice;
+	CREATE VIEW sc AS SELECT ts, dur, utid, cpu FROM sched WHERE dur > 0;
+	CREATE VIRTUAL TABLE sj USING SPAN_JOIN(sl PARTITIONED utid,
+	  sc PARTITIONED utid)" -e "$db" >/dev/null 2>"$tmp/include.err"
+rc=$?
+check "include and span join, then -e (exit $rc)" [ $rc -eq 0 ]
+if command -v sqlite3 >/dev/null; then
+	got=$(sqlite3 "$db" "select count(*) from thread_slice" 2>&1)
+	check "exported module view ($got)" [ "$got" = $((events / 2)) ]
+	got=$(sqlite3 "$db" "select count(*) from pragma_table_info('sj')" 2>&1)
+	check "exported span join table ($got columns)" [ "$got" = 5 ]
+fi
+sj_err() { # name, expected message, SQL
+	"$bin" --quiet "$trace" -Q "create table t1(ts, dur, p, x);
+		create table t2(ts, dur, q, y); create table t3(x); $3" \
+		>/dev/null 2>"$tmp/sj.err"
+	local rc=$?
+	if [ $rc -eq 1 ] && grep -q "$2" "$tmp/sj.err"; then
+		pass "SPAN_JOIN error: $1"
+	else
+		fail "SPAN_JOIN error: $1" "exit $rc, $(head -c 200 "$tmp/sj.err")"
+	fi
+}
+sj_err "mismatching partitions" "mismatching partitions" \
+	"create virtual table j using span_join(t1 partitioned p, t2 partitioned q)"
+sj_err "no ts" "Missing ts column in table t3" \
+	"create virtual table j using span_join(t1, t3)"
+sj_err "a column in both" "column p present in both tables t1 and t1" \
+	"create virtual table j using span_join(t1, t1)"
+sj_err "partition not an integer" "partition is not an INT column" \
+	"insert into t1 values (1, 2, 'a', 3);
+	 create virtual table j using span_join(t1 partitioned p, t2);
+	 select * from j"
+sj_err "one argument" "expected exactly two arguments" \
+	"create virtual table j using span_join(t1)"
 
 # ---- damaged traces ------------------------------------------------------
 size=$(stat -c %s "$trace")
