@@ -146,8 +146,8 @@ static const struct ev_desc ev_descs[] = {
 	{ 32, "smbus_write", "" },
 	{ 33, "smbus_result", "" },
 	{ 34, "smbus_reply", "" },
-	{ 35, "lowmemory_kill", "comm:s,pid:i,pagecache:i,min:i,"
-				"min_adj:i,free:i" },
+	{ 35, "lowmemory_kill", "comm:s,pid:i,pagecache_size:i,"
+				"pagecache_limit:i,free:i" },
 	{ 36, "irq_handler_entry", "irq:i,name:s,handler:u" },
 	{ 37, "irq_handler_exit", "irq:i,ret:i" },
 	{ 38, "sync_pt", "timeline:s,value:s" },
