@@ -83,17 +83,6 @@ enum {
 	FS_ERRORS = 4, FS_TIME_TAKEN_NS = 5, FS_BYTES_DISCARDED_PER_BUFFER = 20,
 };
 
-/* FtraceStats, FtraceCpuStats. */
-enum {
-	FS_PHASE = 1, FS_CPU_STATS = 2, FS_KERNEL_SYMBOLS_PARSED = 3,
-	FS_KERNEL_SYMBOLS_MEM_KB = 4, FS_FTRACE_PARSE_ERRORS = 9,
-	FCS_CPU = 1, FCS_ENTRIES = 2, FCS_OVERRUN = 3, FCS_COMMIT_OVERRUN = 4,
-	FCS_BYTES_READ = 5, FCS_OLDEST_EVENT_TS = 6, FCS_NOW_TS = 7,
-	FCS_DROPPED_EVENTS = 8, FCS_READ_EVENTS = 9,
-	FTRACE_PHASE_START = 1, FTRACE_PHASE_END = 2,
-	FTRACE_STATUS_ABI_ZERO_DATA_LENGTH = 12,
-};
-
 /* TraceConfig (the fields acted on), BufferConfig, TraceAttributes. */
 enum {
 	TC_BUFFERS = 1, TC_WRITE_INTO_FILE = 8, TC_FILE_WRITE_PERIOD_MS = 9,
@@ -1432,9 +1421,9 @@ static void parse_ftrace_stats(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	while (pb_next(&r, &g))
 		if (g.num == FS_PHASE && g.wt == PB_WT_VARINT)
 			phase = g.val;
-	if (phase != FTRACE_PHASE_START && phase != FTRACE_PHASE_END)
+	if (phase != FS_PHASE_START_OF_TRACE && phase != FS_PHASE_END_OF_TRACE)
 		return;
-	bool end = phase == FTRACE_PHASE_END;
+	bool end = phase == FS_PHASE_END_OF_TRACE;
 	pb_reader_init(&r, f->data, f->len);
 	while (pb_next(&r, &g)) {
 		if (g.num == FS_CPU_STATS && g.wt == PB_WT_LEN) {
