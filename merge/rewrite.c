@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ftrace_event_table.h"
 #include "perfetto_fields.h"
 #include "u64map.h"
 
@@ -667,9 +668,6 @@ static int rewrite_defaults(struct rewriter *rw, struct pb_buf *out,
 
 /* ---- ftrace ---------------------------------------------------------------- */
 
-static const uint32_t sched_switch_pid_fields[] = {SS_PREV_PID, SS_NEXT_PID, 0};
-static const uint32_t sched_wakeup_pid_fields[] = {SW_PID, 0};
-
 static int rewrite_ftrace_event(struct rewriter *rw, struct pb_buf *out,
 				const struct pb_field *outer, bool map_ts)
 {
@@ -692,13 +690,14 @@ static int rewrite_ftrace_event(struct rewriter *rw, struct pb_buf *out,
 		} else if (f.num == FE_PID && f.wt == PB_WT_VARINT) {
 			edit_replace(&e, &f);
 			put_pid(out, f.num, map_pid(rw, f.val));
-		} else if ((f.num == FE_SCHED_SWITCH || f.num == FE_SCHED_WAKEUP) &&
-			   f.wt == PB_WT_LEN) {
+		} else if (f.wt == PB_WT_LEN) {
+			/* The payload's pid fields, as the ftrace event table
+			 * marks them. */
+			const struct ft_event_desc *d = ft_event_by_id(f.num);
+			if (!d || !d->pid_fields)
+				continue;
 			edit_replace(&e, &f);
-			if (remap_pid_msg(rw, out, &f,
-					  f.num == FE_SCHED_SWITCH
-						  ? sched_switch_pid_fields
-						  : sched_wakeup_pid_fields,
+			if (remap_pid_msg(rw, out, &f, d->pid_fields,
 					  "ftrace event") < 0)
 				return -1;
 		}

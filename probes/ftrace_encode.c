@@ -6,46 +6,11 @@
 #include <string.h>
 
 #include "ftrace_encode.h"
+#include "perfetto_fields.h"
 
-/* TracePacket / FtraceEventBundle / CompactSched / GenericFtraceEvent
- * field numbers (Perfetto's). */
-enum {
-	TP_FTRACE_EVENTS = 1,
-	TP_TIMESTAMP = 8,
-	FB_CPU = 1,
-	FB_EVENT = 2,
-	FB_LOST_EVENTS = 3,
-	FB_COMPACT_SCHED = 4,
-	FB_ERROR = 8,
-	FB_PREVIOUS_BUNDLE_END_TIMESTAMP = 10,
-	FERR_TIMESTAMP = 1,
-	FERR_STATUS = 2,
-	CS_SWITCH_TIMESTAMP = 1,
-	CS_SWITCH_PREV_STATE = 2,
-	CS_SWITCH_NEXT_PID = 3,
-	CS_SWITCH_NEXT_PRIO = 4,
-	CS_INTERN_TABLE = 5,
-	CS_SWITCH_NEXT_COMM_INDEX = 6,
-	CS_WAKING_TIMESTAMP = 7,
-	CS_WAKING_PID = 8,
-	CS_WAKING_TARGET_CPU = 9,
-	CS_WAKING_PRIO = 10,
-	CS_WAKING_COMM_INDEX = 11,
-	CS_WAKING_COMMON_FLAGS = 12,
-	GEN_EVENT_NAME = 1,
-	GEN_FIELD = 2,
-	GENF_NAME = 1,
-	GENF_STR = 3,
-	GENF_INT = 4,
-	GENF_UINT = 5,
-};
-
-/* Payload field numbers the compact encoding takes from the typed
- * translation (SchedSwitchFtraceEvent, SchedWakingFtraceEvent). */
-enum {
-	SS_PREV_STATE = 4, SS_NEXT_COMM = 5, SS_NEXT_PID = 6, SS_NEXT_PRIO = 7,
-	SW_COMM = 1, SW_PID = 2, SW_PRIO = 3, SW_TARGET_CPU = 5,
-};
+/* Field numbers (TracePacket, FtraceEventBundle, CompactSched,
+ * FtraceEvent and its payloads) are perfetto_fields.h's, from protos/.
+ * The offsets below are the kernel's record layout, not Perfetto's. */
 
 /* The common fields every record starts with. */
 #define COMMON_FLAGS_OFF 2
@@ -291,15 +256,15 @@ static bool compact_switch(struct ft_bundle *b, const struct ft_event *ev,
 	int idx = intern_field(b, ev, SS_NEXT_COMM, d, len);
 	if (idx < 0)
 		return false;
-	pb_put_raw_varint(&b->col[CS_SWITCH_TIMESTAMP],
+	pb_put_raw_varint(&b->col[CSCHED_SWITCH_TIMESTAMP],
 			  b->n_switch ? ts - b->last_switch_ts : ts);
-	pb_put_raw_varint(&b->col[CS_SWITCH_PREV_STATE],
+	pb_put_raw_varint(&b->col[CSCHED_SWITCH_PREV_STATE],
 			  num_or_zero(ev, SS_PREV_STATE, d, len));
-	pb_put_raw_varint(&b->col[CS_SWITCH_NEXT_PID],
+	pb_put_raw_varint(&b->col[CSCHED_SWITCH_NEXT_PID],
 			  num_or_zero(ev, SS_NEXT_PID, d, len));
-	pb_put_raw_varint(&b->col[CS_SWITCH_NEXT_PRIO],
+	pb_put_raw_varint(&b->col[CSCHED_SWITCH_NEXT_PRIO],
 			  num_or_zero(ev, SS_NEXT_PRIO, d, len));
-	pb_put_raw_varint(&b->col[CS_SWITCH_NEXT_COMM_INDEX], (uint64_t)idx);
+	pb_put_raw_varint(&b->col[CSCHED_SWITCH_NEXT_COMM_INDEX], (uint64_t)idx);
 	b->last_switch_ts = ts;
 	b->n_switch++;
 	return true;
@@ -311,16 +276,16 @@ static bool compact_waking(struct ft_bundle *b, const struct ft_event *ev,
 	int idx = intern_field(b, ev, SW_COMM, d, len);
 	if (idx < 0)
 		return false;
-	pb_put_raw_varint(&b->col[CS_WAKING_TIMESTAMP],
+	pb_put_raw_varint(&b->col[CSCHED_WAKING_TIMESTAMP],
 			  b->n_waking ? ts - b->last_waking_ts : ts);
-	pb_put_raw_varint(&b->col[CS_WAKING_PID],
+	pb_put_raw_varint(&b->col[CSCHED_WAKING_PID],
 			  num_or_zero(ev, SW_PID, d, len));
-	pb_put_raw_varint(&b->col[CS_WAKING_TARGET_CPU],
+	pb_put_raw_varint(&b->col[CSCHED_WAKING_TARGET_CPU],
 			  num_or_zero(ev, SW_TARGET_CPU, d, len));
-	pb_put_raw_varint(&b->col[CS_WAKING_PRIO],
+	pb_put_raw_varint(&b->col[CSCHED_WAKING_PRIO],
 			  num_or_zero(ev, SW_PRIO, d, len));
-	pb_put_raw_varint(&b->col[CS_WAKING_COMM_INDEX], (uint64_t)idx);
-	pb_put_raw_varint(&b->col[CS_WAKING_COMMON_FLAGS], d[COMMON_FLAGS_OFF]);
+	pb_put_raw_varint(&b->col[CSCHED_WAKING_COMM_INDEX], (uint64_t)idx);
+	pb_put_raw_varint(&b->col[CSCHED_WAKING_COMMON_FLAGS], d[COMMON_FLAGS_OFF]);
 	b->last_waking_ts = ts;
 	b->n_waking++;
 	return true;
@@ -351,7 +316,7 @@ static void put_typed(struct pb_buf *o, const struct ft_event *ev,
 static void put_generic(struct pb_buf *o, const struct ft_event *ev,
 			const uint8_t *d, size_t len)
 {
-	size_t m = pb_begin_nested(o, FTEV_GENERIC);
+	size_t m = pb_begin_nested(o, FE_GENERIC);
 	pb_put_string(o, GEN_EVENT_NAME, ev->name ? ev->name : "");
 	for (uint32_t i = 0; i < ev->nfields; i++) {
 		const struct ft_field *f = &ev->fields[i];
@@ -403,13 +368,13 @@ enum ft_encode_result ft_encode_record(const struct ft_table *t,
 
 	struct pb_buf *o = &b->events;
 	size_t m = pb_begin_nested(o, FB_EVENT);
-	pb_put_varint(o, FTEV_TIMESTAMP, ts);
-	pb_put_varint(o, FTEV_PID,
+	pb_put_varint(o, FE_TIMESTAMP, ts);
+	pb_put_varint(o, FE_PID,
 		      (uint32_t)rd_uint(data + COMMON_PID_OFF, 4));
 	/* common_flags only goes into CompactSched: traced_probes never
 	 * writes FtraceEvent.common_flags, and Perfetto's trace processor
 	 * would make an extra nameless ftrace_event row of each. */
-	if (ev->proto_id == FTEV_GENERIC)
+	if (ev->proto_id == FE_GENERIC)
 		put_generic(o, ev, data, len);
 	else
 		put_typed(o, ev, data, len);
@@ -422,9 +387,9 @@ static void put_compact(const struct ft_bundle *b, struct pb_buf *out)
 	size_t m = pb_begin_nested(out, FB_COMPACT_SCHED);
 	for (uint32_t num = 1; num < sizeof b->col / sizeof b->col[0];
 	     num++) {
-		if (num == CS_INTERN_TABLE) {
+		if (num == CSCHED_INTERN_TABLE) {
 			for (uint32_t i = 0; i < b->n_intern; i++)
-				pb_put_bytes(out, CS_INTERN_TABLE,
+				pb_put_bytes(out, CSCHED_INTERN_TABLE,
 					     b->intern[i], b->intern_len[i]);
 			continue;
 		}

@@ -5,9 +5,9 @@
  * A translation table (built from the kernel's event formats by
  * ftrace_events.c) says, per kernel event id, where each field sits in the
  * record and which proto field it becomes: a typed payload of FtraceEvent
- * (sched_switch = 4, ...) or GenericFtraceEvent (FtraceEvent.generic =
- * 327).  Records are untrusted bytes: every read is checked against the
- * record's length and a field that does not fit is left out.  Nothing here
+ * (sched_switch, ...) or GenericFtraceEvent (FtraceEvent.generic).
+ * Records are untrusted bytes: every read is checked against the record's
+ * length and a field that does not fit is left out.  Nothing here
  * touches tracefs, so the unit tests and the fuzz target drive it on plain
  * buffers.
  */
@@ -18,28 +18,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ftrace_event_table.h"
 #include "pb_wire.h"
-
-/* FtraceEvent fields (Perfetto's numbers). */
-enum {
-	FTEV_TIMESTAMP = 1,
-	FTEV_PID = 2,
-	FTEV_PRINT = 3,
-	FTEV_SCHED_SWITCH = 4,
-	FTEV_COMMON_FLAGS = 5,
-	FTEV_SCHED_WAKEUP = 17,
-	FTEV_SCHED_WAKING = 20,
-	FTEV_SCHED_WAKEUP_NEW = 114,
-	FTEV_TASK_NEWTASK = 235,
-	FTEV_TASK_RENAME = 236,
-	FTEV_SCHED_PROCESS_EXEC = 237,
-	FTEV_SCHED_PROCESS_EXIT = 238,
-	FTEV_SCHED_PROCESS_FORK = 239,
-	FTEV_SCHED_PROCESS_FREE = 240,
-	FTEV_GENERIC = 327,
-	FTEV_KVM_ENTRY = 376,
-	FTEV_KVM_EXIT = 377,
-};
+#include "perfetto_fields.h"
 
 /* How a field's value is read. */
 enum ft_vtype { FT_V_INT, FT_V_UINT, FT_V_STR };
@@ -56,12 +37,17 @@ struct ft_field {
 	uint8_t loc;     /* enum ft_loc */
 };
 
-enum ft_compact { FT_COMPACT_NONE, FT_COMPACT_SWITCH, FT_COMPACT_WAKING };
+/* The wire table's values: ft_event_from_tep copies them from it. */
+enum ft_compact {
+	FT_COMPACT_NONE = FT_EVENT_COMPACT_NONE,
+	FT_COMPACT_SWITCH = FT_EVENT_COMPACT_SWITCH,
+	FT_COMPACT_WAKING = FT_EVENT_COMPACT_WAKING,
+};
 
 /* The translation of one kernel event. */
 struct ft_event {
 	uint32_t id;       /* kernel event id */
-	uint32_t proto_id; /* FtraceEvent oneof number (FTEV_GENERIC: generic) */
+	uint32_t proto_id; /* FtraceEvent oneof number (FE_GENERIC: generic) */
 	uint8_t compact;   /* enum ft_compact: goes to CompactSched instead */
 	char *name;        /* event name */
 	uint32_t nfields;

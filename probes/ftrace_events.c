@@ -3,8 +3,8 @@
  * event formats libtraceevent parsed out of tracefs, and parses the
  * per-cpu ring-buffer stats files.
  *
- * Events Perfetto has a typed message for (the list below, with Perfetto's
- * FtraceEvent numbers and payload field numbers) are encoded typed; their
+ * Events Perfetto has a typed message for (those the ftrace event table,
+ * wire/ftrace_event_table.h, marks for the probes) are encoded typed; their
  * fields are found by name in the running kernel's format, so a field the
  * kernel lacks is just left out.  Every other selected event becomes a
  * GenericFtraceEvent carrying all its fields.
@@ -15,85 +15,16 @@
 
 #include <traceevent/event-parse.h>
 
+#include "ftrace_event_table.h"
 #include "ftrace_events.h"
+#include "perfetto_fields.h"
 
-/* A payload field: the kernel's name (or an alternative name the field has
- * on another architecture), the proto number, and 's' for a string or 'n'
- * for a number. */
-struct typed_field {
-	const char *name;
-	const char *alt;
-	uint32_t proto;
-	char kind;
-};
-
-struct typed_event {
-	const char *sys;
-	const char *name;
-	uint32_t proto_id;
-	uint8_t compact;
-	struct typed_field f[8];
-};
-
-#define WAKEUP_FIELDS                                                  \
-	{ { "comm", NULL, 1, 's' }, { "pid", NULL, 2, 'n' },           \
-	  { "prio", NULL, 3, 'n' }, { "success", NULL, 4, 'n' },       \
-	  { "target_cpu", NULL, 5, 'n' } }
-
-static const struct typed_event typed_events[] = {
-	{ "ftrace", "print", FTEV_PRINT, FT_COMPACT_NONE,
-	  { { "ip", NULL, 1, 'n' }, { "buf", NULL, 2, 's' } } },
-	{ "sched", "sched_switch", FTEV_SCHED_SWITCH, FT_COMPACT_SWITCH,
-	  { { "prev_comm", NULL, 1, 's' }, { "prev_pid", NULL, 2, 'n' },
-	    { "prev_prio", NULL, 3, 'n' }, { "prev_state", NULL, 4, 'n' },
-	    { "next_comm", NULL, 5, 's' }, { "next_pid", NULL, 6, 'n' },
-	    { "next_prio", NULL, 7, 'n' } } },
-	{ "sched", "sched_wakeup", FTEV_SCHED_WAKEUP, FT_COMPACT_NONE,
-	  WAKEUP_FIELDS },
-	{ "sched", "sched_waking", FTEV_SCHED_WAKING, FT_COMPACT_WAKING,
-	  WAKEUP_FIELDS },
-	{ "sched", "sched_wakeup_new", FTEV_SCHED_WAKEUP_NEW, FT_COMPACT_NONE,
-	  WAKEUP_FIELDS },
-	{ "sched", "sched_process_exec", FTEV_SCHED_PROCESS_EXEC,
-	  FT_COMPACT_NONE,
-	  { { "filename", NULL, 1, 's' }, { "pid", NULL, 2, 'n' },
-	    { "old_pid", NULL, 3, 'n' } } },
-	{ "sched", "sched_process_exit", FTEV_SCHED_PROCESS_EXIT,
-	  FT_COMPACT_NONE,
-	  { { "comm", NULL, 1, 's' }, { "pid", NULL, 2, 'n' },
-	    { "tgid", NULL, 3, 'n' }, { "prio", NULL, 4, 'n' } } },
-	{ "sched", "sched_process_fork", FTEV_SCHED_PROCESS_FORK,
-	  FT_COMPACT_NONE,
-	  { { "parent_comm", NULL, 1, 's' }, { "parent_pid", NULL, 2, 'n' },
-	    { "child_comm", NULL, 3, 's' }, { "child_pid", NULL, 4, 'n' } } },
-	{ "sched", "sched_process_free", FTEV_SCHED_PROCESS_FREE,
-	  FT_COMPACT_NONE,
-	  { { "comm", NULL, 1, 's' }, { "pid", NULL, 2, 'n' },
-	    { "prio", NULL, 3, 'n' } } },
-	{ "task", "task_newtask", FTEV_TASK_NEWTASK, FT_COMPACT_NONE,
-	  { { "pid", NULL, 1, 'n' }, { "comm", NULL, 2, 's' },
-	    { "clone_flags", NULL, 3, 'n' },
-	    { "oom_score_adj", NULL, 4, 'n' } } },
-	{ "task", "task_rename", FTEV_TASK_RENAME, FT_COMPACT_NONE,
-	  { { "pid", NULL, 1, 'n' }, { "oldcomm", NULL, 2, 's' },
-	    { "newcomm", NULL, 3, 's' }, { "oom_score_adj", NULL, 4, 'n' } } },
-	/* Perfetto's kvm messages have the arm64 fields; x86 names the guest
-	 * pc rip / guest_rip and the exit class exit_reason. */
-	{ "kvm", "kvm_entry", FTEV_KVM_ENTRY, FT_COMPACT_NONE,
-	  { { "vcpu_pc", "rip", 1, 'n' } } },
-	{ "kvm", "kvm_exit", FTEV_KVM_EXIT, FT_COMPACT_NONE,
-	  { { "esr_ec", "exit_reason", 1, 'n' }, { "ret", NULL, 2, 'n' },
-	    { "vcpu_pc", "guest_rip", 3, 'n' } } },
-};
-
-static const struct typed_event *typed_find(const char *sys, const char *name)
+/* The event vtraced_probes encodes typed (Perfetto has a message for it
+ * and the ftrace event table marks it for the probes), or NULL. */
+static const struct ft_event_desc *typed_find(const char *sys, const char *name)
 {
-	for (size_t i = 0; i < sizeof typed_events / sizeof typed_events[0];
-	     i++)
-		if (!strcmp(typed_events[i].sys, sys) &&
-		    !strcmp(typed_events[i].name, name))
-			return &typed_events[i];
-	return NULL;
+	const struct ft_event_desc *d = ft_event_by_name(sys, name);
+	return d && (d->uses & FT_USE_PROBES) ? d : NULL;
 }
 
 /* Describes a kernel field; false if it cannot be represented (a
@@ -155,21 +86,22 @@ static size_t count_fields(struct tep_event *e)
 
 /* The typed fields of e that the kernel has, in the kind Perfetto wants. */
 static bool fill_typed(struct ft_event *ev, struct tep_event *e,
-		       const struct typed_event *t)
+		       const struct ft_event_desc *t)
 {
-	ev->fields = calloc(8, sizeof *ev->fields);
+	ev->fields = calloc(t->nfields ? t->nfields : 1, sizeof *ev->fields);
 	if (!ev->fields)
 		return false;
-	for (size_t i = 0; i < 8 && t->f[i].name; i++) {
-		struct tep_format_field *k = find_field(e, t->f[i].name);
-		if (!k && t->f[i].alt)
-			k = find_field(e, t->f[i].alt);
+	for (size_t i = 0; i < t->nfields; i++) {
+		const struct ft_event_field *tf = &t->fields[i];
+		struct tep_format_field *k = find_field(e, tf->name);
+		if (!k && tf->kname)
+			k = find_field(e, tf->kname);
 		struct ft_field *f = &ev->fields[ev->nfields];
 		if (!k || !field_from_format(f, k))
 			continue;
-		if ((f->vtype == FT_V_STR) != (t->f[i].kind == 's'))
+		if ((f->vtype == FT_V_STR) != (tf->type == FT_FIELD_STR))
 			continue; /* not the kind the proto declares */
-		f->proto = t->f[i].proto;
+		f->proto = tf->num;
 		ev->nfields++;
 	}
 	return true;
@@ -198,7 +130,7 @@ struct ft_event *ft_event_from_tep(struct tep_event *e, bool disable_generic,
 {
 	const char *sys = e->system ? e->system : "";
 	const char *name = e->name ? e->name : "";
-	const struct typed_event *t = typed_find(sys, name);
+	const struct ft_event_desc *t = typed_find(sys, name);
 
 	if (!t && disable_generic)
 		return NULL;
@@ -211,11 +143,11 @@ struct ft_event *ft_event_from_tep(struct tep_event *e, bool disable_generic,
 	ev->name = strdup(name);
 	bool ok = ev->name != NULL;
 	if (ok && t) {
-		ev->proto_id = t->proto_id;
+		ev->proto_id = t->id;
 		ev->compact = compact_sched ? t->compact : FT_COMPACT_NONE;
 		ok = fill_typed(ev, e, t);
 	} else if (ok) {
-		ev->proto_id = FTEV_GENERIC;
+		ev->proto_id = FE_GENERIC;
 		ok = fill_generic(ev, e);
 	}
 	if (!ok) {

@@ -17,26 +17,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Perfetto's FtraceParseStatus (protos/perfetto/trace/ftrace.proto). */
-enum ftrace_parse_status {
-	FTRACE_STATUS_OK = 1,
-	FTRACE_STATUS_UNEXPECTED_READ_ERROR = 2,
-	FTRACE_STATUS_PARTIAL_PAGE_READ = 3,
-	FTRACE_STATUS_ABI_INVALID_PAGE_HEADER = 4,
-	FTRACE_STATUS_ABI_SHORT_EVENT_HEADER = 5,
-	FTRACE_STATUS_ABI_NULL_PADDING = 6,
-	FTRACE_STATUS_ABI_SHORT_PADDING_LENGTH = 7,
-	FTRACE_STATUS_ABI_INVALID_PADDING_LENGTH = 8,
-	FTRACE_STATUS_ABI_SHORT_TIME_EXTEND = 9,
-	FTRACE_STATUS_ABI_SHORT_TIME_STAMP = 10,
-	FTRACE_STATUS_ABI_SHORT_DATA_LENGTH = 11,
-	FTRACE_STATUS_ABI_ZERO_DATA_LENGTH = 12,
-	FTRACE_STATUS_ABI_INVALID_DATA_LENGTH = 13,
-	FTRACE_STATUS_ABI_SHORT_EVENT_ID = 14,
-	FTRACE_STATUS_ABI_END_OVERFLOW = 15,
-	FTRACE_STATUS_SHORT_COMPACT_EVENT = 16,
-	FTRACE_STATUS_INVALID_EVENT = 17,
-};
+#include "perfetto_fields.h"
+
+/* enum ftrace_parse_status, Perfetto's FtraceParseStatus, is
+ * perfetto_fields.h's. */
 
 /* The page header layout (from events/header_page). */
 struct ftrace_page_layout {

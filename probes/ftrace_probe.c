@@ -50,39 +50,6 @@
 
 #define TAG "linux.ftrace: "
 
-/* DataSourceConfig / FtraceConfig / TracePacket / FtraceStats numbers. */
-enum {
-	DSC_FTRACE_CONFIG = 100,
-	FC_FTRACE_EVENTS = 1,
-	FC_ATRACE_CATEGORIES = 2,
-	FC_ATRACE_APPS = 3,
-	FC_BUFFER_SIZE_KB = 10,
-	FC_DRAIN_PERIOD_MS = 11,
-	FC_COMPACT_SCHED = 12,
-	FC_DISABLE_GENERIC_EVENTS = 16,
-	FC_INSTANCE_NAME = 25,
-	FC_ATRACE_CATEGORIES_PREFER_SDK = 28,
-	CSC_ENABLED = 1,
-	TP_TIMESTAMP = 8,
-	TP_FTRACE_STATS = 34,
-	FS_PHASE = 1,
-	FS_CPU_STATS = 2,
-	FS_UNKNOWN_FTRACE_EVENTS = 6,
-	FS_FAILED_FTRACE_EVENTS = 7,
-	FS_FTRACE_PARSE_ERRORS = 9,
-	FCS_CPU = 1,
-	FCS_ENTRIES = 2,
-	FCS_OVERRUN = 3,
-	FCS_COMMIT_OVERRUN = 4,
-	FCS_BYTES_READ = 5,
-	FCS_OLDEST_EVENT_TS = 6,
-	FCS_NOW_TS = 7,
-	FCS_DROPPED_EVENTS = 8,
-	FCS_READ_EVENTS = 9,
-	PHASE_START_OF_TRACE = 1,
-	PHASE_END_OF_TRACE = 2,
-};
-
 #define DEFAULT_BUFFER_KB 2048u
 #define MAX_BUFFER_KB (64u * 1024u)
 #define DEFAULT_DRAIN_MS 100u
@@ -539,7 +506,7 @@ static bool records_print(const struct ft_inst *fi)
 {
 	const struct ft_table *t = &fi->table;
 	for (uint32_t i = 0; t->by_id && i <= t->max_id; i++)
-		if (t->by_id[i] && t->by_id[i]->proto_id == FTEV_PRINT)
+		if (t->by_id[i] && t->by_id[i]->proto_id == FE_PRINT)
 			return true;
 	return false;
 }
@@ -644,7 +611,7 @@ static void write_stats(struct ft_inst *fi, int phase)
 		pb_put_string(&b, FS_UNKNOWN_FTRACE_EVENTS, fi->unknown[i]);
 	for (unsigned i = 0; i < fi->n_failed; i++)
 		pb_put_string(&b, FS_FAILED_FTRACE_EVENTS, fi->failed[i]);
-	if (phase == PHASE_END_OF_TRACE)
+	if (phase == FS_PHASE_END_OF_TRACE)
 		for (unsigned s = 0; s < 32; s++)
 			if (fi->error_mask & (1u << s))
 				pb_put_varint(&b, FS_FTRACE_PARSE_ERRORS, s);
@@ -857,7 +824,7 @@ static void on_start(void *ctx, struct vp_ds_instance *inst,
 			teardown_tracefs(fi);
 			fi->active = false;
 		} else {
-			write_stats(fi, PHASE_START_OF_TRACE);
+			write_stats(fi, FS_PHASE_START_OF_TRACE);
 			vp_ds_flush(inst);
 			vp_log_info(TAG "recording %u event "
 						"patterns into %s/instances/%s "
@@ -887,7 +854,7 @@ static void on_stop(void *ctx, struct vp_ds_instance *inst)
 		pthread_cond_broadcast(&fi->cv);
 		pthread_mutex_unlock(&fi->mu);
 		pthread_join(fi->thread, NULL);
-		write_stats(fi, PHASE_END_OF_TRACE);
+		write_stats(fi, FS_PHASE_END_OF_TRACE);
 		teardown_tracefs(fi);
 	}
 	inst_free(fi);

@@ -38,30 +38,6 @@
 #include "vperfetto/vperfetto.h"
 #include "vp_log.h"
 
-/* DataSourceConfig.process_stats_config and ProcessStatsConfig. */
-enum {
-	DSC_PROCESS_STATS_CONFIG = 103,
-	PSC_SCAN_ALL_PROCESSES_ON_START = 2,
-	PSC_RECORD_THREAD_NAMES = 3,
-	PSC_PROC_STATS_POLL_MS = 4,
-	PSC_PROC_STATS_CACHE_TTL_MS = 6,
-};
-
-/* ProcessTree and its Process / Thread (PT_PROCESSES, PT_THREADS and
- * PS_PROCESSES are in perfetto_fields.h). */
-enum {
-	PT_COLLECTION_END_TIMESTAMP = 3,
-	PTP_PID = 1, PTP_PPID = 2, PTP_CMDLINE = 3, PTP_UID = 5,
-	PTP_CMDLINE_IS_COMM = 9,
-	PTT_TID = 1, PTT_NAME = 2, PTT_TGID = 3,
-};
-
-/* ProcessStats and its Process: fields 2..9 follow enum procfs_mem. */
-enum {
-	PS_COLLECTION_END_TIMESTAMP = 2,
-	PSP_PID = 1, PSP_FIRST_MEM = 2, PSP_OOM_SCORE_ADJ = 10,
-};
-
 #define MIN_POLL_MS 100
 /* Start another packet once a ProcessTree body is this large. */
 #define TREE_PACKET_SPLIT (64 * 1024)
@@ -395,7 +371,7 @@ static bool stats_one(struct ps_inst *s, int32_t pid)
 			pb_put_varint(&s->pkt, PSP_PID, (uint64_t)(int64_t)pid);
 			open = true;
 		}
-		pb_put_varint(&s->pkt, PSP_FIRST_MEM + i, st.mem_kb[i]);
+		pb_put_varint(&s->pkt, PSP_VM_SIZE_KB + i, st.mem_kb[i]);
 	}
 	if (read_proc(dir, "oom_score_adj", &s->small, 64) &&
 	    procfs_parse_i64(s->small.data, s->small.len, &oom) &&

@@ -32,29 +32,6 @@
 #include "vperfetto/vperfetto.h"
 #include "vp_log.h"
 
-/* DataSourceConfig.sys_stats_config and SysStatsConfig. */
-enum {
-	DSC_SYS_STATS_CONFIG = 104,
-	SSC_MEMINFO_PERIOD_MS = 1, SSC_MEMINFO_COUNTERS = 2,
-	SSC_VMSTAT_PERIOD_MS = 3, SSC_VMSTAT_COUNTERS = 4,
-	SSC_STAT_PERIOD_MS = 5, SSC_STAT_COUNTERS = 6,
-	SSC_DEVFREQ_PERIOD_MS = 7, SSC_CPUFREQ_PERIOD_MS = 8,
-	SSC_BUDDYINFO_PERIOD_MS = 9, SSC_GPUFREQ_PERIOD_MS = 14,
-	STAT_CPU_TIMES = 1, STAT_IRQ_COUNTS = 2, STAT_SOFTIRQ_COUNTS = 3,
-	STAT_FORK_COUNT = 4,
-};
-
-/* SysStats and its nested messages. */
-enum {
-	SS_MEMINFO = 1, SS_VMSTAT = 2, SS_CPU_STAT = 3, SS_NUM_FORKS = 4,
-	SS_NUM_IRQ_TOTAL = 5, SS_NUM_IRQ = 6, SS_NUM_SOFTIRQ_TOTAL = 7,
-	SS_NUM_SOFTIRQ = 8, SS_COLLECTION_END_TIMESTAMP = 9,
-	SS_CPUFREQ_KHZ = 11,
-	KV_KEY = 1, KV_VALUE = 2,
-	CT_CPU_ID = 1, CT_FIRST_TIME = 2, /* user_ns .. steal_ns: 2..9 */
-	IC_IRQ = 1, IC_COUNT = 2,
-};
-
 enum { P_MEMINFO, P_VMSTAT, P_STAT, P_CPUFREQ, NPOLLERS };
 
 #define MIN_PERIOD_MS 10
@@ -279,7 +256,7 @@ static void stat_cpu(void *ctx, uint32_t cpu,
 	size_t bm = pb_begin_nested(&s->pkt, SS_CPU_STAT);
 	pb_put_varint(&s->pkt, CT_CPU_ID, cpu);
 	for (unsigned i = 0; i < PROCFS_CPU_TIMES; i++)
-		pb_put_varint(&s->pkt, CT_FIRST_TIME + i,
+		pb_put_varint(&s->pkt, CT_USER_NS + i,
 			      ticks[i] * s->ns_per_tick);
 	pb_end_nested(&s->pkt, bm);
 }

@@ -33,22 +33,6 @@
 #include "vperfetto/vperfetto.h"
 #include "vp_log.h"
 
-/* SystemInfo, Utsname. */
-enum {
-	SI_UTSNAME = 1, SI_HZ = 3, SI_PAGE_SIZE = 6, SI_TIMEZONE_OFF_MINS = 7,
-	SI_NUM_CPUS = 8, SI_SYSTEM_RAM_BYTES = 16,
-	UTS_SYSNAME = 1, UTS_VERSION = 2, UTS_RELEASE = 3, UTS_MACHINE = 4,
-};
-
-/* CpuInfo, CpuInfo.Cpu, CpuInfo.ArmCpuIdentifier. */
-enum {
-	CI_CPUS = 1,
-	CPU_PROCESSOR = 1, CPU_FREQUENCIES = 2, CPU_CAPACITY = 3,
-	CPU_ARM_IDENTIFIER = 4,
-	ARM_IMPLEMENTER = 1, ARM_ARCHITECTURE = 2, ARM_VARIANT = 3,
-	ARM_PART = 4, ARM_REVISION = 5,
-};
-
 #define CPUINFO_MAX (4u << 20)
 #define SYSFS_MAX 4096
 

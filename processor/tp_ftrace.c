@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ftrace_event_table.h"
 #include "perfetto_fields.h"
 #include "tp_args.h"
 #include "tp_clock.h"
@@ -35,242 +36,16 @@
 #include "tp_stats.h"
 #include "tp_tracks.h"
 
-/* Field numbers shared with the merge (TracePacket, BuiltinClock,
- * FtraceEventBundle, CompactSched, the common FtraceEvent fields) are in
- * perfetto_fields.h; the ones only this module reads are below. */
+/* Field numbers and enum values (TracePacket, FtraceEventBundle,
+ * CompactSched, FtraceEvent and the payloads this module parses, the
+ * generic_kernel_* packets) are perfetto_fields.h's, from protos/. */
 
 enum { CSCHED_NCOLS = CSCHED_WAKING_COMMON_FLAGS + 1 };
-
-/* FtraceClock */
-enum {
-	FTRACE_CLOCK_UNSPECIFIED = 0,
-	FTRACE_CLOCK_UNKNOWN = 1,
-	FTRACE_CLOCK_GLOBAL = 2,
-	FTRACE_CLOCK_LOCAL = 3,
-	FTRACE_CLOCK_MONO_RAW = 4,
-};
-
-/* FtraceEvent: common fields and the event oneof (the ones parsed). */
-enum {
-	FE_COMMON_FLAGS = 5,
-	EV_CPU_FREQUENCY = 11,
-	EV_CPU_FREQUENCY_LIMITS = 12,
-	EV_CPU_IDLE = 13,
-	PKT_GK_TASK_STATE = 117, /* TracePacket.generic_kernel_* */
-	PKT_GK_CPU_FREQ = 118,
-	PKT_GK_RENAME = 120,
-	PKT_GK_PROCESS_TREE = 122,
-	EV_MARK_VICTIM = 334,
-	EV_SOFTIRQ_ENTRY = 24,
-	EV_SOFTIRQ_EXIT = 25,
-	EV_IRQ_HANDLER_ENTRY = 36,
-	EV_IRQ_HANDLER_EXIT = 37,
-	EV_LOCAL_TIMER_ENTRY = 559,
-	EV_LOCAL_TIMER_EXIT = 560,
-	EV_TRACING_MARK_WRITE = 80, /* mdss */
-	EV_SCHED_WAKEUP_NEW = 114,
-	EV_TASK_NEWTASK = 235,
-	EV_TASK_RENAME = 236,
-	EV_SCHED_PROCESS_FREE = 240,
-	EV_ZERO = 331,
-	EV_SDE_TRACING_MARK_WRITE = 333,
-	EV_DPU_TRACING_MARK_WRITE = 348,
-	EV_G2D_TRACING_MARK_WRITE = 349,
-	EV_MALI_TRACING_MARK_WRITE = 350,
-	EV_SCHED_CPU_UTIL_CFS = 421,
-};
-
-/* Event payload fields used by the parsers (message in the comment). */
-enum {
-	PRINT_BUF = 2,                                 /* PrintFtraceEvent */
-	SS_PREV_COMM = 1, SS_PREV_PRIO = 3, SS_PREV_STATE = 4,
-	SS_NEXT_COMM = 5, SS_NEXT_PRIO = 7,            /* SchedSwitchFtraceEvent */
-	SW_COMM = 1, SW_PRIO = 3, SW_TARGET_CPU = 5,   /* SchedWakingFtraceEvent */
-	CF_STATE = 1, CF_CPU_ID = 2,     /* CpuFrequency / CpuIdleFtraceEvent */
-	CFL_MIN_FREQ = 1, CFL_MAX_FREQ = 2, CFL_CPU_ID = 3, /* CpuFrequencyLimits */
-	TN_PID = 1, TN_COMM = 2, TN_CLONE_FLAGS = 3,   /* TaskNewtaskFtraceEvent */
-	TR_PID = 1, TR_NEWCOMM = 3,                    /* TaskRenameFtraceEvent */
-	SPF_PID = 2,                            /* SchedProcessFreeFtraceEvent */
-	MDSS_PID = 1, MDSS_TRACE_NAME = 2, MDSS_TRACE_BEGIN = 3, /* TracingMarkWrite */
-	SDE_PID = 1, SDE_TRACE_NAME = 2, SDE_TRACE_TYPE = 3, SDE_VALUE = 4,
-	SDE_TRACE_BEGIN = 5,                   /* SdeTracingMarkWriteFtraceEvent */
-	DPU_PID = 1, DPU_NAME = 4, DPU_TYPE = 5, DPU_VALUE = 6, /* DpuTracingMark */
-	G2D_PID = 1, G2D_NAME = 4, G2D_TYPE = 5, G2D_VALUE = 6, /* G2dTracingMark */
-	MALI_NAME = 1, MALI_PID = 2, MALI_TYPE = 3, MALI_VALUE = 4, /* Mali... */
-	ZERO_FLAG = 1, ZERO_NAME = 2, ZERO_PID = 3, ZERO_VALUE = 4, /* Zero */
-	CFS_CAPACITY = 2, CFS_CPU = 4, CFS_CPU_UTIL = 6,
-	CFS_NR_RUNNING = 11,                    /* SchedCpuUtilCfsFtraceEvent */
-};
 
 #define MAX_CPUS 1024
 #define MAX_CPUS_PER_MACHINE 4096 /* ucpu = machine * this + cpu */
 #define NONE32 0xffffffffu
 #define CLONE_THREAD 0x00010000u
-
-/* ---- event names and fields, for the ftrace_event table --------------- */
-
-/* Field list per event: comma-separated "name:type" by field number
- * (1-based); type s string, i signed, u unsigned; empty entries skip a
- * number. */
-struct ev_desc {
-	uint32_t id;
-	const char *name;
-	const char *fields;
-};
-
-static const struct ev_desc ev_descs[] = {
-	{ 3, "print", "ip:u,buf:s" },
-	{ 4, "sched_switch", "prev_comm:s,prev_pid:i,prev_prio:i,prev_state:i,"
-			     "next_comm:s,next_pid:i,next_prio:i" },
-	{ 11, "cpu_frequency", "state:u,cpu_id:u" },
-	{ 12, "cpu_frequency_limits", "min_freq:u,max_freq:u,cpu_id:u" },
-	{ 13, "cpu_idle", "state:u,cpu_id:u" },
-	{ 14, "clock_enable", "name:s,state:u,cpu_id:u" },
-	{ 15, "clock_disable", "name:s,state:u,cpu_id:u" },
-	{ 16, "clock_set_rate", "name:s,state:u,cpu_id:u" },
-	{ 17, "sched_wakeup", "comm:s,pid:i,prio:i,success:i,target_cpu:i" },
-	{ 18, "sched_blocked_reason", "pid:i,caller:u,io_wait:u" },
-	{ 19, "sched_cpu_hotplug", "affected_cpu:i,error:i,status:i" },
-	{ 20, "sched_waking", "comm:s,pid:i,prio:i,success:i,target_cpu:i" },
-	{ 21, "ipi_entry", "reason:s" },
-	{ 22, "ipi_exit", "reason:s" },
-	{ 23, "ipi_raise", "target_cpus:u,reason:s" },
-	{ 24, "softirq_entry", "vec:u" },
-	{ 25, "softirq_exit", "vec:u" },
-	{ 26, "softirq_raise", "vec:u" },
-	{ 27, "i2c_read", "" },
-	{ 28, "i2c_write", "" },
-	{ 29, "i2c_result", "" },
-	{ 30, "i2c_reply", "" },
-	{ 31, "smbus_read", "" },
-	{ 32, "smbus_write", "" },
-	{ 33, "smbus_result", "" },
-	{ 34, "smbus_reply", "" },
-	{ 35, "lowmemory_kill", "comm:s,pid:i,pagecache:i,min:i,"
-				"min_adj:i,free:i" },
-	{ 36, "irq_handler_entry", "irq:i,name:s,handler:u" },
-	{ 37, "irq_handler_exit", "irq:i,ret:i" },
-	{ 38, "sync_pt", "timeline:s,value:s" },
-	{ 39, "sync_timeline", "name:s,value:s" },
-	{ 40, "sync_wait", "name:s,status:i,begin:u" },
-	{ 45, "block_rq_issue", "" },
-	{ 46, "mm_vmscan_direct_reclaim_begin", "order:i,may_writepage:i,"
-						"gfp_flags:u" },
-	{ 47, "mm_vmscan_direct_reclaim_end", "nr_reclaimed:u" },
-	{ 48, "mm_vmscan_kswapd_wake", "nid:i,order:i,zid:i" },
-	{ 49, "mm_vmscan_kswapd_sleep", "nid:i" },
-	{ 50, "binder_transaction", "" },
-	{ 51, "binder_transaction_received", "" },
-	{ 52, "binder_set_priority", "" },
-	{ 53, "binder_lock", "" },
-	{ 54, "binder_locked", "" },
-	{ 55, "binder_unlock", "" },
-	{ 56, "workqueue_activate_work", "work:u" },
-	{ 57, "workqueue_execute_end", "work:u,function:u" },
-	{ 58, "workqueue_execute_start", "work:u,function:u" },
-	{ 59, "workqueue_queue_work", "" },
-	{ 60, "regulator_disable", "name:s" },
-	{ 61, "regulator_disable_complete", "name:s" },
-	{ 62, "regulator_enable", "name:s" },
-	{ 63, "regulator_enable_complete", "name:s" },
-	{ 64, "regulator_enable_delay", "name:s" },
-	{ 65, "regulator_set_voltage", "name:s,min:i,max:i" },
-	{ 66, "regulator_set_voltage_complete", "name:s,val:u" },
-	{ 80, "tracing_mark_write", "pid:i,trace_name:s,trace_begin:u" },
-	{ 113, "suspend_resume", "action:s,val:i,start:u" },
-	{ 114, "sched_wakeup_new", "comm:s,pid:i,prio:i,success:i,"
-				   "target_cpu:i" },
-	{ 235, "task_newtask", "pid:i,comm:s,clone_flags:u,oom_score_adj:i" },
-	{ 236, "task_rename", "pid:i,oldcomm:s,newcomm:s,oom_score_adj:i" },
-	{ 237, "sched_process_exec", "filename:s,pid:i,old_pid:i" },
-	{ 238, "sched_process_exit", "comm:s,pid:i,tgid:i,prio:i" },
-	{ 239, "sched_process_fork", "parent_comm:s,parent_pid:i,"
-				     "child_comm:s,child_pid:i" },
-	{ 240, "sched_process_free", "comm:s,pid:i,prio:i" },
-	{ 241, "sched_process_hang", "comm:s,pid:i" },
-	{ 242, "sched_process_wait", "comm:s,pid:i,prio:i" },
-	{ 298, "kfree", "" },
-	{ 299, "kmalloc", "" },
-	{ 307, "mm_page_alloc", "" },
-	{ 310, "mm_page_free", "" },
-	{ 313, "rss_stat", "member:i,size:i,curr:u,mm_id:u" },
-	{ 314, "ion_heap_shrink", "heap_name:s,len:u,total_allocated:i" },
-	{ 315, "ion_heap_grow", "heap_name:s,len:u,total_allocated:i" },
-	{ 320, "clk_enable", "name:s" },
-	{ 321, "clk_disable", "name:s" },
-	{ 322, "clk_set_rate", "name:s,rate:u" },
-	{ 324, "signal_deliver", "code:i,sa_flags:u,sig:i" },
-	{ 325, "signal_generate", "code:i,comm:s,group:i,pid:i,result:i,sig:i" },
-	{ 326, "oom_score_adj_update", "comm:s,oom_score_adj:i,pid:i" },
-	{ 327, "generic", "" },
-	{ 328, "mm_event_record", "avg_lat:u,count:u,max_lat:u,type:u" },
-	{ 329, "sys_enter", "id:i" },
-	{ 330, "sys_exit", "id:i,ret:i" },
-	{ 331, "0", "flag:i,name:s,pid:i,value:i" },
-	{ 332, "gpu_frequency", "gpu_id:u,state:u" },
-	{ 333, "sde_tracing_mark_write", "pid:i,trace_name:s,trace_type:u,"
-					 "value:i,trace_begin:u" },
-	{ 334, "mark_victim", "pid:i" },
-	{ 335, "ion_stat", "buffer_id:u,len:i,total_allocated:u" },
-	{ 340, "gpu_mem_total", "gpu_id:u,pid:u,size:u" },
-	{ 341, "thermal_temperature", "id:i,temp:i,temp_prev:i,thermal_zone:s" },
-	{ 342, "cdev_update", "target:u,type:s" },
-	{ 348, "dpu_tracing_mark_write", "pid:i,trace_name:s,trace_begin:u,"
-					 "name:s,type:u,value:i" },
-	{ 349, "g2d_tracing_mark_write", "pid:i,,,name:s,type:u,value:i" },
-	{ 350, "mali_tracing_mark_write", "name:s,pid:i,type:u,value:i" },
-	{ 351, "dma_heap_stat", "inode:u,len:i,total_allocated:u" },
-	{ 404, "wakeup_source_activate", "name:s,state:u" },
-	{ 405, "wakeup_source_deactivate", "name:s,state:u" },
-	{ 408, "console", "msg:s" },
-	{ 421, "sched_cpu_util_cfs", "active:i,capacity:u,capacity_orig:u,"
-				     "cpu:u,cpu_importance:u,cpu_util:u,"
-				     "exit_lat:u,group_capacity:u,"
-				     "grp_overutilized:u,idle_cpu:u,"
-				     "nr_running:u,spare_cap:i,task_fits:u,"
-				     "wake_group_util:u,wake_util:u" },
-	{ 491, "sched_migrate_task", "" },
-};
-
-static const struct ev_desc *ev_desc_find(uint32_t id)
-{
-	size_t lo = 0, hi = sizeof ev_descs / sizeof ev_descs[0];
-
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		if (ev_descs[mid].id == id)
-			return &ev_descs[mid];
-		if (ev_descs[mid].id < id)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return NULL;
-}
-
-/* The name and type of field `num` in a descriptor's field list. */
-static bool ev_field(const char *fields, uint32_t num, const char **name,
-		     size_t *len, char *type)
-{
-	const char *p = fields;
-
-	for (uint32_t i = 1; i < num; i++) {
-		p = strchr(p, ',');
-		if (!p)
-			return false;
-		p++;
-	}
-	const char *end = strchr(p, ',');
-	if (!end)
-		end = p + strlen(p);
-	const char *colon = memchr(p, ':', (size_t)(end - p));
-	if (!colon || colon == p)
-		return false;
-	*name = p;
-	*len = (size_t)(colon - p);
-	*type = colon[1];
-	return true;
-}
 
 /* ---- state ------------------------------------------------------------ */
 
@@ -787,9 +562,9 @@ static void raw_args_commit(struct tp_ctx *ctx, uint32_t row,
 			   TP_FTRACE_EVENT_arg_set_id, row, id);
 }
 
-/* The event's fields as args, named by its descriptor. */
-static void raw_typed(struct tp_ctx *ctx, const struct ev_desc *d, int64_t ts,
-		      uint32_t cpu, uint32_t machine, uint32_t utid,
+/* The event's fields as args, named by the ftrace event table. */
+static void raw_typed(struct tp_ctx *ctx, const struct ft_event_desc *d,
+		      int64_t ts, uint32_t cpu, uint32_t machine, uint32_t utid,
 		      const uint8_t *data, size_t len, bool has_flags,
 		      uint32_t flags)
 {
@@ -804,19 +579,17 @@ static void raw_typed(struct tp_ctx *ctx, const struct ev_desc *d, int64_t ts,
 	tp_args_builder_reset(b);
 	pb_reader_init(&r, data, len);
 	while (pb_next(&r, &f)) {
-		const char *name;
-		size_t nlen;
-		char type;
-		if (!ev_field(d->fields, f.num, &name, &nlen, &type))
+		const struct ft_event_field *ef = ft_event_field(d, f.num);
+		if (!ef)
 			continue;
-		tp_str key = tp_intern(ctx->pool, name, nlen);
-		if (type == 's' && f.wt == PB_WT_LEN)
+		tp_str key = tp_s(ctx, ef->name);
+		if (ef->type == FT_FIELD_STR && f.wt == PB_WT_LEN)
 			tp_args_add_str(b, key, key,
 					tp_intern(ctx->pool,
 						  (const char *)f.data, f.len));
-		else if (type == 'u' && f.wt != PB_WT_LEN)
+		else if (ef->type == FT_FIELD_UINT && f.wt != PB_WT_LEN)
 			tp_args_add_uint(b, key, key, f.val);
-		else if (type == 'i' && f.wt != PB_WT_LEN)
+		else if (ef->type == FT_FIELD_INT && f.wt != PB_WT_LEN)
 			tp_args_add_int(b, key, key, (int64_t)f.val);
 	}
 	raw_args_commit(ctx, row, b);
@@ -1505,12 +1278,12 @@ static void parse_mark_write(struct tp_ctx *ctx, int64_t ts,
 			     const struct msg *m)
 {
 	switch (id) {
-	case EV_TRACING_MARK_WRITE:
+	case FE_TRACING_MARK_WRITE:
 		kernel_mark(ctx, ts, machine, pid, 0,
 			    u64(m, MDSS_TRACE_BEGIN) != 0,
 			    str(ctx, m, MDSS_TRACE_NAME), i32(m, MDSS_PID), 0);
 		break;
-	case EV_SDE_TRACING_MARK_WRITE:
+	case FE_SDE_TRACING_MARK_WRITE:
 		if (!has(m, SDE_TRACE_TYPE) && !has(m, SDE_TRACE_BEGIN)) {
 			tp_stat_inc(ctx, "systrace_parse_failure");
 			return;
@@ -1521,8 +1294,8 @@ static void parse_mark_write(struct tp_ctx *ctx, int64_t ts,
 			    str(ctx, m, SDE_TRACE_NAME), i32(m, SDE_PID),
 			    i32(m, SDE_VALUE));
 		break;
-	case EV_DPU_TRACING_MARK_WRITE:
-	case EV_G2D_TRACING_MARK_WRITE:
+	case FE_DPU_TRACING_MARK_WRITE:
+	case FE_G2D_TRACING_MARK_WRITE:
 		if (!u64(m, DPU_TYPE)) {
 			tp_stat_inc(ctx, "systrace_parse_failure");
 			return;
@@ -1531,7 +1304,7 @@ static void parse_mark_write(struct tp_ctx *ctx, int64_t ts,
 			    false, str(ctx, m, DPU_NAME), i32(m, DPU_PID),
 			    i32(m, DPU_VALUE));
 		break;
-	case EV_MALI_TRACING_MARK_WRITE:
+	case FE_MALI_TRACING_MARK_WRITE:
 		if (!u64(m, MALI_TYPE)) {
 			tp_stat_inc(ctx, "systrace_parse_failure");
 			return;
@@ -1540,7 +1313,7 @@ static void parse_mark_write(struct tp_ctx *ctx, int64_t ts,
 			    false, str(ctx, m, MALI_NAME), i32(m, MALI_PID),
 			    i32(m, MALI_VALUE));
 		break;
-	case EV_ZERO:
+	case FE_ZERO:
 		kernel_mark(ctx, ts, machine, pid, (char)i32(m, ZERO_FLAG),
 			    false, str(ctx, m, ZERO_NAME), i32(m, ZERO_PID),
 			    i64(m, ZERO_VALUE));
@@ -1577,17 +1350,17 @@ static void parse_cpu_event(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
 	uint32_t cpu;
 
 	switch (id) {
-	case EV_CPU_FREQUENCY:
+	case FE_CPU_FREQUENCY:
 		cpu_counter(ctx, ts, machine, "cpu_frequency", "cpufreq",
 			    (uint32_t)u64(m, CF_CPU_ID),
 			    (double)(uint32_t)u64(m, CF_STATE));
 		break;
-	case EV_CPU_IDLE:
+	case FE_CPU_IDLE:
 		cpu_counter(ctx, ts, machine, "cpu_idle", "cpuidle",
-			    (uint32_t)u64(m, CF_CPU_ID),
-			    (double)(uint32_t)u64(m, CF_STATE));
+			    (uint32_t)u64(m, CIDLE_CPU_ID),
+			    (double)(uint32_t)u64(m, CIDLE_STATE));
 		break;
-	case EV_CPU_FREQUENCY_LIMITS:
+	case FE_CPU_FREQUENCY_LIMITS:
 		cpu = (uint32_t)u64(m, CFL_CPU_ID);
 		cpu_named_counter(ctx, ts, machine, "cpu_max_frequency_limit",
 				  "Cpu %u Max Freq Limit", cpu,
@@ -1596,7 +1369,7 @@ static void parse_cpu_event(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
 				  "Cpu %u Min Freq Limit", cpu,
 				  (double)(uint32_t)u64(m, CFL_MIN_FREQ));
 		break;
-	case EV_SCHED_CPU_UTIL_CFS:
+	case FE_SCHED_CPU_UTIL_CFS:
 		cpu = (uint32_t)u64(m, CFS_CPU);
 		cpu_named_counter(ctx, ts, machine, "cpu_utilization",
 				  "Cpu %u Util", cpu,
@@ -1653,45 +1426,45 @@ static void parse_irq(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,
 	char name[300];
 
 	switch (id) {
-	case EV_IRQ_HANDLER_ENTRY: {
-		tp_str n = str(ctx, m, 2);
+	case FE_IRQ_HANDLER_ENTRY: {
+		tp_str n = str(ctx, m, IRQ_ENTRY_NAME);
 		const char *ns = n ? tp_str_get(ctx->pool, n) : "";
 		snprintf(name, sizeof name, "IRQ (%.255s)", ns);
 		tp_slice_begin(ctx, irq_track(ctx, machine, false, cpu), ts,
 			       irq, tp_s(ctx, name), -1);
 		break;
 	}
-	case EV_LOCAL_TIMER_ENTRY:
+	case FE_LOCAL_TIMER_ENTRY:
 		tp_slice_begin(ctx, irq_track(ctx, machine, false, cpu), ts,
 			       irq, tp_s(ctx, "IRQ (LocalTimer)"), -1);
 		break;
-	case EV_SOFTIRQ_ENTRY: {
-		uint64_t vec = (uint32_t)u64(m, 1);
+	case FE_SOFTIRQ_ENTRY: {
+		uint64_t vec = (uint32_t)u64(m, SOFTIRQ_ENTRY_VEC);
 		if (vec >= sizeof softirq_names / sizeof softirq_names[0])
 			return;
 		tp_slice_begin(ctx, irq_track(ctx, machine, true, cpu), ts,
 			       irq, tp_s(ctx, softirq_names[vec]), -1);
 		break;
 	}
-	case EV_IRQ_HANDLER_EXIT: {
+	case FE_IRQ_HANDLER_EXIT: {
 		tp_str k = tp_s(ctx, "ret");
 		tp_args_builder_init(&b);
 		tp_args_add_str(&b, k, k,
-				tp_s(ctx, i32(m, 2) == 1 ? "handled"
+				tp_s(ctx, i32(m, IRQ_EXIT_RET) == 1 ? "handled"
 							 : "unhandled"));
 		tp_slice_end(ctx, irq_track(ctx, machine, false, cpu), ts, irq,
 			     0, tp_args_commit(ctx, &b));
 		tp_args_builder_free(&b);
 		break;
 	}
-	case EV_LOCAL_TIMER_EXIT:
+	case FE_LOCAL_TIMER_EXIT:
 		tp_slice_end(ctx, irq_track(ctx, machine, false, cpu), ts, irq,
 			     0, -1);
 		break;
-	case EV_SOFTIRQ_EXIT: {
+	case FE_SOFTIRQ_EXIT: {
 		tp_str k = tp_s(ctx, "vec");
 		tp_args_builder_init(&b);
-		tp_args_add_int(&b, k, k, (uint32_t)u64(m, 1));
+		tp_args_add_int(&b, k, k, (uint32_t)u64(m, SOFTIRQ_EXIT_VEC));
 		tp_slice_end(ctx, irq_track(ctx, machine, true, cpu), ts, irq,
 			     0, tp_args_commit(ctx, &b));
 		tp_args_builder_free(&b);
@@ -1723,45 +1496,45 @@ static void parse_typed(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,
 	case FE_SCHED_WAKING:
 		parse_waking(ctx, ts, machine, pid, &m);
 		break;
-	case EV_SCHED_PROCESS_FREE:
+	case FE_SCHED_PROCESS_FREE:
 		tp_thread_end(ctx, machine, ts, i32(&m, SPF_PID));
 		break;
-	case EV_TASK_NEWTASK:
+	case FE_TASK_NEWTASK:
 		parse_newtask(ctx, ts, machine, pid, &m);
 		break;
-	case EV_TASK_RENAME:
+	case FE_TASK_RENAME:
 		parse_rename(ctx, machine, &m);
 		break;
 	case FE_PRINT:
 		parse_print(ctx, ts, machine, pid, &m);
 		break;
-	case EV_TRACING_MARK_WRITE:
-	case EV_SDE_TRACING_MARK_WRITE:
-	case EV_DPU_TRACING_MARK_WRITE:
-	case EV_G2D_TRACING_MARK_WRITE:
-	case EV_MALI_TRACING_MARK_WRITE:
-	case EV_ZERO:
+	case FE_TRACING_MARK_WRITE:
+	case FE_SDE_TRACING_MARK_WRITE:
+	case FE_DPU_TRACING_MARK_WRITE:
+	case FE_G2D_TRACING_MARK_WRITE:
+	case FE_MALI_TRACING_MARK_WRITE:
+	case FE_ZERO:
 		parse_mark_write(ctx, ts, machine, pid, id, &m);
 		break;
-	case EV_CPU_FREQUENCY:
-	case EV_CPU_IDLE:
-	case EV_CPU_FREQUENCY_LIMITS:
-	case EV_SCHED_CPU_UTIL_CFS:
+	case FE_CPU_FREQUENCY:
+	case FE_CPU_IDLE:
+	case FE_CPU_FREQUENCY_LIMITS:
+	case FE_SCHED_CPU_UTIL_CFS:
 		parse_cpu_event(ctx, ts, machine, id, &m);
 		break;
-	case EV_MARK_VICTIM: {
+	case FE_MARK_VICTIM: {
 		/* the oom killer's victim: an instant on its thread track */
-		uint32_t victim = tp_thread_get(ctx, machine, i32(&m, 1));
+		uint32_t victim = tp_thread_get(ctx, machine, i32(&m, MV_PID));
 		tp_slice_complete(ctx, tp_track_thread(ctx, victim), ts, 0, 0,
 				  tp_s(ctx, "mem.oom_kill"), -1);
 		break;
 	}
-	case EV_IRQ_HANDLER_ENTRY:
-	case EV_IRQ_HANDLER_EXIT:
-	case EV_LOCAL_TIMER_ENTRY:
-	case EV_LOCAL_TIMER_EXIT:
-	case EV_SOFTIRQ_ENTRY:
-	case EV_SOFTIRQ_EXIT:
+	case FE_IRQ_HANDLER_ENTRY:
+	case FE_IRQ_HANDLER_EXIT:
+	case FE_LOCAL_TIMER_ENTRY:
+	case FE_LOCAL_TIMER_EXIT:
+	case FE_SOFTIRQ_ENTRY:
+	case FE_SOFTIRQ_EXIT:
 		parse_irq(ctx, ts, cpu, machine, id, &m);
 		break;
 	default:
@@ -1806,8 +1579,8 @@ static void parse_event(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 			return;
 		}
 		if (f.num != FE_SCHED_SWITCH) {
-			const struct ev_desc *d = ev_desc_find(f.num);
-			if (d) {
+			const struct ft_event_desc *d = ft_event_by_id(f.num);
+			if (d && (d->uses & FT_USE_PROCESSOR)) {
 				uint32_t utid = tp_thread_get(ctx, h.machine,
 							      pid);
 				raw_typed(ctx, d, ts, h.cpu, h.machine, utid,
@@ -1831,11 +1604,6 @@ static void parse_event(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
  * order (a task created twice, a state after Z, Running twice) count as
  * generic_task_state_invalid_order and are dropped.
  */
-enum {
-	GK_CREATED = 1, GK_RUNNABLE, GK_RUNNING, GK_SLEEP, GK_UNINTERRUPTIBLE,
-	GK_STOPPED, GK_DEAD, GK_DESTROYED,
-};
-
 struct gk_hdr {
 	uint32_t machine;
 	uint32_t field;
@@ -1954,11 +1722,11 @@ static void gk_task_state(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
 {
 	struct msg m;
 	msg_decode(&m, p, len);
-	uint32_t cpu = (uint32_t)i32(&m, 1);
-	tp_str comm = str(ctx, &m, 2);
-	int64_t tid = i64(&m, 3);
-	uint64_t state = u64(&m, 4);
-	int32_t prio = i32(&m, 5);
+	uint32_t cpu = (uint32_t)i32(&m, GKTS_CPU);
+	tp_str comm = str(ctx, &m, GKTS_COMM);
+	int64_t tid = i64(&m, GKTS_TID);
+	uint64_t state = u64(&m, GKTS_STATE);
+	int32_t prio = i32(&m, GKTS_PRIO);
 	uint32_t utid = gk_utid(ctx, ts, machine, tid, comm, state);
 	if (utid == NONE32)
 		return;
@@ -2021,18 +1789,18 @@ static void gk_process_tree(struct tp_ctx *ctx, uint32_t machine,
 
 	pb_reader_init(&r, p, len);
 	while (pb_next(&r, &f)) {
-		if (f.num != 1 || f.wt != PB_WT_LEN)
+		if (f.num != GKPT_PROCESSES || f.wt != PB_WT_LEN)
 			continue;
 		int64_t pid = 0, ppid = 0;
 		const uint8_t *cmd = NULL;
 		size_t cmdlen = 0;
 		pb_reader_init(&q, f.data, f.len);
 		while (pb_next(&q, &g)) {
-			if (g.num == 1 && g.wt == PB_WT_VARINT)
+			if (g.num == GKPT_PROC_PID && g.wt == PB_WT_VARINT)
 				pid = (int64_t)g.val;
-			else if (g.num == 2 && g.wt == PB_WT_VARINT)
+			else if (g.num == GKPT_PROC_PPID && g.wt == PB_WT_VARINT)
 				ppid = (int64_t)g.val;
-			else if (g.num == 3 && g.wt == PB_WT_LEN) {
+			else if (g.num == GKPT_PROC_CMDLINE && g.wt == PB_WT_LEN) {
 				cmd = g.data;
 				cmdlen = g.len;
 			}
@@ -2054,7 +1822,7 @@ static void gk_process_tree(struct tp_ctx *ctx, uint32_t machine,
 	}
 	pb_reader_init(&r, p, len);
 	while (pb_next(&r, &f)) {
-		if (f.num != 2 || f.wt != PB_WT_LEN)
+		if (f.num != GKPT_THREADS || f.wt != PB_WT_LEN)
 			continue;
 		int64_t tid = 0, pid = 0;
 		bool main_thread = false, idle = false;
@@ -2062,17 +1830,17 @@ static void gk_process_tree(struct tp_ctx *ctx, uint32_t machine,
 		bool has_comm = false;
 		pb_reader_init(&q, f.data, f.len);
 		while (pb_next(&q, &g)) {
-			if (g.num == 1 && g.wt == PB_WT_VARINT)
+			if (g.num == GKPT_THREAD_TID && g.wt == PB_WT_VARINT)
 				tid = (int64_t)g.val;
-			else if (g.num == 2 && g.wt == PB_WT_VARINT)
+			else if (g.num == GKPT_THREAD_PID && g.wt == PB_WT_VARINT)
 				pid = (int64_t)g.val;
-			else if (g.num == 3 && g.wt == PB_WT_LEN) {
+			else if (g.num == GKPT_THREAD_COMM && g.wt == PB_WT_LEN) {
 				comm = tp_intern(ctx->pool,
 						 (const char *)g.data, g.len);
 				has_comm = true;
-			} else if (g.num == 4 && g.wt == PB_WT_VARINT)
+			} else if (g.num == GKPT_THREAD_IS_MAIN_THREAD && g.wt == PB_WT_VARINT)
 				main_thread = g.val != 0;
-			else if (g.num == 5 && g.wt == PB_WT_VARINT)
+			else if (g.num == GKPT_THREAD_IS_IDLE && g.wt == PB_WT_VARINT)
 				idle = g.val != 0;
 		}
 		uint32_t upid = tp_process_get_no_thread(ctx, machine, pid);
@@ -2098,18 +1866,19 @@ static void parse_generic(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 	p += sizeof h;
 	len -= sizeof h;
 	switch (h.field) {
-	case PKT_GK_TASK_STATE:
+	case TP_GENERIC_KERNEL_TASK_STATE_EVENT:
 		gk_task_state(ctx, ts, h.machine, p, len);
 		break;
-	case PKT_GK_CPU_FREQ:
+	case TP_GENERIC_KERNEL_CPU_FREQ_EVENT:
 		msg_decode(&m, p, len);
 		cpu_counter(ctx, ts, h.machine, "cpu_frequency", "cpufreq",
-			    (uint32_t)i32(&m, 1), (double)i64(&m, 2) / 1000.0);
+			    (uint32_t)i32(&m, GKCF_CPU),
+			    (double)i64(&m, GKCF_FREQ_HZ) / 1000.0);
 		break;
-	case PKT_GK_RENAME: {
+	case TP_GENERIC_KERNEL_TASK_RENAME_EVENT: {
 		msg_decode(&m, p, len);
-		int64_t tid = i64(&m, 1);
-		tp_str comm = str(ctx, &m, 2);
+		int64_t tid = i64(&m, GKTR_TID);
+		tp_str comm = str(ctx, &m, GKTR_COMM);
 		uint32_t utid = thread_named(ctx, h.machine, tid, comm);
 		struct tp_table *tt = tp_tab(ctx, TP_T_THREAD);
 		if (!comm || tp_is_null(tt, TP_THREAD_upid, utid))
@@ -2120,7 +1889,7 @@ static void parse_generic(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 			tp_process_set_name(ctx, upid, comm);
 		break;
 	}
-	case PKT_GK_PROCESS_TREE:
+	case TP_GENERIC_KERNEL_PROCESS_TREE:
 		gk_process_tree(ctx, h.machine, p, len);
 		break;
 	default:
@@ -2151,8 +1920,8 @@ void tp_ftrace_init(struct tp_ctx *ctx)
 bool tp_ftrace_tokenize(struct tp_ctx *ctx, const struct tp_packet *pkt,
 			const struct pb_field *f)
 {
-	if (f->num == PKT_GK_TASK_STATE || f->num == PKT_GK_CPU_FREQ ||
-	    f->num == PKT_GK_RENAME || f->num == PKT_GK_PROCESS_TREE) {
+	if (f->num == TP_GENERIC_KERNEL_TASK_STATE_EVENT || f->num == TP_GENERIC_KERNEL_CPU_FREQ_EVENT ||
+	    f->num == TP_GENERIC_KERNEL_TASK_RENAME_EVENT || f->num == TP_GENERIC_KERNEL_PROCESS_TREE) {
 		tokenize_generic(ctx, pkt, f);
 		return true;
 	}

@@ -20,43 +20,6 @@
 #include "tp_tracks.h"
 #include "vp_alloc.h"
 
-/* ProcessTree, ProcessTree.Process, ProcessTree.Thread (the fields the merge
- * also reads, PT_* / PS_*, are in perfetto_fields.h) */
-enum {
-	PTP_CMDLINE = 3,
-	PTP_UID = 5,
-	PTP_PROCESS_START_FROM_BOOT = 7,
-	PTP_CMDLINE_IS_COMM = 9,
-	PTT_NAME = 2,
-};
-
-/* ProcessStats, ProcessStats.Process, ProcessStats.Thread */
-enum {
-	PSP_VM_SIZE_KB = 2,
-	PSP_VM_RSS_KB = 3,
-	PSP_RSS_ANON_KB = 4,
-	PSP_RSS_FILE_KB = 5,
-	PSP_RSS_SHMEM_KB = 6,
-	PSP_VM_SWAP_KB = 7,
-	PSP_VM_LOCKED_KB = 8,
-	PSP_VM_HWM_KB = 9,
-	PSP_OOM_SCORE_ADJ = 10,
-	PSP_THREADS = 11,
-	PSP_IS_PEAK_RSS_RESETTABLE = 12,
-	PSP_CHROME_PRIVATE_FOOTPRINT_KB = 13,
-	PSP_CHROME_PEAK_RESIDENT_SET_KB = 14,
-	PSP_FDS = 15,
-	PSP_SMR_RSS_KB = 16,
-	PSP_SMR_PSS_KB = 17,
-	PSP_SMR_PSS_ANON_KB = 18,
-	PSP_SMR_PSS_FILE_KB = 19,
-	PSP_SMR_PSS_SHMEM_KB = 20,
-	PSP_RUNTIME_USER_MODE = 21,
-	PSP_RUNTIME_KERNEL_MODE = 22,
-	PSP_SMR_SWAP_PSS_KB = 23,
-	PST_TID = 1,
-};
-
 #define KTHREADD_PID 2
 
 struct proc_hdr {

@@ -29,109 +29,6 @@
 
 /* TracePacket field numbers (TP_*) are in perfetto_fields.h. */
 
-/* SysStats and its nested messages. */
-enum {
-	SS_MEMINFO = 1, SS_VMSTAT = 2, SS_CPU_STAT = 3, SS_NUM_FORKS = 4,
-	SS_NUM_IRQ_TOTAL = 5, SS_NUM_IRQ = 6, SS_NUM_SOFTIRQ_TOTAL = 7,
-	SS_NUM_SOFTIRQ = 8, SS_DEVFREQ = 10, SS_CPUFREQ_KHZ = 11,
-	SS_BUDDY_INFO = 12, SS_DISK_STAT = 13, SS_PSI = 14,
-	SS_THERMAL_ZONE = 15, SS_CPUIDLE_STATE = 16, SS_GPUFREQ_MHZ = 17,
-	KV_KEY = 1, KV_VALUE = 2,           /* Meminfo/Vmstat/Devfreq value */
-	CT_CPU_ID = 1,                      /* CpuTimes, then 2..9 */
-	IC_IRQ = 1, IC_COUNT = 2,           /* InterruptCount */
-	BI_NODE = 1, BI_ZONE = 2, BI_ORDER_PAGES = 3,   /* BuddyInfo */
-	DS_DEVICE_NAME = 1, DS_READ_SECTORS = 2, DS_READ_TIME_MS = 3,
-	DS_WRITE_SECTORS = 4, DS_WRITE_TIME_MS = 5, DS_DISCARD_SECTORS = 6,
-	DS_DISCARD_TIME_MS = 7, DS_FLUSH_COUNT = 8, DS_FLUSH_TIME_MS = 9,
-	PSI_RESOURCE = 1, PSI_TOTAL_NS = 2, /* PsiSample */
-	TZ_NAME = 1, TZ_TEMP = 2, TZ_TYPE = 3,          /* ThermalZone */
-	CIS_CPU_ID = 1, CIS_ENTRY = 2, CISE_STATE = 1, CISE_DURATION_US = 2,
-};
-
-/* SystemInfo, Utsname. */
-enum {
-	SI_UTSNAME = 1, SI_ANDROID_BUILD_FINGERPRINT = 2,
-	SI_TRACING_SERVICE_VERSION = 4, SI_ANDROID_SDK_VERSION = 5,
-	SI_PAGE_SIZE = 6, SI_TIMEZONE_OFF_MINS = 7, SI_NUM_CPUS = 8,
-	SI_ANDROID_SOC_MODEL = 9, SI_ANDROID_HARDWARE_REVISION = 10,
-	SI_ANDROID_STORAGE_MODEL = 11, SI_ANDROID_RAM_MODEL = 12,
-	SI_ANDROID_GUEST_SOC_MODEL = 13, SI_ANDROID_DEVICE_MANUFACTURER = 14,
-	SI_ANDROID_SERIAL_CONSOLE = 15, SI_SYSTEM_RAM_BYTES = 16,
-	SI_MACHINE_NAME = 17,
-	UTS_SYSNAME = 1, UTS_VERSION = 2, UTS_RELEASE = 3, UTS_MACHINE = 4,
-};
-
-/* CpuInfo, CpuInfo.Cpu, CpuInfo.ArmCpuIdentifier. */
-enum {
-	CI_CPUS = 1,
-	CPU_PROCESSOR = 1, CPU_FREQUENCIES = 2, CPU_CAPACITY = 3,
-	CPU_ARM_IDENTIFIER = 4, CPU_FEATURES = 5,
-};
-
-/* TraceStats, BufferStats, WriterStats, FilterStats. */
-enum {
-	TS_BUFFER_STATS = 1, TS_PRODUCERS_CONNECTED = 2, TS_PRODUCERS_SEEN = 3,
-	TS_DATA_SOURCES_REGISTERED = 4, TS_DATA_SOURCES_SEEN = 5,
-	TS_TRACING_SESSIONS = 6, TS_TOTAL_BUFFERS = 7,
-	TS_CHUNKS_DISCARDED = 8, TS_PATCHES_DISCARDED = 9,
-	TS_FILTER_STATS = 11, TS_FLUSHES_REQUESTED = 12,
-	TS_FLUSHES_SUCCEEDED = 13, TS_FLUSHES_FAILED = 14,
-	TS_FINAL_FLUSH_OUTCOME = 15, TS_WRITER_STATS = 18,
-	BS_BYTES_OVERWRITTEN = 13,
-	WS_SEQUENCE_ID = 1, WS_BUFFER = 4,
-	FS_INPUT_PACKETS = 1, FS_INPUT_BYTES = 2, FS_OUTPUT_BYTES = 3,
-	FS_ERRORS = 4, FS_TIME_TAKEN_NS = 5, FS_BYTES_DISCARDED_PER_BUFFER = 20,
-};
-
-/* FtraceStats, FtraceCpuStats. */
-enum {
-	FS_PHASE = 1, FS_CPU_STATS = 2, FS_KERNEL_SYMBOLS_PARSED = 3,
-	FS_KERNEL_SYMBOLS_MEM_KB = 4, FS_FTRACE_PARSE_ERRORS = 9,
-	FCS_CPU = 1, FCS_ENTRIES = 2, FCS_OVERRUN = 3, FCS_COMMIT_OVERRUN = 4,
-	FCS_BYTES_READ = 5, FCS_OLDEST_EVENT_TS = 6, FCS_NOW_TS = 7,
-	FCS_DROPPED_EVENTS = 8, FCS_READ_EVENTS = 9,
-	FTRACE_PHASE_START = 1, FTRACE_PHASE_END = 2,
-	FTRACE_STATUS_ABI_ZERO_DATA_LENGTH = 12,
-};
-
-/* TraceConfig (the fields acted on), BufferConfig, TraceAttributes. */
-enum {
-	TC_BUFFERS = 1, TC_WRITE_INTO_FILE = 8, TC_FILE_WRITE_PERIOD_MS = 9,
-	TC_FLUSH_PERIOD_MS = 13, TC_UNIQUE_SESSION_NAME = 22,
-	TC_TRACE_UUID_MSB = 27, TC_TRACE_UUID_LSB = 28,
-	TC_TRACE_ATTRIBUTES = 48,
-	BC_FILL_POLICY = 4, FILL_DISCARD = 2,
-	TA_ATTRIBUTE = 1, ATTR_KEY = 1, ATTR_LONG = 2, ATTR_STRING = 3,
-};
-
-/* TracingServiceEvent, DataSources. */
-enum {
-	SE_ALL_DATA_SOURCES_STARTED = 1, SE_TRACING_STARTED = 2,
-	SE_ALL_DATA_SOURCES_FLUSHED = 3, SE_READ_TRACING_BUFFERS_COMPLETED = 4,
-	SE_TRACING_DISABLED = 5, SE_SLOW_STARTING_DATA_SOURCES = 7,
-	SE_LAST_FLUSH_SLOW_DATA_SOURCES = 8,
-	DSS_DATA_SOURCE = 1, DSS_PRODUCER_NAME = 1, DSS_DATA_SOURCE_NAME = 2,
-};
-
-/* Trigger, ChromeTrigger, TraceUuid, InitialDisplayState. */
-enum {
-	TRG_TRIGGER_NAME = 1, TRG_PRODUCER_NAME = 2,
-	TRG_TRUSTED_PRODUCER_UID = 3,
-	CTRG_TRIGGER_NAME = 1, CTRG_TRIGGER_NAME_HASH = 2,
-	UUID_MSB = 1, UUID_LSB = 2,
-	IDS_DISPLAY_STATE = 1,
-};
-
-/* ChromeMetadataPacket, BackgroundTracingMetadata. */
-enum {
-	CM_BACKGROUND_TRACING_METADATA = 1, CM_CHROME_VERSION_CODE = 2,
-	CM_ENABLED_CATEGORIES = 3, CM_FIELD_TRIAL_HASHES = 4,
-	CM_APP_PACKAGE_NAME = 5, CM_APP_VERSION = 6, CM_CHANNEL = 7,
-	CM_OS_NAME = 8, FH_NAME = 1, FH_GROUP = 2,
-	BTM_TRIGGERED_RULE = 1, BTM_SCENARIO_NAME_HASH = 3,
-	TR_NAME_HASH = 4,
-};
-
 /* What the sorter carries for the parse stage. */
 enum {
 	EV_TRIGGER = 1,
@@ -1176,25 +1073,25 @@ static void parse_cpu_info(struct tp_ctx *ctx, const struct tp_packet *pkt,
 
 /* BufferStats field number -> indexed stat. */
 static const char *const buffer_stat_names[] = {
-	[1] = "traced_buf_bytes_written",
-	[2] = "traced_buf_chunks_written",
-	[3] = "traced_buf_chunks_overwritten",
-	[4] = "traced_buf_write_wrap_count",
-	[5] = "traced_buf_patches_succeeded",
-	[6] = "traced_buf_patches_failed",
-	[7] = "traced_buf_readaheads_succeeded",
-	[8] = "traced_buf_readaheads_failed",
-	[9] = "traced_buf_abi_violations",
-	[10] = "traced_buf_chunks_rewritten",
-	[11] = "traced_buf_chunks_committed_out_of_order",
-	[12] = "traced_buf_buffer_size",
-	[13] = "traced_buf_bytes_overwritten",
-	[14] = "traced_buf_bytes_read",
-	[15] = "traced_buf_padding_bytes_written",
-	[16] = "traced_buf_padding_bytes_cleared",
-	[17] = "traced_buf_chunks_read",
-	[18] = "traced_buf_chunks_discarded",
-	[19] = "traced_buf_trace_writer_packet_loss",
+	[BS_BYTES_WRITTEN] = "traced_buf_bytes_written",
+	[BS_CHUNKS_WRITTEN] = "traced_buf_chunks_written",
+	[BS_CHUNKS_OVERWRITTEN] = "traced_buf_chunks_overwritten",
+	[BS_WRITE_WRAP_COUNT] = "traced_buf_write_wrap_count",
+	[BS_PATCHES_SUCCEEDED] = "traced_buf_patches_succeeded",
+	[BS_PATCHES_FAILED] = "traced_buf_patches_failed",
+	[BS_READAHEADS_SUCCEEDED] = "traced_buf_readaheads_succeeded",
+	[BS_READAHEADS_FAILED] = "traced_buf_readaheads_failed",
+	[BS_ABI_VIOLATIONS] = "traced_buf_abi_violations",
+	[BS_CHUNKS_REWRITTEN] = "traced_buf_chunks_rewritten",
+	[BS_CHUNKS_COMMITTED_OUT_OF_ORDER] = "traced_buf_chunks_committed_out_of_order",
+	[BS_BUFFER_SIZE] = "traced_buf_buffer_size",
+	[BS_BYTES_OVERWRITTEN] = "traced_buf_bytes_overwritten",
+	[BS_BYTES_READ] = "traced_buf_bytes_read",
+	[BS_PADDING_BYTES_WRITTEN] = "traced_buf_padding_bytes_written",
+	[BS_PADDING_BYTES_CLEARED] = "traced_buf_padding_bytes_cleared",
+	[BS_CHUNKS_READ] = "traced_buf_chunks_read",
+	[BS_CHUNKS_DISCARDED] = "traced_buf_chunks_discarded",
+	[BS_TRACE_WRITER_PACKET_LOSS] = "traced_buf_trace_writer_packet_loss",
 };
 
 /* TraceStats field number -> single stat. */
@@ -1241,11 +1138,11 @@ static void parse_filter_stats(struct tp_ctx *ctx, const struct tp_packet *pkt,
 			       const struct pb_field *f)
 {
 	static const char *const names[] = {
-		[FS_INPUT_PACKETS] = "filter_input_packets",
-		[FS_INPUT_BYTES] = "filter_input_bytes",
-		[FS_OUTPUT_BYTES] = "filter_output_bytes",
-		[FS_ERRORS] = "filter_errors",
-		[FS_TIME_TAKEN_NS] = "filter_time_taken_ns",
+		[FILTER_INPUT_PACKETS] = "filter_input_packets",
+		[FILTER_INPUT_BYTES] = "filter_input_bytes",
+		[FILTER_OUTPUT_BYTES] = "filter_output_bytes",
+		[FILTER_ERRORS] = "filter_errors",
+		[FILTER_TIME_TAKEN_NS] = "filter_time_taken_ns",
 	};
 	struct pb_reader r;
 	struct pb_field g;
@@ -1256,7 +1153,7 @@ static void parse_filter_stats(struct tp_ctx *ctx, const struct tp_packet *pkt,
 		    g.wt == PB_WT_VARINT) {
 			tp_stat_set(ctx, names[g.num], pkt->machine, -1,
 				    (int64_t)g.val);
-		} else if (g.num == FS_BYTES_DISCARDED_PER_BUFFER) {
+		} else if (g.num == FILTER_BYTES_DISCARDED_PER_BUFFER) {
 			struct pb_packed_iter it;
 			uint64_t v;
 			if (g.wt == PB_WT_VARINT) {
@@ -1432,9 +1329,9 @@ static void parse_ftrace_stats(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	while (pb_next(&r, &g))
 		if (g.num == FS_PHASE && g.wt == PB_WT_VARINT)
 			phase = g.val;
-	if (phase != FTRACE_PHASE_START && phase != FTRACE_PHASE_END)
+	if (phase != FS_PHASE_START_OF_TRACE && phase != FS_PHASE_END_OF_TRACE)
 		return;
-	bool end = phase == FTRACE_PHASE_END;
+	bool end = phase == FS_PHASE_END_OF_TRACE;
 	pb_reader_init(&r, f->data, f->len);
 	while (pb_next(&r, &g)) {
 		if (g.num == FS_CPU_STATS && g.wt == PB_WT_LEN) {

@@ -17,41 +17,8 @@
 #include "service.h"
 #include "vp_version.h"
 
-/* SystemInfo / Utsname fields. */
-enum {
-	SI_UTSNAME = 1,
-	SI_TRACING_SERVICE_VERSION = 4,
-	SI_PAGE_SIZE = 6,
-	SI_TIMEZONE_OFF_MINS = 7,
-	SI_NUM_CPUS = 8,
-	SI_SYSTEM_RAM_BYTES = 16,
-	SI_MACHINE_NAME = 17,
-	UTS_SYSNAME = 1,
-	UTS_VERSION = 2,
-	UTS_RELEASE = 3,
-	UTS_MACHINE = 4,
-};
-
 /* TraceConfig.flush_period_ms */
 #define TC_FLUSH_PERIOD_MS 13
-
-/* TraceStats and TraceStats.BufferStats fields. */
-enum {
-	TS_BUFFER_STATS = 1,
-	TS_PRODUCERS_CONNECTED = 2,
-	TS_PRODUCERS_SEEN = 3,
-	TS_DATA_SOURCES_REGISTERED = 4,
-	TS_DATA_SOURCES_SEEN = 5,
-	TS_TRACING_SESSIONS = 6,
-	TS_TOTAL_BUFFERS = 7,
-	TS_CHUNKS_DISCARDED = 8,
-	TS_PATCHES_DISCARDED = 9,
-	TS_INVALID_PACKETS = 10,
-	TS_FLUSHES_REQUESTED = 12,
-	TS_FLUSHES_SUCCEEDED = 13,
-	TS_FLUSHES_FAILED = 14,
-	TS_FINAL_FLUSH_OUTCOME = 15,
-};
 
 
 static void append_service_trusted(struct vp_service *s, struct pb_buf *b)
@@ -167,8 +134,8 @@ void vp_pkt_trace_uuid(struct vp_session *sess, struct pb_buf *out)
 	const uint64_t *v = sess->uuid;
 	begin(sess, out);
 	size_t u = pb_begin_nested(out, TP_TRACE_UUID);
-	pb_put_varint(out, 1, v[0]);
-	pb_put_varint(out, 2, v[1]);
+	pb_put_varint(out, UUID_MSB, v[0]);
+	pb_put_varint(out, UUID_LSB, v[1]);
 	pb_end_nested(out, u);
 	end(sess, out);
 }
@@ -179,9 +146,9 @@ static void provenance_seq(void *ctx, uint16_t producer_id,
 {
 	(void)writer_id;
 	struct pb_buf *out = ctx;
-	size_t q = pb_begin_nested(out, 1); /* Buffer.sequences */
-	pb_put_varint(out, 1, meta->sequence_id);
-	pb_put_varint(out, 2, producer_id);
+	size_t q = pb_begin_nested(out, TPROV_BUF_SEQUENCES);
+	pb_put_varint(out, TPROV_SEQ_ID, meta->sequence_id);
+	pb_put_varint(out, TPROV_SEQ_PRODUCER_ID, producer_id);
 	pb_end_nested(out, q);
 }
 
@@ -190,7 +157,7 @@ void vp_pkt_trace_provenance(struct vp_session *sess, struct pb_buf *out)
 	begin(sess, out);
 	size_t tp = pb_begin_nested(out, TP_TRACE_PROVENANCE);
 	for (size_t i = 0; i < sess->n_bufs; i++) {
-		size_t b = pb_begin_nested(out, 2); /* buffers */
+		size_t b = pb_begin_nested(out, TPROV_BUFFERS);
 		vp_trace_buffer_for_each_sequence(sess->bufs[i]->tb,
 						  provenance_seq, out);
 		pb_end_nested(out, b);
@@ -226,25 +193,25 @@ void vp_pkt_service_event(struct vp_session *sess, uint32_t field,
 static void put_buffer_stats(struct pb_buf *b, const struct vp_tb_stats *st)
 {
 	size_t n = pb_begin_nested(b, TS_BUFFER_STATS);
-	pb_put_varint(b, 1, st->bytes_written);
-	pb_put_varint(b, 2, st->chunks_written);
-	pb_put_varint(b, 3, st->chunks_overwritten);
-	pb_put_varint(b, 4, st->write_wrap_count);
-	pb_put_varint(b, 5, st->patches_succeeded);
-	pb_put_varint(b, 6, st->patches_failed);
-	pb_put_varint(b, 7, st->readaheads_succeeded);
-	pb_put_varint(b, 8, st->readaheads_failed);
-	pb_put_varint(b, 9, st->abi_violations);
-	pb_put_varint(b, 10, st->chunks_rewritten);
-	pb_put_varint(b, 11, st->chunks_committed_out_of_order);
-	pb_put_varint(b, 12, st->buffer_size);
-	pb_put_varint(b, 13, st->bytes_overwritten);
-	pb_put_varint(b, 14, st->bytes_read);
-	pb_put_varint(b, 15, st->padding_bytes_written);
-	pb_put_varint(b, 16, st->padding_bytes_cleared);
-	pb_put_varint(b, 17, st->chunks_read);
-	pb_put_varint(b, 18, st->chunks_discarded);
-	pb_put_varint(b, 19, st->trace_writer_packet_loss);
+	pb_put_varint(b, BS_BYTES_WRITTEN, st->bytes_written);
+	pb_put_varint(b, BS_CHUNKS_WRITTEN, st->chunks_written);
+	pb_put_varint(b, BS_CHUNKS_OVERWRITTEN, st->chunks_overwritten);
+	pb_put_varint(b, BS_WRITE_WRAP_COUNT, st->write_wrap_count);
+	pb_put_varint(b, BS_PATCHES_SUCCEEDED, st->patches_succeeded);
+	pb_put_varint(b, BS_PATCHES_FAILED, st->patches_failed);
+	pb_put_varint(b, BS_READAHEADS_SUCCEEDED, st->readaheads_succeeded);
+	pb_put_varint(b, BS_READAHEADS_FAILED, st->readaheads_failed);
+	pb_put_varint(b, BS_ABI_VIOLATIONS, st->abi_violations);
+	pb_put_varint(b, BS_CHUNKS_REWRITTEN, st->chunks_rewritten);
+	pb_put_varint(b, BS_CHUNKS_COMMITTED_OUT_OF_ORDER, st->chunks_committed_out_of_order);
+	pb_put_varint(b, BS_BUFFER_SIZE, st->buffer_size);
+	pb_put_varint(b, BS_BYTES_OVERWRITTEN, st->bytes_overwritten);
+	pb_put_varint(b, BS_BYTES_READ, st->bytes_read);
+	pb_put_varint(b, BS_PADDING_BYTES_WRITTEN, st->padding_bytes_written);
+	pb_put_varint(b, BS_PADDING_BYTES_CLEARED, st->padding_bytes_cleared);
+	pb_put_varint(b, BS_CHUNKS_READ, st->chunks_read);
+	pb_put_varint(b, BS_CHUNKS_DISCARDED, st->chunks_discarded);
+	pb_put_varint(b, BS_TRACE_WRITER_PACKET_LOSS, st->trace_writer_packet_loss);
 	pb_end_nested(b, n);
 }
 

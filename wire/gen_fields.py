@@ -21,6 +21,8 @@ that does not resolve fails the build.
   NAME  = N                      a convention that is not in the schema
                                  (clock ids 64..127); say why beside it
   @names Enum FUNCTION           a function that names the enum's values
+  @enum NAME                     the group that follows is enum NAME (a
+                                 type the code can declare variables of)
 """
 import sys
 
@@ -169,14 +171,16 @@ def main():
            '']
     group = []
     errors = []
+    tag = []
 
     def close_group():
         if group:
-            out.append('enum {')
+            out.append('enum %s{' % (tag[0] + ' ' if tag else ''))
             out.extend(group)
             out.append('};')
             out.append('')
             group.clear()
+        tag.clear()
 
     with open(sys.argv[2]) as f:
         lines = f.read().split('\n')
@@ -197,6 +201,13 @@ def main():
             continue
         words = line.split(None, 2)
         where = '%s:%d' % (sys.argv[2], lineno)
+        if words[0] == '@enum':
+            close_group()
+            if len(words) != 2:
+                errors.append('%s: @enum needs a name' % where)
+            else:
+                tag.append(words[1])
+            continue
         if words[0] == '@names':
             if len(words) != 3 or words[1] not in enums:
                 errors.append('%s: @names needs a known enum and a '

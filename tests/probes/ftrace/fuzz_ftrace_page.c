@@ -62,7 +62,7 @@ static void check_decodes(const uint8_t *p, size_t len, int depth)
 	while (pb_next(&r, &f))
 		if (f.wt == PB_WT_LEN && depth < 4 &&
 		    (f.num == 1 || f.num == 2 || f.num == 4 ||
-		     f.num == FTEV_GENERIC))
+		     f.num == FE_GENERIC))
 			check_decodes(f.data, f.len, depth + 1);
 	if (depth == 0 && r.err != PB_OK)
 		abort();

@@ -303,17 +303,17 @@ static void test_table_from_formats(void **state)
 	assert_true(t.max_id >= 900);
 	const struct ft_event *sw = t.by_id[372];
 	assert_non_null(sw);
-	assert_int_equal(sw->proto_id, FTEV_SCHED_SWITCH);
+	assert_int_equal(sw->proto_id, FE_SCHED_SWITCH);
 	assert_int_equal(sw->nfields, 7);
-	assert_int_equal(t.by_id[5]->proto_id, FTEV_PRINT);
+	assert_int_equal(t.by_id[5]->proto_id, FE_PRINT);
 	assert_int_equal(t.by_id[5]->fields[1].loc, FT_LOC_TAIL);
 	assert_int_equal(t.by_id[370]->fields[0].loc, FT_LOC_DYNAMIC);
 	/* kvm_exit: x86 names mapped onto Perfetto's fields. */
 	const struct ft_event *ke = t.by_id[103];
-	assert_int_equal(ke->proto_id, FTEV_KVM_EXIT);
+	assert_int_equal(ke->proto_id, FE_KVM_EXIT);
 	assert_int_equal(ke->nfields, 2);
 	/* The u64 array cannot be represented: four generic fields. */
-	assert_int_equal(t.by_id[900]->proto_id, FTEV_GENERIC);
+	assert_int_equal(t.by_id[900]->proto_id, FE_GENERIC);
 	assert_int_equal(t.by_id[900]->nfields, 4);
 	ft_table_free(&t);
 
@@ -351,7 +351,7 @@ static void test_encode_typed_switch(void **state)
 	get_sub(bundle, blen, 2, 0, &ev, &elen);
 	assert_int_equal(get_u(ev, elen, 1), 5000);
 	assert_int_equal(get_u(ev, elen, 2), 42);
-	get_sub(ev, elen, FTEV_SCHED_SWITCH, 0, &sw, &swlen);
+	get_sub(ev, elen, FE_SCHED_SWITCH, 0, &sw, &swlen);
 	assert_str(sw, swlen, 1, "bash");
 	assert_int_equal(get_u(sw, swlen, 2), 42);
 	assert_int_equal(get_u(sw, swlen, 3), 120);
@@ -386,7 +386,7 @@ static void test_encode_truncated_fields(void **state)
 	/* Only the fields before byte 30 fit. */
 	assert_int_equal(ft_encode_record(&t, b, 9, rec, 30), FT_ENC_OK);
 	get_sub(b->events.data, b->events.len, 2, 0, &ev, &elen);
-	get_sub(ev, elen, FTEV_SCHED_SWITCH, 0, &sw, &swlen);
+	get_sub(ev, elen, FE_SCHED_SWITCH, 0, &sw, &swlen);
 	struct pb_field f;
 	assert_true(get(sw, swlen, 2, 0, &f));
 	assert_false(get(sw, swlen, 3, 0, &f));
@@ -412,7 +412,7 @@ static void test_encode_print_and_exec(void **state)
 	memcpy(rec + 16, "hello marker\n\0junk", 19);
 	assert_int_equal(ft_encode_record(&t, b, 10, rec, 40), FT_ENC_OK);
 	get_sub(b->events.data, b->events.len, 2, 0, &ev, &elen);
-	get_sub(ev, elen, FTEV_PRINT, 0, &p, &plen);
+	get_sub(ev, elen, FE_PRINT, 0, &p, &plen);
 	assert_int_equal(get_u(p, plen, 1), 0xffffffff81000000ull);
 	assert_str(p, plen, 2, "hello marker\n");
 
@@ -425,7 +425,7 @@ static void test_encode_print_and_exec(void **state)
 	memcpy(rec + 20, "/bin/true", 9);
 	assert_int_equal(ft_encode_record(&t, b, 11, rec, 32), FT_ENC_OK);
 	get_sub(b->events.data, b->events.len, 2, 1, &ev, &elen);
-	get_sub(ev, elen, FTEV_SCHED_PROCESS_EXEC, 0, &p, &plen);
+	get_sub(ev, elen, FE_SCHED_PROCESS_EXEC, 0, &p, &plen);
 	assert_str(p, plen, 1, "/bin/true");
 	assert_int_equal(get_u(p, plen, 2), 78);
 
@@ -433,7 +433,7 @@ static void test_encode_print_and_exec(void **state)
 	put32(rec + 8, (200u << 16) | 20u);
 	assert_int_equal(ft_encode_record(&t, b, 12, rec, 32), FT_ENC_OK);
 	get_sub(b->events.data, b->events.len, 2, 2, &ev, &elen);
-	get_sub(ev, elen, FTEV_SCHED_PROCESS_EXEC, 0, &p, &plen);
+	get_sub(ev, elen, FE_SCHED_PROCESS_EXEC, 0, &p, &plen);
 	struct pb_field f;
 	assert_false(get(p, plen, 1, 0, &f));
 	assert_int_equal(get_u(p, plen, 3), 78);
@@ -461,7 +461,7 @@ static void test_encode_generic(void **state)
 	memcpy(rec + 44, "lbl", 4);
 	assert_int_equal(ft_encode_record(&t, b, 10, rec, 48), FT_ENC_OK);
 	get_sub(b->events.data, b->events.len, 2, 0, &ev, &elen);
-	get_sub(ev, elen, FTEV_GENERIC, 0, &g, &glen);
+	get_sub(ev, elen, FE_GENERIC, 0, &g, &glen);
 	assert_str(g, glen, 1, "my_event");
 	get_sub(g, glen, 2, 0, &fld, &flen);
 	assert_str(fld, flen, 1, "delta");
