@@ -220,6 +220,9 @@ static const struct ev_desc ev_descs[] = {
 	{ 349, "g2d_tracing_mark_write", "pid:i,,,name:s,type:u,value:i" },
 	{ 350, "mali_tracing_mark_write", "name:s,pid:i,type:u,value:i" },
 	{ 351, "dma_heap_stat", "inode:u,len:i,total_allocated:u" },
+	/* kvm.proto: what tp_vcpu.c cuts a vCPU's running time at */
+	{ 376, "kvm_entry", "vcpu_pc:u" },
+	{ 377, "kvm_exit", "esr_ec:u,ret:i,vcpu_pc:u" },
 	{ 404, "wakeup_source_activate", "name:s,state:u" },
 	{ 405, "wakeup_source_deactivate", "name:s,state:u" },
 	{ 408, "console", "msg:s" },
