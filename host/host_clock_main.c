@@ -36,8 +36,12 @@ struct args {
 	struct sync_endpoint_opts sync;
 	int vm_pids[MAX_VMS];
 	size_t n_vm_pids;
+	const char *vm_names[MAX_VMS]; /* parallel to vm_pids; NULL: none */
 	const char *domains[MAX_VMS];
 	size_t n_domains;
+	const char *qmp[MAX_VMS];
+	size_t n_qmp;
+	bool no_vcpu_map;
 	const char *libvirt_uri;
 	const char *kvm_debugfs;
 	bool verbose;
@@ -75,6 +79,16 @@ static void usage(FILE *f)
 		"                           record (repeatable)\n"
 		"  --domain NAME            the same, by libvirt domain name\n"
 		"                           (repeatable)\n"
+		"  --qmp PATH               QEMU's QMP socket of the n-th VM "
+		"(in\n"
+		"                           the order of --vm-pid, then "
+		"--domain):\n"
+		"                           its vCPU threads from "
+		"query-cpus-fast;\n"
+		"                           without it, from the thread names;"
+		"\n"
+		"                           extra ones are VMs of their own\n"
+		"  --no-vcpu-map            no vcpu_map records\n"
 		"  --libvirt-uri URI        libvirt connection (default %s)\n"
 		"  --kvm-debugfs DIR        debugfs mount point (default %s)\n"
 		"  -v, --verbose            log sessions and sync clients\n"
@@ -115,6 +129,8 @@ enum {
 	OPT_DOMAIN,
 	OPT_LIBVIRT_URI,
 	OPT_KVM_DEBUGFS,
+	OPT_QMP,
+	OPT_NO_VCPU_MAP,
 	OPT_VERSION,
 };
 
@@ -130,6 +146,8 @@ static const struct option long_opts[] = {
 	{"domain", required_argument, NULL, OPT_DOMAIN},
 	{"libvirt-uri", required_argument, NULL, OPT_LIBVIRT_URI},
 	{"kvm-debugfs", required_argument, NULL, OPT_KVM_DEBUGFS},
+	{"qmp", required_argument, NULL, OPT_QMP},
+	{"no-vcpu-map", no_argument, NULL, OPT_NO_VCPU_MAP},
 	{"verbose", no_argument, NULL, 'v'},
 	{"help", no_argument, NULL, 'h'},
 	{"version", no_argument, NULL, OPT_VERSION},
@@ -208,6 +226,14 @@ static int parse_args(int argc, char **argv, struct args *a)
 		case OPT_KVM_DEBUGFS:
 			a->kvm_debugfs = optarg;
 			break;
+		case OPT_QMP:
+			if (a->n_qmp == MAX_VMS)
+				return bad_arg("--qmp", optarg, "too many VMs");
+			a->qmp[a->n_qmp++] = optarg;
+			break;
+		case OPT_NO_VCPU_MAP:
+			a->no_vcpu_map = true;
+			break;
 		case 'v':
 			a->verbose = true;
 			break;
@@ -259,8 +285,29 @@ static void resolve_domains(struct args *a)
 		if (a->verbose)
 			fprintf(stderr, PROG ": domain %s is QEMU pid %d\n",
 				a->domains[i], (int)pid);
+		a->vm_names[a->n_vm_pids] = a->domains[i];
 		a->vm_pids[a->n_vm_pids++] = (int)pid;
 	}
+}
+
+/* The VMs whose vCPU threads to map: each VM, by QMP when it has a --qmp
+ * socket (paired in order), else by its thread names; then the --qmp
+ * sockets left over, as VMs of their own.  Returns how many. */
+static size_t vcpu_sources(const struct args *a, struct vcpu_source *out)
+{
+	size_t n = 0;
+
+	if (a->no_vcpu_map)
+		return 0;
+	for (size_t i = 0; i < a->n_vm_pids; i++)
+		out[n++] = (struct vcpu_source){
+			.vmm_pid = a->vm_pids[i],
+			.vm = a->vm_names[i],
+			.qmp = i < a->n_qmp ? a->qmp[i] : NULL,
+		};
+	for (size_t i = a->n_vm_pids; i < a->n_qmp; i++)
+		out[n++] = (struct vcpu_source){.qmp = a->qmp[i]};
+	return n;
 }
 
 int main(int argc, char **argv)
@@ -296,11 +343,14 @@ int main(int argc, char **argv)
 		sync_endpoint_stop(ep, NULL);
 		return 1;
 	}
+	struct vcpu_source vsrc[2 * MAX_VMS];
 	struct clock_producer_opts po = {
 		.defaults = a.clock,
 		.kvm_debugfs = a.kvm_debugfs,
 		.vm_pids = a.vm_pids,
 		.n_vm_pids = a.n_vm_pids,
+		.vcpu_srcs = vsrc,
+		.n_vcpu_srcs = vcpu_sources(&a, vsrc),
 		.verbose = a.verbose,
 	};
 	struct clock_producer *prod = NULL;
@@ -331,11 +381,13 @@ int main(int argc, char **argv)
 	clock_producer_free(prod);
 	fprintf(stderr,
 		PROG ": %llu snapshots written in %llu session(s), %llu "
-		"kvm_tsc records, %llu packets dropped; %llu exchanges served "
+		"kvm_tsc records, %llu vcpu_map records, %llu packets "
+		"dropped; %llu exchanges served "
 		"to %llu client(s), %llu garbage bytes skipped\n",
 		(unsigned long long)ps.snapshots,
 		(unsigned long long)ps.sessions,
 		(unsigned long long)ps.kvm_records,
+		(unsigned long long)ps.vcpu_maps,
 		(unsigned long long)ps.dropped, (unsigned long long)es.served,
 		(unsigned long long)es.clients,
 		(unsigned long long)es.garbage_bytes);

@@ -75,6 +75,7 @@ static const char default_host_config[] =
 	"  ftrace_events: \"sched/sched_switch\"\n"
 	"  ftrace_events: \"sched/sched_waking\"\n"
 	"  ftrace_events: \"task/task_newtask\"\n"
+	"  ftrace_events: \"task/task_rename\"\n"
 	"  ftrace_events: \"sched/sched_process_exit\"\n"
 	"  ftrace_events: \"kvm/kvm_entry\"\n"
 	"  ftrace_events: \"kvm/kvm_exit\"\n"
@@ -105,6 +106,8 @@ struct options {
 	const char *qemu_chardev;
 	const char *qemu_sync_chardev;
 	pid_t qemu_pid;
+	const char *qmp;
+	bool no_vm_tracks;
 	unsigned guest_vsock;
 	const char *host_cfg;
 	const char *guest_cfg;
@@ -123,6 +126,7 @@ struct run {
 	char dir[64];                  /* sockets, configs, logs */
 	char host_pb[PATH_MAX], guest_pb[PATH_MAX], report[PATH_MAX];
 	char p_sock[PATH_MAX], c_sock[PATH_MAX];
+	char qmp[PATH_MAX]; /* QEMU's QMP socket found beside the chardevs */
 	pid_t vtraced, probes, host_clock, consumer;
 	struct vp_guest_ctl *ctl;
 	bool guest_started;
@@ -165,6 +169,10 @@ static void usage(FILE *f)
 		" sync.sock beside\n"
 		"                           the control socket)\n"
 		"  --qemu-pid PID           QEMU's pid, for KVM's counter offsets\n"
+		"  --qmp PATH               QEMU's QMP socket, for which thread"
+		" runs each vCPU\n"
+		"                           (default: qmp.sock in the"
+		" --qemu-chardev directory)\n"
 		"  --guest-vsock CID        reach the guest over vsock (control"
 		" port %u)\n"
 		"  --guest-timeout SECONDS  how long the guest may take to answer"
@@ -178,6 +186,8 @@ static void usage(FILE *f)
 		"  -t, --time DURATION      how long to record (default 10s;"
 		" Ctrl-C stops early)\n"
 		"  -o, --out FILE           the merged trace\n"
+		"  --no-vm-tracks           no tracks of the vCPUs' host state in"
+		" the merged trace\n"
 		"  --keep-logs              keep the run directory's logs\n"
 		"  -v, --verbose\n"
 		"  -h, --help\n"
@@ -217,6 +227,8 @@ enum {
 	OPT_TXT,
 	OPT_GUEST_TIMEOUT,
 	OPT_KEEP_LOGS,
+	OPT_QMP,
+	OPT_NO_VM_TRACKS,
 	OPT_VERSION,
 };
 
@@ -236,6 +248,8 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{"time", required_argument, NULL, 't'},
 		{"out", required_argument, NULL, 'o'},
 		{"keep-logs", no_argument, NULL, OPT_KEEP_LOGS},
+		{"qmp", required_argument, NULL, OPT_QMP},
+		{"no-vm-tracks", no_argument, NULL, OPT_NO_VM_TRACKS},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, OPT_VERSION},
@@ -284,6 +298,8 @@ static int parse_args(int argc, char **argv, struct options *o)
 			break;
 		case 'o': o->out = optarg; break;
 		case OPT_KEEP_LOGS: o->keep_logs = true; break;
+		case OPT_QMP: o->qmp = optarg; break;
+		case OPT_NO_VM_TRACKS: o->no_vm_tracks = true; break;
 		case 'v': o->verbose = true; break;
 		case 'h': usage(stdout); exit(0);
 		case OPT_VERSION:
@@ -354,6 +370,17 @@ static int find_guest(struct run *r, struct vp_error *err)
 	}
 	if (o->qemu_sync_chardev)
 		snprintf(r->guest.sync, PATH_MAX, "%s", o->qemu_sync_chardev);
+	/* run_qemu.sh's layout: the QMP socket beside the chardevs. */
+	if (!o->qmp) {
+		int dl = (int)(strrchr(r->guest.control, '/')
+				       ? strrchr(r->guest.control, '/') -
+						 r->guest.control
+				       : 0);
+		snprintf(r->qmp, PATH_MAX, "%.*s/qmp.sock", dl,
+			 r->guest.control);
+		if (!dl || stat(r->qmp, &st) != 0 || !S_ISSOCK(st.st_mode))
+			r->qmp[0] = 0;
+	}
 	if (stat(r->guest.control, &st) != 0 || !S_ISSOCK(st.st_mode))
 		return vp_errorf(err, "%s: not a socket (QEMU's control "
 				 "chardev: -chardev socket,path=...,server=on)",
@@ -377,6 +404,43 @@ static void control_addr(const struct run *r, char *buf, size_t len)
 
 /* --------------------------------------------------------- configs */
 
+/* The host's scheduler events are what the vcpu tables are made of: a
+ * host config that records ftrace records sched_switch and sched_waking
+ * too (a config without ftrace is left alone). */
+static int ensure_sched_events(vp_trace_config *tc, struct vp_error *err)
+{
+	static const char *const need[] = {"sched/sched_switch",
+					   "sched/sched_waking"};
+
+	for (size_t i = 0; i < tc->n_data_sources; i++) {
+		Perfetto__Protos__DataSourceConfig *c =
+			tc->data_sources[i]->config;
+		if (!c || !c->name || strcmp(c->name, "linux.ftrace") ||
+		    !c->ftrace_config)
+			continue;
+		Perfetto__Protos__FtraceConfig *f = c->ftrace_config;
+		for (size_t k = 0; k < 2; k++) {
+			bool have = false;
+			for (size_t j = 0; j < f->n_ftrace_events; j++)
+				have |= !strcmp(f->ftrace_events[j], need[k]) ||
+					!strcmp(f->ftrace_events[j], "sched/*");
+			if (have)
+				continue;
+			char **ev = realloc(f->ftrace_events,
+					    (f->n_ftrace_events + 1) *
+						    sizeof(*ev));
+			if (!ev)
+				return vp_errorf(err, "out of memory");
+			f->ftrace_events = ev;
+			ev[f->n_ftrace_events] = strdup(need[k]);
+			if (!ev[f->n_ftrace_events])
+				return vp_errorf(err, "out of memory");
+			f->n_ftrace_events++;
+		}
+	}
+	return 0;
+}
+
 /* Loads a config (or the default text), makes sure it records what the
  * merge needs, caps its duration, and serializes it into *bin. */
 static int prepare_config(const char *file, bool txt, const char *deflt,
@@ -399,9 +463,11 @@ static int prepare_config(const char *file, bool txt, const char *deflt,
 		return -1;
 	/* The merge needs the host's clock snapshots and the guest's
 	 * cros/guest_clock_sync events. */
-	if (host)
+	if (host) {
 		rc = vp_cmd_ensure_data_source(tc, "vperfetto.clock_sync", err);
-	else
+		if (rc == 0)
+			rc = ensure_sched_events(tc, err);
+	} else
 		rc = vp_cmd_ensure_category(tc, "cros", err);
 	/* A cap, in case we die and cannot stop the sessions: -t plus a
 	 * minute.  We stop them ourselves before that. */
@@ -497,10 +563,23 @@ static int start_host_producers(struct run *r, struct vp_error *err)
 		hc[n++] = "--qemu-chardev";
 		hc[n++] = r->guest.sync;
 	}
-	if (r->guest.qemu_pid > 0) {
+	/* A domain by name, so its vcpu_map records carry the name. */
+	if (r->o.domain && r->guest.qemu_pid > 0) {
+		hc[n++] = "--domain";
+		hc[n++] = (char *)r->o.domain;
+		if (r->o.libvirt_uri) {
+			hc[n++] = "--libvirt-uri";
+			hc[n++] = (char *)r->o.libvirt_uri;
+		}
+	} else if (r->guest.qemu_pid > 0) {
 		snprintf(pid_arg, sizeof(pid_arg), "%d", (int)r->guest.qemu_pid);
 		hc[n++] = "--vm-pid";
 		hc[n++] = pid_arg;
+	}
+	const char *qmp = r->o.qmp ? r->o.qmp : r->qmp[0] ? r->qmp : NULL;
+	if (qmp) {
+		hc[n++] = "--qmp";
+		hc[n++] = (char *)qmp;
 	}
 	r->host_clock = start_program(r, "vperfetto_host_clock", "host", hc, n,
 				      err);
