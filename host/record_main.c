@@ -52,6 +52,7 @@
 #include "report.h"
 #include "textproto.h"
 #include "trace_io.h"
+#include "vm_tracks.h"
 #include "vp_version.h"
 
 enum record_status {
@@ -692,6 +693,8 @@ static int merge_traces(struct run *r, struct vp_error *err)
 		mo.vm_pid[0] = r->guest.qemu_pid;
 		mo.n_vm_pid = 1;
 	}
+	if (!r->o.no_vm_tracks)
+		mo.extra = vm_tracks_write;
 	if (vp_out_open(&outs[1], r->report, 0, err) < 0)
 		return -1;
 	int st = merge_run(&mo, &res, err);

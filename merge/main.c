@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "merge.h"
+#include "vm_tracks.h"
 #include "out_file.h"
 #include "partition.h"
 #include "perfetto_fields.h"
@@ -47,6 +48,9 @@ static void usage(FILE *f)
 "  --report FILE.json          write the clock model and its quality as JSON\n"
 "  --allow-unsynced            pass a guest without sync data through with\n"
 "                              its timestamps unchanged instead of failing\n"
+"  --vm-tracks                 per guest CPU, a track on the guest machine\n"
+"                              with its vCPU's host state (running,\n"
+"                              preempted, blocked, exit, unknown)\n"
 "  --no-machine-id             for viewers without machine_id: remap guest\n"
 "                              pids, tids and track uuids instead\n"
 "  --threads N                 1 up to the number of CPUs (default: the\n"
@@ -126,6 +130,7 @@ enum {
 	OPT_VERSION,
 	OPT_THREADS,
 	OPT_MAX_INFLATE,
+	OPT_VM_TRACKS,
 };
 
 /* N, NK, NM or NG (powers of 1024) */
@@ -170,6 +175,7 @@ int main(int argc, char **argv)
 		{"report", required_argument, NULL, OPT_REPORT},
 		{"allow-unsynced", no_argument, NULL, OPT_ALLOW_UNSYNCED},
 		{"no-machine-id", no_argument, NULL, OPT_NO_MACHINE_ID},
+		{"vm-tracks", no_argument, NULL, OPT_VM_TRACKS},
 		{"quiet", no_argument, NULL, 'q'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, OPT_VERSION},
@@ -225,6 +231,9 @@ int main(int argc, char **argv)
 			break;
 		case OPT_ALLOW_UNSYNCED:
 			o.allow_unsynced = true;
+			break;
+		case OPT_VM_TRACKS:
+			o.extra = vm_tracks_write;
 			break;
 		case OPT_NO_MACHINE_ID:
 			o.no_machine_id = true;

@@ -293,11 +293,16 @@ static void place_vms(struct vb *b, struct vec *vms, const struct vec *assoc,
 	struct tp_table *mt = tp_tab(ctx, TP_T_MACHINE);
 
 	if (opt && opt->n) {
-		for (size_t i = 0; i < vms->n; i++)
-			for (size_t j = 0; j < opt->n; j++)
-				if (opt->vmm_pid[j] == v[i].vmm_pid ||
-				    (opt->vmm_pid[j] == 0 && vms->n == 1))
+		for (size_t j = 0; j < opt->n; j++) {
+			int64_t pid = opt->vmm_pid[j];
+			/* 0: the only VM; -k: the k-th VM recorded */
+			size_t k = pid < 0 ? (size_t)(-(pid + 1)) : 0;
+			if (pid <= 0 && (pid < 0 || vms->n == 1) && k < vms->n)
+				v[k].machine = opt->machine[j];
+			for (size_t i = 0; pid > 0 && i < vms->n; i++)
+				if (v[i].vmm_pid == pid)
 					v[i].machine = opt->machine[j];
+		}
 		return;
 	}
 	if (assoc->n) {

@@ -14,7 +14,8 @@ struct tp_ctx;
 
 /* Which VM runs which guest machine, when the caller knows (the merge):
  * VMM pid vmm_pid[i] on machine table id machine[i]; a pid of 0 stands for
- * the only VM of the trace.  Without it the trace decides (tp_vcpu.c). */
+ * the only VM of the trace, -k for the k-th VM in the order their vCPUs
+ * were first recorded.  Without it the trace decides (tp_vcpu.c). */
 #define TP_VCPU_MAX_ASSIGN 16
 struct tp_vcpu_assign {
 	size_t n;

@@ -23,246 +23,7 @@
 #include "tp_load.h"
 #include "tp_query.h"
 #include "tp_vcpu.h"
-
-/* Field numbers of the messages the test writes beyond perfetto_fields.h
- * (Perfetto's ftrace_event.proto, sched.proto, kvm.proto,
- * process_tree.proto). */
-enum {
-	FE_KVM_ENTRY = 376,
-	FE_KVM_EXIT = 377,
-	SS_PREV_COMM = 1,
-	SS_PREV_PRIO = 3,
-	SS_PREV_STATE = 4,
-	SS_NEXT_COMM = 5,
-	SS_NEXT_PRIO = 7,
-	SWK_COMM = 1,
-	SWK_PID = 2,
-	SWK_PRIO = 3,
-	SWK_SUCCESS = 4,
-	SWK_TARGET_CPU = 5,
-	PT_PROC_CMDLINE = 3,
-	PT_THREAD_NAME = 2,
-};
-
-struct trace {
-	struct pb_buf out; /* Trace */
-	struct pb_buf pkt; /* the packet being written */
-};
-
-static void trace_init(struct trace *t)
-{
-	pb_buf_init(&t->out);
-	pb_buf_init(&t->pkt);
-}
-
-static void trace_free(struct trace *t)
-{
-	pb_buf_free(&t->out);
-	pb_buf_free(&t->pkt);
-}
-
-/* Starts a packet on sequence seq of machine (0: the host). */
-static void pkt_begin(struct trace *t, uint32_t seq, uint32_t machine)
-{
-	pb_buf_reset(&t->pkt);
-	pb_put_varint(&t->pkt, TP_TRUSTED_PACKET_SEQUENCE_ID, seq);
-	if (machine)
-		pb_put_varint(&t->pkt, TP_MACHINE_ID, machine);
-}
-
-static void pkt_end(struct trace *t)
-{
-	pb_put_bytes(&t->out, 1, t->pkt.data, t->pkt.len);
-}
-
-static const char *comm_of(int64_t pid)
-{
-	switch (pid) {
-	case 0:
-		return "swapper/0";
-	case 1001:
-		return "CPU 0/TCG";
-	case 1002:
-		return "CPU 1/TCG";
-	case 1003:
-		return "CPU 0/KVM";
-	case 2000:
-		return "hog";
-	case 50:
-		return "busy";
-	case 60:
-		return "other";
-	}
-	return "x";
-}
-
-/* One ftrace bundle holding one event. */
-static size_t ftrace_begin(struct trace *t, uint32_t machine, uint32_t cpu,
-			   int64_t ts, int64_t pid, size_t *ev)
-{
-	pkt_begin(t, machine ? 2 : 1, machine);
-	size_t b = pb_begin_nested(&t->pkt, TP_FTRACE_EVENTS);
-	pb_put_varint(&t->pkt, FB_CPU, cpu);
-	*ev = pb_begin_nested(&t->pkt, FB_EVENT);
-	pb_put_varint(&t->pkt, FE_TIMESTAMP, (uint64_t)ts);
-	pb_put_varint(&t->pkt, FE_PID, (uint64_t)pid);
-	return b;
-}
-
-static void ftrace_end(struct trace *t, size_t b, size_t ev)
-{
-	pb_end_nested(&t->pkt, ev);
-	pb_end_nested(&t->pkt, b);
-	pkt_end(t);
-}
-
-/* prev_state: 0 runnable (R), 1 sleeping (S) */
-static void sw(struct trace *t, uint32_t machine, uint32_t cpu, int64_t ts,
-	       int64_t prev, int64_t prev_state, int64_t next)
-{
-	size_t ev, b = ftrace_begin(t, machine, cpu, ts, prev, &ev);
-	size_t s = pb_begin_nested(&t->pkt, FE_SCHED_SWITCH);
-	pb_put_string(&t->pkt, SS_PREV_COMM, comm_of(prev));
-	pb_put_varint(&t->pkt, SS_PREV_PID, (uint64_t)prev);
-	pb_put_varint(&t->pkt, SS_PREV_PRIO, 120);
-	pb_put_varint(&t->pkt, SS_PREV_STATE, (uint64_t)prev_state);
-	pb_put_string(&t->pkt, SS_NEXT_COMM, comm_of(next));
-	pb_put_varint(&t->pkt, SS_NEXT_PID, (uint64_t)next);
-	pb_put_varint(&t->pkt, SS_NEXT_PRIO, 120);
-	pb_end_nested(&t->pkt, s);
-	ftrace_end(t, b, ev);
-}
-
-static void waking(struct trace *t, uint32_t cpu, int64_t ts, int64_t waker,
-		   int64_t pid)
-{
-	size_t ev, b = ftrace_begin(t, 0, cpu, ts, waker, &ev);
-	size_t s = pb_begin_nested(&t->pkt, FE_SCHED_WAKING);
-	pb_put_string(&t->pkt, SWK_COMM, comm_of(pid));
-	pb_put_varint(&t->pkt, SWK_PID, (uint64_t)pid);
-	pb_put_varint(&t->pkt, SWK_PRIO, 120);
-	pb_put_varint(&t->pkt, SWK_SUCCESS, 1);
-	pb_put_varint(&t->pkt, SWK_TARGET_CPU, 0);
-	pb_end_nested(&t->pkt, s);
-	ftrace_end(t, b, ev);
-}
-
-static void kvm(struct trace *t, uint32_t cpu, int64_t ts, int64_t pid,
-		bool entry)
-{
-	size_t ev, b = ftrace_begin(t, 0, cpu, ts, pid, &ev);
-	size_t s = pb_begin_nested(&t->pkt, entry ? FE_KVM_ENTRY : FE_KVM_EXIT);
-	pb_put_varint(&t->pkt, 1, 0x1000);
-	pb_end_nested(&t->pkt, s);
-	ftrace_end(t, b, ev);
-}
-
-/* The QEMU process 1000 with its vCPU threads, as process stats write it. */
-static void process_tree(struct trace *t, bool with_1003)
-{
-	pkt_begin(t, 1, 0);
-	pb_put_varint(&t->pkt, TP_TIMESTAMP, 500);
-	size_t tree = pb_begin_nested(&t->pkt, TP_PROCESS_TREE);
-	size_t p = pb_begin_nested(&t->pkt, PT_PROCESSES);
-	pb_put_varint(&t->pkt, PT_PROC_PID, 1000);
-	pb_put_varint(&t->pkt, PT_PROC_PPID, 1);
-	pb_put_string(&t->pkt, PT_PROC_CMDLINE, "qemu-system-x86_64");
-	pb_end_nested(&t->pkt, p);
-	int64_t tids[] = {1001, 1002, 1003};
-	for (int i = 0; i < (with_1003 ? 3 : 2); i++) {
-		size_t th = pb_begin_nested(&t->pkt, PT_THREADS);
-		pb_put_varint(&t->pkt, PT_THREAD_TID, (uint64_t)tids[i]);
-		pb_put_string(&t->pkt, PT_THREAD_NAME, comm_of(tids[i]));
-		pb_put_varint(&t->pkt, PT_THREAD_TGID, 1000);
-		pb_end_nested(&t->pkt, th);
-	}
-	pb_end_nested(&t->pkt, tree);
-	pkt_end(t);
-}
-
-/* A `vperfetto`/`vcpu_map` instant on the host clock producer's track. */
-static void vcpu_map(struct trace *t, int64_t ts, int64_t vcpu, int64_t tid)
-{
-	pkt_begin(t, 3, 0);
-	pb_put_varint(&t->pkt, TP_TIMESTAMP, (uint64_t)ts);
-	size_t te = pb_begin_nested(&t->pkt, TP_TRACK_EVENT);
-	pb_put_varint(&t->pkt, TE_TYPE, TE_TYPE_INSTANT);
-	pb_put_varint(&t->pkt, TE_TRACK_UUID, 77);
-	pb_put_string(&t->pkt, TE_CATEGORIES, "vperfetto");
-	pb_put_string(&t->pkt, TE_NAME, "vcpu_map");
-	size_t a = pb_begin_nested(&t->pkt, TE_DEBUG_ANNOTATIONS);
-	pb_put_string(&t->pkt, DA_NAME, "vm");
-	pb_put_string(&t->pkt, DA_STRING_VALUE, "testvm");
-	pb_end_nested(&t->pkt, a);
-	const char *names[] = {"vmm_pid", "vcpu", "host_tid"};
-	int64_t vals[] = {1000, vcpu, tid};
-	for (int i = 0; i < 3; i++) {
-		a = pb_begin_nested(&t->pkt, TE_DEBUG_ANNOTATIONS);
-		pb_put_string(&t->pkt, DA_NAME, names[i]);
-		pb_put_varint(&t->pkt, DA_INT_VALUE, (uint64_t)vals[i]);
-		pb_end_nested(&t->pkt, a);
-	}
-	a = pb_begin_nested(&t->pkt, TE_DEBUG_ANNOTATIONS);
-	pb_put_string(&t->pkt, DA_NAME, "source");
-	pb_put_string(&t->pkt, DA_STRING_VALUE, "qmp");
-	pb_end_nested(&t->pkt, a);
-	pb_end_nested(&t->pkt, te);
-	pkt_end(t);
-}
-
-static void vcpu_map_track(struct trace *t)
-{
-	pkt_begin(t, 3, 0);
-	pb_put_varint(&t->pkt, TP_TIMESTAMP, 400);
-	size_t td = pb_begin_nested(&t->pkt, TP_TRACK_DESCRIPTOR);
-	pb_put_varint(&t->pkt, TD_UUID, 77);
-	pb_put_string(&t->pkt, TD_NAME, "vperfetto_host_clock");
-	pb_end_nested(&t->pkt, td);
-	pkt_end(t);
-}
-
-/*
- * The scenario (ns).  Host CPU 0: vCPU 0's thread 1001 runs 1000-2000, is
- * preempted by the hog 2000-3000, runs 3000-4000, sleeps 4000-5000, is
- * woken at 5000 and runs 5500-7000 (kvm_entry 5600, kvm_exit 6000,
- * kvm_entry 6200), then sleeps.  Host CPU 1: vCPU 1's thread 1002 runs
- * 1500-2500, sleeps, is woken at 3500; its switch in is missing (the hole)
- * and it is seen going to sleep again at 4500.  The last host event is at
- * 8000.  Guest: "busy" (50) runs on guest CPU 0 1200-6500, "other" (60) on
- * guest CPU 1 2000-4000.
- */
-static void scenario(struct trace *t, bool maps, bool with_kvm)
-{
-	if (maps) {
-		vcpu_map_track(t);
-		vcpu_map(t, 600, 0, 1001);
-		vcpu_map(t, 600, 1, 1002);
-	}
-	process_tree(t, false);
-	sw(t, 0, 0, 1000, 0, 0, 1001);
-	sw(t, 0, 1, 1500, 0, 0, 1002);
-	sw(t, 0, 0, 2000, 1001, 0, 2000);
-	sw(t, 0, 1, 2500, 1002, 1, 0);
-	sw(t, 0, 0, 3000, 2000, 0, 1001);
-	waking(t, 0, 3500, 2000, 1002);
-	sw(t, 0, 0, 4000, 1001, 1, 0);
-	sw(t, 0, 1, 4500, 1002, 1, 0); /* 1002 was never switched in */
-	waking(t, 1, 5000, 0, 1001);
-	sw(t, 0, 0, 5500, 0, 0, 1001);
-	if (with_kvm) {
-		kvm(t, 0, 5600, 1001, true);
-		kvm(t, 0, 6000, 1001, false);
-		kvm(t, 0, 6200, 1001, true);
-		kvm(t, 0, 6900, 1001, false);
-	}
-	sw(t, 0, 0, 7000, 1001, 1, 0);
-	sw(t, 0, 1, 8000, 0, 0, 2000);
-	/* the guest, machine 1 */
-	sw(t, 1, 0, 1200, 0, 0, 50);
-	sw(t, 1, 1, 2000, 0, 0, 60);
-	sw(t, 1, 1, 4000, 60, 1, 0);
-	sw(t, 1, 0, 6500, 50, 1, 0);
-}
+#include "vcpu_scenario.h"
 
 struct loaded {
 	struct tp_ctx *ctx;
@@ -371,7 +132,7 @@ static void test_recorded_map(void **state)
 	struct loaded l;
 
 	trace_init(&t);
-	scenario(&t, true, true);
+	scenario(&t, SC_HOST | SC_MAPS | SC_KVM | SC_GUEST, 0, 1, 1);
 	load(&l, &t, NULL);
 	assert_string_equal(
 		rows(&l, "select machine_id, cpu, tid, name, vmm_pid, vm, source,"
@@ -397,7 +158,7 @@ static void test_thread_names(void **state)
 	struct loaded l;
 
 	trace_init(&t);
-	scenario(&t, false, true);
+	scenario(&t, SC_HOST | SC_KVM | SC_GUEST, 0, 1, 1);
 	load(&l, &t, NULL);
 	assert_string_equal(
 		rows(&l, "select machine_id, cpu, tid, vmm_pid, source from vcpu"
@@ -416,7 +177,7 @@ static void test_no_kvm(void **state)
 	struct loaded l;
 
 	trace_init(&t);
-	scenario(&t, true, false);
+	scenario(&t, SC_HOST | SC_MAPS | SC_GUEST, 0, 1, 1);
 	load(&l, &t, NULL);
 	assert_string_equal(
 		rows(&l, "select ts, dur, state from vcpu_state where cpu = 0"
@@ -439,7 +200,7 @@ static void test_map_changes(void **state)
 	struct loaded l;
 
 	trace_init(&t);
-	scenario(&t, true, false);
+	scenario(&t, SC_HOST | SC_MAPS | SC_GUEST, 0, 1, 1);
 	vcpu_map(&t, 5200, 0, 1003);
 	load(&l, &t, NULL);
 	assert_string_equal(
@@ -468,7 +229,7 @@ static void test_assign(void **state)
 	struct tp_vcpu_assign a = {.n = 1, .vmm_pid = {999}, .machine = {1}};
 
 	trace_init(&t);
-	scenario(&t, true, false);
+	scenario(&t, SC_HOST | SC_MAPS | SC_GUEST, 0, 1, 1);
 	load(&l, &t, &a);
 	assert_string_equal(rows(&l, "select count(*) from vcpu"), "0;");
 	assert_string_equal(
