@@ -10,9 +10,9 @@
 #   2. without the hog: near zero.
 # Both times the vcpu table's host tids are the ones QEMU's monitor gives
 # (QMP query-cpus-fast), vperfetto_record's --vm-tracks tracks are on the
-# guest machine, and the merged trace decodes with protoc and no unknown
-# fields (also against Perfetto's own perfetto_trace.proto when
-# PERFETTO_TRACE_PROTO names it).
+# guest machine, and, when PERFETTO_TRACE_PROTO names Perfetto's own
+# perfetto_trace.proto, the merged trace decodes with it and protoc and no
+# unknown fields.
 #
 # Usage: vm_vcpu.sh BUILD_ROOT VM_IMAGES_DIR
 # Exits 0, 1 on a failed check, 77 ("SKIP: reason") without QEMU, the
@@ -167,14 +167,16 @@ common_checks() {
 		where t.name = 'vCPU 0 host state' and m.raw_id = 1")
 	check "$1: vCPU 0's host-state track on the guest machine ($got slices)" \
 		test "${got:-0}" -gt 0
-	# Our protos lack trace_provenance (124), which vtraced writes.
-	check "$1: decodes with protoc, no unknown fields" \
-		env VP_ALLOW_FIELDS=124 bash "$PDECODE" "$m"
 	if [ -n "${PERFETTO_TRACE_PROTO:-}" ] && [ -r "$PERFETTO_TRACE_PROTO" ]; then
 		mkdir -p "$tmp/pp"
 		cp "$PERFETTO_TRACE_PROTO" "$tmp/pp/perfetto_trace.proto"
 		check "$1: decodes with Perfetto's perfetto_trace.proto" \
 			env VP_PROTO_DIR="$tmp/pp" bash "$PDECODE" "$m"
+	else
+		# (Our protos/ lack trace_provenance, which vtraced writes;
+		# tests/e2e/vm_tracks_e2e.sh checks the merge's own packets
+		# against them.)
+		echo "# note: PERFETTO_TRACE_PROTO not set: not decoded with Perfetto's schema"
 	fi
 }
 
@@ -190,7 +192,7 @@ common_checks hog
 ratios hog
 hog_tables=$by_tables hog_sched=$by_sched
 check "hog: preempted about half the running time (${hog_tables:-none})" \
-	in_range "${hog_tables:-0}" 0.3 0.7
+	in_range "${hog_tables:-0}" 0.25 0.75
 check "hog: the host's sched data agree (${hog_sched:-none} vs ${hog_tables:-none})" \
 	in_range "$(awk -v a="${hog_tables:-9}" -v b="${hog_sched:-0}" 'BEGIN { print a - b }')" -0.03 0.03
 
