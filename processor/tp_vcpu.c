@@ -25,8 +25,8 @@
  * `running` (or `exit` between a kvm_exit and the next kvm_entry, where the
  * host recorded those), R / R+ `preempted`, any sleep `blocked`.  Where the
  * sched data have a hole (a row whose end the loader never saw, time before
- * the thread's first row), the state is `unknown`: nothing is carried
- * across a hole.
+ * the thread's first row, a sleep followed by Running with no wakeup in
+ * between), the state is `unknown`: nothing is carried across a hole.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -545,6 +545,13 @@ static void thread_states(struct emitter *e, uint32_t utid)
 		}
 		enum vstate s = classify(b, tp_get_str(t, TP_THREAD_STATE_state,
 						       r));
+		/* A sleep that ends in Running with no wakeup between: the
+		 * sched_waking was lost, so when the thread became runnable
+		 * (blocked, then preempted) is not known. */
+		if (s == VS_BLOCKED && i + 1 < n &&
+		    tp_get_str(t, TP_THREAD_STATE_state, rows[i + 1]) ==
+			    b->s_running)
+			continue;
 		int64_t cpu = tp_is_null(t, TP_THREAD_STATE_cpu, r)
 				      ? -1
 				      : tp_get_int(t, TP_THREAD_STATE_cpu, r);

@@ -219,6 +219,42 @@ static void test_map_changes(void **state)
 	trace_free(&t);
 }
 
+/* vCPU 1's thread sleeps at 2500 and is next seen running at 3000 with
+ * no sched_waking between (a lost event): when it became runnable is not
+ * known, so 2500-3000 is unknown, not blocked. */
+static void test_lost_wakeup(void **state)
+{
+	(void)state;
+	struct trace t;
+	struct loaded l;
+
+	trace_init(&t);
+	vcpu_map_track(&t, 400);
+	vcpu_map(&t, 600, 1, 1002);
+	sw(&t, 0, 1, 1000, 0, 0, 1002);
+	sw(&t, 0, 1, 2000, 1002, 1, 0);
+	waking(&t, 0, 2200, 0, 1002);
+	sw(&t, 0, 1, 2300, 0, 0, 1002);
+	sw(&t, 0, 1, 2500, 1002, 1, 0);
+	sw(&t, 0, 1, 3000, 0, 0, 1002); /* no waking before */
+	sw(&t, 0, 1, 4000, 1002, 1, 0);
+	sw(&t, 0, 1, 5000, 0, 0, 2000);
+	sw_seq(&t, 1, 2, 1, 1000, 0, 0, 60);
+	sw_seq(&t, 1, 2, 1, 4500, 60, 1, 0);
+	load(&l, &t, NULL);
+	assert_string_equal(
+		rows(&l, "select ts, dur, state from vcpu_state order by ts"),
+		"1000,1000,running;2000,200,blocked;2200,100,preempted;"
+		"2300,200,running;2500,500,unknown;3000,1000,running;"
+		"4000,1000,blocked;");
+	assert_string_equal(
+		rows(&l, "select running_dur, host_running_dur, preempted_dur,"
+			 " blocked_dur, unknown_dur from guest_thread_host_summary"),
+		"3500,2200,100,700,500;");
+	unload(&l);
+	trace_free(&t);
+}
+
 /* The caller (the merge) says which VM is which machine; a VM it does not
  * name gets no rows. */
 static void test_assign(void **state)
@@ -250,6 +286,7 @@ int main(void)
 		cmocka_unit_test(test_thread_names),
 		cmocka_unit_test(test_no_kvm),
 		cmocka_unit_test(test_map_changes),
+		cmocka_unit_test(test_lost_wakeup),
 		cmocka_unit_test(test_assign),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
