@@ -41,6 +41,10 @@ struct args {
 	size_t n_domains;
 	const char *qmp[MAX_VMS];
 	size_t n_qmp;
+	const char *chardevs[MAX_VMS]; /* the first goes in sync */
+	size_t n_chardevs;
+	const char *names[MAX_VMS]; /* --vm-name, paired with --vm-pid */
+	size_t n_names;
 	bool no_vcpu_map;
 	const char *libvirt_uri;
 	const char *kvm_debugfs;
@@ -71,6 +75,8 @@ static void usage(FILE *f)
 		"  --no-vsock               no vsock sync endpoint\n"
 		"  --sync-unix PATH         also listen on this UNIX socket\n"
 		"  --qemu-chardev PATH      the host end of a virtio-serial port:"
+		" (repeatable,\n"
+		"                           one per guest)"
 		"\n"
 		"                           QEMU's chardev server socket, or a\n"
 		"                           pty / character device\n"
@@ -89,6 +95,9 @@ static void usage(FILE *f)
 		"\n"
 		"                           extra ones are VMs of their own\n"
 		"  --no-vcpu-map            no vcpu_map records\n"
+		"  --vm-name NAME           the n-th --vm-pid's name in its "
+		"vcpu_map\n"
+		"                           records (repeatable)\n"
 		"  --libvirt-uri URI        libvirt connection (default %s)\n"
 		"  --kvm-debugfs DIR        debugfs mount point (default %s)\n"
 		"  -v, --verbose            log sessions and sync clients\n"
@@ -131,6 +140,7 @@ enum {
 	OPT_KVM_DEBUGFS,
 	OPT_QMP,
 	OPT_NO_VCPU_MAP,
+	OPT_VM_NAME,
 	OPT_VERSION,
 };
 
@@ -148,6 +158,7 @@ static const struct option long_opts[] = {
 	{"kvm-debugfs", required_argument, NULL, OPT_KVM_DEBUGFS},
 	{"qmp", required_argument, NULL, OPT_QMP},
 	{"no-vcpu-map", no_argument, NULL, OPT_NO_VCPU_MAP},
+	{"vm-name", required_argument, NULL, OPT_VM_NAME},
 	{"verbose", no_argument, NULL, 'v'},
 	{"help", no_argument, NULL, 'h'},
 	{"version", no_argument, NULL, OPT_VERSION},
@@ -203,7 +214,17 @@ static int parse_args(int argc, char **argv, struct args *a)
 			a->sync.unix_path = optarg;
 			break;
 		case OPT_QEMU_CHARDEV:
-			a->sync.qemu_chardev = optarg;
+			if (a->n_chardevs == MAX_VMS)
+				return bad_arg("--qemu-chardev", optarg,
+					       "too many chardevs");
+			a->chardevs[a->n_chardevs++] = optarg;
+			a->sync.qemu_chardev = a->chardevs[0];
+			break;
+		case OPT_VM_NAME:
+			if (a->n_names == MAX_VMS)
+				return bad_arg("--vm-name", optarg,
+					       "too many VMs");
+			a->names[a->n_names++] = optarg;
 			break;
 		case OPT_VM_PID:
 			if (!parse_uint(optarg, 1, INT_MAX, &v))
@@ -303,11 +324,32 @@ static size_t vcpu_sources(const struct args *a, struct vcpu_source *out)
 		out[n++] = (struct vcpu_source){
 			.vmm_pid = a->vm_pids[i],
 			.vm = a->vm_names[i],
-			.qmp = i < a->n_qmp ? a->qmp[i] : NULL,
+			/* "" holds the place of a VM mapped by names */
+			.qmp = i < a->n_qmp && a->qmp[i][0] ? a->qmp[i] : NULL,
 		};
 	for (size_t i = a->n_vm_pids; i < a->n_qmp; i++)
 		out[n++] = (struct vcpu_source){.qmp = a->qmp[i]};
 	return n;
+}
+
+/* Stops every endpoint; *total (if not NULL) sums their counters. */
+static void stop_endpoints(struct sync_endpoint *ep,
+			   struct sync_endpoint **more, size_t n,
+			   struct sync_endpoint_stats *total)
+{
+	struct sync_endpoint_stats one;
+
+	sync_endpoint_stop(ep, total);
+	for (size_t i = 1; i < n; i++) {
+		sync_endpoint_stop(more[i], &one);
+		if (!total)
+			continue;
+		total->served += one.served;
+		total->clients += one.clients;
+		total->garbage_bytes += one.garbage_bytes;
+		total->unexpected += one.unexpected;
+		total->dropped_replies += one.dropped_replies;
+	}
 }
 
 int main(int argc, char **argv)
@@ -318,6 +360,10 @@ int main(int argc, char **argv)
 	int rc = parse_args(argc, argv, &a);
 	if (rc != 0)
 		return rc < 0 ? 1 : 0;
+	/* --vm-name names the --vm-pid VMs in order; domains name their
+	 * own (resolve_domains appends them after). */
+	for (size_t i = 0; i < a.n_names && i < a.n_vm_pids; i++)
+		a.vm_names[i] = a.names[i];
 	resolve_domains(&a);
 
 	/* Every thread started from here on inherits the blocked signals;
@@ -329,10 +375,26 @@ int main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &stop_set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	/* One endpoint per chardev: the first also has vsock and the UNIX
+	 * socket; each runs its own thread. */
 	struct sync_endpoint *ep = NULL;
+	struct sync_endpoint *more[MAX_VMS] = {NULL};
 	if (sync_endpoint_start(&a.sync, &ep, &err) < 0) {
 		fprintf(stderr, PROG ": %s\n", err.msg);
 		return 1;
+	}
+	for (size_t i = 1; i < a.n_chardevs; i++) {
+		struct sync_endpoint_opts so = {
+			.qemu_chardev = a.chardevs[i],
+			.verbose = a.verbose,
+		};
+		if (sync_endpoint_start(&so, &more[i], &err) < 0) {
+			fprintf(stderr, PROG ": %s\n", err.msg);
+			for (size_t k = 1; k < i; k++)
+				sync_endpoint_stop(more[k], NULL);
+			sync_endpoint_stop(ep, NULL);
+			return 1;
+		}
 	}
 	struct vp_init_args ia = {
 		.backend = VP_BACKEND_SYSTEM,
@@ -340,7 +402,7 @@ int main(int argc, char **argv)
 		.producer_socket = a.producer_socket,
 	};
 	if (vp_init(&ia) < 0) {
-		sync_endpoint_stop(ep, NULL);
+		stop_endpoints(ep, more, a.n_chardevs, NULL);
 		return 1;
 	}
 	struct vcpu_source vsrc[2 * MAX_VMS];
@@ -357,7 +419,7 @@ int main(int argc, char **argv)
 	if (clock_producer_new(&po, &prod, &err) < 0) {
 		fprintf(stderr, PROG ": %s\n", err.msg);
 		vp_shutdown();
-		sync_endpoint_stop(ep, NULL);
+		stop_endpoints(ep, more, a.n_chardevs, NULL);
 		return 1;
 	}
 	if (a.verbose)
@@ -375,7 +437,7 @@ int main(int argc, char **argv)
 	 * snapshots. */
 	struct sync_endpoint_stats es;
 	struct clock_producer_stats ps;
-	sync_endpoint_stop(ep, &es);
+	stop_endpoints(ep, more, a.n_chardevs, &es);
 	vp_shutdown();
 	clock_producer_get_stats(prod, &ps);
 	clock_producer_free(prod);
