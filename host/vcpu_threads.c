@@ -194,7 +194,8 @@ int vcpu_threads_parse_qmp(const char *json, size_t len,
 				cpu = tid = -1;
 		} else if (c == '}' || c == ']') {
 			if (depth == 3 && c == '}' && in_return && cpu >= 0 &&
-			    tid > 0 && n < max && cpu <= 0x7fffffff)
+			    tid > 0 && n < max && cpu <= 0x7fffffff &&
+			    tid <= 0x7fffffff)
 				out[n++] = (struct vcpu_thread){(int)cpu,
 								(int)tid};
 			if (--depth < 0)

@@ -127,6 +127,10 @@ static void test_qmp_parse(void **state)
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		assert_int_equal(vcpu_threads_parse_qmp(bad[i], strlen(bad[i]),
 							t, 8), -1);
+	/* A thread id past any tid (found by the fuzzer) is none. */
+	const char *huge = "{\"return\": [{\"cpu-index\": 0, "
+			   "\"thread-id\": 99999999999}]}";
+	assert_int_equal(vcpu_threads_parse_qmp(huge, strlen(huge), t, 8), 0);
 	/* An element without a thread id is no vCPU. */
 	const char *partial = "{\"return\": [{\"cpu-index\": 0}]}";
 	assert_int_equal(vcpu_threads_parse_qmp(partial, strlen(partial), t,
