@@ -17,6 +17,7 @@
 
 #include "kvm_tsc.h"
 #include "pb_wire.h"
+#include "vcpu_threads.h"
 #include "perfetto_fields.h"
 #include "vp_clock.h"
 
@@ -29,14 +30,31 @@ struct vm_state {
 	int last_rc; /* 0 ok, enum kvm_tsc_err, or 1 before the first read */
 };
 
+/* A VM whose vCPU threads are mapped (a copy of its vcpu_source) and the
+ * last problem reported for it. */
+struct vcpu_src_state {
+	int vmm_pid;
+	char *vm, *qmp;
+	bool failing;
+};
+
 struct clock_producer {
 	struct clock_producer_opts o;
 	char *kvm_debugfs;
+	char *proc_root;
 	struct vm_state *vms;
+	struct vcpu_src_state *vsrc;
 	struct vp_data_source *ds;
 	pthread_mutex_t mu; /* sessions, vms */
 	struct session *sessions;
-	_Atomic uint64_t n_sessions, n_snapshots, n_kvm, n_dropped;
+	_Atomic uint64_t n_sessions, n_snapshots, n_kvm, n_vcpu_maps, n_dropped;
+};
+
+/* What a session last wrote for one VM's vCPUs. */
+struct vcpu_written {
+	struct vcpu_thread *t;
+	int n; /* -1: nothing yet */
+	int vmm_pid;
 };
 
 /* One started instance and its thread. */
@@ -50,6 +68,8 @@ struct session {
 	pthread_cond_t cv; /* on CLOCK_MONOTONIC */
 	bool stop;
 	struct kvm_tsc_tracker kvm;
+	struct vcpu_written *vw; /* one per vcpu source */
+	uint64_t ticks;
 	struct pb_buf buf;
 	struct session *next;
 };
@@ -159,6 +179,96 @@ static void poll_vm(struct session *s, struct vm_state *vm, bool all)
 	free(v);
 }
 
+/* ------------------------------------------------------- vCPU threads */
+
+/* How often the vCPU threads are looked up: about once a second (a QMP
+ * round trip or a walk of /proc/PID/task), and at every tick when the
+ * period is longer. */
+static bool vcpu_poll_due(const struct session *s)
+{
+	uint64_t every = 1000 / (s->o.period_ms ? s->o.period_ms : 1);
+
+	return every <= 1 || s->ticks % every == 0;
+}
+
+static void note_vcpu_result(struct clock_producer *p,
+			     struct vcpu_src_state *v, int rc, const char *msg)
+{
+	bool was;
+
+	pthread_mutex_lock(&p->mu);
+	was = v->failing;
+	v->failing = rc < 0;
+	pthread_mutex_unlock(&p->mu);
+	if (rc < 0 && !was)
+		fprintf(stderr,
+			LOG_PREFIX "warning: vCPU threads of %s: %s; no "
+			"vcpu_map records for it until this changes (tracing "
+			"goes on)\n",
+			v->vm ? v->vm : "the VM", msg);
+	else if (rc >= 0 && was)
+		fprintf(stderr, LOG_PREFIX "vCPU threads of %s: found again\n",
+			v->vm ? v->vm : "the VM");
+}
+
+/* Writes the vcpu_map events of one VM that are new or changed (all of
+ * them when `all`). */
+static void poll_vcpus(struct session *s, size_t i, bool all)
+{
+	struct clock_producer *p = s->p;
+	struct vcpu_src_state *v = &p->vsrc[i];
+	struct vcpu_written *w = &s->vw[i];
+	struct vcpu_thread t[VCPU_THREADS_MAX];
+	struct vp_error err = {{0}};
+	int pid = v->vmm_pid, n;
+	const char *source = v->qmp ? "qmp" : "thread_name";
+
+	if (v->qmp)
+		n = vcpu_threads_from_qmp(v->qmp, 500, t, VCPU_THREADS_MAX,
+					  &err);
+	else
+		n = vcpu_threads_from_names(p->proc_root, pid, t,
+					    VCPU_THREADS_MAX, &err);
+	if (n == 0)
+		vp_errorf(&err, "no vCPU threads found");
+	note_vcpu_result(p, v, n > 0 ? 0 : -1, err.msg);
+	if (n <= 0)
+		return;
+	if (pid <= 0)
+		pid = vcpu_thread_tgid(p->proc_root, t[0].tid);
+	if (pid <= 0)
+		pid = 0;
+	uint64_t now = vp_now_ns();
+	bool described = false;
+	for (int k = 0; k < n; k++) {
+		bool same = false;
+		for (int j = 0; !all && w->vmm_pid == pid && j < w->n; j++)
+			if (w->t[j].vcpu == t[k].vcpu)
+				same = w->t[j].tid == t[k].tid;
+		if (same)
+			continue;
+		if (!described) {
+			pb_buf_reset(&s->buf);
+			vcpu_map_encode_track(&s->buf, pid, now);
+			write_packet(s);
+			described = true;
+		}
+		pb_buf_reset(&s->buf);
+		vcpu_map_encode_event(&s->buf, v->vm, pid, &t[k], source, now);
+		if (write_packet(s))
+			atomic_fetch_add(&p->n_vcpu_maps, 1);
+	}
+	struct vcpu_thread *nt = realloc(w->t, (size_t)n * sizeof(*nt));
+	if (!nt) {
+		w->n = -1; /* not remembered: written again next time */
+		return;
+	}
+	memcpy(nt, t, (size_t)n * sizeof(*nt));
+	w->t = nt;
+	w->n = n;
+	w->vmm_pid = pid;
+}
+
 /* ---------------------------------------------------------- the thread */
 
 static void tick(struct session *s, bool final)
@@ -175,6 +285,10 @@ static void tick(struct session *s, bool final)
 		kvm_tsc_tracker_reset(&s->kvm);
 	for (size_t i = 0; i < s->p->o.n_vm_pids; i++)
 		poll_vm(s, &s->p->vms[i], first);
+	if (first || vcpu_poll_due(s))
+		for (size_t i = 0; i < s->p->o.n_vcpu_srcs; i++)
+			poll_vcpus(s, i, first);
+	s->ticks++;
 }
 
 static void *session_main(void *arg)
@@ -222,6 +336,9 @@ static void warn_config(void *ctx, const char *msg)
 static void session_free(struct session *s)
 {
 	kvm_tsc_tracker_free(&s->kvm);
+	for (size_t i = 0; s->vw && i < s->p->o.n_vcpu_srcs; i++)
+		free(s->vw[i].t);
+	free(s->vw);
 	pb_buf_free(&s->buf);
 	pthread_cond_destroy(&s->cv);
 	pthread_mutex_destroy(&s->mu);
@@ -245,6 +362,14 @@ static void on_start(void *ctx, struct vp_ds_instance *inst,
 	host_clock_opts_from_ds_config(config, len, &p->o.defaults, &s->o,
 				       warn_config, s);
 	kvm_tsc_tracker_init(&s->kvm);
+	s->vw = calloc(p->o.n_vcpu_srcs ? p->o.n_vcpu_srcs : 1, sizeof(*s->vw));
+	if (!s->vw) {
+		fprintf(stderr, LOG_PREFIX "out of memory\n");
+		free(s);
+		return;
+	}
+	for (size_t i = 0; i < p->o.n_vcpu_srcs; i++)
+		s->vw[i].n = -1;
 	pb_buf_init(&s->buf);
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_condattr_init(&ca);
@@ -315,12 +440,29 @@ int clock_producer_new(const struct clock_producer_opts *o,
 	pthread_mutex_init(&p->mu, NULL);
 	p->o = *o;
 	p->o.vm_pids = NULL;
+	p->o.vcpu_srcs = NULL;
+	p->o.n_vcpu_srcs = 0;
 	p->kvm_debugfs = strdup(o->kvm_debugfs ? o->kvm_debugfs
 					       : KVM_TSC_DEFAULT_DEBUGFS);
+	p->proc_root = strdup(o->proc_root ? o->proc_root : "/proc");
 	p->vms = calloc(o->n_vm_pids ? o->n_vm_pids : 1, sizeof(*p->vms));
-	if (!p->kvm_debugfs || !p->vms) {
+	p->vsrc = calloc(o->n_vcpu_srcs ? o->n_vcpu_srcs : 1, sizeof(*p->vsrc));
+	if (!p->kvm_debugfs || !p->proc_root || !p->vms || !p->vsrc) {
 		clock_producer_free(p);
 		return vp_errorf(err, "out of memory");
+	}
+	for (size_t i = 0; i < o->n_vcpu_srcs; i++) {
+		struct vcpu_src_state *v = &p->vsrc[i];
+		v->vmm_pid = o->vcpu_srcs[i].vmm_pid;
+		v->vm = o->vcpu_srcs[i].vm ? strdup(o->vcpu_srcs[i].vm) : NULL;
+		v->qmp = o->vcpu_srcs[i].qmp ? strdup(o->vcpu_srcs[i].qmp)
+					     : NULL;
+		p->o.n_vcpu_srcs = i + 1;
+		if ((o->vcpu_srcs[i].vm && !v->vm) ||
+		    (o->vcpu_srcs[i].qmp && !v->qmp)) {
+			clock_producer_free(p);
+			return vp_errorf(err, "out of memory");
+		}
 	}
 	p->o.kvm_debugfs = p->kvm_debugfs;
 	for (size_t i = 0; i < o->n_vm_pids; i++)
@@ -348,6 +490,7 @@ void clock_producer_get_stats(struct clock_producer *p,
 	out->sessions = atomic_load(&p->n_sessions);
 	out->snapshots = atomic_load(&p->n_snapshots);
 	out->kvm_records = atomic_load(&p->n_kvm);
+	out->vcpu_maps = atomic_load(&p->n_vcpu_maps);
 	out->dropped = atomic_load(&p->n_dropped);
 }
 
@@ -369,6 +512,12 @@ void clock_producer_free(struct clock_producer *p)
 	}
 	pthread_mutex_destroy(&p->mu);
 	free(p->kvm_debugfs);
+	free(p->proc_root);
+	for (size_t i = 0; p->vsrc && i < p->o.n_vcpu_srcs; i++) {
+		free(p->vsrc[i].vm);
+		free(p->vsrc[i].qmp);
+	}
+	free(p->vsrc);
 	free(p->vms);
 	free(p);
 }

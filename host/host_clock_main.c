@@ -37,8 +37,16 @@ struct args {
 	struct sync_endpoint_opts sync;
 	int vm_pids[MAX_VMS];
 	size_t n_vm_pids;
+	const char *vm_names[MAX_VMS]; /* parallel to vm_pids; NULL: none */
 	const char *domains[MAX_VMS];
 	size_t n_domains;
+	const char *qmp[MAX_VMS];
+	size_t n_qmp;
+	const char *chardevs[MAX_VMS]; /* the first goes in sync */
+	size_t n_chardevs;
+	const char *names[MAX_VMS]; /* --vm-name, paired with --vm-pid */
+	size_t n_names;
+	bool no_vcpu_map;
 	const char *libvirt_uri;
 	const char *kvm_debugfs;
 	bool verbose;
@@ -68,6 +76,8 @@ static void usage(FILE *f)
 		"  --no-vsock               no vsock sync endpoint\n"
 		"  --sync-unix PATH         also listen on this UNIX socket\n"
 		"  --qemu-chardev PATH      the host end of a virtio-serial port:"
+		" (repeatable,\n"
+		"                           one per guest)"
 		"\n"
 		"                           QEMU's chardev server socket, or a\n"
 		"                           pty / character device\n"
@@ -76,6 +86,19 @@ static void usage(FILE *f)
 		"                           record (repeatable)\n"
 		"  --domain NAME            the same, by libvirt domain name\n"
 		"                           (repeatable)\n"
+		"  --qmp PATH               QEMU's QMP socket of the n-th VM "
+		"(in\n"
+		"                           the order of --vm-pid, then "
+		"--domain):\n"
+		"                           its vCPU threads from "
+		"query-cpus-fast;\n"
+		"                           without it, from the thread names;"
+		"\n"
+		"                           extra ones are VMs of their own\n"
+		"  --no-vcpu-map            no vcpu_map records\n"
+		"  --vm-name NAME           the n-th --vm-pid's name in its "
+		"vcpu_map\n"
+		"                           records (repeatable)\n"
 		"  --libvirt-uri URI        libvirt connection (default %s)\n"
 		"  --kvm-debugfs DIR        debugfs mount point (default %s)\n"
 		"  -v, --verbose            log sessions and sync clients\n"
@@ -116,6 +139,9 @@ enum {
 	OPT_DOMAIN,
 	OPT_LIBVIRT_URI,
 	OPT_KVM_DEBUGFS,
+	OPT_QMP,
+	OPT_NO_VCPU_MAP,
+	OPT_VM_NAME,
 	OPT_VERSION,
 };
 
@@ -131,6 +157,9 @@ static const struct option long_opts[] = {
 	{"domain", required_argument, NULL, OPT_DOMAIN},
 	{"libvirt-uri", required_argument, NULL, OPT_LIBVIRT_URI},
 	{"kvm-debugfs", required_argument, NULL, OPT_KVM_DEBUGFS},
+	{"qmp", required_argument, NULL, OPT_QMP},
+	{"no-vcpu-map", no_argument, NULL, OPT_NO_VCPU_MAP},
+	{"vm-name", required_argument, NULL, OPT_VM_NAME},
 	{"verbose", no_argument, NULL, 'v'},
 	{"help", no_argument, NULL, 'h'},
 	{"version", no_argument, NULL, OPT_VERSION},
@@ -186,7 +215,17 @@ static int parse_args(int argc, char **argv, struct args *a)
 			a->sync.unix_path = optarg;
 			break;
 		case OPT_QEMU_CHARDEV:
-			a->sync.qemu_chardev = optarg;
+			if (a->n_chardevs == MAX_VMS)
+				return bad_arg("--qemu-chardev", optarg,
+					       "too many chardevs");
+			a->chardevs[a->n_chardevs++] = optarg;
+			a->sync.qemu_chardev = a->chardevs[0];
+			break;
+		case OPT_VM_NAME:
+			if (a->n_names == MAX_VMS)
+				return bad_arg("--vm-name", optarg,
+					       "too many VMs");
+			a->names[a->n_names++] = optarg;
 			break;
 		case OPT_VM_PID:
 			if (!parse_uint(optarg, 1, INT_MAX, &v))
@@ -208,6 +247,14 @@ static int parse_args(int argc, char **argv, struct args *a)
 			break;
 		case OPT_KVM_DEBUGFS:
 			a->kvm_debugfs = optarg;
+			break;
+		case OPT_QMP:
+			if (a->n_qmp == MAX_VMS)
+				return bad_arg("--qmp", optarg, "too many VMs");
+			a->qmp[a->n_qmp++] = optarg;
+			break;
+		case OPT_NO_VCPU_MAP:
+			a->no_vcpu_map = true;
 			break;
 		case 'v':
 			a->verbose = true;
@@ -261,7 +308,49 @@ static void resolve_domains(struct args *a)
 		if (a->verbose)
 			fprintf(stderr, PROG ": domain %s is QEMU pid %d\n",
 				a->domains[i], (int)pid);
+		a->vm_names[a->n_vm_pids] = a->domains[i];
 		a->vm_pids[a->n_vm_pids++] = (int)pid;
+	}
+}
+
+/* The VMs whose vCPU threads to map: each VM, by QMP when it has a --qmp
+ * socket (paired in order), else by its thread names; then the --qmp
+ * sockets left over, as VMs of their own.  Returns how many. */
+static size_t vcpu_sources(const struct args *a, struct vcpu_source *out)
+{
+	size_t n = 0;
+
+	if (a->no_vcpu_map)
+		return 0;
+	for (size_t i = 0; i < a->n_vm_pids; i++)
+		out[n++] = (struct vcpu_source){
+			.vmm_pid = a->vm_pids[i],
+			.vm = a->vm_names[i],
+			/* "" holds the place of a VM mapped by names */
+			.qmp = i < a->n_qmp && a->qmp[i][0] ? a->qmp[i] : NULL,
+		};
+	for (size_t i = a->n_vm_pids; i < a->n_qmp; i++)
+		out[n++] = (struct vcpu_source){.qmp = a->qmp[i]};
+	return n;
+}
+
+/* Stops every endpoint; *total (if not NULL) sums their counters. */
+static void stop_endpoints(struct sync_endpoint *ep,
+			   struct sync_endpoint **more, size_t n,
+			   struct sync_endpoint_stats *total)
+{
+	struct sync_endpoint_stats one;
+
+	sync_endpoint_stop(ep, total);
+	for (size_t i = 1; i < n; i++) {
+		sync_endpoint_stop(more[i], &one);
+		if (!total)
+			continue;
+		total->served += one.served;
+		total->clients += one.clients;
+		total->garbage_bytes += one.garbage_bytes;
+		total->unexpected += one.unexpected;
+		total->dropped_replies += one.dropped_replies;
 	}
 }
 
@@ -274,6 +363,10 @@ int main(int argc, char **argv)
 	int rc = parse_args(argc, argv, &a);
 	if (rc != 0)
 		return rc < 0 ? 1 : 0;
+	/* --vm-name names the --vm-pid VMs in order; domains name their
+	 * own (resolve_domains appends them after). */
+	for (size_t i = 0; i < a.n_names && i < a.n_vm_pids; i++)
+		a.vm_names[i] = a.names[i];
 	resolve_domains(&a);
 
 	/* Every thread started from here on inherits the blocked signals;
@@ -285,10 +378,26 @@ int main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &stop_set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	/* One endpoint per chardev: the first also has vsock and the UNIX
+	 * socket; each runs its own thread. */
 	struct sync_endpoint *ep = NULL;
+	struct sync_endpoint *more[MAX_VMS] = {NULL};
 	if (sync_endpoint_start(&a.sync, &ep, &err) < 0) {
 		fprintf(stderr, PROG ": %s\n", err.msg);
 		return 1;
+	}
+	for (size_t i = 1; i < a.n_chardevs; i++) {
+		struct sync_endpoint_opts so = {
+			.qemu_chardev = a.chardevs[i],
+			.verbose = a.verbose,
+		};
+		if (sync_endpoint_start(&so, &more[i], &err) < 0) {
+			fprintf(stderr, PROG ": %s\n", err.msg);
+			for (size_t k = 1; k < i; k++)
+				sync_endpoint_stop(more[k], NULL);
+			sync_endpoint_stop(ep, NULL);
+			return 1;
+		}
 	}
 	struct vp_init_args ia = {
 		.backend = VP_BACKEND_SYSTEM,
@@ -296,21 +405,24 @@ int main(int argc, char **argv)
 		.producer_socket = a.producer_socket,
 	};
 	if (vp_init(&ia) < 0) {
-		sync_endpoint_stop(ep, NULL);
+		stop_endpoints(ep, more, a.n_chardevs, NULL);
 		return 1;
 	}
+	struct vcpu_source vsrc[2 * MAX_VMS];
 	struct clock_producer_opts po = {
 		.defaults = a.clock,
 		.kvm_debugfs = a.kvm_debugfs,
 		.vm_pids = a.vm_pids,
 		.n_vm_pids = a.n_vm_pids,
+		.vcpu_srcs = vsrc,
+		.n_vcpu_srcs = vcpu_sources(&a, vsrc),
 		.verbose = a.verbose,
 	};
 	struct clock_producer *prod = NULL;
 	if (clock_producer_new(&po, &prod, &err) < 0) {
 		fprintf(stderr, PROG ": %s\n", err.msg);
 		vp_shutdown();
-		sync_endpoint_stop(ep, NULL);
+		stop_endpoints(ep, more, a.n_chardevs, NULL);
 		return 1;
 	}
 	if (a.verbose)
@@ -328,17 +440,19 @@ int main(int argc, char **argv)
 	 * snapshots. */
 	struct sync_endpoint_stats es;
 	struct clock_producer_stats ps;
-	sync_endpoint_stop(ep, &es);
+	stop_endpoints(ep, more, a.n_chardevs, &es);
 	vp_shutdown();
 	clock_producer_get_stats(prod, &ps);
 	clock_producer_free(prod);
 	fprintf(stderr,
 		PROG ": %llu snapshots written in %llu session(s), %llu "
-		"kvm_tsc records, %llu packets dropped; %llu exchanges served "
+		"kvm_tsc records, %llu vcpu_map records, %llu packets "
+		"dropped; %llu exchanges served "
 		"to %llu client(s), %llu garbage bytes skipped\n",
 		(unsigned long long)ps.snapshots,
 		(unsigned long long)ps.sessions,
 		(unsigned long long)ps.kvm_records,
+		(unsigned long long)ps.vcpu_maps,
 		(unsigned long long)ps.dropped, (unsigned long long)es.served,
 		(unsigned long long)es.clients,
 		(unsigned long long)es.garbage_bytes);

@@ -1,12 +1,18 @@
 /*
- * record_main.c - vperfetto_record: traces a host and one of its VMs at
- * once and merges the two traces.
+ * record_main.c - vperfetto_record: traces a host and its VMs at once and
+ * merges the traces (one machine per guest).
  *
  *   vperfetto_record --domain NAME [-c host.cfg] [-g guest.cfg] [--txt]
  *                    [-t 10s] -o merged.pb
  *   vperfetto_record --qemu-chardev DIR|CONTROL.sock [--qemu-sync-chardev
  *                    SYNC.sock] [--qemu-pid PID] ...
  *   vperfetto_record --guest-vsock CID ...
+ *
+ * Several guests: each --domain, --qemu-chardev or --guest-vsock names one
+ * more; --qemu-sync-chardev, --qemu-pid and --qmp apply to the guest named
+ * last (before any, to the first).  The guests' traces are OUT.guest.pb
+ * for one guest, OUT.guest1.pb, OUT.guest2.pb ... for several; guest i is
+ * machine i of the merged trace.
  *
  * The run:
  *   1. finds the guest: a libvirt domain's channels, vsock CID and QEMU
@@ -52,6 +58,8 @@
 #include "report.h"
 #include "textproto.h"
 #include "trace_io.h"
+#include "vcpu_threads.h"
+#include "vm_tracks.h"
 #include "vp_version.h"
 #include "vp_log.h"
 
@@ -76,6 +84,7 @@ static const char default_host_config[] =
 	"  ftrace_events: \"sched/sched_switch\"\n"
 	"  ftrace_events: \"sched/sched_waking\"\n"
 	"  ftrace_events: \"task/task_newtask\"\n"
+	"  ftrace_events: \"task/task_rename\"\n"
 	"  ftrace_events: \"sched/sched_process_exit\"\n"
 	"  ftrace_events: \"kvm/kvm_entry\"\n"
 	"  ftrace_events: \"kvm/kvm_exit\"\n"
@@ -100,13 +109,23 @@ static const char default_guest_config[] =
 	"  process_stats_config { scan_all_processes_on_start: true } } }\n"
 	"data_sources { config { name: \"linux.system_info\" } }\n";
 
-struct options {
+#define REC_MAX_GUESTS 8
+
+/* One guest as the command line names it. */
+struct target {
 	const char *domain;
-	const char *libvirt_uri;
 	const char *qemu_chardev;
 	const char *qemu_sync_chardev;
 	pid_t qemu_pid;
+	const char *qmp;
 	unsigned guest_vsock;
+};
+
+struct options {
+	struct target t[REC_MAX_GUESTS];
+	size_t n_targets;
+	const char *libvirt_uri;
+	bool no_vm_tracks;
 	const char *host_cfg;
 	const char *guest_cfg;
 	bool txt;
@@ -117,16 +136,27 @@ struct options {
 	bool verbose;
 };
 
+/* One guest of the run. */
+struct guest {
+	const struct target *t;
+	struct record_guest_addr addr;
+	char qmp[PATH_MAX]; /* QEMU's QMP socket; "" if none */
+	char pb[PATH_MAX];  /* its trace beside OUT */
+	char name[64];      /* for messages */
+	struct vp_guest_ctl *ctl;
+	bool started;
+};
+
 /* Everything a run owns, so that every exit path cleans up the same way. */
 struct run {
 	struct options o;
-	struct record_guest_addr guest;
+	struct guest g[REC_MAX_GUESTS];
+	size_t n_guests;
 	char dir[64];                  /* sockets, configs, logs */
-	char host_pb[PATH_MAX], guest_pb[PATH_MAX], report[PATH_MAX];
+	char host_pb[PATH_MAX], report[PATH_MAX];
 	char p_sock[PATH_MAX], c_sock[PATH_MAX];
 	pid_t vtraced, probes, host_clock, consumer;
-	struct vp_guest_ctl *ctl;
-	bool guest_started;
+	struct guest *failed_guest; /* the one wait_recording lost */
 	sigset_t sigs;
 	int interrupts;
 };
@@ -146,13 +176,17 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: vperfetto_record (--domain NAME | --qemu-chardev PATH |"
-		" --guest-vsock CID)\n"
+		" --guest-vsock CID)...\n"
 		"                        [-c HOST.cfg] [-g GUEST.cfg] [--txt]"
 		" [-t 10s] -o MERGED.pb\n"
 		"\n"
-		"Records the host and a VM at once and merges the two traces"
-		" onto the host's\ntime axis.  Keeps MERGED.host.pb,"
-		" MERGED.guest.pb and MERGED.report.json\nbeside the output.\n"
+		"Records the host and its VMs at once and merges the traces"
+		" onto the host's\ntime axis, one machine per guest.  Keeps"
+		" MERGED.host.pb, MERGED.guest.pb\n(MERGED.guest1.pb ... for"
+		" several guests) and MERGED.report.json beside the\noutput."
+		"  Each --domain, --qemu-chardev or --guest-vsock names a guest;"
+		"\n--qemu-sync-chardev, --qemu-pid and --qmp apply to the one"
+		" named last.\n"
 		"\n"
 		"guest:\n"
 		"  --domain NAME            a libvirt domain (its channels, vsock"
@@ -166,6 +200,10 @@ static void usage(FILE *f)
 		" sync.sock beside\n"
 		"                           the control socket)\n"
 		"  --qemu-pid PID           QEMU's pid, for KVM's counter offsets\n"
+		"  --qmp PATH               QEMU's QMP socket, for which thread"
+		" runs each vCPU\n"
+		"                           (default: qmp.sock in the"
+		" --qemu-chardev directory)\n"
 		"  --guest-vsock CID        reach the guest over vsock (control"
 		" port %u)\n"
 		"  --guest-timeout SECONDS  how long the guest may take to answer"
@@ -179,6 +217,8 @@ static void usage(FILE *f)
 		"  -t, --time DURATION      how long to record (default 10s;"
 		" Ctrl-C stops early)\n"
 		"  -o, --out FILE           the merged trace\n"
+		"  --no-vm-tracks           no tracks of the vCPUs' host state in"
+		" the merged trace\n"
 		"  --keep-logs              keep the run directory's logs\n"
 		"  -v, --verbose\n"
 		"  -h, --help\n"
@@ -218,6 +258,8 @@ enum {
 	OPT_TXT,
 	OPT_GUEST_TIMEOUT,
 	OPT_KEEP_LOGS,
+	OPT_QMP,
+	OPT_NO_VM_TRACKS,
 	OPT_VERSION,
 };
 
@@ -237,12 +279,16 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{"time", required_argument, NULL, 't'},
 		{"out", required_argument, NULL, 'o'},
 		{"keep-logs", no_argument, NULL, OPT_KEEP_LOGS},
+		{"qmp", required_argument, NULL, OPT_QMP},
+		{"no-vm-tracks", no_argument, NULL, OPT_NO_VM_TRACKS},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, OPT_VERSION},
 		{0},
 	};
 	struct vp_error err = {{0}};
+	struct target pending = {0}; /* modifiers before any guest */
+	struct target *cur = &pending;
 	unsigned long v;
 	int c;
 
@@ -251,20 +297,34 @@ static int parse_args(int argc, char **argv, struct options *o)
 	while ((c = getopt_long(argc, argv, "c:g:t:o:vh", longopts, NULL)) !=
 	       -1) {
 		switch (c) {
-		case OPT_DOMAIN: o->domain = optarg; break;
+		case OPT_DOMAIN:
+		case OPT_CHARDEV:
+		case OPT_VSOCK:
+			if (o->n_targets == REC_MAX_GUESTS)
+				return usage_error("too many guests");
+			cur = &o->t[o->n_targets];
+			/* the first guest takes what came before it */
+			if (o->n_targets++ == 0)
+				*cur = pending;
+			if (c == OPT_DOMAIN) {
+				cur->domain = optarg;
+			} else if (c == OPT_CHARDEV) {
+				cur->qemu_chardev = optarg;
+			} else {
+				if (parse_uint(optarg, 0xfffffffful, &v) < 0 ||
+				    v < 3)
+					return usage_error("--guest-vsock: not a "
+							   "guest CID (3 or "
+							   "more)");
+				cur->guest_vsock = (unsigned)v;
+			}
+			break;
 		case OPT_URI: o->libvirt_uri = optarg; break;
-		case OPT_CHARDEV: o->qemu_chardev = optarg; break;
-		case OPT_SYNC_CHARDEV: o->qemu_sync_chardev = optarg; break;
+		case OPT_SYNC_CHARDEV: cur->qemu_sync_chardev = optarg; break;
 		case OPT_QEMU_PID:
 			if (parse_uint(optarg, INT_MAX, &v) < 0 || v == 0)
 				return usage_error("--qemu-pid: not a pid");
-			o->qemu_pid = (pid_t)v;
-			break;
-		case OPT_VSOCK:
-			if (parse_uint(optarg, 0xfffffffful, &v) < 0 || v < 3)
-				return usage_error("--guest-vsock: not a guest "
-						   "CID (3 or more)");
-			o->guest_vsock = (unsigned)v;
+			cur->qemu_pid = (pid_t)v;
 			break;
 		case OPT_GUEST_TIMEOUT:
 			if (parse_uint(optarg, 3600, &v) < 0 || v == 0)
@@ -285,6 +345,8 @@ static int parse_args(int argc, char **argv, struct options *o)
 			break;
 		case 'o': o->out = optarg; break;
 		case OPT_KEEP_LOGS: o->keep_logs = true; break;
+		case OPT_QMP: cur->qmp = optarg; break;
+		case OPT_NO_VM_TRACKS: o->no_vm_tracks = true; break;
 		case 'v':
 			o->verbose = true;
 			vp_log_verbose();
@@ -300,14 +362,21 @@ static int parse_args(int argc, char **argv, struct options *o)
 		return usage_error("unexpected arguments");
 	if (!o->out)
 		return usage_error("no output file (-o MERGED.pb)");
-	int targets = !!o->domain + !!o->qemu_chardev + !!o->guest_vsock;
-	if (targets != 1)
-		return usage_error("name the guest once: --domain, "
-				   "--qemu-chardev or --guest-vsock");
-	if (o->qemu_sync_chardev && !o->qemu_chardev)
-		return usage_error("--qemu-sync-chardev goes with "
-				   "--qemu-chardev");
-	if (o->libvirt_uri && !o->domain)
+	if (!o->n_targets)
+		return usage_error("name the guest: --domain, --qemu-chardev "
+				   "or --guest-vsock");
+	bool any_domain = false;
+	for (size_t i = 0; i < o->n_targets; i++) {
+		const struct target *t = &o->t[i];
+		any_domain |= t->domain != NULL;
+		if (t->qemu_sync_chardev && !t->qemu_chardev)
+			return usage_error("--qemu-sync-chardev goes with "
+					   "--qemu-chardev");
+		if (t->qmp && t->guest_vsock)
+			return usage_error("--qmp goes with --qemu-chardev or "
+					   "--domain");
+	}
+	if (o->libvirt_uri && !any_domain)
 		return usage_error("--libvirt-uri goes with --domain");
 	return REC_OK;
 }
@@ -331,55 +400,113 @@ static int beside(char *dst, const char *out, const char *suffix)
 
 /* -------------------------------------------------------------- guest */
 
-static int find_guest(struct run *r, struct vp_error *err)
+static int find_guest(struct run *r, struct guest *g, struct vp_error *err)
 {
-	const struct options *o = &r->o;
+	const struct target *o = g->t;
 	struct stat st;
 
 	if (o->domain)
-		return record_domain_resolve(o->libvirt_uri, o->domain,
-					     &r->guest, err);
-	memset(&r->guest, 0, sizeof(r->guest));
-	r->guest.qemu_pid = o->qemu_pid;
+		return record_domain_resolve(r->o.libvirt_uri, o->domain,
+					     &g->addr, err);
+	memset(&g->addr, 0, sizeof(g->addr));
+	g->addr.qemu_pid = o->qemu_pid;
 	if (o->guest_vsock) {
-		r->guest.vsock_cid = o->guest_vsock;
+		g->addr.vsock_cid = o->guest_vsock;
 		return 0;
 	}
 	const char *p = o->qemu_chardev;
 	if (stat(p, &st) == 0 && S_ISDIR(st.st_mode)) {
-		snprintf(r->guest.control, PATH_MAX, "%s/control.sock", p);
-		snprintf(r->guest.sync, PATH_MAX, "%s/sync.sock", p);
+		snprintf(g->addr.control, PATH_MAX, "%s/control.sock", p);
+		snprintf(g->addr.sync, PATH_MAX, "%s/sync.sock", p);
 	} else {
-		snprintf(r->guest.control, PATH_MAX, "%s", p);
+		snprintf(g->addr.control, PATH_MAX, "%s", p);
 		const char *slash = strrchr(p, '/');
 		int dl = slash ? (int)(slash - p) : 1;
-		snprintf(r->guest.sync, PATH_MAX, "%.*s/sync.sock", dl,
+		snprintf(g->addr.sync, PATH_MAX, "%.*s/sync.sock", dl,
 			 slash ? p : ".");
 	}
 	if (o->qemu_sync_chardev)
-		snprintf(r->guest.sync, PATH_MAX, "%s", o->qemu_sync_chardev);
-	if (stat(r->guest.control, &st) != 0 || !S_ISSOCK(st.st_mode))
+		snprintf(g->addr.sync, PATH_MAX, "%s", o->qemu_sync_chardev);
+	/* run_qemu.sh's layout: the QMP socket beside the chardevs. */
+	if (o->qmp) {
+		snprintf(g->qmp, PATH_MAX, "%s", o->qmp);
+	} else {
+		const char *slash = strrchr(g->addr.control, '/');
+		int dl = slash ? (int)(slash - g->addr.control) : 0;
+		snprintf(g->qmp, PATH_MAX, "%.*s/qmp.sock", dl,
+			 g->addr.control);
+		if (!dl || stat(g->qmp, &st) != 0 || !S_ISSOCK(st.st_mode))
+			g->qmp[0] = 0;
+	}
+	/* Without a pid, QEMU's: the process of a vCPU thread QMP names. */
+	if (!g->addr.qemu_pid && g->qmp[0]) {
+		struct vcpu_thread vt[4];
+		struct vp_error qerr;
+		if (vcpu_threads_from_qmp(g->qmp, 2000, vt, 4, &qerr) > 0) {
+			int pid = vcpu_thread_tgid("/proc", vt[0].tid);
+			if (pid > 0)
+				g->addr.qemu_pid = pid;
+		}
+	}
+	if (stat(g->addr.control, &st) != 0 || !S_ISSOCK(st.st_mode))
 		return vp_errorf(err, "%s: not a socket (QEMU's control "
 				 "chardev: -chardev socket,path=...,server=on)",
-				 r->guest.control);
-	if (stat(r->guest.sync, &st) != 0 || !S_ISSOCK(st.st_mode)) {
+				 g->addr.control);
+	if (stat(g->addr.sync, &st) != 0 || !S_ISSOCK(st.st_mode)) {
 		say("warning: %s is not a socket: no sync exchanges over "
-		    "virtio-serial", r->guest.sync);
-		r->guest.sync[0] = 0;
+		    "virtio-serial", g->addr.sync);
+		g->addr.sync[0] = 0;
 	}
 	return 0;
 }
 
-static void control_addr(const struct run *r, char *buf, size_t len)
+static void control_addr(const struct guest *g, char *buf, size_t len)
 {
-	if (r->guest.control[0])
-		snprintf(buf, len, "%s", r->guest.control);
+	if (g->addr.control[0])
+		snprintf(buf, len, "%s", g->addr.control);
 	else
-		snprintf(buf, len, "vsock://%u:%u", r->guest.vsock_cid,
+		snprintf(buf, len, "vsock://%u:%u", g->addr.vsock_cid,
 			 RECORD_CONTROL_VSOCK_PORT);
 }
 
 /* --------------------------------------------------------- configs */
+
+/* The host's scheduler events are what the vcpu tables are made of: a
+ * host config that records ftrace records sched_switch and sched_waking
+ * too (a config without ftrace is left alone). */
+static int ensure_sched_events(vp_trace_config *tc, struct vp_error *err)
+{
+	static const char *const need[] = {"sched/sched_switch",
+					   "sched/sched_waking"};
+
+	for (size_t i = 0; i < tc->n_data_sources; i++) {
+		Perfetto__Protos__DataSourceConfig *c =
+			tc->data_sources[i]->config;
+		if (!c || !c->name || strcmp(c->name, "linux.ftrace") ||
+		    !c->ftrace_config)
+			continue;
+		Perfetto__Protos__FtraceConfig *f = c->ftrace_config;
+		for (size_t k = 0; k < 2; k++) {
+			bool have = false;
+			for (size_t j = 0; j < f->n_ftrace_events; j++)
+				have |= !strcmp(f->ftrace_events[j], need[k]) ||
+					!strcmp(f->ftrace_events[j], "sched/*");
+			if (have)
+				continue;
+			char **ev = realloc(f->ftrace_events,
+					    (f->n_ftrace_events + 1) *
+						    sizeof(*ev));
+			if (!ev)
+				return vp_errorf(err, "out of memory");
+			f->ftrace_events = ev;
+			ev[f->n_ftrace_events] = strdup(need[k]);
+			if (!ev[f->n_ftrace_events])
+				return vp_errorf(err, "out of memory");
+			f->n_ftrace_events++;
+		}
+	}
+	return 0;
+}
 
 /* Loads a config (or the default text), makes sure it records what the
  * merge needs, caps its duration, and serializes it into *bin. */
@@ -403,9 +530,11 @@ static int prepare_config(const char *file, bool txt, const char *deflt,
 		return -1;
 	/* The merge needs the host's clock snapshots and the guest's
 	 * cros/guest_clock_sync events. */
-	if (host)
+	if (host) {
 		rc = vp_cmd_ensure_data_source(tc, "vperfetto.clock_sync", err);
-	else
+		if (rc == 0)
+			rc = ensure_sched_events(tc, err);
+	} else
 		rc = vp_cmd_ensure_category(tc, "cros", err);
 	/* A cap, in case we die and cannot stop the sessions: -t plus a
 	 * minute.  We stop them ourselves before that. */
@@ -441,7 +570,7 @@ static pid_t start_program(struct run *r, const char *name,
 			   struct vp_error *err)
 {
 	char prog[PATH_MAX], log[PATH_MAX];
-	char *argv[32];
+	char *argv[16 + 10 * REC_MAX_GUESTS];
 
 	if (record_find_program(name, subdir, prog, sizeof(prog), err) < 0)
 		return -1;
@@ -474,7 +603,6 @@ static int host_failed(struct run *r, const char *name, struct vp_error *err)
 
 static int start_host_producers(struct run *r, struct vp_error *err)
 {
-	char pid_arg[32];
 	char *vt[] = {"--foreground", "--producer-socket", r->p_sock,
 		      "--consumer-socket", r->c_sock};
 	r->vtraced = start_program(r, "vtraced", "service", vt, 5, err);
@@ -490,22 +618,55 @@ static int start_host_producers(struct run *r, struct vp_error *err)
 	if (r->probes < 0)
 		return -1;
 
-	char *hc[16];
+	/* Per guest: its sync chardev, its VM (by domain name, so its
+	 * vcpu_map records carry the name, or by pid) and its QMP socket;
+	 * the n-th --qmp goes with the n-th VM, so a guest without a VM
+	 * gives no --qmp either. */
+	char *hc[8 + 8 * REC_MAX_GUESTS];
+	char pid_args[REC_MAX_GUESTS][32];
+	bool any_vsock = false;
 	size_t n = 0;
 	hc[n++] = "--producer-socket";
 	hc[n++] = r->p_sock;
 	hc[n++] = "-v";
-	if (!r->guest.vsock_cid)
-		hc[n++] = "--no-vsock";
-	if (r->guest.sync[0]) {
-		hc[n++] = "--qemu-chardev";
-		hc[n++] = r->guest.sync;
+	for (size_t i = 0; i < r->n_guests; i++) {
+		struct guest *g = &r->g[i];
+		any_vsock |= g->addr.vsock_cid != 0;
+		if (g->addr.sync[0]) {
+			hc[n++] = "--qemu-chardev";
+			hc[n++] = g->addr.sync;
+		}
 	}
-	if (r->guest.qemu_pid > 0) {
-		snprintf(pid_arg, sizeof(pid_arg), "%d", (int)r->guest.qemu_pid);
+	if (r->o.libvirt_uri) {
+		hc[n++] = "--libvirt-uri";
+		hc[n++] = (char *)r->o.libvirt_uri;
+	}
+	for (size_t i = 0; i < r->n_guests; i++) {
+		struct guest *g = &r->g[i];
+		if (g->addr.qemu_pid <= 0)
+			continue;
+		snprintf(pid_args[i], sizeof(pid_args[i]), "%d",
+			 (int)g->addr.qemu_pid);
 		hc[n++] = "--vm-pid";
-		hc[n++] = pid_arg;
+		hc[n++] = pid_args[i];
 	}
+	for (size_t i = 0; i < r->n_guests; i++) {
+		struct guest *g = &r->g[i];
+		if (g->addr.qemu_pid <= 0)
+			continue;
+		hc[n++] = "--qmp";
+		/* an empty path: this VM's threads by their names */
+		hc[n++] = g->qmp[0] ? g->qmp : "";
+	}
+	for (size_t i = 0; i < r->n_guests; i++) {
+		struct guest *g = &r->g[i];
+		if (g->addr.qemu_pid <= 0)
+			continue;
+		hc[n++] = "--vm-name";
+		hc[n++] = g->t->domain ? (char *)g->t->domain : g->name;
+	}
+	if (!any_vsock)
+		hc[n++] = "--no-vsock";
 	r->host_clock = start_program(r, "vperfetto_host_clock", "host", hc, n,
 				      err);
 	return r->host_clock < 0 ? -1 : 0;
@@ -582,8 +743,12 @@ static int wait_recording(struct run *r, uint32_t ms, struct vp_error *err)
 		since_ping += step;
 		if (since_ping >= 2000 && left > 0) {
 			since_ping = 0;
-			if (vp_guest_ctl_ping(r->ctl, 10000, NULL, err) < 0)
-				return -2;
+			for (size_t i = 0; i < r->n_guests; i++)
+				if (vp_guest_ctl_ping(r->g[i].ctl, 10000, NULL,
+						      err) < 0) {
+					r->failed_guest = &r->g[i];
+					return -2;
+				}
 		}
 	}
 	return 0;
@@ -608,15 +773,22 @@ static int merge_traces(struct run *r, struct vp_error *err)
 
 	memset(&mo, 0, sizeof(mo));
 	mo.host = r->host_pb;
-	mo.guests[0] = r->guest_pb;
-	mo.n_guests = 1;
+	for (size_t i = 0; i < r->n_guests; i++)
+		mo.guests[i] = r->g[i].pb;
+	mo.n_guests = r->n_guests;
 	mo.out = r->o.out;
 	mo.out_pending = &outs[0];
 	mo.threads = sysconf(_SC_NPROCESSORS_ONLN) >= 2 ? 2 : 1;
-	if (r->guest.qemu_pid > 0) {
-		mo.vm_pid[0] = r->guest.qemu_pid;
-		mo.n_vm_pid = 1;
-	}
+	/* --guest-vm-pid is all or nothing: the kvm_tsc records and the
+	 * vCPU tracks of guest i are those of the i-th pid. */
+	bool all_pids = true;
+	for (size_t i = 0; i < r->n_guests; i++)
+		all_pids &= r->g[i].addr.qemu_pid > 0;
+	for (size_t i = 0; all_pids && i < r->n_guests; i++)
+		mo.vm_pid[i] = r->g[i].addr.qemu_pid;
+	mo.n_vm_pid = all_pids ? r->n_guests : 0;
+	if (!r->o.no_vm_tracks)
+		mo.extra = vm_tracks_write;
 	if (vp_out_open(&outs[1], r->report, 0, err) < 0)
 		return -1;
 	int st = merge_run(&mo, &res, err);
@@ -637,6 +809,41 @@ static int merge_traces(struct run *r, struct vp_error *err)
 
 /* --------------------------------------------------------------- run */
 
+/* Connects to each guest's control endpoint and starts its session. */
+static int start_guests(struct run *r, const uint8_t *cfg, size_t len,
+			struct vp_error *err)
+{
+	char addr[PATH_MAX + 32];
+
+	for (size_t i = 0; i < r->n_guests; i++) {
+		struct guest *g = &r->g[i];
+		struct vp_guest_info info;
+		control_addr(g, addr, sizeof(addr));
+		if (vp_guest_ctl_connect(addr, r->o.guest_timeout_ms, &g->ctl,
+					 err) < 0 ||
+		    vp_guest_ctl_hello(g->ctl, r->o.guest_timeout_ms, &info,
+				       err) < 0 ||
+		    vp_guest_ctl_start(g->ctl, cfg, len, "vperfetto_record",
+				       r->o.guest_timeout_ms, NULL, err) < 0) {
+			r->failed_guest = g;
+			return -1;
+		}
+		g->started = true;
+		say("%s: session started on %s (%s)", g->name, info.machine,
+		    info.uname);
+	}
+	return 0;
+}
+
+/* A guest's failure, named when there are several. */
+static void say_guest_failed(const struct run *r, const struct vp_error *err)
+{
+	if (r->n_guests > 1 && r->failed_guest)
+		say("guest session: %s: %s", r->failed_guest->name, err->msg);
+	else
+		say("guest session: %s", err->msg);
+}
+
 static int record(struct run *r)
 {
 	struct vp_error err = {{0}};
@@ -654,16 +861,20 @@ static int record(struct run *r)
 		status = REC_USAGE;
 		goto out;
 	}
-	if (find_guest(r, &err) < 0) {
-		say("%s", err.msg);
-		status = REC_GUEST_FAILED;
-		goto out;
+	for (size_t i = 0; i < r->n_guests; i++) {
+		struct guest *g = &r->g[i];
+		if (find_guest(r, g, &err) < 0) {
+			r->failed_guest = g;
+			say_guest_failed(r, &err);
+			status = REC_GUEST_FAILED;
+			goto out;
+		}
+		control_addr(g, addr, sizeof(addr));
+		say("%s: control %s, sync %s%s", g->name, addr,
+		    g->addr.sync[0] ? g->addr.sync
+				    : (g->addr.vsock_cid ? "over vsock" : "none"),
+		    g->addr.qemu_pid > 0 ? "" : ", QEMU pid unknown (no kvm_tsc)");
 	}
-	control_addr(r, addr, sizeof(addr));
-	say("guest: control %s, sync %s%s", addr,
-	    r->guest.sync[0] ? r->guest.sync
-			     : (r->guest.vsock_cid ? "over vsock" : "none"),
-	    r->guest.qemu_pid > 0 ? "" : ", QEMU pid unknown (no kvm_tsc)");
 
 	snprintf(path, sizeof(path), "%s/host.cfg.pb", r->dir);
 	if (write_file(path, host_cfg, host_len, &err) < 0 ||
@@ -675,23 +886,12 @@ static int record(struct run *r)
 	}
 	say("host session recording into %s", r->host_pb);
 
-	/* The guest. */
-	struct vp_guest_info info;
-	if (vp_guest_ctl_connect(addr, r->o.guest_timeout_ms, &r->ctl,
-				 &err) < 0 ||
-	    vp_guest_ctl_hello(r->ctl, r->o.guest_timeout_ms, &info,
-			       &err) < 0 ||
-	    vp_guest_ctl_start(r->ctl, guest_cfg, guest_len,
-			       "vperfetto_record", r->o.guest_timeout_ms, NULL,
-			       &err) < 0) {
-		say("guest session: %s", err.msg);
+	if (start_guests(r, guest_cfg, guest_len, &err) < 0) {
+		say_guest_failed(r, &err);
 		status = REC_GUEST_FAILED;
 		goto stop_host;
 	}
-	r->guest_started = true;
-	say("guest session started on %s (%s); recording for %u ms "
-	    "(Ctrl-C stops early)", info.machine, info.uname,
-	    r->o.duration_ms);
+	say("recording for %u ms (Ctrl-C stops early)", r->o.duration_ms);
 
 	int w = wait_recording(r, r->o.duration_ms, &err);
 	if (w == -1) {
@@ -699,7 +899,7 @@ static int record(struct run *r)
 		status = REC_HOST_FAILED;
 		goto stop_host;
 	} else if (w == -2) {
-		say("guest session: %s", err.msg);
+		say_guest_failed(r, &err);
 		status = REC_GUEST_FAILED;
 		goto stop_host;
 	} else if (w > 0) {
@@ -710,10 +910,14 @@ static int record(struct run *r)
 		goto stop_host;
 	}
 
-	uint64_t guest_size = 0;
-	if (vp_guest_ctl_stop(r->ctl, 60000, &guest_size, &err) < 0) {
-		say("guest session: %s", err.msg);
-		status = REC_GUEST_FAILED;
+	for (size_t i = 0; i < r->n_guests; i++) {
+		uint64_t guest_size = 0;
+		if (vp_guest_ctl_stop(r->g[i].ctl, 60000, &guest_size,
+				      &err) < 0) {
+			r->failed_guest = &r->g[i];
+			say_guest_failed(r, &err);
+			status = REC_GUEST_FAILED;
+		}
 	}
 
 stop_host:
@@ -736,13 +940,16 @@ stop_host:
 	 * file being pulled or merged and ends the run. */
 	vp_out_signals(false);
 	sigprocmask(SIG_UNBLOCK, &r->sigs, NULL);
-	if (vp_guest_ctl_pull(r->ctl, r->guest_pb, 0, 60000, NULL, NULL, NULL,
-			      &err) < 0) {
-		say("pulling the guest trace: %s", err.msg);
-		status = REC_GUEST_FAILED;
-		goto out;
+	for (size_t i = 0; i < r->n_guests; i++) {
+		struct guest *g = &r->g[i];
+		if (vp_guest_ctl_pull(g->ctl, g->pb, 0, 60000, NULL, NULL, NULL,
+				      &err) < 0) {
+			say("pulling the trace of %s: %s", g->name, err.msg);
+			status = REC_GUEST_FAILED;
+			goto out;
+		}
+		say("%s trace: %s", g->name, g->pb);
 	}
-	say("guest trace: %s", r->guest_pb);
 
 	if (merge_traces(r, &err) < 0) {
 		say("merge: %s", err.msg);
@@ -752,9 +959,11 @@ stop_host:
 	say("merged trace: %s (sync report: %s)", r->o.out, r->report);
 
 out:
-	if (r->ctl)
-		vp_guest_ctl_close(r->ctl);
-	r->ctl = NULL;
+	for (size_t i = 0; i < r->n_guests; i++) {
+		if (r->g[i].ctl)
+			vp_guest_ctl_close(r->g[i].ctl);
+		r->g[i].ctl = NULL;
+	}
 	if (r->consumer > 0)
 		record_stop(r->consumer, SIGINT, 30000, NULL);
 	stop_host_producers(r);
@@ -786,20 +995,41 @@ int main(int argc, char **argv)
 	if (st != REC_OK)
 		return st;
 	if (beside(r.host_pb, r.o.out, ".host.pb") < 0 ||
-	    beside(r.guest_pb, r.o.out, ".guest.pb") < 0 ||
 	    beside(r.report, r.o.out, ".report.json") < 0)
 		return usage_error("-o: path too long");
-	/* No output may be one of the configs it reads. */
+	r.n_guests = r.o.n_targets;
+	for (size_t i = 0; i < r.n_guests; i++) {
+		struct guest *g = &r.g[i];
+		char suffix[32];
+		g->t = &r.o.t[i];
+		if (r.n_guests == 1) {
+			snprintf(suffix, sizeof(suffix), ".guest.pb");
+			snprintf(g->name, sizeof(g->name), "guest");
+		} else {
+			snprintf(suffix, sizeof(suffix), ".guest%zu.pb", i + 1);
+			snprintf(g->name, sizeof(g->name), "guest %zu", i + 1);
+		}
+		if (beside(g->pb, r.o.out, suffix) < 0)
+			return usage_error("-o: path too long");
+	}
+	/* No output may be one of the configs it reads, nor another
+	 * output. */
 	{
 		const char *inputs[] = {r.o.host_cfg, r.o.guest_cfg};
-		const char *outs[] = {r.o.out, r.host_pb, r.guest_pb, r.report};
-		const char *what[] = {"-o", "the host trace", "the guest trace",
-				      "the report"};
+		const char *outs[3 + REC_MAX_GUESTS] = {r.o.out, r.host_pb,
+							r.report};
+		const char *what[3 + REC_MAX_GUESTS] = {
+			"-o", "the host trace", "the report"};
+		size_t n = 3;
+		for (size_t i = 0; i < r.n_guests; i++) {
+			outs[n] = r.g[i].pb;
+			what[n++] = "a guest trace";
+		}
 		struct vp_error err;
-		for (size_t i = 0; i < 4; i++) {
+		for (size_t i = 0; i < n; i++) {
 			int bad = vp_out_check_inputs(what[i], outs[i], inputs,
 						      2, &err);
-			for (size_t k = i + 1; k < 4 && !bad; k++)
+			for (size_t k = i + 1; k < n && !bad; k++)
 				bad = vp_out_check_distinct(what[i], outs[i],
 							    what[k], outs[k],
 							    &err);

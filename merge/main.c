@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "merge.h"
+#include "vm_tracks.h"
 #include "out_file.h"
 #include "partition.h"
 #include "perfetto_fields.h"
@@ -55,6 +56,9 @@ static void usage(FILE *f)
 "                              option, writes no report)\n"
 "  --allow-unsynced            pass a guest without sync data through with\n"
 "                              its timestamps unchanged instead of failing\n"
+"  --vm-tracks                 per guest CPU, a track on the guest machine\n"
+"                              with its vCPU's host state (running,\n"
+"                              preempted, blocked, exit, unknown)\n"
 "  --no-machine-id             for viewers without machine_id: remap guest\n"
 "                              pids, tids and track uuids instead\n"
 "  --threads N                 1 up to the number of CPUs (default: the\n"
@@ -144,6 +148,7 @@ enum {
 	OPT_MAX_INFLATE,
 	OPT_OFFSET_NS,
 	OPT_CONCAT,
+	OPT_VM_TRACKS,
 };
 
 /* N, NK, NM or NG (powers of 1024) */
@@ -191,6 +196,7 @@ int main(int argc, char **argv)
 		{"report", required_argument, NULL, OPT_REPORT},
 		{"allow-unsynced", no_argument, NULL, OPT_ALLOW_UNSYNCED},
 		{"no-machine-id", no_argument, NULL, OPT_NO_MACHINE_ID},
+		{"vm-tracks", no_argument, NULL, OPT_VM_TRACKS},
 		{"quiet", no_argument, NULL, 'q'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, OPT_VERSION},
@@ -257,6 +263,9 @@ int main(int argc, char **argv)
 		case OPT_ALLOW_UNSYNCED:
 			o.allow_unsynced = true;
 			break;
+		case OPT_VM_TRACKS:
+			o.extra = vm_tracks_write;
+			break;
 		case OPT_NO_MACHINE_ID:
 			o.no_machine_id = true;
 			break;
@@ -308,7 +317,7 @@ int main(int argc, char **argv)
 				   "per guest trace");
 	if (o.concat && (o.n_offset_ns || o.n_tsc_offset || o.n_tsc_scaling ||
 			 o.n_vm_pid || o.clock || report || o.allow_unsynced ||
-			 o.no_machine_id))
+			 o.no_machine_id || o.extra))
 		return usage_error("%s", "--concat joins the traces unchanged: it "
 				   "takes no mapping option and writes no "
 				   "report");

@@ -1062,6 +1062,12 @@ int merge_run(const struct merge_opts *o, struct merge_result *res,
 			     builtin_clock_name(res->clock));
 	}
 
+	if (o->extra) {
+		status = o->extra(o->extra_ctx, o, res, (uint32_t)seq_base, w,
+				  err);
+		if (status != MERGE_OK)
+			goto out;
+	}
 	res->bytes_out = trace_writer_bytes(w);
 	if (o->out_pending) {
 		struct trace_writer *fw = w;

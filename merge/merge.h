@@ -36,6 +36,16 @@ enum merge_status {
 	MERGE_IO_ERROR = 4,
 };
 
+struct merge_opts;
+struct merge_result;
+struct trace_writer;
+/* Packets of the caller's own, appended after the guests and committed
+ * with the rest (vm_tracks.h); seq_base: the sequence ids above it are
+ * free.  Returns a merge_status. */
+typedef int (*merge_extra_fn)(void *ctx, const struct merge_opts *o,
+			      struct merge_result *res, uint32_t seq_base,
+			      struct trace_writer *w, struct vp_error *err);
+
 struct merge_opts {
 	const char *host;
 	const char *guests[MERGE_MAX_GUESTS];
@@ -69,6 +79,8 @@ struct merge_opts {
 	 * committed, for the caller to commit with its other outputs
 	 * (vp_out_commit_all); NULL on failure. */
 	struct vp_out **out_pending;
+	merge_extra_fn extra; /* NULL: none */
+	void *extra_ctx;
 };
 
 /* Distribution of an error bound, ns. */

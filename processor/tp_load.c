@@ -555,6 +555,7 @@ static void load_finish(struct tp_ctx *ctx)
 	tp_te_finish(ctx);
 	tp_ftrace_finish(ctx);
 	tp_system_finish(ctx);
+	tp_vcpu_build(ctx, L(ctx)->opts ? L(ctx)->opts->vcpu_assign : NULL);
 	tp_stats_finish(ctx);
 	for (unsigned i = 0; i < TP_T_COUNT; i++)
 		tp_table_shrink(&ctx->tables[i]);

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "tp_ctx.h"
+#include "tp_vcpu.h"
 #include "vp_error.h"
 
 /* The most bytes all compressed_packets of one trace may inflate to,
@@ -31,6 +32,9 @@ struct tp_load_opts {
 	 * it the load stops: tp_load_file() fails, naming the byte offset of
 	 * the packet that went over. */
 	uint64_t max_inflate;
+	/* Which VM runs which guest machine, for the vcpu tables (NULL: as
+	 * the trace says; tp_vcpu.h). */
+	const struct tp_vcpu_assign *vcpu_assign;
 };
 
 struct tp_ctx *tp_ctx_new(void);

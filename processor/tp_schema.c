@@ -24,6 +24,11 @@ static const struct tp_coldef ftrace_event_cols[] = {
 	TP_FTRACE_EVENT_COLS(TP_COL_DEF)};
 static const struct tp_coldef flow_cols[] = {TP_FLOW_COLS(TP_COL_DEF)};
 static const struct tp_coldef cpu_cols[] = {TP_CPU_COLS(TP_COL_DEF)};
+static const struct tp_coldef vcpu_cols[] = {TP_VCPU_COLS(TP_COL_DEF)};
+static const struct tp_coldef vcpu_state_cols[] = {
+	TP_VCPU_STATE_COLS(TP_COL_DEF)};
+static const struct tp_coldef gths_cols[] = {
+	TP_GUEST_THREAD_HOST_STATE_COLS(TP_COL_DEF)};
 
 #define N(a) (unsigned)(sizeof(a) / sizeof((a)[0]))
 
@@ -50,6 +55,10 @@ static const struct {
 			       N(ftrace_event_cols)},
 	[TP_T_FLOW] = {"flow", flow_cols, N(flow_cols)},
 	[TP_T_CPU] = {"__intrinsic_cpu", cpu_cols, N(cpu_cols)},
+	[TP_T_VCPU] = {"vcpu", vcpu_cols, N(vcpu_cols)},
+	[TP_T_VCPU_STATE] = {"vcpu_state", vcpu_state_cols,
+			     N(vcpu_state_cols)},
+	[TP_T_GTHS] = {"guest_thread_host_state", gths_cols, N(gths_cols)},
 };
 
 void tp_schema_init(struct tp_table *tables, struct tp_strpool *pool)
@@ -142,5 +151,16 @@ const char tp_schema_views_sql[] =
 	"CREATE VIEW machine AS SELECT *,"
 	" iif(raw_id = 0, 0, sum(iif(raw_id = 0, 0, 1)) OVER (ORDER BY id))"
 	" AS label_index FROM __intrinsic_machine;\n"
+	/* Per guest thread: its time running in the guest, and how much
+	 * of that its vCPU spent in each host-side state. */
+	"CREATE VIEW guest_thread_host_summary AS SELECT g.machine_id,"
+	" g.utid, t.tid, t.name, sum(g.dur) AS running_dur,"
+	" sum(iif(g.state = 'running', g.dur, 0)) AS host_running_dur,"
+	" sum(iif(g.state = 'preempted', g.dur, 0)) AS preempted_dur,"
+	" sum(iif(g.state = 'blocked', g.dur, 0)) AS blocked_dur,"
+	" sum(iif(g.state = 'exit', g.dur, 0)) AS exit_dur,"
+	" sum(iif(g.state = 'unknown', g.dur, 0)) AS unknown_dur"
+	" FROM guest_thread_host_state g JOIN thread t USING (utid)"
+	" GROUP BY g.utid ORDER BY g.machine_id, g.utid;\n"
 	"CREATE VIEW trace_bounds AS SELECT trace_start() AS start_ts,"
 	" trace_end() AS end_ts;\n";

@@ -114,6 +114,34 @@
 	X(CPU, ucpu, INT) X(CPU, cpu, INT) X(CPU, cluster_id, INT) X(CPU, processor, STR)     \
 	X(CPU, machine_id, INT) X(CPU, capacity, INT) X(CPU, arg_set_id, INT)
 
+/* vcpu: which host thread runs each guest CPU (tp_vcpu.c).  One row per
+ * (guest machine, cpu, host thread); a vCPU whose thread changed has a
+ * row for each, with the span the mapping held (start_ts NULL: from the
+ * start of the trace; end_ts NULL: to its end).  source: 'vcpu_map' (a
+ * recorded mapping) or 'thread_name' (the host thread's name). */
+#define TP_VCPU_COLS(X)                                                     \
+	X(VCPU, machine_id, INT) X(VCPU, cpu, INT) X(VCPU, utid, INT)       \
+	X(VCPU, tid, INT) X(VCPU, name, STR) X(VCPU, vmm_pid, INT)          \
+	X(VCPU, vm, STR) X(VCPU, source, STR) X(VCPU, start_ts, INT)        \
+	X(VCPU, end_ts, INT)
+
+/* vcpu_state: the host-side state of each guest CPU over time; state is
+ * running, preempted, blocked, exit or unknown; host_cpu is set while the
+ * vCPU thread is on a host CPU (running, exit). */
+#define TP_VCPU_STATE_COLS(X)                                               \
+	X(VCPU_STATE, ts, INT) X(VCPU_STATE, dur, INT)                      \
+	X(VCPU_STATE, machine_id, INT) X(VCPU_STATE, cpu, INT)              \
+	X(VCPU_STATE, state, STR) X(VCPU_STATE, host_cpu, INT)              \
+	X(VCPU_STATE, host_utid, INT)
+
+/* guest_thread_host_state: each guest sched slice (the guest thread runs
+ * on guest CPU cpu) cut by the vcpu_state of that CPU; parts no vcpu_state
+ * covers are unknown. */
+#define TP_GUEST_THREAD_HOST_STATE_COLS(X)                                  \
+	X(GTHS, ts, INT) X(GTHS, dur, INT) X(GTHS, machine_id, INT)         \
+	X(GTHS, cpu, INT) X(GTHS, utid, INT) X(GTHS, state, STR)            \
+	X(GTHS, host_cpu, INT) X(GTHS, sched_id, INT)
+
 /* Column index enums: TP_SLICE_ts, TP_TRACK_name, ... */
 #define TP_COL_ENUM(T, c, ty) TP_##T##_##c,
 enum { TP_SLICE_COLS(TP_COL_ENUM) TP_SLICE_NCOLS };
@@ -131,6 +159,9 @@ enum { TP_THREAD_STATE_COLS(TP_COL_ENUM) TP_THREAD_STATE_NCOLS };
 enum { TP_FTRACE_EVENT_COLS(TP_COL_ENUM) TP_FTRACE_EVENT_NCOLS };
 enum { TP_FLOW_COLS(TP_COL_ENUM) TP_FLOW_NCOLS };
 enum { TP_CPU_COLS(TP_COL_ENUM) TP_CPU_NCOLS };
+enum { TP_VCPU_COLS(TP_COL_ENUM) TP_VCPU_NCOLS };
+enum { TP_VCPU_STATE_COLS(TP_COL_ENUM) TP_VCPU_STATE_NCOLS };
+enum { TP_GUEST_THREAD_HOST_STATE_COLS(TP_COL_ENUM) TP_GTHS_NCOLS };
 #undef TP_COL_ENUM
 
 /* The tables, in the order tp_ctx holds them. */
@@ -150,6 +181,9 @@ enum tp_table_id {
 	TP_T_FTRACE_EVENT,
 	TP_T_FLOW,
 	TP_T_CPU,
+	TP_T_VCPU,
+	TP_T_VCPU_STATE,
+	TP_T_GTHS,
 	TP_T_COUNT
 };
 

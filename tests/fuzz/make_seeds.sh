@@ -79,6 +79,8 @@ cat >"$work/fuzz_record_domain/domain.xml" <<'EOF'
   </devices>
 </domain>
 EOF
+mk fuzz_vcpu_qmp
+cp "$here/seeds/fuzz_vcpu_qmp/"* "$work/fuzz_vcpu_qmp/" 2>/dev/null || true
 mk fuzz_host_config
 printf 'period_ms=100\nclock=monotonic\n' >"$work/fuzz_host_config/legacy"
 mk fuzz_service
