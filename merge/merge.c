@@ -978,6 +978,9 @@ int merge_run(const struct merge_opts *o, struct merge_result *res,
 
 	/* Pass 4: each guest's model, then its packets. */
 	uint64_t seq_base = hd->max_seq_id;
+	/* --no-machine-id: each guest's cpus after the host's and the
+	 * previous guests' (Perfetto's processor takes cpus up to 1023). */
+	uint64_t cpu_base = hd->have_cpu ? (uint64_t)hd->max_cpu + 1 : 0;
 	for (size_t i = 0; i < o->n_guests; i++) {
 		struct merge_guest *g = &res->guests[i];
 		const struct sync_data *gd = sync_scanner_data(gsc[i]);
@@ -995,6 +998,11 @@ int merge_run(const struct merge_opts *o, struct merge_result *res,
 		}
 		g->seq_offset = (uint32_t)seq_base;
 		seq_base += gd->max_seq_id;
+		uint64_t gcpus = gd->have_cpu ? (uint64_t)gd->max_cpu + 1 : 0;
+		if (o->no_machine_id && gcpus && cpu_base + gcpus > 1024)
+			warn(res, "guest %s: its cpus moved after the host's go "
+			     "past 1023, which Perfetto's trace processor does "
+			     "not take", g->path);
 		/* Machines 1, 2, ... unless the host trace already has
 		 * machines of its own: then the guests come after them. */
 		g->machine_id = o->no_machine_id ? 0 : hd->max_machine_id + 1 +
@@ -1017,6 +1025,7 @@ int merge_run(const struct merge_opts *o, struct merge_result *res,
 				.machine_id = g->machine_id,
 				.remap_ids = o->no_machine_id,
 				.pid_offset = (uint32_t)(i + 1) << 22,
+				.cpu_offset = o->no_machine_id ? (uint32_t)cpu_base : 0,
 				.uuid_key = 0x9e3779b97f4a7c15ull * (2 * i + 3),
 			};
 		}
@@ -1031,6 +1040,7 @@ int merge_run(const struct merge_opts *o, struct merge_result *res,
 			goto out;
 		g->bytes_in = file_size(g->path);
 		g->bytes_out = trace_writer_bytes(w) - before;
+		cpu_base += gcpus;
 		if (g->synced && gm[i].have_boot &&
 		    g->rw.first_boot_ts <= g->rw.last_boot_ts) {
 			double a = cm_map_error_ns(&gm[i].boot, g->rw.first_boot_ts);

@@ -252,9 +252,25 @@ static void put_uuids(struct rewriter *rw, struct pb_buf *out,
 
 /* Rewrites pid/tid fields of a small message: `pid_fields` lists the field
  * numbers that hold pids (0-terminated). */
-static int remap_pid_msg(struct rewriter *rw, struct pb_buf *out,
+static bool in_list(const uint32_t *list, uint32_t num)
+{
+	for (; list && *list; list++)
+		if (*list == num)
+			return true;
+	return false;
+}
+
+/* A cpu number moved clear of the host's (and the other guests'). */
+static uint32_t map_cpu(const struct rewriter *rw, uint64_t v)
+{
+	return (uint32_t)v + rw->cfg.cpu_offset;
+}
+
+/* Rewrites the pid fields and the cpu fields (either list may be NULL)
+ * of a message. */
+static int remap_ids_msg(struct rewriter *rw, struct pb_buf *out,
 			 const struct pb_field *outer, const uint32_t *pid_fields,
-			 const char *what)
+			 const uint32_t *cpu_fields, const char *what)
 {
 	struct pb_field f;
 	struct msg_edit e;
@@ -263,15 +279,22 @@ static int remap_pid_msg(struct rewriter *rw, struct pb_buf *out,
 	while (pb_next(&e.r, &f)) {
 		if (f.wt != PB_WT_VARINT)
 			continue;
-		for (const uint32_t *p = pid_fields; *p; p++) {
-			if (f.num == *p) {
-				edit_replace(&e, &f);
-				put_pid(out, f.num, map_pid(rw, f.val));
-				break;
-			}
+		if (in_list(pid_fields, f.num)) {
+			edit_replace(&e, &f);
+			put_pid(out, f.num, map_pid(rw, f.val));
+		} else if (in_list(cpu_fields, f.num)) {
+			edit_replace(&e, &f);
+			put_pid(out, f.num, map_cpu(rw, f.val));
 		}
 	}
 	return edit_end(rw, &e, what);
+}
+
+static int remap_pid_msg(struct rewriter *rw, struct pb_buf *out,
+			 const struct pb_field *outer, const uint32_t *pid_fields,
+			 const char *what)
+{
+	return remap_ids_msg(rw, out, outer, pid_fields, NULL, what);
 }
 
 /* Applies remap_pid_msg to each entry of a repeated submessage field
@@ -668,6 +691,51 @@ static int rewrite_defaults(struct rewriter *rw, struct pb_buf *out,
 
 /* ---- ftrace ---------------------------------------------------------------- */
 
+/* An atrace line written through trace_marker ("B|pid|name", "E|pid",
+ * "C|pid|name|value", "S|pid|name|cookie", ...): its pid moved like the
+ * others.  Anything else is copied as it is. */
+static void put_print_buf(struct rewriter *rw, struct pb_buf *out,
+			  const struct pb_field *f)
+{
+	const char *s = (const char *)f->data;
+	size_t n = f->len, i = 2;
+	uint64_t pid = 0;
+
+	if (n < 3 || s[1] != '|' || s[0] < 'A' || s[0] > 'Z')
+		goto as_is;
+	while (i < n && s[i] >= '0' && s[i] <= '9' && i < 12)
+		pid = pid * 10 + (uint64_t)(s[i++] - '0');
+	if (i == 2 || (i < n && s[i] != '|' && s[i] != '\n') ||
+	    pid == 0 || pid > INT32_MAX)
+		goto as_is;
+	char num[16];
+	int len = snprintf(num, sizeof(num), "%u", map_pid(rw, pid));
+	size_t mark = pb_begin_nested(out, f->num);
+	pb_put_raw(out, s, 2);
+	pb_put_raw(out, num, (size_t)len);
+	pb_put_raw(out, s + i, n - i);
+	pb_end_nested(out, mark);
+	return;
+as_is:
+	pb_put_bytes(out, f->num, f->data, f->len);
+}
+
+static int rewrite_print(struct rewriter *rw, struct pb_buf *out,
+			 const struct pb_field *outer)
+{
+	struct pb_field f;
+	struct msg_edit e;
+
+	edit_begin(&e, out, outer);
+	while (pb_next(&e.r, &f)) {
+		if (f.num != PRINT_BUF || f.wt != PB_WT_LEN)
+			continue;
+		edit_replace(&e, &f);
+		put_print_buf(rw, out, &f);
+	}
+	return edit_end(rw, &e, "ftrace print");
+}
+
 static int rewrite_ftrace_event(struct rewriter *rw, struct pb_buf *out,
 				const struct pb_field *outer, bool map_ts)
 {
@@ -690,14 +758,21 @@ static int rewrite_ftrace_event(struct rewriter *rw, struct pb_buf *out,
 		} else if (f.num == FE_PID && f.wt == PB_WT_VARINT) {
 			edit_replace(&e, &f);
 			put_pid(out, f.num, map_pid(rw, f.val));
+		} else if (f.num == FE_PRINT && f.wt == PB_WT_LEN) {
+			edit_replace(&e, &f);
+			if (rewrite_print(rw, out, &f) < 0)
+				return -1;
 		} else if (f.wt == PB_WT_LEN) {
 			/* The payload's pid fields, as the ftrace event table
 			 * marks them. */
 			const struct ft_event_desc *d = ft_event_by_id(f.num);
-			if (!d || !d->pid_fields)
+			if (!d || (!d->pid_fields &&
+				   (!d->cpu_fields || !rw->cfg.cpu_offset)))
 				continue;
 			edit_replace(&e, &f);
-			if (remap_pid_msg(rw, out, &f, d->pid_fields,
+			if (remap_ids_msg(rw, out, &f, d->pid_fields,
+					  rw->cfg.cpu_offset ? d->cpu_fields
+							     : NULL,
 					  "ftrace event") < 0)
 				return -1;
 		}
@@ -733,11 +808,13 @@ static void map_delta_value(struct rewriter *rw, struct delta_list *d,
 	d->out = o;
 }
 
-static void put_pid_list(struct rewriter *rw, struct pb_buf *out,
-			 const struct pb_field *f)
+/* A list of pids (or, with cpus, of cpu numbers), packed or not. */
+static void put_id_list(struct rewriter *rw, struct pb_buf *out,
+			const struct pb_field *f, bool cpus)
 {
 	if (f->wt == PB_WT_VARINT) {
-		put_pid(out, f->num, map_pid(rw, f->val));
+		put_pid(out, f->num, cpus ? map_cpu(rw, f->val)
+					  : map_pid(rw, f->val));
 		return;
 	}
 	struct pb_packed_iter it;
@@ -745,7 +822,9 @@ static void put_pid_list(struct rewriter *rw, struct pb_buf *out,
 	size_t mark = pb_begin_nested(out, f->num);
 	pb_packed_init(&it, f->data, f->len);
 	while (pb_packed_next(&it, &v))
-		pb_put_raw_varint(out, (uint64_t)(int64_t)(int32_t)map_pid(rw, v));
+		pb_put_raw_varint(out, (uint64_t)(int64_t)(int32_t)(
+					       cpus ? map_cpu(rw, v)
+						    : map_pid(rw, v)));
 	pb_end_nested(out, mark);
 }
 
@@ -786,7 +865,11 @@ static int rewrite_compact_sched(struct rewriter *rw, struct pb_buf *out,
 			   (f.num == CSCHED_SWITCH_NEXT_PID ||
 			    f.num == CSCHED_WAKING_PID)) {
 			edit_replace(&e, &f);
-			put_pid_list(rw, out, &f);
+			put_id_list(rw, out, &f, false);
+		} else if (rw->cfg.remap_ids && rw->cfg.cpu_offset &&
+			   f.num == CSCHED_WAKING_TARGET_CPU) {
+			edit_replace(&e, &f);
+			put_id_list(rw, out, &f, true);
 		}
 	}
 	return edit_end(rw, &e, "compact_sched");
@@ -841,6 +924,15 @@ static int rewrite_ftrace_bundle(struct rewriter *rw, struct pb_buf *out,
 			edit_replace(&e, &f);
 			pb_put_varint(out, f.num, o);
 			rw->st.ts_ftrace++;
+			break;
+		case FB_CPU:
+			/* Without machine_id, the guest's cpus are rows of
+			 * their own, after the host's. */
+			if (f.wt != PB_WT_VARINT || !rw->cfg.remap_ids ||
+			    !rw->cfg.cpu_offset)
+				break;
+			edit_replace(&e, &f);
+			pb_put_varint(out, f.num, map_cpu(rw, f.val));
 			break;
 		}
 	}

@@ -42,6 +42,7 @@ struct rewrite_cfg {
 	uint32_t machine_id;    /* written to every packet; 0: none */
 	bool remap_ids;         /* rewrite pids, tids and track uuids */
 	uint32_t pid_offset;    /* added to non-zero pids and tids */
+	uint32_t cpu_offset;    /* added to ftrace cpu numbers (remap_ids) */
 	uint64_t uuid_key;      /* odd; picks the uuid permutation */
 };
 

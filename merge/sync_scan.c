@@ -471,6 +471,26 @@ static int scan_clock_snapshot(struct sync_scanner *s, const uint8_t *p,
 	return 0;
 }
 
+/* The bundle's cpu, for moving a guest's cpus clear of the host's
+ * (--no-machine-id).  Only the bundle's own fields are walked: its events
+ * are skipped by their lengths. */
+static void note_ftrace_cpu(struct sync_scanner *s, const uint8_t *p,
+			    size_t len)
+{
+	struct pb_reader r;
+	struct pb_field f;
+
+	pb_reader_init(&r, p, len);
+	while (pb_next(&r, &f)) {
+		if (f.num != FB_CPU || f.wt != PB_WT_VARINT || f.val > UINT32_MAX)
+			continue;
+		if (!s->d.have_cpu || f.val > s->d.max_cpu)
+			s->d.max_cpu = (uint32_t)f.val;
+		s->d.have_cpu = true;
+		return;
+	}
+}
+
 int sync_scan_packet(struct sync_scanner *s, const uint8_t *pkt, size_t len,
 		     uint64_t off, struct vp_error *err)
 {
@@ -527,6 +547,10 @@ int sync_scan_packet(struct sync_scanner *s, const uint8_t *pkt, size_t len,
 			break;
 		case TP_COMPRESSED_PACKETS:
 			compressed = f.wt == PB_WT_LEN;
+			break;
+		case TP_FTRACE_EVENTS:
+			if (f.wt == PB_WT_LEN)
+				note_ftrace_cpu(s, f.data, f.len);
 			break;
 		case TP_MACHINE_ID:
 			if (f.wt == PB_WT_VARINT && f.val > s->d.max_machine_id &&

@@ -55,6 +55,8 @@ struct sync_data {
 	size_t n_kvm, cap_kvm;
 	uint32_t max_seq_id;
 	uint32_t max_machine_id;     /* largest TracePacket.machine_id seen */
+	bool have_cpu;               /* an FtraceEventBundle.cpu was seen */
+	uint32_t max_cpu;            /* ... the largest */
 	uint32_t trace_clock;        /* primary_trace_clock, default BOOTTIME */
 	uint64_t n_packets;
 };

@@ -52,6 +52,7 @@ struct ft_event_desc {
 	uint8_t nfields;
 	const struct ft_event_field *fields; /* in the order written */
 	const uint32_t *pid_fields; /* numbers of the pid fields, 0-ended */
+	const uint32_t *cpu_fields; /* numbers of the cpu fields, 0-ended */
 };
 
 /* Every event, by increasing id. */

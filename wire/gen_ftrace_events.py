@@ -74,7 +74,7 @@ def main():
             for w in words[3:]:
                 w, _, mark = w.partition(':')
                 fname, _, kname = w.partition('|')
-                if mark not in ('', 'pid'):
+                if mark not in ('', 'pid', 'cpu'):
                     errors.append('%s: unknown mark :%s' % (where, mark))
                 if fname not in payload:
                     errors.append('%s: no %s.%s in protos/'
@@ -92,7 +92,8 @@ def main():
                                   % (where, msg, fname))
                     continue
                 fields.append((payload[fname]['number'], fname,
-                               kname or None, ftype, mark == 'pid'))
+                               kname or None, ftype, mark == 'pid',
+                               mark == 'cpu'))
             events.append((fe[ev]['number'], ev, name,
                            None if group == '-' else group,
                            ' | '.join(flags) or '0', compact, fields))
@@ -115,7 +116,7 @@ def main():
     for num, ev, name, group, flags, compact, fields in events:
         if fields:
             out.append('static const struct ft_event_field f_%s[] = {' % ev)
-            for fnum, fname, kname, ftype, pid in fields:
+            for fnum, fname, kname, ftype, pid, _ in fields:
                 out.append('\t{ %d, "%s", %s, %s, %s },'
                            % (fnum, fname, cstr(kname), ftype,
                               'true' if pid else 'false'))
@@ -124,13 +125,18 @@ def main():
         if pids:
             out.append('static const uint32_t pid_%s[] = { %s, 0 };'
                        % (ev, ', '.join(pids)))
+        cpus = [str(f[0]) for f in fields if f[5]]
+        if cpus:
+            out.append('static const uint32_t cpu_%s[] = { %s, 0 };'
+                       % (ev, ', '.join(cpus)))
     out.append('')
     out.append('const struct ft_event_desc ft_event_descs[] = {')
     for num, ev, name, group, flags, compact, fields in events:
-        out.append('\t{ %d, "%s", "%s", %s, %s, %s, %d, %s, %s },'
+        out.append('\t{ %d, "%s", "%s", %s, %s, %s, %d, %s, %s, %s },'
                    % (num, name, ev, cstr(group), flags, compact,
                       len(fields), 'f_' + ev if fields else 'NULL',
-                      'pid_' + ev if any(f[4] for f in fields) else 'NULL'))
+                      'pid_' + ev if any(f[4] for f in fields) else 'NULL',
+                      'cpu_' + ev if any(f[5] for f in fields) else 'NULL'))
     out.append('};')
     out.append('')
     out.append('const size_t ft_event_descs_count =')

@@ -115,6 +115,61 @@ for mid in "" --no-machine-id; do
 	rm -f "$t/rt.pb"
 done
 
+# ---- --no-machine-id: guest cpus after the host's, atrace pids moved -------
+# The host gets ftrace on cpu 3; the guest a print "B|1234|vp_work" and
+# "E|1234" on its cpu 1, by pid 1234.  Without machine_id the guest's cpu
+# 1 becomes 5 (the host's cpus are 0..3) and the atrace slice belongs to
+# pid 1234 moved as the guest's other pids are (+ 1 << 22).
+python3 - "$t/host.pb" "$t/guest.pb" "$t/host_ft.pb" "$t/guest_ft.pb" <<'PY'
+import sys
+def varint(v):
+    out = bytearray()
+    while True:
+        b = v & 0x7f
+        v >>= 7
+        out.append(b | (0x80 if v else 0))
+        if not v:
+            return bytes(out)
+def field(num, wt, payload):
+    key = varint(num << 3 | wt)
+    if wt == 0:
+        return key + varint(payload)
+    return key + varint(len(payload)) + payload
+def bundle(seq, cpu, events):
+    b = field(1, 0, cpu) + b"".join(field(2, 2, e) for e in events)
+    return field(1, 2, field(10, 0, seq) + field(1, 2, b))
+def switch(ts, prev, nxt):
+    sw = (field(1, 2, b"a") + field(2, 0, prev) + field(4, 0, 1) +
+          field(5, 2, b"b") + field(6, 0, nxt))
+    return field(1, 0, ts) + field(2, 0, prev) + field(4, 2, sw)
+def printev(ts, pid, buf):
+    return field(1, 0, ts) + field(2, 0, pid) + field(3, 2, field(2, 2, buf))
+boot = 293400000000
+host = open(sys.argv[1], "rb").read()
+host += bundle(4091, 3, [switch(boot - 5000000, 0, 77),
+                         switch(boot + 5000000, 77, 0)])
+open(sys.argv[3], "wb").write(host)
+guest = open(sys.argv[2], "rb").read()
+guest += bundle(4092, 1, [printev(boot, 1234, b"B|1234|vp_work\n"),
+                          printev(boot + 1000, 1234, b"E|1234\n")])
+open(sys.argv[4], "wb").write(guest)
+PY
+"$MERGE" -q "$t/host_ft.pb" "$t/guest_ft.pb" -o "$t/nm.pb" --no-machine-id \
+	2>"$t/err"
+check "no-machine-id: merge exits 0" test $? -eq 0
+expect "no-machine-id: the guest's print is on cpu 5" "$t/nm.pb" \
+	"select group_concat(distinct cpu) from ftrace_event where name = 'print'" 5
+expect "no-machine-id: the host's cpu stays 3" "$t/nm.pb" \
+	"select group_concat(distinct cpu) from sched where utid in \
+	 (select utid from thread where tid = 77)" 3
+expect "no-machine-id: the atrace slice is pid 1234 moved" "$t/nm.pb" \
+	"select t.tid from slice s join thread_track tt on s.track_id = tt.id \
+	 join thread t using (utid) where s.name = 'vp_work'" \
+	$((1234 + (1 << 22)))
+expect "no-machine-id: the pid inside the print buffer is moved too" \
+	"$t/nm.pb" "select count(*) from args where key = 'buf' and \
+	 display_value like 'B|$((1234 + (1 << 22)))|vp_work%'" 1
+
 # ---- usage errors ----------------------------------------------------------
 "$MERGE" -q "$t/host.pb" "$t/guest.pb" -o "$t/x.pb" --guest-offset-ns 12abc \
 	2>"$t/err"
