@@ -859,26 +859,39 @@ static int concat_file(const char *path, struct trace_writer *w,
 	return rc < 0 ? MERGE_BAD_INPUT : MERGE_OK;
 }
 
-int merge_concat(const struct merge_opts *o, struct merge_result *res,
-		 struct vp_error *err)
+/* What every run starts with: the arguments checked, res cleared and
+ * named, the progress total (guests counted guest_passes times: each pass
+ * reads them once).  A merge_status. */
+static int run_begin(const struct merge_opts *o, struct merge_result *res,
+		     struct progress *pg, unsigned guest_passes,
+		     struct vp_error *err)
 {
-	struct trace_writer *w = NULL;
-	struct progress pg = {.on = o->progress, .shown = -1};
-	int status = MERGE_OK;
-	double t0 = now_s();
-
 	memset(res, 0, sizeof(*res));
+	*pg = (struct progress){.on = o->progress, .shown = -1};
 	if (!o->n_guests || o->n_guests > MERGE_MAX_GUESTS)
 		return failf(err, MERGE_USAGE, "between 1 and %d guest traces, "
 			     "please", MERGE_MAX_GUESTS);
 	if (check_output(o, err) < 0)
 		return MERGE_USAGE;
 	res->n_guests = o->n_guests;
-	pg.total = file_size(o->host);
+	pg->total = file_size(o->host);
 	for (size_t i = 0; i < o->n_guests; i++) {
 		res->guests[i].path = o->guests[i];
-		pg.total += file_size(o->guests[i]);
+		pg->total += guest_passes * file_size(o->guests[i]);
 	}
+	return MERGE_OK;
+}
+
+int merge_concat(const struct merge_opts *o, struct merge_result *res,
+		 struct vp_error *err)
+{
+	struct trace_writer *w = NULL;
+	struct progress pg;
+	double t0 = now_s();
+	int status = run_begin(o, res, &pg, 1, err);
+
+	if (status != MERGE_OK)
+		return status;
 	if (trace_writer_open(&w, o->out, err) < 0)
 		return MERGE_IO_ERROR;
 	status = concat_file(o->host, w, &pg, o->cancel, &res->host_packets,
@@ -914,22 +927,12 @@ int merge_run(const struct merge_opts *o, struct merge_result *res,
 	struct sync_scanner *hsc = NULL;
 	struct trace_writer *w = NULL;
 	struct guest_map gm[MERGE_MAX_GUESTS];
-	struct progress pg = {.on = o->progress, .shown = -1};
-	int status = MERGE_OK;
+	struct progress pg;
 	double t0 = now_s();
+	int status = run_begin(o, res, &pg, 2, err);
 
-	memset(res, 0, sizeof(*res));
-	if (!o->n_guests || o->n_guests > MERGE_MAX_GUESTS)
-		return failf(err, MERGE_USAGE, "between 1 and %d guest traces, "
-			     "please", MERGE_MAX_GUESTS);
-	if (check_output(o, err) < 0)
-		return MERGE_USAGE;
-	res->n_guests = o->n_guests;
-	pg.total = file_size(o->host);
-	for (size_t i = 0; i < o->n_guests; i++) {
-		res->guests[i].path = o->guests[i];
-		pg.total += 2 * file_size(o->guests[i]);
-	}
+	if (status != MERGE_OK)
+		return status;
 
 	/* Pass 1: each guest's sync data, on one thread: per packet, finding
 	 * the sync data costs about what handing a packet to another thread

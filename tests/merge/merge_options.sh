@@ -75,34 +75,8 @@ check "concat: no --report with --concat (exit 1)" test $? -eq 1
 # 1.7e18 ns).  After the merge both must be at the same host time, also
 # without machine_id, where the processor would otherwise convert the
 # guest's REALTIME through the host's snapshots.
-python3 - "$t/guest.pb" "$t/guest_rt.pb" <<'PY'
-import sys
-def varint(v):
-    out = bytearray()
-    while True:
-        b = v & 0x7f
-        v >>= 7
-        out.append(b | (0x80 if v else 0))
-        if not v:
-            return bytes(out)
-def field(num, wt, payload):
-    key = varint(num << 3 | wt)
-    if wt == 0:
-        return key + varint(payload)
-    return key + varint(len(payload)) + payload
-def packet(ts, clock, name, first):
-    te = field(9, 0, 3) + field(11, 0, 0x7e57) + field(23, 2, name)
-    body = field(8, 0, ts) + field(58, 0, clock) + field(10, 0, 4077)
-    if first:
-        td = field(1, 0, 0x7e57) + field(2, 2, b"offsets")
-        body += field(41, 0, 1) + field(60, 2, td)
-    return field(1, 2, body + field(11, 2, te))
-boot = 293400000000
-data = open(sys.argv[1], "rb").read()
-data += packet(boot, 6, b"boot_tick", True)
-data += packet(boot + 1700000000000000000, 1, b"rt_tick", False)
-open(sys.argv[2], "wb").write(data)
-PY
+python3 "$(dirname "$0")/append_packets.py" realtime "$t/guest.pb" \
+	"$t/guest_rt.pb"
 for mid in "" --no-machine-id; do
 	"$MERGE" -q "$t/host.pb" "$t/guest_rt.pb" -o "$t/rt.pb" $mid 2>"$t/err"
 	b=$(query "$t/rt.pb" "select ts from slice where name = 'boot_tick'")
@@ -120,40 +94,8 @@ done
 # "E|1234" on its cpu 1, by pid 1234.  Without machine_id the guest's cpu
 # 1 becomes 5 (the host's cpus are 0..3) and the atrace slice belongs to
 # pid 1234 moved as the guest's other pids are (+ 1 << 22).
-python3 - "$t/host.pb" "$t/guest.pb" "$t/host_ft.pb" "$t/guest_ft.pb" <<'PY'
-import sys
-def varint(v):
-    out = bytearray()
-    while True:
-        b = v & 0x7f
-        v >>= 7
-        out.append(b | (0x80 if v else 0))
-        if not v:
-            return bytes(out)
-def field(num, wt, payload):
-    key = varint(num << 3 | wt)
-    if wt == 0:
-        return key + varint(payload)
-    return key + varint(len(payload)) + payload
-def bundle(seq, cpu, events):
-    b = field(1, 0, cpu) + b"".join(field(2, 2, e) for e in events)
-    return field(1, 2, field(10, 0, seq) + field(1, 2, b))
-def switch(ts, prev, nxt):
-    sw = (field(1, 2, b"a") + field(2, 0, prev) + field(4, 0, 1) +
-          field(5, 2, b"b") + field(6, 0, nxt))
-    return field(1, 0, ts) + field(2, 0, prev) + field(4, 2, sw)
-def printev(ts, pid, buf):
-    return field(1, 0, ts) + field(2, 0, pid) + field(3, 2, field(2, 2, buf))
-boot = 293400000000
-host = open(sys.argv[1], "rb").read()
-host += bundle(4091, 3, [switch(boot - 5000000, 0, 77),
-                         switch(boot + 5000000, 77, 0)])
-open(sys.argv[3], "wb").write(host)
-guest = open(sys.argv[2], "rb").read()
-guest += bundle(4092, 1, [printev(boot, 1234, b"B|1234|vp_work\n"),
-                          printev(boot + 1000, 1234, b"E|1234\n")])
-open(sys.argv[4], "wb").write(guest)
-PY
+python3 "$(dirname "$0")/append_packets.py" ftrace "$t/host.pb" "$t/guest.pb" \
+	"$t/host_ft.pb" "$t/guest_ft.pb"
 "$MERGE" -q "$t/host_ft.pb" "$t/guest_ft.pb" -o "$t/nm.pb" --no-machine-id \
 	2>"$t/err"
 check "no-machine-id: merge exits 0" test $? -eq 0

@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""append_packets.py - appends hand-made packets to generated traces, for
+the cases of merge_options.sh that the generator does not write.
+
+  append_packets.py realtime GUEST OUT
+      two instants at one guest instant: "boot_tick" on BOOTTIME and
+      "rt_tick" on REALTIME (the generator's guest snapshots say REALTIME
+      = BOOTTIME + 1.7e18 ns)
+  append_packets.py ftrace HOST GUEST HOST_OUT GUEST_OUT
+      the host gets two sched_switch on cpu 3 (tid 77 running); the guest
+      a print "B|1234|vp_work" and "E|1234" by pid 1234 on its cpu 1
+"""
+import sys
+
+BOOT = 293400000000  # a guest BOOTTIME inside the generated traces
+
+
+def varint(v):
+    out = bytearray()
+    while True:
+        b = v & 0x7f
+        v >>= 7
+        out.append(b | (0x80 if v else 0))
+        if not v:
+            return bytes(out)
+
+
+def field(num, wt, payload):
+    """A field: wire type 0 takes an int, 2 bytes."""
+    key = varint(num << 3 | wt)
+    if wt == 0:
+        return key + varint(payload)
+    return key + varint(len(payload)) + payload
+
+
+def packet(body):
+    return field(1, 2, body)  # Trace.packet
+
+
+def instant(ts, clock, name, first):
+    # TrackEvent {type INSTANT, track_uuid, name} on sequence 4077; the
+    # first one also describes its track.
+    te = field(9, 0, 3) + field(11, 0, 0x7e57) + field(23, 2, name)
+    body = field(8, 0, ts) + field(58, 0, clock) + field(10, 0, 4077)
+    if first:
+        td = field(1, 0, 0x7e57) + field(2, 2, b"offsets")
+        body += field(41, 0, 1) + field(60, 2, td)
+    return packet(body + field(11, 2, te))
+
+
+def bundle(seq, cpu, events):
+    b = field(1, 0, cpu) + b"".join(field(2, 2, e) for e in events)
+    return packet(field(10, 0, seq) + field(1, 2, b))
+
+
+def switch(ts, prev, nxt):
+    sw = (field(1, 2, b"a") + field(2, 0, prev) + field(4, 0, 1) +
+          field(5, 2, b"b") + field(6, 0, nxt))
+    return field(1, 0, ts) + field(2, 0, prev) + field(4, 2, sw)
+
+
+def printev(ts, pid, buf):
+    return field(1, 0, ts) + field(2, 0, pid) + field(3, 2, field(2, 2, buf))
+
+
+def append(src, dst, extra):
+    with open(src, "rb") as f:
+        data = f.read()
+    with open(dst, "wb") as f:
+        f.write(data + extra)
+
+
+def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "realtime":
+        append(sys.argv[2], sys.argv[3],
+               instant(BOOT, 6, b"boot_tick", True) +
+               instant(BOOT + 1700000000000000000, 1, b"rt_tick", False))
+    elif len(sys.argv) == 6 and sys.argv[1] == "ftrace":
+        append(sys.argv[2], sys.argv[4],
+               bundle(4091, 3, [switch(BOOT - 5000000, 0, 77),
+                                switch(BOOT + 5000000, 77, 0)]))
+        append(sys.argv[3], sys.argv[5],
+               bundle(4092, 1, [printev(BOOT, 1234, b"B|1234|vp_work\n"),
+                                printev(BOOT + 1000, 1234, b"E|1234\n")]))
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main()
