@@ -16,6 +16,7 @@
 #include "ftrace_event_table.h"
 #include "perfetto_fields.h"
 #include "u64map.h"
+#include "seq_table.h"
 
 #define MAX_SCOPED_CLOCKS 8
 
@@ -47,11 +48,7 @@ struct rw_seq {
 
 struct rewriter {
 	struct rewrite_cfg cfg;
-	struct u64map seq_index;
-	struct rw_seq *seqs;
-	size_t n_seqs, cap_seqs;
-	uint32_t last_seq_id; /* one-entry cache: packets come in runs */
-	size_t last_seq_idx;
+	struct seq_table seqs; /* of struct rw_seq */
 	struct rewrite_stats st;
 	/* the packet being rewritten, for error offsets */
 	const uint8_t *pkt;
@@ -73,7 +70,7 @@ struct rewriter *rewriter_new(const struct rewrite_cfg *cfg)
 	}
 	rw->cfg = *cfg;
 	rw->st.first_boot_ts = UINT64_MAX;
-	u64map_init(&rw->seq_index);
+	seq_table_init(&rw->seqs, sizeof(struct rw_seq));
 	return rw;
 }
 
@@ -81,8 +78,7 @@ void rewriter_free(struct rewriter *rw)
 {
 	if (!rw)
 		return;
-	u64map_free(&rw->seq_index);
-	free(rw->seqs);
+	seq_table_free(&rw->seqs);
 	free(rw);
 }
 
@@ -114,28 +110,7 @@ void rewrite_stats_add(struct rewrite_stats *dst,
 
 static struct rw_seq *get_seq(struct rewriter *rw, uint32_t id)
 {
-	uint64_t idx;
-
-	if (rw->n_seqs && rw->last_seq_id == id)
-		return &rw->seqs[rw->last_seq_idx];
-	if (u64map_get(&rw->seq_index, id, &idx)) {
-		rw->last_seq_id = id;
-		rw->last_seq_idx = idx;
-		return &rw->seqs[idx];
-	}
-	if (rw->n_seqs == rw->cap_seqs) {
-		rw->cap_seqs = rw->cap_seqs ? rw->cap_seqs * 2 : 16;
-		rw->seqs = realloc(rw->seqs, rw->cap_seqs * sizeof(*rw->seqs));
-		if (!rw->seqs) {
-			fprintf(stderr, "out of memory\n");
-			abort();
-		}
-	}
-	memset(&rw->seqs[rw->n_seqs], 0, sizeof(rw->seqs[0]));
-	rw->last_seq_id = id;
-	rw->last_seq_idx = rw->n_seqs;
-	u64map_put(&rw->seq_index, id, rw->n_seqs);
-	return &rw->seqs[rw->n_seqs++];
+	return seq_table_get(&rw->seqs, id, NULL);
 }
 
 static int bad(struct rewriter *rw, const struct pb_reader *r, const char *what)

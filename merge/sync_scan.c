@@ -12,6 +12,7 @@
 #include "pb_wire.h"
 #include "perfetto_fields.h"
 #include "u64map.h"
+#include "seq_table.h"
 
 /* Strings the scanner recognises, as literal or interned names. */
 enum key {
@@ -79,11 +80,7 @@ struct seq {
 
 struct sync_scanner {
 	char *path;
-	struct u64map seq_index; /* sequence id -> index in seqs */
-	struct seq *seqs;
-	size_t n_seqs, cap_seqs;
-	uint32_t last_seq_id; /* one-entry cache: packets come in runs */
-	size_t last_seq_idx;
+	struct seq_table seqs; /* of struct seq */
 	struct sync_data d;
 	/* the packet being scanned, for error offsets */
 	const uint8_t *pkt;
@@ -120,7 +117,7 @@ struct sync_scanner *sync_scanner_new(const char *path)
 		fprintf(stderr, "out of memory\n");
 		abort();
 	}
-	u64map_init(&s->seq_index);
+	seq_table_init(&s->seqs, sizeof(struct seq));
 	s->d.trace_clock = BUILTIN_CLOCK_BOOTTIME;
 	return s;
 }
@@ -139,10 +136,9 @@ void sync_scanner_free(struct sync_scanner *s)
 {
 	if (!s)
 		return;
-	for (size_t i = 0; i < s->n_seqs; i++)
-		u64map_free(&s->seqs[i].interned);
-	free(s->seqs);
-	u64map_free(&s->seq_index);
+	for (size_t i = 0; i < seq_table_count(&s->seqs); i++)
+		u64map_free(&((struct seq *)seq_table_at(&s->seqs, i))->interned);
+	seq_table_free(&s->seqs);
 	sync_data_free(&s->d);
 	free(s->path);
 	free(s);
@@ -152,20 +148,11 @@ struct sync_data *sync_scanner_data(struct sync_scanner *s) { return &s->d; }
 
 static struct seq *get_seq(struct sync_scanner *s, uint32_t id)
 {
-	uint64_t idx;
-	if (s->n_seqs && s->last_seq_id == id)
-		return &s->seqs[s->last_seq_idx];
-	if (u64map_get(&s->seq_index, id, &idx)) {
-		s->last_seq_id = id;
-		s->last_seq_idx = idx;
-		return &s->seqs[idx];
-	}
-	s->seqs = grow(s->seqs, &s->cap_seqs, s->n_seqs + 1, sizeof(*s->seqs));
-	struct seq *q = &s->seqs[s->n_seqs];
-	u64map_init(&q->interned);
-	s->last_seq_id = id;
-	s->last_seq_idx = s->n_seqs;
-	u64map_put(&s->seq_index, id, s->n_seqs++);
+	bool made;
+	struct seq *q = seq_table_get(&s->seqs, id, &made);
+
+	if (made)
+		u64map_init(&q->interned);
 	return q;
 }
 

@@ -9,6 +9,7 @@
 
 #include "perfetto_fields.h"
 #include "pb_wire.h"
+#include "seq_table.h"
 #include "tp_clock.h"
 #include "tp_sort.h"
 #include "tp_stats.h"
@@ -28,9 +29,9 @@ struct gen {
 };
 
 struct tp_seqs {
-	struct tp_seq **seqs;
-	uint32_t nseqs, capseqs;
-	struct u64map seq_of; /* machine << 32 | seq id -> index */
+	/* machine << 32 | seq id -> a struct tp_seq * (packets and the
+	 * modules keep pointers to a sequence: it does not move) */
+	struct seq_table seqs;
 	struct gen *gens;     /* generation 0: packets of no sequence */
 	uint32_t ngens, capgens;
 	struct pb_buf arena;  /* interned messages and defaults */
@@ -56,7 +57,7 @@ struct tp_seqs *tp_seqs_new(void)
 {
 	struct tp_seqs *s = vp_xcalloc(1, sizeof(*s));
 
-	u64map_init(&s->seq_of);
+	seq_table_init(&s->seqs, sizeof(struct tp_seq *));
 	pb_buf_init(&s->arena);
 	gen_new(s);
 	return s;
@@ -66,12 +67,13 @@ void tp_seqs_free(struct tp_seqs *ls)
 {
 	if (!ls)
 		return;
-	for (uint32_t i = 0; i < ls->nseqs; i++) {
-		free(ls->seqs[i]->loss_bit_count);
-		free(ls->seqs[i]->clocks);
-		free(ls->seqs[i]);
+	for (size_t i = 0; i < seq_table_count(&ls->seqs); i++) {
+		struct tp_seq *q = *(struct tp_seq **)seq_table_at(&ls->seqs, i);
+		free(q->loss_bit_count);
+		free(q->clocks);
+		free(q);
 	}
-	free(ls->seqs);
+	seq_table_free(&ls->seqs);
 	for (uint32_t g = 0; g < ls->ngens; g++) {
 		for (unsigned i = 0; i < ls->gens[g].nmaps; i++)
 			u64map_free(&ls->gens[g].maps[i]);
@@ -80,7 +82,6 @@ void tp_seqs_free(struct tp_seqs *ls)
 		free(ls->gens[g].fields);
 	}
 	free(ls->gens);
-	u64map_free(&ls->seq_of);
 	pb_buf_free(&ls->arena);
 	free(ls);
 }
@@ -95,40 +96,34 @@ uint32_t tp_seq_new_gen(struct tp_ctx *ctx)
 struct tp_seq *tp_seq_get(struct tp_ctx *ctx, uint32_t machine, uint32_t id)
 {
 	struct tp_seqs *ls = S(ctx);
-	uint64_t key = (uint64_t)machine << 32 | id, v;
-	if (u64map_get(&ls->seq_of, key, &v))
-		return ls->seqs[v];
-	if (ls->nseqs == ls->capseqs) {
-		ls->capseqs = ls->capseqs ? ls->capseqs * 2 : 16;
-		ls->seqs = vp_xreallocarray(ls->seqs, ls->capseqs,
-					    sizeof(*ls->seqs));
-	}
+	uint64_t key = (uint64_t)machine << 32 | id;
+	bool made;
+	struct tp_seq **slot = seq_table_get(&ls->seqs, key, &made);
+	if (!made)
+		return *slot;
 	struct tp_seq *s = vp_xcalloc(1, sizeof(*s));
 	s->id = id;
 	s->machine = machine;
 	s->queue = tp_sort_queue(ctx->sorter, key);
 	s->gen = gen_new(ls);
-	u64map_put(&ls->seq_of, key, ls->nseqs);
-	ls->seqs[ls->nseqs++] = s;
+	*slot = s;
 	return s;
 }
 
 struct tp_seq *tp_seq_find(struct tp_ctx *ctx, uint32_t machine,
 			   uint32_t seq_id)
 {
-	struct tp_seqs *ls = S(ctx);
-	uint64_t v;
-	if (!u64map_get(&ls->seq_of, (uint64_t)machine << 32 | seq_id, &v))
-		return NULL;
-	return ls->seqs[v];
+	struct tp_seq **slot = seq_table_find(&S(ctx)->seqs,
+					       (uint64_t)machine << 32 | seq_id);
+	return slot ? *slot : NULL;
 }
 
 void tp_seq_visit(struct tp_ctx *ctx, void (*fn)(void *, struct tp_seq *),
 		  void *arg)
 {
 	struct tp_seqs *ls = S(ctx);
-	for (uint32_t i = 0; i < ls->nseqs; i++)
-		fn(arg, ls->seqs[i]);
+	for (size_t i = 0; i < seq_table_count(&ls->seqs); i++)
+		fn(arg, *(struct tp_seq **)seq_table_at(&ls->seqs, i));
 }
 
 static struct u64map *gen_map(struct gen *g, uint32_t field, bool create)
