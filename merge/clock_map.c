@@ -299,9 +299,10 @@ void cm_map_init(struct cm_map *m, const struct cm_fit *guest,
  * The product is split into whole and fractional cycles so it cannot
  * overflow; each part is floored, so the result is monotonic in gq and
  * within 2^-15 cycles of exact (plus the reciprocal's 2^-60 relative). */
-static cm_q16 guest_to_host_q(const struct cm_map *m, cm_q16 gq)
+static cm_q16 guest_to_host_q(const struct cm_map *m, cm_q16 gq,
+			      int64_t offset)
 {
-	i128 dq = gq - (i128)m->cross->offset * ((i128)1 << CM_Q_BITS);
+	i128 dq = gq - (i128)offset * ((i128)1 << CM_Q_BITS);
 
 	if (m->identity)
 		return dq;
@@ -318,11 +319,22 @@ uint64_t cm_map_ts(struct cm_map *m, uint64_t guest_ns)
 	return cm_map_ts_ovf(m, guest_ns, &ovf);
 }
 
+void cm_map_set_segment_offsets(struct cm_map *m, const int64_t *offset,
+				size_t n)
+{
+	m->seg_offset = offset;
+	m->n_seg_offset = n;
+}
+
 uint64_t cm_map_ts_ovf(struct cm_map *m, uint64_t guest_ns, bool *ovf)
 {
 	cm_q16 gq = cm_fit_invert_q16_ovf(m->guest, guest_ns, &m->hint_g, ovf);
-	return cm_fit_eval_q16_ovf(m->host, guest_to_host_q(m, gq), &m->hint_h,
-				   ovf);
+	/* The segment the inversion used (hint_g) says which offset. */
+	int64_t off = m->seg_offset && m->hint_g < m->n_seg_offset
+			      ? m->seg_offset[m->hint_g]
+			      : m->cross->offset;
+	return cm_fit_eval_q16_ovf(m->host, guest_to_host_q(m, gq, off),
+				   &m->hint_h, ovf);
 }
 
 double cm_map_error_ns(const struct cm_map *m, uint64_t guest_ns)

@@ -87,11 +87,21 @@ struct cm_map {
 	int identity;
 	uint64_t g2h_q;
 	unsigned g2h_shift;
+	/* When the counter offset changed during the trace (a migration, a
+	 * TSC write): the offset in force in each segment of the guest fit;
+	 * NULL: cross->offset throughout */
+	const int64_t *seg_offset;
+	size_t n_seg_offset;
 };
 
 /* The fits and cross map must outlive m and not change after this call. */
 void cm_map_init(struct cm_map *m, const struct cm_fit *guest,
 		 const struct cm_cross *cross, const struct cm_fit *host);
+
+/* Gives each segment of the guest fit its own counter offset (n of them,
+ * as many as the fit has segments; the array must outlive m). */
+void cm_map_set_segment_offsets(struct cm_map *m, const int64_t *offset,
+				size_t n);
 
 /* Guest clock ns -> host clock ns.  O(1) for monotonic input (segment hints),
  * no division.  Non-decreasing for non-decreasing input within a segment of

@@ -3,6 +3,7 @@
  * (see merge.h for the order of the passes).
  */
 #include "merge.h"
+#include "vp_alloc.h"
 #include "out_file.h"
 
 #include <math.h>
@@ -403,6 +404,86 @@ static bool map_guest(void *ctx, uint32_t clock, uint64_t in, uint64_t *out)
 
 /* Picks the counter relation for guest gi: command line, kvm_tsc in the host
  * trace, the guest's sync exchanges, or ratio 1 offset 0. */
+/* A value of the counter offset and the host time its first record was
+ * written. */
+struct offset_change {
+	int64_t offset;
+	uint64_t ts;
+};
+
+/* The offset in force during segment k of guest fit f: the value whose
+ * span of host time holds the segment's middle when placed on the host's
+ * axis with that very value (a wrong value puts it off by the size of
+ * the change, seconds for a real migration). */
+static int64_t segment_offset(const struct cm_fit *f, size_t k,
+			      const struct offset_change *ch, size_t n,
+			      const struct cm_cross *c,
+			      const struct cm_fit *host)
+{
+	const struct cm_segment *s = &f->seg[k];
+	uint64_t xm = s->x_first + (s->x_last - s->x_first) / 2;
+	uint64_t best_d = UINT64_MAX;
+	size_t best = n - 1;
+
+	for (size_t j = 0; j < n; j++) {
+		struct cm_cross t = *c;
+		t.offset = ch[j].offset;
+		uint64_t ht = cm_fit_eval(host, cm_cross_guest_to_host(&t, xm),
+					  NULL);
+		uint64_t lo = j ? ch[j].ts : 0;
+		uint64_t hi = j + 1 < n ? ch[j + 1].ts : UINT64_MAX;
+		uint64_t d = ht < lo ? lo - ht : ht >= hi ? ht - hi + 1 : 0;
+		if (d < best_d) {
+			best_d = d;
+			best = j;
+		}
+	}
+	return ch[best].offset;
+}
+
+static int cmp_kvm_ts(const void *a, const void *b)
+{
+	const struct kvm_tsc_record *p = *(const struct kvm_tsc_record *const *)a;
+	const struct kvm_tsc_record *q = *(const struct kvm_tsc_record *const *)b;
+	return p->ts < q->ts ? -1 : p->ts > q->ts;
+}
+
+/* kvm_tsc recorded several values of the offset of this VM: each segment
+ * of each guest fit gets the one in force then. */
+static void piecewise_offsets(const struct sync_data *host, int64_t pid,
+			      struct merge_guest *g, struct merge_result *res)
+{
+	size_t n = 0, nch = 0;
+	const struct kvm_tsc_record **recs =
+		vp_xcalloc(host->n_kvm, sizeof(*recs));
+	for (size_t i = 0; i < host->n_kvm; i++)
+		if (host->kvm[i].vm_pid == pid)
+			recs[n++] = &host->kvm[i];
+	qsort(recs, n, sizeof(*recs), cmp_kvm_ts);
+	struct offset_change *ch = vp_xcalloc(n ? n : 1, sizeof(*ch));
+	for (size_t i = 0; i < n; i++) {
+		if (nch && ch[nch - 1].offset == recs[i]->tsc_offset)
+			continue;
+		ch[nch++] = (struct offset_change){recs[i]->tsc_offset,
+						   recs[i]->ts};
+	}
+	g->n_offset_values = nch;
+	for (int which = 0; which < 2 && res->have_host_fit && nch > 1;
+	     which++) {
+		const struct cm_fit *f = which ? &g->fit_mono : &g->fit_boot;
+		int64_t **out = which ? &g->seg_offset_mono
+				      : &g->seg_offset_boot;
+		if (!(which ? g->have_mono : g->have_boot) || !f->nseg)
+			continue;
+		*out = vp_xcalloc(f->nseg, sizeof(**out));
+		for (size_t k = 0; k < f->nseg; k++)
+			(*out)[k] = segment_offset(f, k, ch, nch, &g->cross,
+						   &res->host_fit);
+	}
+	free(ch);
+	free(recs);
+}
+
 static void choose_cross(const struct merge_opts *o, size_t gi,
 			 const struct sync_data *host, const struct sync_data *gd,
 			 struct merge_guest *g, struct merge_result *res)
@@ -426,6 +507,12 @@ static void choose_cross(const struct merge_opts *o, size_t gi,
 	if (o->n_tsc_offset) {
 		c->offset = c->offset_lo = c->offset_hi = o->tsc_offset[gi];
 		c->source = CM_SRC_CMDLINE;
+		size_t nseg = g->have_boot ? g->fit_boot.nseg
+					   : g->have_mono ? g->fit_mono.nseg : 0;
+		if (nseg > 1)
+			warn(res, "guest %s: its clock fit has %zu segments (a "
+			     "step in its counter or clock); --guest-tsc-offset "
+			     "applies to all of them", g->path, nseg);
 		return;
 	}
 
@@ -456,10 +543,6 @@ static void choose_cross(const struct merge_opts *o, size_t gi,
 		k = &host->kvm[i];
 	}
 	if (k) {
-		if (changed)
-			warn(res, "guest %s: KVM tsc-offset of VM %lld changed "
-			     "during the trace; using the last value",
-			     g->path, (long long)pid);
 		c->offset = c->offset_lo = c->offset_hi = k->tsc_offset;
 		if (k->ratio && !have_scaling) {
 			c->ratio = k->ratio;
@@ -467,6 +550,15 @@ static void choose_cross(const struct merge_opts *o, size_t gi,
 		}
 		c->source = CM_SRC_KVM_TSC;
 		g->kvm_vm_pid = pid;
+		if (changed) {
+			piecewise_offsets(host, pid, g, res);
+			if (!g->seg_offset_boot && !g->seg_offset_mono)
+				warn(res, "guest %s: KVM tsc-offset of VM %lld "
+				     "changed during the trace, but the guest's "
+				     "sync samples show no step to place it at; "
+				     "using the last value", g->path,
+				     (long long)pid);
+		}
 		return;
 	}
 	if (pid >= 0 && o->n_vm_pid)
@@ -605,10 +697,16 @@ static int model_guest(const struct merge_opts *o, size_t gi,
 	choose_cross(o, gi, hd, gd, g, res);
 	if (g->have_boot) {
 		cm_map_init(&gm->boot, &g->fit_boot, &g->cross, &res->host_fit);
+		if (g->seg_offset_boot)
+			cm_map_set_segment_offsets(&gm->boot, g->seg_offset_boot,
+						   g->fit_boot.nseg);
 		gm->have_boot = true;
 	}
 	if (g->have_mono) {
 		cm_map_init(&gm->mono, &g->fit_mono, &g->cross, &res->host_fit);
+		if (g->seg_offset_mono)
+			cm_map_set_segment_offsets(&gm->mono, g->seg_offset_mono,
+						   g->fit_mono.nseg);
 		gm->have_mono = true;
 	}
 	fit_quality(g, gd, gm, res);
@@ -823,6 +921,8 @@ void merge_result_free(struct merge_result *res)
 			cm_fit_free(&res->guests[i].fit_boot);
 		if (res->guests[i].have_mono)
 			cm_fit_free(&res->guests[i].fit_mono);
+		free(res->guests[i].seg_offset_boot);
+		free(res->guests[i].seg_offset_mono);
 	}
 	memset(res, 0, sizeof(*res));
 }

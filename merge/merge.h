@@ -102,6 +102,11 @@ struct merge_guest {
 	bool have_boot, have_mono;
 	struct cm_cross cross;
 	int64_t kvm_vm_pid;          /* when the offset came from kvm_tsc */
+	/* When kvm_tsc recorded changes of the offset during the trace: the
+	 * offset in force in each segment of the guest's fits (NULL: one
+	 * offset, cross.offset, throughout) */
+	int64_t *seg_offset_boot, *seg_offset_mono;
+	size_t n_offset_values;      /* distinct values in the records */
 	size_t n_exchanges, n_causality_violations;
 	struct bound_stats exchange_width_ns; /* round trips, in host ns */
 	struct bound_stats bound_ns; /* mapping error bound at the samples */

@@ -61,6 +61,17 @@ gen kvm --seed 12 --duration-s 10 --drift-ppm -20 --kvm-tsc --exchanges 0
 merge_and_check kvm 1000
 check "kvm: offset source is kvm_tsc" grep -q '"source": "kvm_tsc"' "$W/kvm.json"
 
+# 2b. the TSC offset changes mid-trace (a migration) and kvm_tsc records
+# both values: each segment of the guest's fit gets the one in force then
+gen tscstep --seed 14 --duration-s 10 --kvm-tsc --exchanges 0 --tsc-step 3000000000
+merge_and_check tscstep 1000
+check "tscstep: the report gives each guest segment its offset" python3 -c "
+import json,sys; g=json.load(open('$W/tscstep.json'))['guests'][0]['counter_map']
+s=g['segment_offsets_boottime']
+sys.exit(0 if len(s)==2 and s[1]['offset']-s[0]['offset']==3000000000 else 1)"
+gen tscback --seed 15 --duration-s 10 --kvm-tsc --exchanges 0 --tsc-step -7000000000 --step-at 0.3
+merge_and_check tscback 1000
+
 # 3. the offset from the command line
 OFF=$(grep '^offset=' "$W/kvm.params" | cut -d= -f2)
 check "cmdline: merge" "$MERGE" "$W/kvm.host.pb" "$W/kvm.guest.pb" -o "$W/cl.out.pb" \

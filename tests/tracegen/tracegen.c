@@ -212,6 +212,13 @@ void tg_params_resolve(struct tg_params *p)
 		p->guest_realtime_offset_ns = UINT64_C(1700000000000000000);
 }
 
+/* A host BOOTTIME step or a guest TSC offset change: both happen at
+ * step_dc, with quiet periods around. */
+static bool has_step(const struct tg_params *p)
+{
+	return p->host_step_ns || p->tsc_step;
+}
+
 int tg_params_check(const struct tg_params *p, char *err, size_t errlen)
 {
 	if (p->sync_period_ns < 1000000 || p->sync_period_ns > UINT64_C(60000000000))
@@ -237,7 +244,7 @@ int tg_params_check(const struct tg_params *p, char *err, size_t errlen)
 			       "jitter must be at most 1%% of the sync period"), -1;
 	if (p->host_step_ns < 0 || p->host_step_ns > INT64_C(86400000000000))
 		return set_err(err, errlen, "host step must be 0 .. 1 day"), -1;
-	if (p->host_step_ns && p->duration_ns / p->sync_period_ns < 5)
+	if (has_step(p) && p->duration_ns / p->sync_period_ns < 5)
 		return set_err(err, errlen,
 			       "a host step needs at least 5 sync periods"), -1;
 	if (!(p->host_step_at >= 0.0 && p->host_step_at <= 1.0))
@@ -325,7 +332,8 @@ static const struct pkey pkeys[] = {
 	PK(offset, PT_I64), PK(tsc_ratio, PT_U64), PK(tsc_frac_bits, PT_U32),
 	PK(drift_ppm, PT_F64), PK(jitter_ns, PT_U64),
 	PK(outlier_every, PT_U32), PK(host_step_ns, PT_I64),
-	PK(host_step_at, PT_F64), PK(n_events, PT_U64), PK(n_threads, PT_U32),
+	PK(host_step_at, PT_F64), PK(tsc_step, PT_I64),
+	PK(n_events, PT_U64), PK(n_threads, PT_U32),
 	PK(n_cpus, PT_U32), PK(use_kvm_tsc, PT_BOOL), PK(n_exchanges, PT_U32),
 	PK(target_bytes, PT_U64), PK(vm_pid, PT_U32), PK(incr_unit_ns, PT_U64),
 	PK(host_hz, PT_U64), PK(c0, PT_U64), PK(hb0, PT_U64), PK(gb0, PT_U64),
@@ -531,7 +539,11 @@ uint64_t tg_guest_counter_at(const struct tg_params *p, uint64_t c)
 {
 	uint64_t scaled = (uint64_t)(((u128)c * p->tsc_ratio) >>
 				     p->tsc_frac_bits);
-	return scaled + (uint64_t)p->offset;
+	uint64_t off = (uint64_t)p->offset;
+
+	if (p->tsc_step && (int64_t)(c - p->c0) >= (int64_t)step_dc(p))
+		off += (uint64_t)p->tsc_step;
+	return scaled + off;
 }
 
 uint64_t tg_guest_boottime_at(const struct tg_params *p, uint64_t c)
@@ -748,7 +760,7 @@ static int host_snapshot(struct gen *g, int64_t k)
 
 	/* The last snapshot before a step is at a fixed phase, late enough
 	 * that no event of the period before it maps past it. */
-	if (p->host_step_ns && k == (int64_t)step_window(p))
+	if (has_step(p) && k == (int64_t)step_window(p))
 		phase = g->Pc / 5;
 	uint64_t c = p->c0 + (uint64_t)(k * (int64_t)g->Pc) + phase;
 	uint64_t hb = tg_host_boottime_at(p, c) +
@@ -809,6 +821,30 @@ static int host_prologue(struct gen *g)
 		put_ann(&g->pkt, "vm_pid", 0, p->vm_pid, false);
 		put_ann(&g->pkt, "vcpu", 0, cpu, false);
 		put_ann(&g->pkt, "tsc_offset", 0, (uint64_t)p->offset, true);
+		put_ann(&g->pkt, "tsc_scaling_ratio", 0, p->tsc_ratio, false);
+		put_ann(&g->pkt, "tsc_scaling_frac_bits", 0, p->tsc_frac_bits,
+			false);
+		pb_end_nested(&g->pkt, te);
+		if (host_emit(g))
+			return -1;
+	}
+	/* A TSC offset change: the records of the new value, as
+	 * vperfetto_host_clock writes them when it sees it (just after). */
+	for (uint32_t cpu = 0; p->tsc_step && cpu < p->n_cpus; cpu++) {
+		uint64_t ts = tg_host_boottime_at(p, p->c0 + step_dc(p) + 1000 +
+						       cpu);
+
+		pkt_start(g, H_SEQ_MISC, 0);
+		pb_put_varint(&g->pkt, TP_TIMESTAMP, ts);
+		size_t te = pb_begin_nested(&g->pkt, TP_TRACK_EVENT);
+		pb_put_varint(&g->pkt, TE_TYPE, TE_TYPE_INSTANT);
+		pb_put_varint(&g->pkt, TE_TRACK_UUID, H_UUID_THREAD);
+		pb_put_string(&g->pkt, TE_CATEGORIES, "vperfetto");
+		pb_put_string(&g->pkt, TE_NAME, "kvm_tsc");
+		put_ann(&g->pkt, "vm_pid", 0, p->vm_pid, false);
+		put_ann(&g->pkt, "vcpu", 0, cpu, false);
+		put_ann(&g->pkt, "tsc_offset", 0,
+			(uint64_t)(p->offset + p->tsc_step), true);
 		put_ann(&g->pkt, "tsc_scaling_ratio", 0, p->tsc_ratio, false);
 		put_ann(&g->pkt, "tsc_scaling_frac_bits", 0, p->tsc_frac_bits,
 			false);
@@ -953,7 +989,7 @@ static int g_service(struct gen *g, struct gout *o, uint64_t *r, uint64_t w)
 	if (guest_emit(g, o))
 		return -1;
 
-	if (w == (p->host_step_ns && step_window(p) == 0 ? 2u : 0u)) {
+	if (w == (has_step(p) && step_window(p) == 0 ? 2u : 0u)) {
 		/* an unknown field that must survive the merge (in the first
 		 * period that is not quiet) */
 		uint64_t tu = ws + g->P * 3 / 10;
@@ -1482,13 +1518,13 @@ static int generate(struct gen *g)
 
 		if (w >= g->W && (!p->target_bytes || bytes >= p->target_bytes))
 			break;
-		g->quiet = p->host_step_ns && (w == step_window(p) ||
+		g->quiet = has_step(p) && (w == step_window(p) ||
 					       w == step_window(p) + 1);
 		set_budget(g, g->quiet ? 0 : period_events(g, w, bytes));
 		/* the incremental sequence is cleared every CHUNK_WINDOWS
 		 * periods, and again after the quiet periods */
 		if (!g->quiet && (w % CHUNK_WINDOWS == 0 ||
-				  (p->host_step_ns && w == step_window(p) + 2)))
+				  (has_step(p) && w == step_window(p) + 2)))
 			g->inc_chunk_w = w;
 		if (w < g->W && p->n_exchanges && !g->quiet) {
 			g->ex_lo = (w * p->n_exchanges + g->W - 1) / g->W;

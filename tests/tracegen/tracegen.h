@@ -14,6 +14,7 @@
  *                             + (c >= c_step ? host_step_ns : 0)
  *   guest counter    gc(c)  = c * rho + offset        (KVM: the guest reads
  *                             floor(c * rho) + offset, i.e. (c*R >> F) + off)
+ *                             + (c >= c_step ? tsc_step : 0)
  *   guest BOOTTIME   gb(gc) = gb0 + (gc - gc(c0)) * 1e9 / (F * rho)
  *                                  * (1 + delta)
  *   guest MONOTONIC  gm     = gb - guest_mono_lag_ns  (a fixed suspend offset)
@@ -80,6 +81,9 @@ struct tg_params {
 	uint64_t jitter_ns;         /* uniform +- on each sync clock read */
 	uint32_t outlier_every;     /* every Nth guest sync sample +50 us; 0 off */
 	int64_t host_step_ns;       /* host BOOTTIME jump (>= 0); 0 = none */
+	int64_t tsc_step;           /* guest counter offset change at the same
+				     * point (a migration, a TSC write); 0 =
+				     * none; kvm_tsc records both values */
 	double host_step_at;        /* where, as a fraction of duration_ns */
 	uint64_t n_events;          /* guest timestamped events (approx.) */
 	uint32_t n_threads;         /* guest thread sequences */

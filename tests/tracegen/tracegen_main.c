@@ -33,6 +33,8 @@ static void usage(FILE *f)
 "  --outlier-every N    every Nth guest sync sample +50 us (default 0: none)\n"
 "  --step-ns N          host BOOTTIME jumps forward by N (a suspend gap)\n"
 "  --step-at F          ... at this fraction of the duration (default 0.5)\n"
+"  --tsc-step N         the guest counter offset changes by N cycles there\n"
+"                       (a migration); kvm_tsc records both values\n"
 "  --events N           guest events (default 10000)\n"
 "  --threads N          guest thread sequences (default 4)\n"
 "  --cpus N             guest ftrace cpus (default 2)\n"
@@ -237,6 +239,9 @@ int main(int argc, char **argv)
 				return bad_arg(o, v);
 		} else if (!strcmp(o, "--step-ns")) {
 			if (parse_i64(v, &p.host_step_ns) || p.host_step_ns < 0)
+				return bad_arg(o, v);
+		} else if (!strcmp(o, "--tsc-step")) {
+			if (parse_i64(v, &p.tsc_step))
 				return bad_arg(o, v);
 		} else if (!strcmp(o, "--step-at")) {
 			if (parse_f64(v, &p.host_step_at))
