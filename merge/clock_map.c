@@ -340,8 +340,12 @@ uint64_t cm_map_ts_ovf(struct cm_map *m, uint64_t guest_ns, bool *ovf)
 double cm_map_error_ns(const struct cm_map *m, uint64_t guest_ns)
 {
 	const struct cm_cross *c = m->cross;
-	uint64_t gx = cm_fit_invert(m->guest, guest_ns, NULL);
-	uint64_t hx = cm_cross_guest_to_host(c, gx);
+	size_t seg = 0;
+	uint64_t gx = cm_fit_invert(m->guest, guest_ns, &seg);
+	struct cm_cross own = *c; /* with the segment's own offset, if any */
+	if (m->seg_offset && seg < m->n_seg_offset)
+		own.offset = m->seg_offset[seg];
+	uint64_t hx = cm_cross_guest_to_host(&own, gx);
 	double e = cm_fit_error_ns(m->guest, gx) + cm_fit_error_ns(m->host, hx);
 
 	/* The offset may be anywhere in [offset_lo, offset_hi]. */

@@ -468,6 +468,7 @@ static void piecewise_offsets(const struct sync_data *host, int64_t pid,
 						   recs[i]->ts};
 	}
 	g->n_offset_values = nch;
+	g->seg_offset_source = CM_SRC_KVM_TSC;
 	for (int which = 0; which < 2 && res->have_host_fit && nch > 1;
 	     which++) {
 		const struct cm_fit *f = which ? &g->fit_mono : &g->fit_boot;
@@ -482,6 +483,97 @@ static void piecewise_offsets(const struct sync_data *host, int64_t pid,
 	}
 	free(ch);
 	free(recs);
+}
+
+/* The exchanges that fall inside segment s's sampled counter span. */
+static size_t segment_exchanges(const struct cm_segment *s,
+				const struct sync_data *gd,
+				struct cm_exchange *out)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < gd->n_ex; i++)
+		if (gd->ex[i].guest_send >= s->x_first &&
+		    gd->ex[i].guest_recv <= s->x_last)
+			out[n++] = gd->ex[i];
+	return n;
+}
+
+/* Exchanges contradicting the offsets: the segment's own where the
+ * offset is piecewise (exchanges outside every span are not judged). */
+static size_t count_violations(const struct merge_guest *g,
+			       const struct sync_data *gd)
+{
+	const int64_t *so = g->seg_offset_boot ? g->seg_offset_boot
+					       : g->seg_offset_mono;
+	const struct cm_fit *f = g->seg_offset_boot ? &g->fit_boot
+						    : &g->fit_mono;
+	if (!so)
+		return cm_cross_check_exchanges(&g->cross, gd->ex, gd->n_ex);
+	struct cm_exchange *sub = vp_xcalloc(gd->n_ex ? gd->n_ex : 1,
+					     sizeof(*sub));
+	size_t bad = 0;
+	for (size_t k = 0; k < f->nseg; k++) {
+		struct cm_cross t = g->cross;
+		t.offset = t.offset_lo = t.offset_hi = so[k];
+		size_t n = segment_exchanges(&f->seg[k], gd, sub);
+		bad += cm_cross_check_exchanges(&t, sub, n);
+	}
+	free(sub);
+	return bad;
+}
+
+/* The exchanges disagree on one offset and the guest's fit has several
+ * segments (its counter jumped: a migration, a TSC write, with no kvm_tsc
+ * record of it): each segment gets the offset of the exchanges inside
+ * its sampled span.  Nothing changes unless two segments get their own. */
+static void piecewise_from_exchanges(const struct sync_data *gd,
+				     struct merge_guest *g)
+{
+	struct cm_exchange *sub = vp_xcalloc(gd->n_ex ? gd->n_ex : 1,
+					     sizeof(*sub));
+
+	for (int which = 0; which < 2; which++) {
+		const struct cm_fit *f = which ? &g->fit_mono : &g->fit_boot;
+		int64_t **out = which ? &g->seg_offset_mono
+				      : &g->seg_offset_boot;
+		if (!(which ? g->have_mono : g->have_boot) || f->nseg < 2)
+			continue;
+		int64_t *so = vp_xcalloc(f->nseg, sizeof(*so));
+		size_t own = 0;
+		int64_t below = 0, above = 0; /* the widest interval's halves */
+		for (size_t k = 0; k < f->nseg; k++) {
+			struct cm_cross t = g->cross;
+			size_t n = segment_exchanges(&f->seg[k], gd, sub);
+			so[k] = g->cross.offset;
+			if (n && cm_cross_from_exchanges(&t, sub, n, t.ratio,
+							 t.frac_bits,
+							 NULL) == 0) {
+				so[k] = t.offset;
+				own++;
+				if (t.offset - t.offset_lo > below)
+					below = t.offset - t.offset_lo;
+				if (t.offset_hi - t.offset > above)
+					above = t.offset_hi - t.offset;
+			}
+		}
+		if (own < 2) {
+			free(so);
+			continue;
+		}
+		*out = so;
+		/* The error bound takes the segments' own uncertainty, not
+		 * the span of the values across the change. */
+		g->cross.offset_lo = g->cross.offset - below;
+		g->cross.offset_hi = g->cross.offset + above;
+		g->seg_offset_source = CM_SRC_EXCHANGES;
+		size_t distinct = 1;
+		for (size_t k = 1; k < f->nseg; k++)
+			distinct += so[k] != so[k - 1];
+		if (distinct > g->n_offset_values)
+			g->n_offset_values = distinct;
+	}
+	free(sub);
 }
 
 static void choose_cross(const struct merge_opts *o, size_t gi,
@@ -570,6 +662,11 @@ static void choose_cross(const struct merge_opts *o, size_t gi,
 	    cm_cross_from_exchanges(c, gd->ex, gd->n_ex, c->ratio, c->frac_bits,
 				    &contradicting) == 0) {
 		c->source = CM_SRC_EXCHANGES;
+		if (contradicting) {
+			piecewise_from_exchanges(gd, g);
+			if (g->seg_offset_boot || g->seg_offset_mono)
+				contradicting = count_violations(g, gd);
+		}
 		if (contradicting)
 			warn(res, "guest %s: %zu of %zu sync exchanges contradict "
 			     "each other (drift or a bad ratio?)", g->path,
@@ -626,8 +723,7 @@ static void fit_quality(struct merge_guest *g, const struct sync_data *gd,
 			       ns_per_cycle;
 		g->exchange_width_ns = distribution(w, gd->n_ex);
 		free(w);
-		g->n_causality_violations =
-			cm_cross_check_exchanges(&g->cross, gd->ex, gd->n_ex);
+		g->n_causality_violations = count_violations(g, gd);
 		if (g->n_causality_violations)
 			warn(res, "guest %s: %zu of %zu sync exchanges contradict "
 			     "the chosen counter offset", g->path,

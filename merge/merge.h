@@ -107,6 +107,7 @@ struct merge_guest {
 	 * offset, cross.offset, throughout) */
 	int64_t *seg_offset_boot, *seg_offset_mono;
 	size_t n_offset_values;      /* distinct values in the records */
+	enum cm_offset_source seg_offset_source; /* kvm_tsc or exchanges */
 	size_t n_exchanges, n_causality_violations;
 	struct bound_stats exchange_width_ns; /* round trips, in host ns */
 	struct bound_stats bound_ns; /* mapping error bound at the samples */

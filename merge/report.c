@@ -91,9 +91,11 @@ void report_summary(FILE *f, const struct merge_opts *o,
 						       : g->seg_offset_mono;
 		for (size_t k = 0; so && k < sf->nseg; k++)
 			fprintf(f, "      segment %zu (guest counter from %llu): "
-				"offset %lld (kvm_tsc, one of %zu values)\n", k,
+				"offset %lld (%s, one of %zu values)\n", k,
 				(unsigned long long)sf->seg[k].x_first,
-				(long long)so[k], g->n_offset_values);
+				(long long)so[k],
+				source_name(g->seg_offset_source),
+				g->n_offset_values);
 		fprintf(f, "      error bound p50 %.0f ns, p99 %.0f ns, max %.0f ns "
 			"(%.0f ns at the trace's ends)\n", g->bound_ns.p50,
 			g->bound_ns.p99, g->bound_ns.max, g->bound_edges_ns);
@@ -171,16 +173,16 @@ static void json_bounds(FILE *f, const struct bound_stats *b)
 /* When the counter offset changed during the trace: each segment of the
  * guest fit with the offset in force in it. */
 static void json_segment_offsets(FILE *f, const char *key, const int64_t *so,
-				 const struct cm_fit *fit)
+				 const struct cm_fit *fit, const char *source)
 {
 	if (!so)
 		return;
 	fprintf(f, ", \"%s\": [", key);
 	for (size_t k = 0; k < fit->nseg; k++)
 		fprintf(f, "%s{\"guest_counter_from\": %llu, \"offset\": %lld, "
-			"\"source\": \"kvm_tsc\"}", k ? ", " : "",
+			"\"source\": \"%s\"}", k ? ", " : "",
 			(unsigned long long)fit->seg[k].x_first,
-			(long long)so[k]);
+			(long long)so[k], source);
 	fputc(']', f);
 }
 
@@ -218,9 +220,11 @@ static void json_guest(FILE *f, const struct merge_guest *g)
 		if (g->kvm_vm_pid >= 0)
 			fprintf(f, ", \"kvm_vm_pid\": %lld", (long long)g->kvm_vm_pid);
 		json_segment_offsets(f, "segment_offsets_boottime",
-				     g->seg_offset_boot, &g->fit_boot);
+				     g->seg_offset_boot, &g->fit_boot,
+				     source_key(g->seg_offset_source));
 		json_segment_offsets(f, "segment_offsets_monotonic",
-				     g->seg_offset_mono, &g->fit_mono);
+				     g->seg_offset_mono, &g->fit_mono,
+				     source_key(g->seg_offset_source));
 		fprintf(f, "},\n     \"drift_ppm\": %.4f, \"freq_mismatch\": %.3g,\n",
 			g->drift_ppm, g->freq_mismatch);
 		fprintf(f, "     \"error_bound_ns\": ");

@@ -71,6 +71,15 @@ s=g['segment_offsets_boottime']
 sys.exit(0 if len(s)==2 and s[1]['offset']-s[0]['offset']==3000000000 else 1)"
 gen tscback --seed 15 --duration-s 10 --kvm-tsc --exchanges 0 --tsc-step -7000000000 --step-at 0.3
 merge_and_check tscback 1000
+# ... with no kvm_tsc record: the exchanges inside each segment give its own
+gen tscex --seed 16 --duration-s 20 --exchanges 100 --tsc-step 3000000000
+merge_and_check tscex 1000
+check "tscex: each segment's offset from its exchanges, none contradicting" python3 -c "
+import json,sys; g=json.load(open('$W/tscex.json'))['guests'][0]
+s=g['counter_map']['segment_offsets_boottime']
+sys.exit(0 if len(s)==2 and s[0]['source']=='exchanges' and
+         abs(s[1]['offset']-s[0]['offset']-3000000000) < 1000 and
+         g['exchanges']['causality_violations']==0 else 1)"
 
 # 3. the offset from the command line
 OFF=$(grep '^offset=' "$W/kvm.params" | cut -d= -f2)
