@@ -705,12 +705,14 @@ static int create_table_view(sqlite3 *db, const char *p, bool view,
 }
 
 /* A function made by CREATE PERFETTO FUNCTION: SQL run with the
- * arguments bound to its $names. */
+ * arguments bound to its $names.  Each call prepares it anew: a statement
+ * kept between calls would keep the connection from closing (SQLite
+ * frees the function, which would finalize it, only once the connection
+ * has no statement left). */
 struct sql_fn {
 	char *sql;
 	int nargs;
 	char **args; /* "$name" */
-	sqlite3_stmt *stmt; /* cached; NULL while a call uses it */
 };
 
 static void sql_fn_free(void *p)
@@ -720,7 +722,6 @@ static void sql_fn_free(void *p)
 	for (int i = 0; i < f->nargs; i++)
 		sqlite3_free(f->args[i]);
 	sqlite3_free(f->args);
-	sqlite3_finalize(f->stmt);
 	sqlite3_free(f->sql);
 	sqlite3_free(f);
 }
@@ -728,15 +729,14 @@ static void sql_fn_free(void *p)
 static void sql_fn_call(sqlite3_context *fn, int argc, sqlite3_value **argv)
 {
 	struct sql_fn *f = sqlite3_user_data(fn);
-	sqlite3_stmt *stmt = f->stmt;
+	sqlite3 *db = sqlite3_context_db_handle(fn);
+	sqlite3_stmt *stmt;
 	int rc;
 
-	f->stmt = NULL; /* a recursive call prepares its own */
-	if (!stmt &&
-	    sqlite3_prepare_v2(sqlite3_context_db_handle(fn), f->sql, -1,
-			       &stmt, NULL) != SQLITE_OK) {
-		sqlite3_result_error(
-			fn, sqlite3_errmsg(sqlite3_context_db_handle(fn)), -1);
+	if (sqlite3_prepare_v2(db, f->sql, -1, &stmt, NULL) != SQLITE_OK ||
+	    !stmt) {
+		sqlite3_result_error(fn, stmt ? sqlite3_errmsg(db) : "no body",
+				     -1);
 		return;
 	}
 	for (int i = 0; i < argc && i < f->nargs; i++) {
@@ -750,14 +750,8 @@ static void sql_fn_call(sqlite3_context *fn, int argc, sqlite3_value **argv)
 	else if (rc == SQLITE_DONE)
 		sqlite3_result_null(fn);
 	else
-		sqlite3_result_error(
-			fn, sqlite3_errmsg(sqlite3_context_db_handle(fn)), -1);
-	sqlite3_reset(stmt);
-	sqlite3_clear_bindings(stmt);
-	if (f->stmt)
-		sqlite3_finalize(stmt);
-	else
-		f->stmt = stmt;
+		sqlite3_result_error(fn, sqlite3_errmsg(db), -1);
+	sqlite3_finalize(stmt);
 }
 
 /* Past the end of the statement starting at p: after its ';', or at the
@@ -872,13 +866,12 @@ static int create_function(sqlite3 *db, const char *p, const char **tail,
 		return -1;
 	}
 	rc = sqlite3_prepare_v2(db, f->sql, -1, &stmt, NULL);
+	sqlite3_finalize(stmt);
 	if (rc != SQLITE_OK || !stmt) {
 		snprintf(msg, msgsz, "CREATE PERFETTO FUNCTION %s: %s", fname,
 			 rc != SQLITE_OK ? sqlite3_errmsg(db) : "no body");
-		sqlite3_finalize(stmt);
 		return -1;
 	}
-	f->stmt = stmt;
 	*tail = end;
 	return 1;
 fail:
