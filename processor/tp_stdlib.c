@@ -8,7 +8,9 @@
  * function names), and an optional C function that registers its SQL
  * functions.  Perfetto's PERFETTO TABLEs are plain tables here, filled when
  * the module is included; its PERFETTO VIEWs are views; its functions are
- * C functions.  Macros and table functions are not available.
+ * C functions.  Of the macros, those that queries use most are expanded
+ * by tp_stdlib_expand() (cast_int!, cast_double!, cast_string!,
+ * counter_leading_intervals!); table functions are not available.
  *
  * Including a module runs its dependencies first, then its SQL, inside a
  * savepoint (a failure leaves nothing behind), and notes its name in
@@ -32,6 +34,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -40,6 +43,13 @@
 #include "tp_spanjoin.h"
 
 #define MODULE_NAME_MAX 128
+
+/* A character of an SQL identifier. */
+static bool ident_char(char c)
+{
+	return isalnum((unsigned char)c) || c == '_' || c == '$' ||
+	       (unsigned char)c >= 0x80;
+}
 
 /* ---- SQL functions of the modules -------------------------------------- */
 
@@ -337,6 +347,34 @@ static const struct tp_module modules[] = {
 	 " FROM kprocs AS p JOIN thread AS t ON t.upid = p.upid"
 	 " ORDER BY t.utid;"},
 
+	/* counter_leading_intervals!(counters): a macro, expanded by
+	 * tp_stdlib_expand(). */
+	{"counters.intervals", {NULL}, NULL, ""},
+
+	/* Each cpufreq / cpuidle counter value with how long it held: to
+	 * the next value on its track, the last one to the end of the
+	 * trace. */
+	{"linux.cpu.frequency", {"counters.intervals"}, NULL,
+	 "CREATE TABLE cpu_frequency_counters AS"
+	 " SELECT iv.id, iv.track_id, iv.ts, iv.dur,"
+	 "  CAST(iv.value AS INT) AS freq, cpu.ucpu, t.cpu"
+	 " FROM counter_leading_intervals!((SELECT c.* FROM counter AS c"
+	 "  JOIN cpu_counter_track AS t ON t.id = c.track_id"
+	 "  AND t.name = 'cpufreq')) AS iv"
+	 " JOIN cpu_counter_track AS t ON t.id = iv.track_id"
+	 " JOIN cpu ON t.machine_id IS cpu.machine_id AND t.cpu = cpu.cpu"
+	 " ORDER BY iv.track_id, iv.ts;"},
+	{"linux.cpu.idle", {"counters.intervals"}, NULL,
+	 "CREATE TABLE cpu_idle_counters AS"
+	 " SELECT iv.id, iv.track_id, iv.ts, iv.dur,"
+	 "  CAST(iif(iv.value = 4294967295, -1, iv.value) AS INT) AS idle,"
+	 "  t.cpu"
+	 " FROM counter_leading_intervals!((SELECT c.* FROM counter AS c"
+	 "  JOIN cpu_counter_track AS t ON t.id = c.track_id"
+	 "  AND t.name = 'cpuidle')) AS iv"
+	 " JOIN cpu_counter_track AS t ON t.id = iv.track_id"
+	 " ORDER BY iv.track_id, iv.ts;"},
+
 	/* Conversions between nanoseconds and other units (functions). */
 	{"time.conversion", {NULL}, time_conversion_init, ""},
 };
@@ -437,7 +475,10 @@ static int include_one(sqlite3 *db, const struct tp_module *m, char *msg,
 			 sqlite3_errstr(rc));
 		return -1;
 	}
-	if (exec_msg(db, m->sql, msg, msgsz) != SQLITE_OK) {
+	char *sql = tp_stdlib_expand(m->sql);
+	rc = exec_msg(db, sql ? sql : m->sql, msg, msgsz);
+	sqlite3_free(sql);
+	if (rc != SQLITE_OK) {
 		char inner[256];
 		snprintf(inner, sizeof(inner), "%s", msg);
 		snprintf(msg, msgsz, "INCLUDE: module '%s': %s", m->name,
@@ -484,6 +525,140 @@ static int include_key(sqlite3 *db, const char *key, char *msg, size_t msgsz)
 	return rc;
 }
 
+/* ---- macros ------------------------------------------------------------ */
+
+/* Perfetto's macros that queries use, each with one argument ($1). */
+static const struct {
+	const char *name;
+	const char *expansion;
+} macros[] = {
+	{"cast_int", "CAST($1 AS INT)"},
+	{"cast_double", "CAST($1 AS REAL)"},
+	{"cast_string", "CAST($1 AS TEXT)"},
+	/* counters.intervals: each value of a counter-like table (id, ts,
+	 * track_id, value) with how long it held (to the track's next value,
+	 * the last to the end of the trace), the next value and the change
+	 * from the previous one */
+	{"counter_leading_intervals",
+	 "(SELECT id, ts,"
+	 " lead(ts, 1, trace_end()) OVER __vp_w - ts AS dur, track_id,"
+	 " CAST(value AS REAL) AS value,"
+	 " CAST(lead(value) OVER __vp_w AS REAL) AS next_value,"
+	 " CAST(value - lag(value) OVER __vp_w AS REAL) AS delta_value"
+	 " FROM $1 AS __vp_c"
+	 " WINDOW __vp_w AS (PARTITION BY track_id ORDER BY ts, id))"},
+};
+
+/* Past a quoted string or identifier, or a comment, starting at p; p when
+ * there is none. */
+static const char *skip_quoted(const char *p)
+{
+	char close = *p == '[' ? ']' : *p;
+	const char *e;
+
+	if (*p == '\'' || *p == '"' || *p == '`' || *p == '[') {
+		e = strchr(p + 1, close);
+		return e ? e + 1 : p + strlen(p);
+	}
+	if (p[0] == '-' && p[1] == '-') {
+		e = strchr(p, '\n');
+		return e ? e : p + strlen(p);
+	}
+	if (p[0] == '/' && p[1] == '*') {
+		e = strstr(p + 2, "*/");
+		return e ? e + 2 : p + strlen(p);
+	}
+	return p;
+}
+
+/* p at '(': the matching ')', or NULL. */
+static const char *matching_paren(const char *p)
+{
+	int depth = 0;
+
+	while (*p) {
+		const char *q = skip_quoted(p);
+		if (q != p) {
+			p = q;
+			continue;
+		}
+		if (*p == '(')
+			depth++;
+		else if (*p == ')' && --depth == 0)
+			return p;
+		p++;
+	}
+	return NULL;
+}
+
+/* Appends sql[0, n) to out with its macros expanded; returns whether any
+ * was. */
+static bool expand_into(sqlite3_str *out, const char *sql, size_t n)
+{
+	const char *p = sql, *end = sql + n;
+	bool any = false;
+
+	while (p < end) {
+		const char *q = skip_quoted(p);
+		if (q != p) {
+			sqlite3_str_append(out, p, (int)(q - p));
+			p = q;
+			continue;
+		}
+		if (!ident_char(*p) || (p > sql && ident_char(p[-1]))) {
+			sqlite3_str_appendchar(out, 1, *p++);
+			continue;
+		}
+		q = p;
+		while (q < end && ident_char(*q))
+			q++;
+		size_t k = 0, nm = sizeof(macros) / sizeof(macros[0]);
+		while (k < nm && (strlen(macros[k].name) != (size_t)(q - p) ||
+				  strncasecmp(macros[k].name, p,
+					      (size_t)(q - p)) != 0))
+			k++;
+		const char *close = q + 1 < end && q[0] == '!' && q[1] == '('
+					    ? matching_paren(q + 1)
+					    : NULL;
+		if (k == nm || !close || close >= end) {
+			sqlite3_str_append(out, p, (int)(q - p));
+			p = q;
+			continue;
+		}
+		/* the expansion, with the (expanded) argument for $1 */
+		for (const char *t = macros[k].expansion; *t; t++) {
+			if (t[0] == '$' && t[1] == '1') {
+				expand_into(out, q + 2,
+					    (size_t)(close - (q + 2)));
+				t++;
+			} else {
+				sqlite3_str_appendchar(out, 1, *t);
+			}
+		}
+		any = true;
+		p = close + 1;
+	}
+	return any;
+}
+
+char *tp_stdlib_expand(const char *sql)
+{
+	sqlite3_str *out;
+	char *r;
+
+	if (!strchr(sql, '!'))
+		return NULL;
+	out = sqlite3_str_new(NULL);
+	if (!expand_into(out, sql, strlen(sql))) {
+		sqlite3_free(sqlite3_str_finish(out));
+		return NULL;
+	}
+	r = sqlite3_str_finish(out);
+	if (!r)
+		abort();
+	return r;
+}
+
 /* ---- the statement ----------------------------------------------------- */
 
 /* Skips whitespace and SQL comments. */
@@ -502,12 +677,6 @@ static const char *skip_blank(const char *p)
 			return p;
 		}
 	}
-}
-
-static bool ident_char(char c)
-{
-	return isalnum((unsigned char)c) || c == '_' || c == '$' ||
-	       (unsigned char)c >= 0x80;
 }
 
 /* Matches keyword kw (any case) as a whole word at p. */
