@@ -10,7 +10,8 @@
  * the module is included; its PERFETTO VIEWs are views; its functions are
  * C functions.  Of the macros, those that queries use most are expanded
  * by tp_stdlib_expand() (cast_int!, cast_double!, cast_string!,
- * counter_leading_intervals!); table functions are not available.
+ * counter_leading_intervals!, intervals_overlap_count! and _by_group!);
+ * table functions are not available.
  *
  * Including a module runs its dependencies first, then its SQL, inside a
  * savepoint (a failure leaves nothing behind), and notes its name in
@@ -375,6 +376,28 @@ static const struct tp_module modules[] = {
 	 " JOIN cpu_counter_track AS t ON t.id = iv.track_id"
 	 " ORDER BY iv.track_id, iv.ts;"},
 
+	/* intervals_overlap_count!() and _by_group!(): macros. */
+	{"intervals.overlap", {NULL}, NULL, ""},
+
+	/* How many threads are runnable, in D, and how many cpus run a
+	 * task other than idle, from each time that changes. */
+	{"sched.thread_level_parallelism", {"intervals.overlap"}, NULL,
+	 "CREATE TABLE sched_runnable_thread_count AS"
+	 " WITH runnable AS (SELECT ts, dur FROM thread_state"
+	 "  WHERE state = 'R')"
+	 " SELECT ts, value AS runnable_thread_count"
+	 " FROM intervals_overlap_count!(runnable, ts, dur) ORDER BY ts;\n"
+	 "CREATE TABLE sched_uninterruptible_sleep_thread_count AS"
+	 " WITH sleeping AS (SELECT ts, dur FROM thread_state"
+	 "  WHERE state = 'D')"
+	 " SELECT ts, value AS uninterruptible_sleep_thread_count"
+	 " FROM intervals_overlap_count!(sleeping, ts, dur) ORDER BY ts;\n"
+	 "CREATE TABLE sched_active_cpu_count AS"
+	 " WITH tasks AS (SELECT ts, dur FROM sched"
+	 "  WHERE utid NOT IN (SELECT utid FROM thread WHERE is_idle))"
+	 " SELECT ts, value AS active_cpu_count"
+	 " FROM intervals_overlap_count!(tasks, ts, dur) ORDER BY ts;"},
+
 	/* Conversions between nanoseconds and other units (functions). */
 	{"time.conversion", {NULL}, time_conversion_init, ""},
 };
@@ -527,19 +550,23 @@ static int include_key(sqlite3 *db, const char *key, char *msg, size_t msgsz)
 
 /* ---- macros ------------------------------------------------------------ */
 
-/* Perfetto's macros that queries use, each with one argument ($1). */
+#define MACRO_MAX_ARGS 4
+
+/* Perfetto's macros that queries use; $1 .. $4 in the expansion are the
+ * arguments. */
 static const struct {
 	const char *name;
+	int nargs;
 	const char *expansion;
 } macros[] = {
-	{"cast_int", "CAST($1 AS INT)"},
-	{"cast_double", "CAST($1 AS REAL)"},
-	{"cast_string", "CAST($1 AS TEXT)"},
+	{"cast_int", 1, "CAST($1 AS INT)"},
+	{"cast_double", 1, "CAST($1 AS REAL)"},
+	{"cast_string", 1, "CAST($1 AS TEXT)"},
 	/* counters.intervals: each value of a counter-like table (id, ts,
 	 * track_id, value) with how long it held (to the track's next value,
 	 * the last to the end of the trace), the next value and the change
 	 * from the previous one */
-	{"counter_leading_intervals",
+	{"counter_leading_intervals", 1,
 	 "(SELECT id, ts,"
 	 " lead(ts, 1, trace_end()) OVER __vp_w - ts AS dur, track_id,"
 	 " CAST(value AS REAL) AS value,"
@@ -547,6 +574,29 @@ static const struct {
 	 " CAST(value - lag(value) OVER __vp_w AS REAL) AS delta_value"
 	 " FROM $1 AS __vp_c"
 	 " WINDOW __vp_w AS (PARTITION BY track_id ORDER BY ts, id))"},
+	/* intervals.overlap: intervals_overlap_count!(table, ts, dur), how
+	 * many intervals are open from each time one starts or ends (an
+	 * interval of dur -1 never ends); _by_group!(..., group) the same
+	 * per value of a column */
+	{"intervals_overlap_count", 3,
+	 "(WITH __vp_ev AS ("
+	 "SELECT $2 AS ts, 1 AS delta FROM $1"
+	 " UNION ALL SELECT $2 + $3 AS ts, -1 AS delta FROM $1"
+	 " WHERE $3 != -1),"
+	 " __vp_m AS (SELECT ts, sum(delta) AS delta FROM __vp_ev GROUP BY ts)"
+	 " SELECT ts, sum(delta) OVER (ORDER BY ts"
+	 " ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS value"
+	 " FROM __vp_m ORDER BY ts)"},
+	{"intervals_overlap_count_by_group", 4,
+	 "(WITH __vp_ev AS ("
+	 "SELECT $2 AS ts, 1 AS delta, $4 AS group_name FROM $1"
+	 " UNION ALL SELECT $2 + $3 AS ts, -1 AS delta, $4 AS group_name"
+	 " FROM $1 WHERE $3 != -1),"
+	 " __vp_m AS (SELECT ts, sum(delta) AS delta, group_name"
+	 " FROM __vp_ev GROUP BY ts, group_name)"
+	 " SELECT ts, sum(delta) OVER (PARTITION BY group_name ORDER BY ts"
+	 " ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS value,"
+	 " group_name FROM __vp_m ORDER BY ts)"},
 };
 
 /* Past a quoted string or identifier, or a comment, starting at p; p when
@@ -591,6 +641,35 @@ static const char *matching_paren(const char *p)
 	return NULL;
 }
 
+/* Splits the arguments of a macro, from p to close (its ')'), at the
+ * commas outside parentheses: argument i is arg[i] up to arg[i + 1] - 1.
+ * Returns how many there are; more than MACRO_MAX_ARGS gives -1. */
+static int split_args(const char *p, const char *close, const char **arg)
+{
+	int n = 0, depth = 0;
+
+	arg[n++] = p;
+	while (p < close) {
+		const char *q = skip_quoted(p);
+		if (q != p) {
+			p = q;
+			continue;
+		}
+		if (*p == '(') {
+			depth++;
+		} else if (*p == ')') {
+			depth--;
+		} else if (*p == ',' && depth == 0) {
+			if (n == MACRO_MAX_ARGS)
+				return -1;
+			arg[n++] = p + 1;
+		}
+		p++;
+	}
+	arg[n] = close + 1;
+	return n;
+}
+
 /* Appends sql[0, n) to out with its macros expanded; returns whether any
  * was. */
 static bool expand_into(sqlite3_str *out, const char *sql, size_t n)
@@ -625,11 +704,19 @@ static bool expand_into(sqlite3_str *out, const char *sql, size_t n)
 			p = q;
 			continue;
 		}
-		/* the expansion, with the (expanded) argument for $1 */
+		/* the expansion, with the (expanded) arguments for $1 .. */
+		const char *arg[MACRO_MAX_ARGS + 1];
+		int nargs = split_args(q + 2, close, arg);
+		if (nargs != macros[k].nargs) { /* SQLite will complain */
+			sqlite3_str_append(out, p, (int)(q - p));
+			p = q;
+			continue;
+		}
 		for (const char *t = macros[k].expansion; *t; t++) {
-			if (t[0] == '$' && t[1] == '1') {
-				expand_into(out, q + 2,
-					    (size_t)(close - (q + 2)));
+			int i = t[0] == '$' ? t[1] - '1' : -1;
+			if (i >= 0 && i < nargs) {
+				expand_into(out, arg[i],
+					    (size_t)(arg[i + 1] - 1 - arg[i]));
 				t++;
 			} else {
 				sqlite3_str_appendchar(out, 1, *t);
