@@ -431,9 +431,11 @@ static int run_stmt(sqlite3_stmt *stmt, FILE *out, bool *first)
 	return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
-int tp_query_run(struct sqlite3 *db, const char *sql, FILE *out,
+int tp_query_run(struct sqlite3 *db, const char *text, FILE *out,
 		 struct vp_error *err)
 {
+	char *expanded = tp_stdlib_expand(text); /* Perfetto's macros */
+	const char *sql = expanded ? expanded : text;
 	const char *p = sql;
 	bool first = true;
 	int rc = 0;
@@ -479,6 +481,7 @@ int tp_query_run(struct sqlite3 *db, const char *sql, FILE *out,
 	}
 	funlockfile(out);
 	fflush(out);
+	sqlite3_free(expanded);
 	return rc;
 }
 

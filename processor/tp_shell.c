@@ -273,9 +273,10 @@ static void report_error(sqlite3 *db, int rc)
 		fprintf(stderr, "Error: %s\n", sqlite3_errmsg(db));
 }
 
-static void run_sql_table(struct shell *sh, const char *sql)
+static void run_sql_table(struct shell *sh, const char *text)
 {
-	const char *p = sql;
+	char *expanded = tp_stdlib_expand(text); /* Perfetto's macros */
+	const char *p = expanded ? expanded : text;
 
 	while (*p) {
 		sqlite3_stmt *stmt = NULL;
@@ -287,17 +288,16 @@ static void run_sql_table(struct shell *sh, const char *sql)
 
 		if (rc < 0) {
 			fprintf(stderr, "Error: %s\n", msg);
-			return;
+			break;
 		}
-		if (rc > 0) { /* INCLUDE PERFETTO MODULE: no rows */
+		if (rc > 0) { /* a Perfetto statement (INCLUDE ...): no rows */
 			p = tail;
 			continue;
 		}
 		rc = sqlite3_prepare_v2(sh->db, p, -1, &stmt, &tail);
-
 		if (rc != SQLITE_OK) {
 			report_error(sh->db, rc);
-			return;
+			break;
 		}
 		if (!stmt)
 			break;
@@ -306,7 +306,7 @@ static void run_sql_table(struct shell *sh, const char *sql)
 		sqlite3_finalize(stmt);
 		if (rc != SQLITE_OK) {
 			report_error(sh->db, rc);
-			return;
+			break;
 		}
 		if (ncols > 0)
 			printf("\n(%llu row%s, %.1f ms)\n",
@@ -314,6 +314,7 @@ static void run_sql_table(struct shell *sh, const char *sql)
 			       now_ms() - t0);
 		p = tail;
 	}
+	sqlite3_free(expanded);
 }
 
 static void run_sql(struct shell *sh, const char *sql)

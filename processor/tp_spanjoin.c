@@ -837,8 +837,11 @@ static int sj_filter(sqlite3_vtab_cursor *cur, int idx_num,
 	if (!c->loaded) {
 		for (int s = 0; s < 2; s++) {
 			rc = rows_load(v, &v->side[s], &c->rows[s]);
-			if (rc != SQLITE_OK)
+			if (rc != SQLITE_OK) {
+				rows_free(&c->rows[0], v->side[0].ncols);
+				rows_free(&c->rows[1], v->side[1].ncols);
 				return rc;
+			}
 		}
 		c->loaded = true;
 	}

@@ -8,7 +8,10 @@
  * function names), and an optional C function that registers its SQL
  * functions.  Perfetto's PERFETTO TABLEs are plain tables here, filled when
  * the module is included; its PERFETTO VIEWs are views; its functions are
- * C functions.  Macros and table functions are not available.
+ * C functions.  Of the macros, those that queries use most are expanded
+ * by tp_stdlib_expand() (cast_int!, cast_double!, cast_string!,
+ * counter_leading_intervals!, intervals_overlap_count! and _by_group!);
+ * table functions are not available.
  *
  * Including a module runs its dependencies first, then its SQL, inside a
  * savepoint (a failure leaves nothing behind), and notes its name in
@@ -32,6 +35,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -40,6 +44,13 @@
 #include "tp_spanjoin.h"
 
 #define MODULE_NAME_MAX 128
+
+/* A character of an SQL identifier. */
+static bool ident_char(char c)
+{
+	return isalnum((unsigned char)c) || c == '_' || c == '$' ||
+	       (unsigned char)c >= 0x80;
+}
 
 /* ---- SQL functions of the modules -------------------------------------- */
 
@@ -337,6 +348,56 @@ static const struct tp_module modules[] = {
 	 " FROM kprocs AS p JOIN thread AS t ON t.upid = p.upid"
 	 " ORDER BY t.utid;"},
 
+	/* counter_leading_intervals!(counters): a macro, expanded by
+	 * tp_stdlib_expand(). */
+	{"counters.intervals", {NULL}, NULL, ""},
+
+	/* Each cpufreq / cpuidle counter value with how long it held: to
+	 * the next value on its track, the last one to the end of the
+	 * trace. */
+	{"linux.cpu.frequency", {"counters.intervals"}, NULL,
+	 "CREATE TABLE cpu_frequency_counters AS"
+	 " SELECT iv.id, iv.track_id, iv.ts, iv.dur,"
+	 "  CAST(iv.value AS INT) AS freq, cpu.ucpu, t.cpu"
+	 " FROM counter_leading_intervals!((SELECT c.* FROM counter AS c"
+	 "  JOIN cpu_counter_track AS t ON t.id = c.track_id"
+	 "  AND t.name = 'cpufreq')) AS iv"
+	 " JOIN cpu_counter_track AS t ON t.id = iv.track_id"
+	 " JOIN cpu ON t.machine_id IS cpu.machine_id AND t.cpu = cpu.cpu"
+	 " ORDER BY iv.track_id, iv.ts;"},
+	{"linux.cpu.idle", {"counters.intervals"}, NULL,
+	 "CREATE TABLE cpu_idle_counters AS"
+	 " SELECT iv.id, iv.track_id, iv.ts, iv.dur,"
+	 "  CAST(iif(iv.value = 4294967295, -1, iv.value) AS INT) AS idle,"
+	 "  t.cpu"
+	 " FROM counter_leading_intervals!((SELECT c.* FROM counter AS c"
+	 "  JOIN cpu_counter_track AS t ON t.id = c.track_id"
+	 "  AND t.name = 'cpuidle')) AS iv"
+	 " JOIN cpu_counter_track AS t ON t.id = iv.track_id"
+	 " ORDER BY iv.track_id, iv.ts;"},
+
+	/* intervals_overlap_count!() and _by_group!(): macros. */
+	{"intervals.overlap", {NULL}, NULL, ""},
+
+	/* How many threads are runnable, in D, and how many cpus run a
+	 * task other than idle, from each time that changes. */
+	{"sched.thread_level_parallelism", {"intervals.overlap"}, NULL,
+	 "CREATE TABLE sched_runnable_thread_count AS"
+	 " WITH runnable AS (SELECT ts, dur FROM thread_state"
+	 "  WHERE state = 'R')"
+	 " SELECT ts, value AS runnable_thread_count"
+	 " FROM intervals_overlap_count!(runnable, ts, dur) ORDER BY ts;\n"
+	 "CREATE TABLE sched_uninterruptible_sleep_thread_count AS"
+	 " WITH sleeping AS (SELECT ts, dur FROM thread_state"
+	 "  WHERE state = 'D')"
+	 " SELECT ts, value AS uninterruptible_sleep_thread_count"
+	 " FROM intervals_overlap_count!(sleeping, ts, dur) ORDER BY ts;\n"
+	 "CREATE TABLE sched_active_cpu_count AS"
+	 " WITH tasks AS (SELECT ts, dur FROM sched"
+	 "  WHERE utid NOT IN (SELECT utid FROM thread WHERE is_idle))"
+	 " SELECT ts, value AS active_cpu_count"
+	 " FROM intervals_overlap_count!(tasks, ts, dur) ORDER BY ts;"},
+
 	/* Conversions between nanoseconds and other units (functions). */
 	{"time.conversion", {NULL}, time_conversion_init, ""},
 };
@@ -437,7 +498,10 @@ static int include_one(sqlite3 *db, const struct tp_module *m, char *msg,
 			 sqlite3_errstr(rc));
 		return -1;
 	}
-	if (exec_msg(db, m->sql, msg, msgsz) != SQLITE_OK) {
+	char *sql = tp_stdlib_expand(m->sql);
+	rc = exec_msg(db, sql ? sql : m->sql, msg, msgsz);
+	sqlite3_free(sql);
+	if (rc != SQLITE_OK) {
 		char inner[256];
 		snprintf(inner, sizeof(inner), "%s", msg);
 		snprintf(msg, msgsz, "INCLUDE: module '%s': %s", m->name,
@@ -484,6 +548,204 @@ static int include_key(sqlite3 *db, const char *key, char *msg, size_t msgsz)
 	return rc;
 }
 
+/* ---- macros ------------------------------------------------------------ */
+
+#define MACRO_MAX_ARGS 4
+
+/* Perfetto's macros that queries use; $1 .. $4 in the expansion are the
+ * arguments. */
+static const struct {
+	const char *name;
+	int nargs;
+	const char *expansion;
+} macros[] = {
+	{"cast_int", 1, "CAST($1 AS INT)"},
+	{"cast_double", 1, "CAST($1 AS REAL)"},
+	{"cast_string", 1, "CAST($1 AS TEXT)"},
+	/* counters.intervals: each value of a counter-like table (id, ts,
+	 * track_id, value) with how long it held (to the track's next value,
+	 * the last to the end of the trace), the next value and the change
+	 * from the previous one */
+	{"counter_leading_intervals", 1,
+	 "(SELECT id, ts,"
+	 " lead(ts, 1, trace_end()) OVER __vp_w - ts AS dur, track_id,"
+	 " CAST(value AS REAL) AS value,"
+	 " CAST(lead(value) OVER __vp_w AS REAL) AS next_value,"
+	 " CAST(value - lag(value) OVER __vp_w AS REAL) AS delta_value"
+	 " FROM $1 AS __vp_c"
+	 " WINDOW __vp_w AS (PARTITION BY track_id ORDER BY ts, id))"},
+	/* intervals.overlap: intervals_overlap_count!(table, ts, dur), how
+	 * many intervals are open from each time one starts or ends (an
+	 * interval of dur -1 never ends); _by_group!(..., group) the same
+	 * per value of a column */
+	{"intervals_overlap_count", 3,
+	 "(WITH __vp_ev AS ("
+	 "SELECT $2 AS ts, 1 AS delta FROM $1"
+	 " UNION ALL SELECT $2 + $3 AS ts, -1 AS delta FROM $1"
+	 " WHERE $3 != -1),"
+	 " __vp_m AS (SELECT ts, sum(delta) AS delta FROM __vp_ev GROUP BY ts)"
+	 " SELECT ts, sum(delta) OVER (ORDER BY ts"
+	 " ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS value"
+	 " FROM __vp_m ORDER BY ts)"},
+	{"intervals_overlap_count_by_group", 4,
+	 "(WITH __vp_ev AS ("
+	 "SELECT $2 AS ts, 1 AS delta, $4 AS group_name FROM $1"
+	 " UNION ALL SELECT $2 + $3 AS ts, -1 AS delta, $4 AS group_name"
+	 " FROM $1 WHERE $3 != -1),"
+	 " __vp_m AS (SELECT ts, sum(delta) AS delta, group_name"
+	 " FROM __vp_ev GROUP BY ts, group_name)"
+	 " SELECT ts, sum(delta) OVER (PARTITION BY group_name ORDER BY ts"
+	 " ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS value,"
+	 " group_name FROM __vp_m ORDER BY ts)"},
+};
+
+/* Past a quoted string or identifier, or a comment, starting at p; p when
+ * there is none. */
+static const char *skip_quoted(const char *p)
+{
+	char close = *p == '[' ? ']' : *p;
+	const char *e;
+
+	if (*p == '\'' || *p == '"' || *p == '`' || *p == '[') {
+		e = strchr(p + 1, close);
+		return e ? e + 1 : p + strlen(p);
+	}
+	if (p[0] == '-' && p[1] == '-') {
+		e = strchr(p, '\n');
+		return e ? e : p + strlen(p);
+	}
+	if (p[0] == '/' && p[1] == '*') {
+		e = strstr(p + 2, "*/");
+		return e ? e + 2 : p + strlen(p);
+	}
+	return p;
+}
+
+/* p at '(': the matching ')', or NULL. */
+static const char *matching_paren(const char *p)
+{
+	int depth = 0;
+
+	while (*p) {
+		const char *q = skip_quoted(p);
+		if (q != p) {
+			p = q;
+			continue;
+		}
+		if (*p == '(')
+			depth++;
+		else if (*p == ')' && --depth == 0)
+			return p;
+		p++;
+	}
+	return NULL;
+}
+
+/* Splits the arguments of a macro, from p to close (its ')'), at the
+ * commas outside parentheses: argument i is arg[i] up to arg[i + 1] - 1.
+ * Returns how many there are; more than MACRO_MAX_ARGS gives -1. */
+static int split_args(const char *p, const char *close, const char **arg)
+{
+	int n = 0, depth = 0;
+
+	arg[n++] = p;
+	while (p < close) {
+		const char *q = skip_quoted(p);
+		if (q != p) {
+			p = q;
+			continue;
+		}
+		if (*p == '(') {
+			depth++;
+		} else if (*p == ')') {
+			depth--;
+		} else if (*p == ',' && depth == 0) {
+			if (n == MACRO_MAX_ARGS)
+				return -1;
+			arg[n++] = p + 1;
+		}
+		p++;
+	}
+	arg[n] = close + 1;
+	return n;
+}
+
+/* Appends sql[0, n) to out with its macros expanded; returns whether any
+ * was. */
+static bool expand_into(sqlite3_str *out, const char *sql, size_t n)
+{
+	const char *p = sql, *end = sql + n;
+	bool any = false;
+
+	while (p < end) {
+		const char *q = skip_quoted(p);
+		if (q != p) {
+			sqlite3_str_append(out, p, (int)(q - p));
+			p = q;
+			continue;
+		}
+		if (!ident_char(*p) || (p > sql && ident_char(p[-1]))) {
+			sqlite3_str_appendchar(out, 1, *p++);
+			continue;
+		}
+		q = p;
+		while (q < end && ident_char(*q))
+			q++;
+		size_t k = 0, nm = sizeof(macros) / sizeof(macros[0]);
+		while (k < nm && (strlen(macros[k].name) != (size_t)(q - p) ||
+				  strncasecmp(macros[k].name, p,
+					      (size_t)(q - p)) != 0))
+			k++;
+		const char *close = q + 1 < end && q[0] == '!' && q[1] == '('
+					    ? matching_paren(q + 1)
+					    : NULL;
+		if (k == nm || !close || close >= end) {
+			sqlite3_str_append(out, p, (int)(q - p));
+			p = q;
+			continue;
+		}
+		/* the expansion, with the (expanded) arguments for $1 .. */
+		const char *arg[MACRO_MAX_ARGS + 1];
+		int nargs = split_args(q + 2, close, arg);
+		if (nargs != macros[k].nargs) { /* SQLite will complain */
+			sqlite3_str_append(out, p, (int)(q - p));
+			p = q;
+			continue;
+		}
+		for (const char *t = macros[k].expansion; *t; t++) {
+			int i = t[0] == '$' ? t[1] - '1' : -1;
+			if (i >= 0 && i < nargs) {
+				expand_into(out, arg[i],
+					    (size_t)(arg[i + 1] - 1 - arg[i]));
+				t++;
+			} else {
+				sqlite3_str_appendchar(out, 1, *t);
+			}
+		}
+		any = true;
+		p = close + 1;
+	}
+	return any;
+}
+
+char *tp_stdlib_expand(const char *sql)
+{
+	sqlite3_str *out;
+	char *r;
+
+	if (!strchr(sql, '!'))
+		return NULL;
+	out = sqlite3_str_new(NULL);
+	if (!expand_into(out, sql, strlen(sql))) {
+		sqlite3_free(sqlite3_str_finish(out));
+		return NULL;
+	}
+	r = sqlite3_str_finish(out);
+	if (!r)
+		abort();
+	return r;
+}
+
 /* ---- the statement ----------------------------------------------------- */
 
 /* Skips whitespace and SQL comments. */
@@ -502,12 +764,6 @@ static const char *skip_blank(const char *p)
 			return p;
 		}
 	}
-}
-
-static bool ident_char(char c)
-{
-	return isalnum((unsigned char)c) || c == '_' || c == '$' ||
-	       (unsigned char)c >= 0x80;
 }
 
 /* Matches keyword kw (any case) as a whole word at p. */
@@ -705,12 +961,14 @@ static int create_table_view(sqlite3 *db, const char *p, bool view,
 }
 
 /* A function made by CREATE PERFETTO FUNCTION: SQL run with the
- * arguments bound to its $names. */
+ * arguments bound to its $names.  Each call prepares it anew: a statement
+ * kept between calls would keep the connection from closing (SQLite
+ * frees the function, which would finalize it, only once the connection
+ * has no statement left). */
 struct sql_fn {
 	char *sql;
 	int nargs;
 	char **args; /* "$name" */
-	sqlite3_stmt *stmt; /* cached; NULL while a call uses it */
 };
 
 static void sql_fn_free(void *p)
@@ -720,7 +978,6 @@ static void sql_fn_free(void *p)
 	for (int i = 0; i < f->nargs; i++)
 		sqlite3_free(f->args[i]);
 	sqlite3_free(f->args);
-	sqlite3_finalize(f->stmt);
 	sqlite3_free(f->sql);
 	sqlite3_free(f);
 }
@@ -728,15 +985,14 @@ static void sql_fn_free(void *p)
 static void sql_fn_call(sqlite3_context *fn, int argc, sqlite3_value **argv)
 {
 	struct sql_fn *f = sqlite3_user_data(fn);
-	sqlite3_stmt *stmt = f->stmt;
+	sqlite3 *db = sqlite3_context_db_handle(fn);
+	sqlite3_stmt *stmt;
 	int rc;
 
-	f->stmt = NULL; /* a recursive call prepares its own */
-	if (!stmt &&
-	    sqlite3_prepare_v2(sqlite3_context_db_handle(fn), f->sql, -1,
-			       &stmt, NULL) != SQLITE_OK) {
-		sqlite3_result_error(
-			fn, sqlite3_errmsg(sqlite3_context_db_handle(fn)), -1);
+	if (sqlite3_prepare_v2(db, f->sql, -1, &stmt, NULL) != SQLITE_OK ||
+	    !stmt) {
+		sqlite3_result_error(fn, stmt ? sqlite3_errmsg(db) : "no body",
+				     -1);
 		return;
 	}
 	for (int i = 0; i < argc && i < f->nargs; i++) {
@@ -750,14 +1006,8 @@ static void sql_fn_call(sqlite3_context *fn, int argc, sqlite3_value **argv)
 	else if (rc == SQLITE_DONE)
 		sqlite3_result_null(fn);
 	else
-		sqlite3_result_error(
-			fn, sqlite3_errmsg(sqlite3_context_db_handle(fn)), -1);
-	sqlite3_reset(stmt);
-	sqlite3_clear_bindings(stmt);
-	if (f->stmt)
-		sqlite3_finalize(stmt);
-	else
-		f->stmt = stmt;
+		sqlite3_result_error(fn, sqlite3_errmsg(db), -1);
+	sqlite3_finalize(stmt);
 }
 
 /* Past the end of the statement starting at p: after its ';', or at the
@@ -872,13 +1122,12 @@ static int create_function(sqlite3 *db, const char *p, const char **tail,
 		return -1;
 	}
 	rc = sqlite3_prepare_v2(db, f->sql, -1, &stmt, NULL);
+	sqlite3_finalize(stmt);
 	if (rc != SQLITE_OK || !stmt) {
 		snprintf(msg, msgsz, "CREATE PERFETTO FUNCTION %s: %s", fname,
 			 rc != SQLITE_OK ? sqlite3_errmsg(db) : "no body");
-		sqlite3_finalize(stmt);
 		return -1;
 	}
-	f->stmt = stmt;
 	*tail = end;
 	return 1;
 fail:

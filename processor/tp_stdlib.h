@@ -23,6 +23,11 @@ int tp_stdlib_register(struct sqlite3 *db);
 int tp_stdlib_statement(struct sqlite3 *db, const char *sql,
 			const char **tail, char *msg, size_t msgsz);
 
+/* sql with Perfetto's macros (cast_int!(x), counter_leading_intervals!(t)
+ * ...) expanded in place, on the same lines; NULL when it has none.  To
+ * free with sqlite3_free(). */
+char *tp_stdlib_expand(const char *sql);
+
 /* The name of the i-th module, NULL past the end. */
 const char *tp_stdlib_module_name(size_t i);
 

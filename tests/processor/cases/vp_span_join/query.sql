@@ -4,7 +4,8 @@ INSERT INTO a VALUES (0, 10, 1, 'a0'), (20, 10, 1, 'a1'), (5, 10, 2, 'a2');
 CREATE TABLE b(ts INT, dur INT, p INT, y TEXT);
 INSERT INTO b VALUES (5, 10, 1, 'b0'), (25, 100, 1, 'b1'), (0, 3, 3, 'b2');
 CREATE TABLE c(ts INT, dur INT, z INT);
-INSERT INTO c VALUES (8, 15, 7);
+-- c1 starts where a1 ends: they do not meet
+INSERT INTO c VALUES (8, 15, 7), (30, 5, 8);
 
 CREATE VIRTUAL TABLE j_inner USING SPAN_JOIN(a PARTITIONED p, b PARTITIONED p);
 SELECT * FROM j_inner;

@@ -19,3 +19,8 @@ SELECT * FROM linux_kernel_threads ORDER BY utid;
 SELECT time_to_ms(12345678) AS ms, time_from_us(3) AS ns,
        time_to_s(-1500000000) AS s, time_from_ms(1.5) AS real_ns,
        time_to_us(NULL) AS null_us, time_from_days(1) AS day;
+SELECT * FROM sched_runnable_thread_count ORDER BY ts;
+SELECT * FROM sched_uninterruptible_sleep_thread_count ORDER BY ts;
+SELECT * FROM sched_active_cpu_count ORDER BY ts;
+SELECT * FROM intervals_overlap_count_by_group!(thread_state, ts, dur, utid)
+ORDER BY group_name, ts;
