@@ -40,7 +40,6 @@
 
 #define MAX_INFLATED (512u << 20) /* one compressed_packets, inflated */
 #define MAX_DATA_FIELDS 8         /* data fields remembered per packet */
-#define TP_SYNCHRONIZATION_MARKER 36 /* TracePacket.synchronization_marker */
 
 /* Interned messages of one generation: (field, iid) -> arena slice. */
 struct gen {
@@ -293,7 +292,7 @@ static void intern_message(struct tp_ctx *ctx, uint32_t gen, uint32_t field,
 
 	pb_reader_init(&r, data, len);
 	while (pb_next(&r, &f))
-		if (f.num == 1 && f.wt == PB_WT_VARINT) {
+		if (f.num == INTERNED_IID && f.wt == PB_WT_VARINT) {
 			iid = f.val;
 			has_iid = true;
 		}

@@ -212,6 +212,9 @@ static const char *const cpustat_keys[] = {
 	"io_wait_ns", "irq_ns", "softirq_ns", "steal_ns",
 };
 
+_Static_assert(CT_STEAL_NS - CT_USER_NS == 7,
+	       "CpuTimes: the eight times are fields in a row");
+
 static void sys_cpu_stat(struct tp_ctx *ctx, const struct tp_packet *pkt,
 			 const struct pb_field *f)
 {
@@ -227,8 +230,8 @@ static void sys_cpu_stat(struct tp_ctx *ctx, const struct tp_packet *pkt,
 		if (g.num == CT_CPU_ID) {
 			cpu = g.val;
 			has_cpu = true;
-		} else if (g.num >= 2 && g.num <= 9) {
-			v[g.num - 2] = g.val;
+		} else if (g.num >= CT_USER_NS && g.num <= CT_STEAL_NS) {
+			v[g.num - CT_USER_NS] = g.val;
 		}
 	}
 	if (!has_cpu || r.err != PB_OK) {
@@ -402,7 +405,12 @@ static void sys_diskstat(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	/* read, write, discard sectors, flush count, read, write, discard,
 	 * flush time */
 	int64_t cur[8] = { 0 };
-	static const uint8_t slot_of[10] = { 0, 0, 0, 4, 1, 5, 2, 6, 3, 7 };
+	static const uint8_t slot_of[DS_FLUSH_TIME_MS + 1] = {
+		[DS_READ_SECTORS] = 0, [DS_WRITE_SECTORS] = 1,
+		[DS_DISCARD_SECTORS] = 2, [DS_FLUSH_COUNT] = 3,
+		[DS_READ_TIME_MS] = 4, [DS_WRITE_TIME_MS] = 5,
+		[DS_DISCARD_TIME_MS] = 6, [DS_FLUSH_TIME_MS] = 7,
+	};
 	pb_reader_init(&r, f->data, f->len);
 	while (pb_next(&r, &g)) {
 		if (g.num == DS_DEVICE_NAME && g.wt == PB_WT_LEN)
@@ -917,20 +925,26 @@ static int64_t cpu_args(struct tp_ctx *ctx, const struct pb_field *arm,
 			uint64_t features, bool has_features)
 {
 	static const char *const arm_keys[] = {
-		NULL, "arm_cpu_implementer", "arm_cpu_architecture",
-		"arm_cpu_variant", "arm_cpu_part", "arm_cpu_revision",
+		[ARM_IMPLEMENTER] = "arm_cpu_implementer",
+		[ARM_ARCHITECTURE] = "arm_cpu_architecture",
+		[ARM_VARIANT] = "arm_cpu_variant",
+		[ARM_PART] = "arm_cpu_part",
+		[ARM_REVISION] = "arm_cpu_revision",
 	};
 	struct tp_args_builder *b = &sys(ctx)->args;
 	tp_args_builder_reset(b);
 	if (arm) {
-		uint64_t v[6] = { 0 };
+		uint64_t v[NELEM(arm_keys)] = { 0 };
 		struct pb_reader r;
 		struct pb_field g;
 		pb_reader_init(&r, arm->data, arm->len);
 		while (pb_next(&r, &g))
-			if (g.num >= 1 && g.num <= 5 && g.wt == PB_WT_VARINT)
+			if (g.num < NELEM(arm_keys) && arm_keys[g.num] &&
+			    g.wt == PB_WT_VARINT)
 				v[g.num] = g.val;
-		for (unsigned i = 1; i <= 5; i++) {
+		for (unsigned i = 0; i < NELEM(arm_keys); i++) {
+			if (!arm_keys[i])
+				continue;
 			tp_str k = tp_s(ctx, arm_keys[i]);
 			tp_args_add_uint(b, k, k, (uint32_t)v[i]);
 		}
