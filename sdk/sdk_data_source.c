@@ -36,7 +36,7 @@ uint32_t vp_ds_config_target_buffer(const uint8_t *cfg, size_t len)
 
 	pb_reader_init(&r, cfg, len);
 	while (pb_next(&r, &f))
-		if (f.num == 2 && f.wt == PB_WT_VARINT) /* target_buffer */
+		if (f.num == DSC_TARGET_BUFFER && f.wt == PB_WT_VARINT)
 			tb = (uint32_t)f.val;
 	return tb;
 }
@@ -49,8 +49,9 @@ uint32_t vp_ds_config_exhausted_policy(const uint8_t *cfg, size_t len)
 
 	pb_reader_init(&r, cfg, len);
 	while (pb_next(&r, &f)) {
-		if (f.num != 9 || f.wt != PB_WT_VARINT)
-			continue; /* buffer_exhausted_policy */
+		if (f.num != DSC_BUFFER_EXHAUSTED_POLICY ||
+		    f.wt != PB_WT_VARINT)
+			continue;
 		if (f.val == VP_EXHAUSTED_STALL_THEN_ABORT ||
 		    f.val == VP_EXHAUSTED_STALL_THEN_DROP)
 			policy = (uint32_t)f.val;

@@ -254,17 +254,17 @@ struct vp_te_config *vp_te_config_from_ds_config(const uint8_t *cfg,
 		return NULL;
 	pb_reader_init(&r, cfg, len);
 	while (pb_next(&r, &f)) {
-		if (f.num != 113 || f.wt != PB_WT_LEN)
-			continue; /* DataSourceConfig.track_event_config */
+		if (f.num != DSC_TRACK_EVENT_CONFIG || f.wt != PB_WT_LEN)
+			continue;
 		pb_reader_init(&tr, f.data, f.len);
 		while (pb_next(&tr, &tf)) {
 			if (tf.wt != PB_WT_LEN)
 				continue;
 			bool ok = true;
-			if (tf.num == 2) /* enabled_categories */
+			if (tf.num == TEC_ENABLED_CATEGORIES)
 				ok = list_add(&c->enabled, &c->n_enabled,
 					      (const char *)tf.data, tf.len);
-			else if (tf.num == 1) /* disabled_categories */
+			else if (tf.num == TEC_DISABLED_CATEGORIES)
 				ok = list_add(&c->disabled, &c->n_disabled,
 					      (const char *)tf.data, tf.len);
 			if (!ok) {

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "perfetto_fields.h"
 #include "service.h"
 
 #include "perfetto/ipc/consumer_port.pb-c.h"
@@ -65,7 +66,7 @@ bool vp_producer_may_write(struct vp_service *s, struct vp_producer *p,
 
 void vp_session_push_packet(struct vp_session *sess, const struct pb_buf *pkt)
 {
-	pb_put_bytes(&sess->pending, 1, pkt->data, pkt->len);
+	pb_put_bytes(&sess->pending, TRACE_PACKET, pkt->data, pkt->len);
 }
 
 static void push_built(struct vp_session *sess,
@@ -949,7 +950,7 @@ static void drain_to_file(struct vp_session *sess, bool final)
 
 /* ---- creation ------------------------------------------------------------ */
 
-/* The raw TraceConfig inside EnableTracingRequest (field 1). */
+/* The raw TraceConfig inside EnableTracingRequest. */
 static bool raw_trace_config(const uint8_t *args, size_t len,
 			     const uint8_t **cfg, size_t *cfg_len)
 {
@@ -958,7 +959,7 @@ static bool raw_trace_config(const uint8_t *args, size_t len,
 	bool found = false;
 	pb_reader_init(&r, args, len);
 	while (pb_next(&r, &f)) {
-		if (f.num == 1 && f.wt == PB_WT_LEN) {
+		if (f.num == ETR_TRACE_CONFIG && f.wt == PB_WT_LEN) {
 			*cfg = f.data;
 			*cfg_len = f.len;
 			found = true;
