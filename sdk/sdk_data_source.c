@@ -118,8 +118,8 @@ struct vp_data_source *vp_data_source_register(
 		 * names it and targets the one buffer. */
 		struct pb_buf cfg;
 		pb_buf_init(&cfg);
-		pb_put_string(&cfg, 1, ds->desc.name);
-		pb_put_varint(&cfg, 2, 0);
+		pb_put_string(&cfg, DSC_NAME, ds->desc.name);
+		pb_put_varint(&cfg, DSC_TARGET_BUFFER, 0);
 		struct vp_ds_instance *inst =
 			vp_instance_setup(ds, vp_next_gen(), cfg.data, cfg.len);
 		pb_buf_free(&cfg);

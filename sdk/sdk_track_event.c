@@ -67,6 +67,13 @@ static uint64_t fnv1a(const char *s)
 
 #define VP_INTERN_INIT_CAP 64u
 
+/* The public event types are written as TrackEvent.Type as they are. */
+_Static_assert((int)VP_EVENT_SLICE_BEGIN == (int)TE_TYPE_SLICE_BEGIN &&
+		       (int)VP_EVENT_SLICE_END == (int)TE_TYPE_SLICE_END &&
+		       (int)VP_EVENT_INSTANT == (int)TE_TYPE_INSTANT &&
+		       (int)VP_EVENT_COUNTER == (int)TE_TYPE_COUNTER,
+	       "vperfetto.h's event types are TrackEvent.Type's");
+
 void vp_intern_init(struct vp_intern *t)
 {
 	t->ents = calloc(VP_INTERN_INIT_CAP, sizeof(*t->ents));

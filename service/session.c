@@ -87,7 +87,7 @@ static void push_flush_event(struct vp_session *sess, uint32_t field)
 {
 	if (sess->pending_off >= sess->pending.len)
 		sess->flush_events[0] = sess->flush_events[1] = 0;
-	uint32_t *n = &sess->flush_events[field == TSE_FLUSH_STARTED ? 0 : 1];
+	uint32_t *n = &sess->flush_events[field == SE_FLUSH_STARTED ? 0 : 1];
 	if (*n >= SVC_MAX_FLUSH_EVENTS)
 		return;
 	(*n)++;
@@ -356,7 +356,7 @@ static void flush_complete(struct vp_flush *f, bool ok)
 	/* As traced: a producer that acked may still hold chunks it could
 	 * not commit (a thread's writer that never flushes); take copies. */
 	scrape_session(sess, false);
-	push_flush_event(sess, TSE_ALL_DATA_SOURCES_FLUSHED);
+	push_flush_event(sess, SE_ALL_DATA_SOURCES_FLUSHED);
 	if (f->timer)
 		vp_loop_cancel(s->loop, f->timer);
 	if (ok) {
@@ -436,7 +436,7 @@ void vp_session_flush(struct vp_session *sess, uint32_t timeout_ms,
 	sess->flushes_requested++;
 	s->stats.flushes_requested++;
 	vp_ptrvec_push(&sess->flushes, f);
-	push_flush_event(sess, TSE_FLUSH_STARTED);
+	push_flush_event(sess, SE_FLUSH_STARTED);
 
 	/* One Flush command per producer, naming its instances. */
 	for (size_t i = 0; i < sess->instances.n; i++) {
@@ -558,7 +558,7 @@ static void check_all_started(struct vp_session *sess)
 			return;
 	}
 	sess->all_started = true;
-	push_event(sess, TSE_ALL_DATA_SOURCES_STARTED);
+	push_event(sess, SE_ALL_DATA_SOURCES_STARTED);
 	vp_svc_log(sess->svc, false, "session %llu: all data sources started",
 		   (unsigned long long)sess->id);
 	if (sess->consumer)
@@ -719,7 +719,7 @@ void vp_session_start(struct vp_session *sess)
 		   sess->instances.n);
 
 	push_preamble(sess, bi);
-	push_event(sess, TSE_TRACING_STARTED);
+	push_event(sess, SE_TRACING_STARTED);
 
 	for (size_t i = 0; i < sess->instances.n; i++) {
 		struct vp_ds_instance *inst = sess->instances.v[i];
@@ -789,7 +789,7 @@ static void session_finalize(struct vp_session *sess)
 	scrape_session(sess, true);
 	if (sess->clock_snapshots)
 		push_built(sess, vp_pkt_clock_snapshot);
-	push_event(sess, TSE_TRACING_DISABLED);
+	push_event(sess, SE_TRACING_DISABLED);
 	vp_svc_log(sess->svc, false, "session %llu: stopped",
 		   (unsigned long long)sess->id);
 	if (sess->file_fd >= 0) {
