@@ -1185,16 +1185,22 @@ static void parse_filter_stats(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	}
 }
 
-/* Bits of TracePacket.previous_packet_dropped -> cause stat. */
-static const char *const loss_cause_stats[] = {
-	[1] = "traced_buf_data_loss_read_gap",
-	[2] = "traced_buf_data_loss_chunk_corrupted",
-	[3] = "traced_buf_data_loss_orphan_continuation",
-	[4] = "traced_buf_data_loss_reassembly_gap",
-	[5] = "traced_buf_data_loss_reassembly_broken_chain",
-	[6] = "traced_buf_data_loss_overwrite",
-	[7] = "traced_buf_data_loss_writer_abort",
-	[8] = "traced_buf_data_loss_smb_full",
+/* Bits of TracePacket.previous_packet_dropped (DataLossReason) -> cause
+ * stat, by increasing bit. */
+static const struct {
+	uint32_t reason;
+	const char *stat;
+} loss_cause_stats[] = {
+	{ DATA_LOSS_READ_GAP, "traced_buf_data_loss_read_gap" },
+	{ DATA_LOSS_CHUNK_CORRUPTED, "traced_buf_data_loss_chunk_corrupted" },
+	{ DATA_LOSS_ORPHAN_CONTINUATION,
+	  "traced_buf_data_loss_orphan_continuation" },
+	{ DATA_LOSS_REASSEMBLY_GAP, "traced_buf_data_loss_reassembly_gap" },
+	{ DATA_LOSS_REASSEMBLY_BROKEN_CHAIN,
+	  "traced_buf_data_loss_reassembly_broken_chain" },
+	{ DATA_LOSS_OVERWRITE, "traced_buf_data_loss_overwrite" },
+	{ DATA_LOSS_WRITER_ABORT, "traced_buf_data_loss_writer_abort" },
+	{ DATA_LOSS_SMB_FULL, "traced_buf_data_loss_smb_full" },
 };
 
 /* Per-sequence losses the loader counted, attributed to the buffer the
@@ -1226,11 +1232,14 @@ static void parse_writer_stats(struct tp_ctx *ctx, const struct tp_packet *pkt,
 		    (int64_t)seq->packets_lost);
 	/* previous_packet_dropped is a bit mask: bit 0 says "something was
 	 * lost", the next bits say why. */
-	for (unsigned b = 1; b < NELEM(loss_cause_stats) &&
-			     seq->loss_bit_count && b < TP_LOSS_BITS; b++)
-		if (seq->loss_bit_count[b])
-			tp_stat_add(ctx, loss_cause_stats[b], pkt->machine, buf,
+	for (size_t i = 0; i < NELEM(loss_cause_stats) &&
+			   seq->loss_bit_count; i++) {
+		unsigned b = (unsigned)__builtin_ctz(loss_cause_stats[i].reason);
+		if (b < TP_LOSS_BITS && seq->loss_bit_count[b])
+			tp_stat_add(ctx, loss_cause_stats[i].stat,
+				    pkt->machine, buf,
 				    (int64_t)seq->loss_bit_count[b]);
+	}
 	if (seq->packets > 0 &&
 	    seq->packets_needing_state_dropped == seq->packets)
 		tp_stat_add(ctx, "traced_buf_incremental_sequences_dropped",
