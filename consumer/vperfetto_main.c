@@ -38,6 +38,7 @@
 #include "out_file.h"
 #include "pb_wire.h"
 #include "perfetto/ipc/consumer_port.pb-c.h"
+#include "perfetto_fields.h"
 #include "trace_io.h"
 #include "vp_error.h"
 #include "vp_version.h"
@@ -381,7 +382,8 @@ static int write_packet(struct session *s)
 	return 0;
 }
 
-/* One ReadBuffersResponse: slices 2 { data 1, last_slice_for_packet 2 }. */
+/* One ReadBuffersResponse: its slices, each data and, on a packet's last,
+ * last_slice_for_packet. */
 static int take_slices(struct session *s, const uint8_t *buf, size_t len)
 {
 	struct pb_reader rd;
@@ -389,21 +391,22 @@ static int take_slices(struct session *s, const uint8_t *buf, size_t len)
 
 	pb_reader_init(&rd, buf, len);
 	while (pb_next(&rd, &f)) {
-		if (f.num != 2 || f.wt != PB_WT_LEN)
+		if (f.num != RBR_SLICES || f.wt != PB_WT_LEN)
 			continue;
 		struct pb_reader sr;
 		struct pb_field sf;
 		bool last = false;
 		pb_reader_init(&sr, f.data, f.len);
 		while (pb_next(&sr, &sf)) {
-			if (sf.num == 1 && sf.wt == PB_WT_LEN) {
+			if (sf.num == RBR_SLICE_DATA && sf.wt == PB_WT_LEN) {
 				if (s->packet.len + sf.len > TRACE_MAX_PACKET)
 					return session_fail(
 						s, "%s: ReadBuffers: packet "
 						"larger than %u bytes", s->addr,
 						TRACE_MAX_PACKET);
 				pb_put_raw(&s->packet, sf.data, sf.len);
-			} else if (sf.num == 2 && sf.wt == PB_WT_VARINT) {
+			} else if (sf.num == RBR_SLICE_LAST_SLICE_FOR_PACKET &&
+				   sf.wt == PB_WT_VARINT) {
 				last = sf.val != 0;
 			}
 		}

@@ -47,6 +47,9 @@
 /* Longest text field kept (messages, names); longer ones are cut. */
 #define VP_CTL_MAX_TEXT 1024u
 
+/* The message types and field numbers below are vperfetto's own protocol
+ * (no Perfetto schema has them), so they are defined here, not in
+ * protos/. */
 enum vp_ctl_type {
 	VP_CTL_HELLO = 1,       /* host: 1 version, 2 host name */
 	VP_CTL_HELLO_REPLY = 2, /* guest: 1 version, 2 machine (nodename),

@@ -14,10 +14,17 @@
 #include <strings.h>
 
 #include "pb_wire.h"
+#include "perfetto_fields.h"
 #include "vp_clock.h"
 
-/* DataSourceConfig.legacy_config */
-#define DS_CONFIG_LEGACY_CONFIG 1000u
+/* sync/ stands alone, so vp_clock.h keeps its own copies of these. */
+_Static_assert(VP_BUILTIN_CLOCK_REALTIME == BUILTIN_CLOCK_REALTIME &&
+		       VP_BUILTIN_CLOCK_MONOTONIC == BUILTIN_CLOCK_MONOTONIC &&
+		       VP_BUILTIN_CLOCK_MONOTONIC_RAW ==
+			       BUILTIN_CLOCK_MONOTONIC_RAW &&
+		       VP_BUILTIN_CLOCK_BOOTTIME == BUILTIN_CLOCK_BOOTTIME &&
+		       VP_CLOCK_ID_CPU_COUNTER == CPU_COUNTER_CLOCK_ID,
+	       "vp_clock.h follows protos/");
 
 /* The longest item quoted back in a message. */
 #define QUOTE_MAX 64
@@ -202,7 +209,7 @@ int host_clock_opts_from_ds_config(const uint8_t *cfg, size_t len,
 	*out = *defaults;
 	pb_reader_init(&r, cfg, len);
 	while (pb_next(&r, &f))
-		if (f.num == DS_CONFIG_LEGACY_CONFIG && f.wt == PB_WT_LEN) {
+		if (f.num == DSC_LEGACY_CONFIG && f.wt == PB_WT_LEN) {
 			legacy = f.data; /* the last one wins, as in protobuf */
 			legacy_len = f.len;
 		}

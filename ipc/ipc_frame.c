@@ -11,26 +11,8 @@
 
 #include "ipc_client.h" /* VP_IPC_MAX_FRAME */
 
-/* IPCFrame field numbers (protos/perfetto/ipc/ipc.proto). */
-#define F_REQUEST_ID 2
-#define F_BIND_SERVICE_NAME 1
-#define F_BIND_REPLY_SUCCESS 1
-#define F_BIND_REPLY_SERVICE_ID 2
-#define F_BIND_REPLY_METHODS 3
-#define F_METHOD_ID 1
-#define F_METHOD_NAME 2
-#define F_INVOKE_SERVICE_ID 1
-#define F_INVOKE_METHOD_ID 2
-#define F_INVOKE_ARGS 3
-#define F_INVOKE_DROP_REPLY 4
-#define F_REPLY_SUCCESS 1
-#define F_REPLY_HAS_MORE 2
-#define F_REPLY_PROTO 3
-#define F_ERROR_ERROR 1
-#define F_PEER_PID 1
-#define F_PEER_UID 2
-#define F_PEER_MACHINE_ID_HINT 3
-#define F_PEER_MACHINE_NAME 4
+/* IPCFrame field numbers (IPCF_*, VP_IPC_MSG_*) are perfetto_fields.h's,
+ * from protos/perfetto/ipc/ipc.proto. */
 
 /* ---- decoding ------------------------------------------------------------ */
 
@@ -89,8 +71,8 @@ static int check_method(const uint8_t *frame, const struct pb_field *m,
 
 	pb_reader_init(&r, m->data, m->len);
 	while (pb_next(&r, &f)) {
-		if ((f.num == F_METHOD_ID && !want_varint(&f)) ||
-		    (f.num == F_METHOD_NAME && !want_len(&f)))
+		if ((f.num == IPCF_METHOD_ID && !want_varint(&f)) ||
+		    (f.num == IPCF_METHOD_NAME && !want_len(&f)))
 			return bad_field(err, frame, &f, what);
 	}
 	return r.err ? bad_wire(err, frame, &r, what) : 0;
@@ -108,17 +90,17 @@ static int decode_bind_reply(const uint8_t *frame, const struct pb_field *m,
 	pb_reader_init(&r, m->data, m->len);
 	while (pb_next(&r, &f)) {
 		switch (f.num) {
-		case F_BIND_REPLY_SUCCESS:
+		case IPCF_BIND_REPLY_SUCCESS:
 			if (!want_varint(&f))
 				return bad_field(err, frame, &f, what);
 			out->bind_reply.success = f.val != 0;
 			break;
-		case F_BIND_REPLY_SERVICE_ID:
+		case IPCF_BIND_REPLY_SERVICE_ID:
 			if (!want_varint(&f))
 				return bad_field(err, frame, &f, what);
 			out->bind_reply.service_id = (uint32_t)f.val;
 			break;
-		case F_BIND_REPLY_METHODS:
+		case IPCF_BIND_REPLY_METHODS:
 			if (!want_len(&f))
 				return bad_field(err, frame, &f, what);
 			if (check_method(frame, &f, err) < 0)
@@ -143,20 +125,20 @@ static int decode_invoke(const uint8_t *frame, const struct pb_field *m,
 	while (pb_next(&r, &f)) {
 		bool ok = true;
 		switch (f.num) {
-		case F_INVOKE_SERVICE_ID:
+		case IPCF_INVOKE_SERVICE_ID:
 			ok = want_varint(&f);
 			out->invoke.service_id = (uint32_t)f.val;
 			break;
-		case F_INVOKE_METHOD_ID:
+		case IPCF_INVOKE_METHOD_ID:
 			ok = want_varint(&f);
 			out->invoke.method_id = (uint32_t)f.val;
 			break;
-		case F_INVOKE_ARGS:
+		case IPCF_INVOKE_ARGS:
 			ok = want_len(&f);
 			out->invoke.args.data = f.data;
 			out->invoke.args.len = f.len;
 			break;
-		case F_INVOKE_DROP_REPLY:
+		case IPCF_INVOKE_DROP_REPLY:
 			ok = want_varint(&f);
 			out->invoke.drop_reply = f.val != 0;
 			break;
@@ -180,15 +162,15 @@ static int decode_reply(const uint8_t *frame, const struct pb_field *m,
 	while (pb_next(&r, &f)) {
 		bool ok = true;
 		switch (f.num) {
-		case F_REPLY_SUCCESS:
+		case IPCF_REPLY_SUCCESS:
 			ok = want_varint(&f);
 			out->reply.success = f.val != 0;
 			break;
-		case F_REPLY_HAS_MORE:
+		case IPCF_REPLY_HAS_MORE:
 			ok = want_varint(&f);
 			out->reply.has_more = f.val != 0;
 			break;
-		case F_REPLY_PROTO:
+		case IPCF_REPLY_PROTO:
 			ok = want_len(&f);
 			out->reply.reply.data = f.data;
 			out->reply.reply.len = f.len;
@@ -213,22 +195,22 @@ static int decode_peer(const uint8_t *frame, const struct pb_field *m,
 	while (pb_next(&r, &f)) {
 		bool ok = true;
 		switch (f.num) {
-		case F_PEER_PID:
+		case IPCF_PEER_PID:
 			ok = want_varint(&f);
 			out->peer.has_pid = true;
 			out->peer.pid = (int32_t)(uint32_t)f.val;
 			break;
-		case F_PEER_UID:
+		case IPCF_PEER_UID:
 			ok = want_varint(&f);
 			out->peer.has_uid = true;
 			out->peer.uid = (int32_t)(uint32_t)f.val;
 			break;
-		case F_PEER_MACHINE_ID_HINT:
+		case IPCF_PEER_MACHINE_ID_HINT:
 			ok = want_len(&f);
 			out->peer.machine_id_hint.data = f.data;
 			out->peer.machine_id_hint.len = f.len;
 			break;
-		case F_PEER_MACHINE_NAME:
+		case IPCF_PEER_MACHINE_NAME:
 			ok = want_len(&f);
 			out->peer.machine_name.data = f.data;
 			out->peer.machine_name.len = f.len;
@@ -253,7 +235,7 @@ static int decode_msg(const uint8_t *frame, const struct pb_field *m,
 	out->msg = (enum vp_ipc_msg)m->num;
 	switch (m->num) {
 	case VP_IPC_MSG_BIND_SERVICE:
-		return decode_one_string(frame, m, F_BIND_SERVICE_NAME,
+		return decode_one_string(frame, m, IPCF_BIND_SERVICE_NAME,
 					 "BindService",
 					 &out->bind.service_name, err);
 	case VP_IPC_MSG_BIND_SERVICE_REPLY:
@@ -263,7 +245,7 @@ static int decode_msg(const uint8_t *frame, const struct pb_field *m,
 	case VP_IPC_MSG_INVOKE_METHOD_REPLY:
 		return decode_reply(frame, m, out, err);
 	case VP_IPC_MSG_REQUEST_ERROR:
-		return decode_one_string(frame, m, F_ERROR_ERROR,
+		return decode_one_string(frame, m, IPCF_ERROR_ERROR,
 					 "RequestError",
 					 &out->error.error, err);
 	default:
@@ -280,7 +262,7 @@ int vp_ipc_frame_decode(const uint8_t *buf, size_t len,
 	memset(f, 0, sizeof(*f));
 	pb_reader_init(&r, buf, len);
 	while (pb_next(&r, &fld)) {
-		if (fld.num == F_REQUEST_ID) {
+		if (fld.num == IPCF_REQUEST_ID) {
 			if (!want_varint(&fld))
 				return bad_field(err, buf, &fld, "IPCFrame");
 			f->request_id = fld.val;
@@ -312,7 +294,7 @@ bool vp_ipc_methods_next(struct vp_ipc_method_iter *it, uint32_t *id,
 	struct pb_field f, g;
 
 	while (pb_next(&it->r, &f)) {
-		if (f.num != F_BIND_REPLY_METHODS || f.wt != PB_WT_LEN)
+		if (f.num != IPCF_BIND_REPLY_METHODS || f.wt != PB_WT_LEN)
 			continue;
 		struct pb_reader m;
 		pb_reader_init(&m, f.data, f.len);
@@ -320,9 +302,9 @@ bool vp_ipc_methods_next(struct vp_ipc_method_iter *it, uint32_t *id,
 		name->data = NULL;
 		name->len = 0;
 		while (pb_next(&m, &g)) {
-			if (g.num == F_METHOD_ID && g.wt == PB_WT_VARINT)
+			if (g.num == IPCF_METHOD_ID && g.wt == PB_WT_VARINT)
 				*id = (uint32_t)g.val;
-			else if (g.num == F_METHOD_NAME && g.wt == PB_WT_LEN) {
+			else if (g.num == IPCF_METHOD_NAME && g.wt == PB_WT_LEN) {
 				name->data = g.data;
 				name->len = g.len;
 			}
@@ -345,7 +327,7 @@ size_t vp_ipc_frame_begin(struct pb_buf *b, uint64_t request_id)
 	size_t mark = b->len;
 	pb_buf_reserve(b, VP_IPC_FRAME_HDR);
 	b->len += VP_IPC_FRAME_HDR;
-	pb_put_varint(b, F_REQUEST_ID, request_id);
+	pb_put_varint(b, IPCF_REQUEST_ID, request_id);
 	return mark;
 }
 
@@ -362,7 +344,7 @@ void vp_ipc_frame_end(struct pb_buf *b, size_t bookmark)
 void vp_ipc_put_bind(struct pb_buf *b, const char *service_name)
 {
 	size_t m = pb_begin_nested(b, VP_IPC_MSG_BIND_SERVICE);
-	pb_put_string(b, F_BIND_SERVICE_NAME, service_name);
+	pb_put_string(b, IPCF_BIND_SERVICE_NAME, service_name);
 	pb_end_nested(b, m);
 }
 
@@ -370,18 +352,18 @@ size_t vp_ipc_put_bind_reply_begin(struct pb_buf *b, bool success,
 				   uint32_t service_id)
 {
 	size_t m = pb_begin_nested(b, VP_IPC_MSG_BIND_SERVICE_REPLY);
-	pb_put_varint(b, F_BIND_REPLY_SUCCESS, success);
+	pb_put_varint(b, IPCF_BIND_REPLY_SUCCESS, success);
 	if (success)
-		pb_put_varint(b, F_BIND_REPLY_SERVICE_ID, service_id);
+		pb_put_varint(b, IPCF_BIND_REPLY_SERVICE_ID, service_id);
 	return m;
 }
 
 void vp_ipc_put_bind_reply_method(struct pb_buf *b, uint32_t id,
 				  const char *name)
 {
-	size_t m = pb_begin_nested(b, F_BIND_REPLY_METHODS);
-	pb_put_varint(b, F_METHOD_ID, id);
-	pb_put_string(b, F_METHOD_NAME, name);
+	size_t m = pb_begin_nested(b, IPCF_BIND_REPLY_METHODS);
+	pb_put_varint(b, IPCF_METHOD_ID, id);
+	pb_put_string(b, IPCF_METHOD_NAME, name);
 	pb_end_nested(b, m);
 }
 
@@ -395,11 +377,11 @@ void vp_ipc_put_invoke(struct pb_buf *b, uint32_t service_id,
 		       bool drop_reply)
 {
 	size_t m = pb_begin_nested(b, VP_IPC_MSG_INVOKE_METHOD);
-	pb_put_varint(b, F_INVOKE_SERVICE_ID, service_id);
-	pb_put_varint(b, F_INVOKE_METHOD_ID, method_id);
-	pb_put_bytes(b, F_INVOKE_ARGS, args, len);
+	pb_put_varint(b, IPCF_INVOKE_SERVICE_ID, service_id);
+	pb_put_varint(b, IPCF_INVOKE_METHOD_ID, method_id);
+	pb_put_bytes(b, IPCF_INVOKE_ARGS, args, len);
 	if (drop_reply)
-		pb_put_varint(b, F_INVOKE_DROP_REPLY, 1);
+		pb_put_varint(b, IPCF_INVOKE_DROP_REPLY, 1);
 	pb_end_nested(b, m);
 }
 
@@ -407,17 +389,17 @@ void vp_ipc_put_invoke_reply(struct pb_buf *b, bool success, bool has_more,
 			     const void *reply, size_t len)
 {
 	size_t m = pb_begin_nested(b, VP_IPC_MSG_INVOKE_METHOD_REPLY);
-	pb_put_varint(b, F_REPLY_SUCCESS, success);
+	pb_put_varint(b, IPCF_REPLY_SUCCESS, success);
 	if (has_more)
-		pb_put_varint(b, F_REPLY_HAS_MORE, 1);
-	pb_put_bytes(b, F_REPLY_PROTO, reply, len);
+		pb_put_varint(b, IPCF_REPLY_HAS_MORE, 1);
+	pb_put_bytes(b, IPCF_REPLY_PROTO, reply, len);
 	pb_end_nested(b, m);
 }
 
 void vp_ipc_put_request_error(struct pb_buf *b, const char *msg)
 {
 	size_t m = pb_begin_nested(b, VP_IPC_MSG_REQUEST_ERROR);
-	pb_put_string(b, F_ERROR_ERROR, msg ? msg : "");
+	pb_put_string(b, IPCF_ERROR_ERROR, msg ? msg : "");
 	pb_end_nested(b, m);
 }
 
@@ -427,12 +409,12 @@ void vp_ipc_put_peer_identity(struct pb_buf *b, int32_t pid, int32_t uid,
 {
 	size_t m = pb_begin_nested(b, VP_IPC_MSG_SET_PEER_IDENTITY);
 	/* int32: negative values are sign-extended to ten bytes. */
-	pb_put_varint(b, F_PEER_PID, (uint64_t)(int64_t)pid);
-	pb_put_varint(b, F_PEER_UID, (uint64_t)(int64_t)uid);
+	pb_put_varint(b, IPCF_PEER_PID, (uint64_t)(int64_t)pid);
+	pb_put_varint(b, IPCF_PEER_UID, (uint64_t)(int64_t)uid);
 	if (machine_id_hint)
-		pb_put_string(b, F_PEER_MACHINE_ID_HINT, machine_id_hint);
+		pb_put_string(b, IPCF_PEER_MACHINE_ID_HINT, machine_id_hint);
 	if (machine_name)
-		pb_put_string(b, F_PEER_MACHINE_NAME, machine_name);
+		pb_put_string(b, IPCF_PEER_MACHINE_NAME, machine_name);
 	pb_end_nested(b, m);
 }
 

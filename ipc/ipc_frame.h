@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "pb_wire.h"
+#include "perfetto_fields.h"
 #include "vp_error.h"
 
 /* Bytes of the length prefix. */
@@ -34,16 +35,8 @@
  * sends more is breaking the protocol. */
 #define VP_IPC_RX_MAX_FDS 4
 
-/* Which member of the IPCFrame.msg oneof is set (the field number). */
-enum vp_ipc_msg {
-	VP_IPC_MSG_NONE = 0,
-	VP_IPC_MSG_BIND_SERVICE = 3,
-	VP_IPC_MSG_BIND_SERVICE_REPLY = 4,
-	VP_IPC_MSG_INVOKE_METHOD = 5,
-	VP_IPC_MSG_INVOKE_METHOD_REPLY = 6,
-	VP_IPC_MSG_REQUEST_ERROR = 7,
-	VP_IPC_MSG_SET_PEER_IDENTITY = 8,
-};
+/* enum vp_ipc_msg, which member of the IPCFrame.msg oneof is set (the
+ * field number), is perfetto_fields.h's. */
 
 /* A byte range inside the decoded frame (not NUL-terminated). */
 struct vp_ipc_bytes {

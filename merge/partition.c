@@ -56,7 +56,7 @@ static int run_record(const struct partition_job *job, void *ctx,
 		      const struct trace_record *rec, struct pb_buf *buf,
 		      bool framed, struct vp_error *err)
 {
-	size_t mark = framed ? pb_begin_nested(buf, 1) : 0;
+	size_t mark = framed ? pb_begin_nested(buf, TRACE_PACKET) : 0;
 	int rc = job->fn(ctx, rec->raw, rec->raw_len, rec->field, rec->wt,
 			 rec->data, rec->len, rec->data_offset, buf, err);
 	if (framed)
@@ -385,7 +385,8 @@ static int run_many(const struct partition_job *job, struct vp_error *err,
 					rc = -1;
 			} else {
 				s->offs[s->n_in++] = rec.data_offset;
-				pb_put_bytes(&s->in, 1, rec.raw, rec.raw_len);
+				pb_put_bytes(&s->in, TRACE_PACKET, rec.raw,
+					     rec.raw_len);
 			}
 			w->count++;
 			w->bytes += rec.raw_len;

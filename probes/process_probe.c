@@ -38,6 +38,11 @@
 #include "vperfetto/vperfetto.h"
 #include "vp_log.h"
 
+/* ProcessStats.Process's vm_size_kb .. vm_hwm_kb are fields in a row, in
+ * the order of enum procfs_mem. */
+_Static_assert(PSP_VM_HWM_KB - PSP_VM_SIZE_KB + 1 == PROCFS_MEM_COUNT,
+	       "ProcessStats.Process follows enum procfs_mem");
+
 #define MIN_POLL_MS 100
 /* Start another packet once a ProcessTree body is this large. */
 #define TREE_PACKET_SPLIT (64 * 1024)

@@ -247,6 +247,11 @@ static void read_vmstat(struct ss_inst *s)
 		procfs_parse_vmstat(s->buf.data, s->buf.len, put_kv, &k);
 }
 
+/* CpuTimes' user_ns .. steal_ns are fields in a row, in /proc/stat's
+ * order, as procfs_parse reads the ticks. */
+_Static_assert(CT_STEAL_NS - CT_USER_NS + 1 == PROCFS_CPU_TIMES,
+	       "CpuTimes follows /proc/stat");
+
 static void stat_cpu(void *ctx, uint32_t cpu,
 		     const uint64_t ticks[PROCFS_CPU_TIMES])
 {

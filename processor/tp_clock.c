@@ -14,9 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "perfetto_fields.h"
 #include "u64map.h"
 
-#define BOOTTIME 6
 #define MAX_PATH 16
 
 struct reading_pair {
@@ -99,7 +99,7 @@ static struct machine_clocks *machine_get(struct tp_clocks *c, uint32_t machine)
 	struct machine_clocks *m = &c->m[c->n++];
 	memset(m, 0, sizeof(*m));
 	m->machine = machine;
-	m->trace_clock = BOOTTIME;
+	m->trace_clock = BUILTIN_CLOCK_BOOTTIME;
 	u64map_init(&m->edge_of);
 	u64map_init(&m->path_of);
 	return m;
@@ -194,7 +194,7 @@ uint64_t tp_clock_trace_clock(const struct tp_clocks *c, uint32_t machine)
 	for (uint32_t i = 0; i < c->n; i++)
 		if (c->m[i].machine == machine)
 			return c->m[i].trace_clock;
-	return BOOTTIME;
+	return BUILTIN_CLOCK_BOOTTIME;
 }
 
 /* Breadth-first search from src to the trace clock over the edges. */

@@ -42,7 +42,6 @@
 
 #define MAX_INFLATED (512u << 20) /* one compressed_packets, inflated */
 #define MAX_DATA_FIELDS 8         /* data fields remembered per packet */
-#define TP_SYNCHRONIZATION_MARKER 36 /* TracePacket.synchronization_marker */
 
 struct tp_load_state {
 	const struct tp_load_opts *opts;

@@ -156,7 +156,7 @@ static void intern_message(struct tp_ctx *ctx, uint32_t gen, uint32_t field,
 
 	pb_reader_init(&r, data, len);
 	while (pb_next(&r, &f))
-		if (f.num == 1 && f.wt == PB_WT_VARINT) {
+		if (f.num == INTERNED_IID && f.wt == PB_WT_VARINT) {
 			iid = f.val;
 			has_iid = true;
 		}

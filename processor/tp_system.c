@@ -212,6 +212,9 @@ static const char *const cpustat_keys[] = {
 	"io_wait_ns", "irq_ns", "softirq_ns", "steal_ns",
 };
 
+_Static_assert(CT_STEAL_NS - CT_USER_NS == 7,
+	       "CpuTimes: the eight times are fields in a row");
+
 static void sys_cpu_stat(struct tp_ctx *ctx, const struct tp_packet *pkt,
 			 const struct pb_field *f)
 {
@@ -227,8 +230,8 @@ static void sys_cpu_stat(struct tp_ctx *ctx, const struct tp_packet *pkt,
 		if (g.num == CT_CPU_ID) {
 			cpu = g.val;
 			has_cpu = true;
-		} else if (g.num >= 2 && g.num <= 9) {
-			v[g.num - 2] = g.val;
+		} else if (g.num >= CT_USER_NS && g.num <= CT_STEAL_NS) {
+			v[g.num - CT_USER_NS] = g.val;
 		}
 	}
 	if (!has_cpu || r.err != PB_OK) {
@@ -402,7 +405,12 @@ static void sys_diskstat(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	/* read, write, discard sectors, flush count, read, write, discard,
 	 * flush time */
 	int64_t cur[8] = { 0 };
-	static const uint8_t slot_of[10] = { 0, 0, 0, 4, 1, 5, 2, 6, 3, 7 };
+	static const uint8_t slot_of[DS_FLUSH_TIME_MS + 1] = {
+		[DS_READ_SECTORS] = 0, [DS_WRITE_SECTORS] = 1,
+		[DS_DISCARD_SECTORS] = 2, [DS_FLUSH_COUNT] = 3,
+		[DS_READ_TIME_MS] = 4, [DS_WRITE_TIME_MS] = 5,
+		[DS_DISCARD_TIME_MS] = 6, [DS_FLUSH_TIME_MS] = 7,
+	};
 	pb_reader_init(&r, f->data, f->len);
 	while (pb_next(&r, &g)) {
 		if (g.num == DS_DEVICE_NAME && g.wt == PB_WT_LEN)
@@ -917,20 +925,26 @@ static int64_t cpu_args(struct tp_ctx *ctx, const struct pb_field *arm,
 			uint64_t features, bool has_features)
 {
 	static const char *const arm_keys[] = {
-		NULL, "arm_cpu_implementer", "arm_cpu_architecture",
-		"arm_cpu_variant", "arm_cpu_part", "arm_cpu_revision",
+		[ARM_IMPLEMENTER] = "arm_cpu_implementer",
+		[ARM_ARCHITECTURE] = "arm_cpu_architecture",
+		[ARM_VARIANT] = "arm_cpu_variant",
+		[ARM_PART] = "arm_cpu_part",
+		[ARM_REVISION] = "arm_cpu_revision",
 	};
 	struct tp_args_builder *b = &sys(ctx)->args;
 	tp_args_builder_reset(b);
 	if (arm) {
-		uint64_t v[6] = { 0 };
+		uint64_t v[NELEM(arm_keys)] = { 0 };
 		struct pb_reader r;
 		struct pb_field g;
 		pb_reader_init(&r, arm->data, arm->len);
 		while (pb_next(&r, &g))
-			if (g.num >= 1 && g.num <= 5 && g.wt == PB_WT_VARINT)
+			if (g.num < NELEM(arm_keys) && arm_keys[g.num] &&
+			    g.wt == PB_WT_VARINT)
 				v[g.num] = g.val;
-		for (unsigned i = 1; i <= 5; i++) {
+		for (unsigned i = 0; i < NELEM(arm_keys); i++) {
+			if (!arm_keys[i])
+				continue;
 			tp_str k = tp_s(ctx, arm_keys[i]);
 			tp_args_add_uint(b, k, k, (uint32_t)v[i]);
 		}
@@ -1171,16 +1185,22 @@ static void parse_filter_stats(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	}
 }
 
-/* Bits of TracePacket.previous_packet_dropped -> cause stat. */
-static const char *const loss_cause_stats[] = {
-	[1] = "traced_buf_data_loss_read_gap",
-	[2] = "traced_buf_data_loss_chunk_corrupted",
-	[3] = "traced_buf_data_loss_orphan_continuation",
-	[4] = "traced_buf_data_loss_reassembly_gap",
-	[5] = "traced_buf_data_loss_reassembly_broken_chain",
-	[6] = "traced_buf_data_loss_overwrite",
-	[7] = "traced_buf_data_loss_writer_abort",
-	[8] = "traced_buf_data_loss_smb_full",
+/* Bits of TracePacket.previous_packet_dropped (DataLossReason) -> cause
+ * stat, by increasing bit. */
+static const struct {
+	uint32_t reason;
+	const char *stat;
+} loss_cause_stats[] = {
+	{ DATA_LOSS_READ_GAP, "traced_buf_data_loss_read_gap" },
+	{ DATA_LOSS_CHUNK_CORRUPTED, "traced_buf_data_loss_chunk_corrupted" },
+	{ DATA_LOSS_ORPHAN_CONTINUATION,
+	  "traced_buf_data_loss_orphan_continuation" },
+	{ DATA_LOSS_REASSEMBLY_GAP, "traced_buf_data_loss_reassembly_gap" },
+	{ DATA_LOSS_REASSEMBLY_BROKEN_CHAIN,
+	  "traced_buf_data_loss_reassembly_broken_chain" },
+	{ DATA_LOSS_OVERWRITE, "traced_buf_data_loss_overwrite" },
+	{ DATA_LOSS_WRITER_ABORT, "traced_buf_data_loss_writer_abort" },
+	{ DATA_LOSS_SMB_FULL, "traced_buf_data_loss_smb_full" },
 };
 
 /* Per-sequence losses the loader counted, attributed to the buffer the
@@ -1212,11 +1232,14 @@ static void parse_writer_stats(struct tp_ctx *ctx, const struct tp_packet *pkt,
 		    (int64_t)seq->packets_lost);
 	/* previous_packet_dropped is a bit mask: bit 0 says "something was
 	 * lost", the next bits say why. */
-	for (unsigned b = 1; b < NELEM(loss_cause_stats) &&
-			     seq->loss_bit_count && b < TP_LOSS_BITS; b++)
-		if (seq->loss_bit_count[b])
-			tp_stat_add(ctx, loss_cause_stats[b], pkt->machine, buf,
+	for (size_t i = 0; i < NELEM(loss_cause_stats) &&
+			   seq->loss_bit_count; i++) {
+		unsigned b = (unsigned)__builtin_ctz(loss_cause_stats[i].reason);
+		if (b < TP_LOSS_BITS && seq->loss_bit_count[b])
+			tp_stat_add(ctx, loss_cause_stats[i].stat,
+				    pkt->machine, buf,
 				    (int64_t)seq->loss_bit_count[b]);
+	}
 	if (seq->packets > 0 &&
 	    seq->packets_needing_state_dropped == seq->packets)
 		tp_stat_add(ctx, "traced_buf_incremental_sequences_dropped",

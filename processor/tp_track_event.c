@@ -35,37 +35,7 @@
 #include "tp_stats.h"
 #include "tp_tracks.h"
 
-/* Field numbers shared with the merge are in perfetto_fields.h; these
- * are the ones only this module reads. */
-/* TrackEvent.LegacyEvent */
-enum {
-	LE_NAME_IID = 1,
-	LE_PHASE = 2,
-	LE_DURATION_US = 3,
-	LE_THREAD_DURATION_US = 4,
-	LE_UNSCOPED_ID = 6,
-	LE_ID_SCOPE = 7,
-	LE_BIND_ID = 8,
-	LE_USE_ASYNC_TTS = 9,
-	LE_LOCAL_ID = 10,
-	LE_GLOBAL_ID = 11,
-	LE_BIND_TO_ENCLOSING = 12,
-	LE_FLOW_DIRECTION = 13,
-	LE_INSTANT_EVENT_SCOPE = 14,
-	LE_THREAD_INSTRUCTION_DELTA = 15,
-	LE_PID_OVERRIDE = 18,
-	LE_TID_OVERRIDE = 19,
-};
-
-/* LegacyEvent.FlowDirection, LegacyEvent.InstantEventScope */
-enum { FLOW_IN = 1, FLOW_OUT = 2, FLOW_INOUT = 3 };
-enum { SCOPE_GLOBAL = 1, SCOPE_PROCESS = 2, SCOPE_THREAD = 3 };
-
-/* StreamingProfilePacket, TrackEventRangeOfInterest */
-enum {
-	SPP_TIMESTAMP_DELTA_US = 2,
-	ROI_START_US = 1,
-};
+/* Field numbers and enum values are perfetto_fields.h's (protos/). */
 
 #define MAX_ANCESTORS 10
 #define MAX_NESTING 64
@@ -443,6 +413,7 @@ static bool desc_decode(const uint8_t *p, size_t len, struct desc *d)
 }
 
 /* Reads the pid / tid of a Process- or ThreadDescriptor. */
+_Static_assert(PD_PID == THD_PID, "both descriptors number pid alike");
 static void pid_tid(const uint8_t *p, size_t len, bool *has_pid, int64_t *pid,
 		    bool *has_tid, int64_t *tid)
 {
@@ -455,10 +426,10 @@ static void pid_tid(const uint8_t *p, size_t len, bool *has_pid, int64_t *pid,
 	while (pb_next(&r, &f)) {
 		if (f.wt != PB_WT_VARINT)
 			continue;
-		if (f.num == 1) {
+		if (f.num == PD_PID) { /* THD_PID too */
 			*has_pid = true;
 			*pid = (int32_t)f.val;
-		} else if (f.num == 2) {
+		} else if (f.num == THD_TID) {
 			*has_tid = true;
 			*tid = (int64_t)f.val;
 		}
@@ -1220,9 +1191,9 @@ static bool resolve(struct tp_ctx *ctx, struct res *r, int depth, int64_t ts)
 static const char *ordering_name(uint8_t o)
 {
 	switch (o) {
-	case 1: return "lexicographic";
-	case 2: return "chronological";
-	case 3: return "explicit";
+	case TD_ORDER_LEXICOGRAPHIC: return "lexicographic";
+	case TD_ORDER_CHRONOLOGICAL: return "chronological";
+	case TD_ORDER_EXPLICIT: return "explicit";
 	default: return NULL;
 	}
 }

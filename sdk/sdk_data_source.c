@@ -37,7 +37,7 @@ uint32_t vp_ds_config_target_buffer(const uint8_t *cfg, size_t len)
 
 	pb_reader_init(&r, cfg, len);
 	while (pb_next(&r, &f))
-		if (f.num == 2 && f.wt == PB_WT_VARINT) /* target_buffer */
+		if (f.num == DSC_TARGET_BUFFER && f.wt == PB_WT_VARINT)
 			tb = (uint32_t)f.val;
 	return tb;
 }
@@ -50,8 +50,9 @@ uint32_t vp_ds_config_exhausted_policy(const uint8_t *cfg, size_t len)
 
 	pb_reader_init(&r, cfg, len);
 	while (pb_next(&r, &f)) {
-		if (f.num != 9 || f.wt != PB_WT_VARINT)
-			continue; /* buffer_exhausted_policy */
+		if (f.num != DSC_BUFFER_EXHAUSTED_POLICY ||
+		    f.wt != PB_WT_VARINT)
+			continue;
 		if (f.val == VP_EXHAUSTED_STALL_THEN_ABORT ||
 		    f.val == VP_EXHAUSTED_STALL_THEN_DROP)
 			policy = (uint32_t)f.val;
@@ -116,8 +117,8 @@ struct vp_data_source *vp_data_source_register(
 		 * names it and targets the one buffer. */
 		struct pb_buf cfg;
 		pb_buf_init(&cfg);
-		pb_put_string(&cfg, 1, ds->desc.name);
-		pb_put_varint(&cfg, 2, 0);
+		pb_put_string(&cfg, DSC_NAME, ds->desc.name);
+		pb_put_varint(&cfg, DSC_TARGET_BUFFER, 0);
 		struct vp_ds_instance *inst =
 			vp_instance_setup(ds, vp_next_gen(), cfg.data, cfg.len);
 		pb_buf_free(&cfg);

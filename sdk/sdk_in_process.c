@@ -31,13 +31,13 @@ static void build_te_config(struct pb_buf *b, const char *categories)
 {
 	struct vp_te_config *c = vp_te_config_from_list(categories);
 
-	pb_put_string(b, 1, "track_event");
-	pb_put_varint(b, 2, 0);
-	size_t te = pb_begin_nested(b, 113);
+	pb_put_string(b, DSC_NAME, "track_event");
+	pb_put_varint(b, DSC_TARGET_BUFFER, 0);
+	size_t te = pb_begin_nested(b, DSC_TRACK_EVENT_CONFIG);
 	for (size_t i = 0; c && i < c->n_disabled; i++)
-		pb_put_string(b, 1, c->disabled[i]);
+		pb_put_string(b, TEC_DISABLED_CATEGORIES, c->disabled[i]);
 	for (size_t i = 0; c && i < c->n_enabled; i++)
-		pb_put_string(b, 2, c->enabled[i]);
+		pb_put_string(b, TEC_ENABLED_CATEGORIES, c->enabled[i]);
 	pb_end_nested(b, te);
 	vp_te_config_free(c);
 }

@@ -49,6 +49,7 @@
 #include "shm_abi.h"
 #include "trace_buffer.h"
 #include "pb_wire.h"
+#include "perfetto_fields.h"
 
 #define VP_TE_MAX_INSTANCES 8   /* bits of vp_category.enabled in use */
 #define VP_MAX_WRITER_ID 1023u  /* writer ids are 1..1023 per producer */
@@ -76,9 +77,12 @@ enum vp_mode {
 /* DataSourceConfig.buffer_exhausted_policy: what a writer does when no
  * chunk of shared memory is free. */
 enum vp_exhausted_policy {
-	VP_EXHAUSTED_DROP = 1,             /* drop and count (the default) */
-	VP_EXHAUSTED_STALL_THEN_ABORT = 2, /* wait, then abort() */
-	VP_EXHAUSTED_STALL_THEN_DROP = 3,  /* wait, then drop */
+	/* drop and count (the default) */
+	VP_EXHAUSTED_DROP = BUFFER_EXHAUSTED_DROP,
+	/* wait, then abort() */
+	VP_EXHAUSTED_STALL_THEN_ABORT = BUFFER_EXHAUSTED_STALL_THEN_ABORT,
+	/* wait, then drop */
+	VP_EXHAUSTED_STALL_THEN_DROP = BUFFER_EXHAUSTED_STALL_THEN_DROP,
 };
 
 enum vp_inst_state {

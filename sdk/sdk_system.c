@@ -125,8 +125,8 @@ static void sys_commit(struct vp_system *s, uint64_t flush_id)
 		if (!regs[i].add)
 			continue;
 		pb_buf_reset(&b);
-		pb_put_varint(&b, 1, regs[i].id);
-		pb_put_varint(&b, 2, regs[i].target_buffer);
+		pb_put_varint(&b, RTW_TRACE_WRITER_ID, regs[i].id);
+		pb_put_varint(&b, RTW_TARGET_BUFFER, regs[i].target_buffer);
 		invoke(s, "RegisterTraceWriter", &b, false);
 	}
 	bool emulated = atomic_load(&vp_g.mode) == VP_MODE_EMULATED;
@@ -134,14 +134,17 @@ static void sys_commit(struct vp_system *s, uint64_t flush_id)
 	do {
 		pb_buf_reset(&b);
 		for (; i < n && b.len < VP_COMMIT_FRAME_BYTES; i++) {
-			size_t m = pb_begin_nested(&b, 1); /* chunks_to_move */
+			size_t m = pb_begin_nested(&b, CDR_CHUNKS_TO_MOVE);
 			if (emulated) {
-				pb_put_varint(&b, 3, q[i].target_buffer);
-				pb_put_bytes(&b, 4, q[i].begin, q[i].size);
+				pb_put_varint(&b, CTM_TARGET_BUFFER,
+					      q[i].target_buffer);
+				pb_put_bytes(&b, CTM_DATA, q[i].begin,
+					     q[i].size);
 			} else {
-				pb_put_varint(&b, 1, q[i].page);
-				pb_put_varint(&b, 2, q[i].chunk);
-				pb_put_varint(&b, 3, q[i].target_buffer);
+				pb_put_varint(&b, CTM_PAGE, q[i].page);
+				pb_put_varint(&b, CTM_CHUNK, q[i].chunk);
+				pb_put_varint(&b, CTM_TARGET_BUFFER,
+					      q[i].target_buffer);
 			}
 			pb_end_nested(&b, m);
 			if (emulated) {
@@ -156,7 +159,7 @@ static void sys_commit(struct vp_system *s, uint64_t flush_id)
 			}
 		}
 		if (i == n && flush_id)
-			pb_put_varint(&b, 3, flush_id); /* flush_request_id */
+			pb_put_varint(&b, CDR_FLUSH_REQUEST_ID, flush_id);
 		if (b.len)
 			invoke(s, "CommitData", &b, false);
 	} while (i < n);
@@ -164,7 +167,7 @@ static void sys_commit(struct vp_system *s, uint64_t flush_id)
 		if (regs[k].add)
 			continue;
 		pb_buf_reset(&b);
-		pb_put_varint(&b, 1, regs[k].id);
+		pb_put_varint(&b, UTW_TRACE_WRITER_ID, regs[k].id);
 		invoke(s, "UnregisterTraceWriter", &b, false);
 	}
 	pb_buf_free(&b);
@@ -243,20 +246,22 @@ static void register_ds(struct vp_system *s, struct vp_data_source *ds)
 {
 	struct pb_buf b;
 	pb_buf_init(&b);
-	size_t d = pb_begin_nested(&b, 1); /* data_source_descriptor */
-	pb_put_string(&b, 1, ds->desc.name);
-	pb_put_varint(&b, 2, 1); /* will_notify_on_stop */
+	size_t d = pb_begin_nested(&b, RDS_DATA_SOURCE_DESCRIPTOR);
+	pb_put_string(&b, DSD_NAME, ds->desc.name);
+	pb_put_varint(&b, DSD_WILL_NOTIFY_ON_STOP, 1);
 	if (ds->desc.handles_incremental_state_clear)
-		pb_put_varint(&b, 4, 1);
+		pb_put_varint(&b, DSD_HANDLES_INCREMENTAL_STATE_CLEAR, 1);
 	if (ds->is_track_event) {
-		size_t t = pb_begin_nested(&b, 6); /* track_event_descriptor */
+		size_t t = pb_begin_nested(&b, DSD_TRACK_EVENT_DESCRIPTOR);
 		pthread_mutex_lock(&vp_g.mu);
 		for (struct vp_category *c = vp_te_categories(); c;
 		     c = c->next) {
-			size_t cm = pb_begin_nested(&b, 1);
-			pb_put_string(&b, 1, c->name ? c->name : "");
+			size_t cm = pb_begin_nested(
+				&b, TEDESC_AVAILABLE_CATEGORIES);
+			pb_put_string(&b, TECAT_NAME, c->name ? c->name : "");
 			if (c->description)
-				pb_put_string(&b, 2, c->description);
+				pb_put_string(&b, TECAT_DESCRIPTION,
+					      c->description);
 			pb_end_nested(&b, cm);
 		}
 		pthread_mutex_unlock(&vp_g.mu);
@@ -300,7 +305,8 @@ static void cmd_setup_tracing(struct vp_system *s, const uint8_t *p,
 
 	pb_reader_init(&r, p, len);
 	while (pb_next(&r, &f))
-		if (f.num == 1 && f.wt == PB_WT_VARINT && f.val)
+		if (f.num == CMD_SETUP_TRACING_PAGE_SIZE_KB &&
+		    f.wt == PB_WT_VARINT && f.val)
 			page_kb = (uint32_t)f.val;
 	if (fd < 0)
 		return; /* emulation: our arena is the SMB */
@@ -321,7 +327,11 @@ static void cmd_setup_tracing(struct vp_system *s, const uint8_t *p,
 	pthread_mutex_unlock(&vp_g.mu);
 }
 
-/* Finds id and the config bytes in a Setup/StartDataSource message. */
+/* Finds id and the config bytes in a Setup/StartDataSource message (the
+ * two number their fields alike). */
+_Static_assert(CMD_START_NEW_INSTANCE_ID == CMD_SETUP_NEW_INSTANCE_ID &&
+		       CMD_START_CONFIG == CMD_SETUP_CONFIG,
+	       "Start/SetupDataSource");
 static void scan_instance_msg(const uint8_t *p, size_t len, uint64_t *id,
 			      const uint8_t **cfg, size_t *cfg_len)
 {
@@ -332,9 +342,9 @@ static void scan_instance_msg(const uint8_t *p, size_t len, uint64_t *id,
 	*cfg_len = 0;
 	pb_reader_init(&r, p, len);
 	while (pb_next(&r, &f)) {
-		if (f.num == 1 && f.wt == PB_WT_VARINT)
+		if (f.num == CMD_START_NEW_INSTANCE_ID && f.wt == PB_WT_VARINT)
 			*id = f.val;
-		else if (f.num == 2 && f.wt == PB_WT_LEN) {
+		else if (f.num == CMD_START_CONFIG && f.wt == PB_WT_LEN) {
 			*cfg = f.data;
 			*cfg_len = f.len;
 		}
@@ -350,7 +360,8 @@ static struct vp_ds_instance *setup_instance(uint64_t id, const uint8_t *cfg,
 
 	pb_reader_init(&r, cfg, cfg_len);
 	while (pb_next(&r, &f))
-		if (f.num == 1 && f.wt == PB_WT_LEN && f.len < sizeof(name)) {
+		if (f.num == DSC_NAME && f.wt == PB_WT_LEN &&
+		    f.len < sizeof(name)) {
 			memcpy(name, f.data, f.len);
 			name[f.len] = 0;
 		}
@@ -397,7 +408,7 @@ static void cmd_stop_ds(struct vp_system *s, const uint8_t *p, size_t len)
 	uint64_t id = 0;
 	pb_reader_init(&r, p, len);
 	while (pb_next(&r, &f))
-		if (f.num == 1 && f.wt == PB_WT_VARINT)
+		if (f.num == CMD_STOP_INSTANCE_ID && f.wt == PB_WT_VARINT)
 			id = f.val;
 	struct vp_ds_instance *inst = vp_instance_find(id);
 	if (inst)
@@ -405,12 +416,15 @@ static void cmd_stop_ds(struct vp_system *s, const uint8_t *p, size_t len)
 	sys_commit(s, 0);
 	struct pb_buf b;
 	pb_buf_init(&b);
-	pb_put_varint(&b, 1, id);
+	pb_put_varint(&b, NDS_STOPPED_DATA_SOURCE_ID, id);
 	invoke(s, "NotifyDataSourceStopped", &b, false);
 	pb_buf_free(&b);
 }
 
-/* Calls fn for every id in a repeated uint64 field 1 (packed or not). */
+/* Calls fn for every id in the data_source_ids (packed or not) of a Flush
+ * or a ClearIncrementalState command. */
+_Static_assert(CMD_FLUSH_DATA_SOURCE_IDS == CMD_CLEAR_DATA_SOURCE_IDS,
+	       "Flush/ClearIncrementalState");
 static void for_each_id(const uint8_t *p, size_t len,
 			void (*fn)(struct vp_ds_instance *))
 {
@@ -418,7 +432,7 @@ static void for_each_id(const uint8_t *p, size_t len,
 	struct pb_field f;
 	pb_reader_init(&r, p, len);
 	while (pb_next(&r, &f)) {
-		if (f.num != 1)
+		if (f.num != CMD_FLUSH_DATA_SOURCE_IDS)
 			continue;
 		if (f.wt == PB_WT_VARINT) {
 			struct vp_ds_instance *inst = vp_instance_find(f.val);
@@ -455,7 +469,7 @@ static void cmd_flush(struct vp_system *s, const uint8_t *p, size_t len)
 	uint64_t req = 0;
 	pb_reader_init(&r, p, len);
 	while (pb_next(&r, &f))
-		if (f.num == 2 && f.wt == PB_WT_VARINT)
+		if (f.num == CMD_FLUSH_REQUEST_ID && f.wt == PB_WT_VARINT)
 			req = f.val;
 	for_each_id(p, len, flush_instance);
 	sys_commit(s, req); /* flush_request_id acknowledges the flush */
@@ -480,23 +494,23 @@ static void on_async_command(void *ctx, const struct vp_ipc_reply *rep)
 		if (f.wt != PB_WT_LEN)
 			continue;
 		switch (f.num) {
-		case 3:
+		case CMD_SETUP_TRACING:
 			cmd_setup_tracing(s, f.data, f.len, fd);
 			fd = -1;
 			break;
-		case 6:
+		case CMD_SETUP_DATA_SOURCE:
 			cmd_setup_ds(f.data, f.len);
 			break;
-		case 1:
+		case CMD_START_DATA_SOURCE:
 			cmd_start_ds(f.data, f.len);
 			break;
-		case 2:
+		case CMD_STOP_DATA_SOURCE:
 			cmd_stop_ds(s, f.data, f.len);
 			break;
-		case 5:
+		case CMD_FLUSH:
 			cmd_flush(s, f.data, f.len);
 			break;
-		case 7:
+		case CMD_CLEAR_INCREMENTAL_STATE:
 			for_each_id(f.data, f.len,
 				    vp_instance_clear_incremental_state);
 			break;
@@ -562,13 +576,14 @@ static int handshake(struct vp_system *s, struct vp_error *err)
 			       err) < 0)
 		return -1;
 	pb_buf_init(&b);
-	pb_put_varint(&b, 1, s->page_size);
-	pb_put_varint(&b, 2, s->shm_size);
-	pb_put_string(&b, 3, vp_g.producer_name ? vp_g.producer_name
-						: "vperfetto");
-	pb_put_varint(&b, 4, 1); /* SMB_SCRAPING_ENABLED */
+	pb_put_varint(&b, INITC_SHARED_MEMORY_PAGE_SIZE_HINT_BYTES,
+		      s->page_size);
+	pb_put_varint(&b, INITC_SHARED_MEMORY_SIZE_HINT_BYTES, s->shm_size);
+	pb_put_string(&b, INITC_PRODUCER_NAME,
+		      vp_g.producer_name ? vp_g.producer_name : "vperfetto");
+	pb_put_varint(&b, INITC_SMB_SCRAPING_MODE, SMB_SCRAPING_ENABLED);
 	snprintf(ver, sizeof(ver), "vperfetto-%s", VP_VERSION);
-	pb_put_string(&b, 8, ver);
+	pb_put_string(&b, INITC_SDK_VERSION, ver);
 	int rc = vp_ipc_client_call(s->client, "InitializeConnection", b.data,
 				    b.len, &reply, &reply_len, NULL,
 				    VP_CALL_TIMEOUT_MS, err);
@@ -580,7 +595,8 @@ static int handshake(struct vp_system *s, struct vp_error *err)
 	s->emulation = vp_sock_addr_kind(s->addr) != VP_SOCK_UNIX;
 	pb_reader_init(&r, reply, reply_len);
 	while (pb_next(&r, &f))
-		if (f.num == 3 && f.wt == PB_WT_VARINT)
+		if (f.num == INITC_RESP_USE_SHMEM_EMULATION &&
+		    f.wt == PB_WT_VARINT)
 			s->emulation = f.val != 0;
 	free(reply);
 	if (s->emulation && emulation_arena(s, err) < 0)

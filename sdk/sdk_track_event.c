@@ -67,6 +67,13 @@ static uint64_t fnv1a(const char *s)
 
 #define VP_INTERN_INIT_CAP 64u
 
+/* The public event types are written as TrackEvent.Type as they are. */
+_Static_assert((int)VP_EVENT_SLICE_BEGIN == (int)TE_TYPE_SLICE_BEGIN &&
+		       (int)VP_EVENT_SLICE_END == (int)TE_TYPE_SLICE_END &&
+		       (int)VP_EVENT_INSTANT == (int)TE_TYPE_INSTANT &&
+		       (int)VP_EVENT_COUNTER == (int)TE_TYPE_COUNTER,
+	       "vperfetto.h's event types are TrackEvent.Type's");
+
 void vp_intern_init(struct vp_intern *t)
 {
 	t->ents = calloc(VP_INTERN_INIT_CAP, sizeof(*t->ents));
@@ -254,17 +261,17 @@ struct vp_te_config *vp_te_config_from_ds_config(const uint8_t *cfg,
 		return NULL;
 	pb_reader_init(&r, cfg, len);
 	while (pb_next(&r, &f)) {
-		if (f.num != 113 || f.wt != PB_WT_LEN)
-			continue; /* DataSourceConfig.track_event_config */
+		if (f.num != DSC_TRACK_EVENT_CONFIG || f.wt != PB_WT_LEN)
+			continue;
 		pb_reader_init(&tr, f.data, f.len);
 		while (pb_next(&tr, &tf)) {
 			if (tf.wt != PB_WT_LEN)
 				continue;
 			bool ok = true;
-			if (tf.num == 2) /* enabled_categories */
+			if (tf.num == TEC_ENABLED_CATEGORIES)
 				ok = list_add(&c->enabled, &c->n_enabled,
 					      (const char *)tf.data, tf.len);
-			else if (tf.num == 1) /* disabled_categories */
+			else if (tf.num == TEC_DISABLED_CATEGORIES)
 				ok = list_add(&c->disabled, &c->n_disabled,
 					      (const char *)tf.data, tf.len);
 			if (!ok) {

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "perfetto_fields.h"
 #include "service.h"
 #include "vp_version.h"
 
@@ -201,11 +202,12 @@ static void read_add_packet(struct vp_consumer *c, const uint8_t *p,
 		if (op->reply.len + n + 32 > SVC_READ_REPLY_TARGET &&
 		    op->reply_slices)
 			read_send(c, false);
-		size_t sl = pb_begin_nested(&op->reply, 2);
-		pb_put_bytes(&op->reply, 1, p + off, n);
+		size_t sl = pb_begin_nested(&op->reply, RBR_SLICES);
+		pb_put_bytes(&op->reply, RBR_SLICE_DATA, p + off, n);
 		off += n;
 		if (off == len)
-			pb_put_varint(&op->reply, 2, 1);
+			pb_put_varint(&op->reply,
+				      RBR_SLICE_LAST_SLICE_FOR_PACKET, 1);
 		pb_end_nested(&op->reply, sl);
 		op->reply_slices++;
 	} while (off < len);
@@ -346,17 +348,6 @@ static void m_get_trace_stats(void *ctx, struct vp_ipc_conn *conn,
 	pb_buf_free(&b);
 }
 
-/* TracingServiceState fields. */
-enum {
-	TSS_PRODUCERS = 1,
-	TSS_DATA_SOURCES = 2,
-	TSS_NUM_SESSIONS = 3,
-	TSS_NUM_SESSIONS_STARTED = 4,
-	TSS_VERSION = 5,
-	TSS_TRACING_SESSIONS = 6,
-	TSS_SUPPORTS_TRACING_SESSIONS = 7,
-};
-
 /* TracingServiceState.TracingSession, as traced lists them: the sessions
  * the caller could clone (its own uid's, or all for root). */
 static void put_session_state(struct pb_buf *b, const struct vp_session *s)
@@ -369,24 +360,29 @@ static void put_session_state(struct pb_buf *b, const struct vp_session *s)
 	};
 	const Perfetto__Protos__TraceConfig *cfg = s->cfg;
 	size_t n = pb_begin_nested(b, TSS_TRACING_SESSIONS);
-	pb_put_varint(b, 1, s->id);
-	pb_put_varint(b, 2, (uint64_t)(int64_t)(int32_t)s->uid);
-	pb_put_string(b, 3, s->cloned ? "CLONED_READ_ONLY" : names[s->state]);
-	pb_put_string(b, 4, cfg->unique_session_name
-				    ? cfg->unique_session_name
-				    : "");
+	pb_put_varint(b, TSS_SESS_ID, s->id);
+	pb_put_varint(b, TSS_SESS_CONSUMER_UID,
+		      (uint64_t)(int64_t)(int32_t)s->uid);
+	pb_put_string(b, TSS_SESS_STATE,
+		      s->cloned ? "CLONED_READ_ONLY" : names[s->state]);
+	pb_put_string(b, TSS_SESS_UNIQUE_SESSION_NAME,
+		      cfg->unique_session_name ? cfg->unique_session_name
+					       : "");
 	for (size_t i = 0; i < cfg->n_buffers; i++)
-		pb_put_varint(b, 5, cfg->buffers[i]->size_kb);
-	pb_put_varint(b, 6, cfg->has_duration_ms ? cfg->duration_ms : 0);
-	pb_put_varint(b, 7, s->instances.n);
+		pb_put_varint(b, TSS_SESS_BUFFER_SIZE_KB,
+			      cfg->buffers[i]->size_kb);
+	pb_put_varint(b, TSS_SESS_DURATION_MS,
+		      cfg->has_duration_ms ? cfg->duration_ms : 0);
+	pb_put_varint(b, TSS_SESS_NUM_DATA_SOURCES, s->instances.n);
 	if (s->start_realtime_ns)
-		pb_put_varint(b, 8, (uint64_t)s->start_realtime_ns);
+		pb_put_varint(b, TSS_SESS_START_REALTIME_NS,
+			      (uint64_t)s->start_realtime_ns);
 	if (s->state == SESS_STARTED && !s->cloned)
-		pb_put_varint(b, 11, 1);
+		pb_put_varint(b, TSS_SESS_IS_STARTED, 1);
 	pb_end_nested(b, n);
 }
 
-/* QueryServiceStateRequest.sessions_only (1). */
+/* QueryServiceStateRequest.sessions_only. */
 static bool sessions_only(const uint8_t *args, size_t len)
 {
 	struct pb_reader r;
@@ -394,7 +390,7 @@ static bool sessions_only(const uint8_t *args, size_t len)
 	bool v = false;
 	pb_reader_init(&r, args, len);
 	while (pb_next(&r, &f))
-		if (f.num == 1 && f.wt == PB_WT_VARINT)
+		if (f.num == QSS_REQ_SESSIONS_ONLY && f.wt == PB_WT_VARINT)
 			v = f.val != 0;
 	return v;
 }
@@ -410,27 +406,28 @@ static void m_query_service_state(void *ctx, struct vp_ipc_conn *conn,
 	bool only = sessions_only(args, len);
 	struct pb_buf b;
 	pb_buf_init(&b);
-	size_t st = pb_begin_nested(&b, 1);
+	size_t st = pb_begin_nested(&b, QSS_RESP_SERVICE_STATE);
 	for (size_t i = 0; !only && i < s->producers.n; i++) {
 		const struct vp_producer *p = s->producers.v[i];
 		size_t n = pb_begin_nested(&b, TSS_PRODUCERS);
-		pb_put_varint(&b, 1, p->id);
-		pb_put_string(&b, 2, p->name ? p->name : "");
+		pb_put_varint(&b, TSS_PRODUCER_ID, p->id);
+		pb_put_string(&b, TSS_PRODUCER_NAME, p->name ? p->name : "");
 		if ((int32_t)p->uid >= 0)
-			pb_put_varint(&b, 3, (uint64_t)p->uid);
+			pb_put_varint(&b, TSS_PRODUCER_UID, (uint64_t)p->uid);
 		if (p->sdk_version && p->sdk_version[0])
-			pb_put_string(&b, 4, p->sdk_version);
+			pb_put_string(&b, TSS_PRODUCER_SDK_VERSION,
+				      p->sdk_version);
 		if (p->pid > 0)
-			pb_put_varint(&b, 5, (uint64_t)p->pid);
+			pb_put_varint(&b, TSS_PRODUCER_PID, (uint64_t)p->pid);
 		pb_end_nested(&b, n);
 	}
 	for (size_t i = 0; !only && i < s->producers.n; i++) {
 		const struct vp_producer *p = s->producers.v[i];
 		for (size_t k = 0; k < p->n_ds; k++) {
 			size_t n = pb_begin_nested(&b, TSS_DATA_SOURCES);
-			pb_put_bytes(&b, 1, p->ds[k].descriptor,
+			pb_put_bytes(&b, TSS_DS_DESCRIPTOR, p->ds[k].descriptor,
 				     p->ds[k].descriptor_len);
-			pb_put_varint(&b, 2, p->id);
+			pb_put_varint(&b, TSS_DS_PRODUCER_ID, p->id);
 			pb_end_nested(&b, n);
 		}
 	}
@@ -464,9 +461,9 @@ static void m_query_capabilities(void *ctx, struct vp_ipc_conn *conn,
 		return;
 	struct pb_buf b;
 	pb_buf_init(&b);
-	size_t n = pb_begin_nested(&b, 1);
-	pb_put_varint(&b, 1, 1); /* has_query_capabilities */
-	pb_put_varint(&b, 2, PERFETTO__PROTOS__OBSERVABLE_EVENTS__TYPE__TYPE_ALL_DATA_SOURCES_STARTED);
+	size_t n = pb_begin_nested(&b, QCR_CAPABILITIES);
+	pb_put_varint(&b, CAP_HAS_QUERY_CAPABILITIES, 1);
+	pb_put_varint(&b, CAP_OBSERVABLE_EVENTS, PERFETTO__PROTOS__OBSERVABLE_EVENTS__TYPE__TYPE_ALL_DATA_SOURCES_STARTED);
 	pb_end_nested(&b, n);
 	vp_ipc_conn_reply(c->conn, req, true, false, b.data, b.len, -1);
 	pb_buf_free(&b);
@@ -478,8 +475,8 @@ void vp_consumer_all_started(struct vp_consumer *c)
 		return;
 	struct pb_buf b;
 	pb_buf_init(&b);
-	size_t n = pb_begin_nested(&b, 1);
-	pb_put_varint(&b, 2, 1); /* all_data_sources_started */
+	size_t n = pb_begin_nested(&b, OER_EVENTS);
+	pb_put_varint(&b, OE_ALL_DATA_SOURCES_STARTED, 1);
 	pb_end_nested(&b, n);
 	vp_ipc_conn_reply(c->conn, c->observe_req, true, true, b.data, b.len,
 			  -1);
@@ -520,6 +517,9 @@ static void m_observe_events(void *ctx, struct vp_ipc_conn *conn,
 		vp_consumer_all_started(c);
 }
 
+/* The key of an AttachRequest or a DetachRequest. */
+_Static_assert(ATTACH_REQ_KEY == DETACH_REQ_KEY, "Attach/DetachRequest");
+
 static char *decode_key(const uint8_t *args, size_t len)
 {
 	struct pb_reader r;
@@ -527,7 +527,7 @@ static char *decode_key(const uint8_t *args, size_t len)
 	char *key = NULL;
 	pb_reader_init(&r, args, len);
 	while (pb_next(&r, &f)) {
-		if (f.num != 1 || f.wt != PB_WT_LEN || f.len == 0 ||
+		if (f.num != ATTACH_REQ_KEY || f.wt != PB_WT_LEN || f.len == 0 ||
 		    f.len > SVC_MAX_NAME)
 			continue;
 		free(key);
@@ -607,7 +607,8 @@ static void m_attach(void *ctx, struct vp_ipc_conn *conn, uint64_t req,
 	c->session = sess;
 	struct pb_buf b;
 	pb_buf_init(&b);
-	pb_put_bytes(&b, 1, sess->cfg_raw, sess->cfg_raw_len);
+	pb_put_bytes(&b, ATTACH_RESP_TRACE_CONFIG, sess->cfg_raw,
+		     sess->cfg_raw_len);
 	vp_ipc_conn_reply(c->conn, req, true, false, b.data, b.len, -1);
 	pb_buf_free(&b);
 	vp_svc_log(s, false, "session %llu: attached",
@@ -626,8 +627,9 @@ static void m_save_for_bugreport(void *ctx, struct vp_ipc_conn *conn,
 		return;
 	struct pb_buf b;
 	pb_buf_init(&b);
-	pb_put_varint(&b, 1, 0);
-	pb_put_string(&b, 2, "SaveTraceForBugreport is not supported on Linux");
+	pb_put_varint(&b, SFB_RESP_SUCCESS, 0);
+	pb_put_string(&b, SFB_RESP_MSG,
+		      "SaveTraceForBugreport is not supported on Linux");
 	vp_ipc_conn_reply(c->conn, req, true, false, b.data, b.len, -1);
 	pb_buf_free(&b);
 }

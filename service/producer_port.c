@@ -14,20 +14,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "perfetto_fields.h"
 #include "service.h"
 
 #include "perfetto/ipc/ipc.pb-c.h"
 #include "perfetto/ipc/producer_port.pb-c.h"
-
-/* GetAsyncCommandResponse fields. */
-enum {
-	CMD_START_DATA_SOURCE = 1,
-	CMD_STOP_DATA_SOURCE = 2,
-	CMD_SETUP_TRACING = 3,
-	CMD_FLUSH = 5,
-	CMD_SETUP_DATA_SOURCE = 6,
-	CMD_CLEAR_INCREMENTAL_STATE = 7,
-};
 
 static struct vp_producer *producer_of(struct vp_ipc_conn *conn)
 {
@@ -135,11 +126,17 @@ static void ensure_setup_tracing(struct vp_producer *p)
 	struct pb_buf b;
 	pb_buf_init(&b);
 	size_t nb = pb_begin_nested(&b, CMD_SETUP_TRACING);
-	pb_put_varint(&b, 1, p->smb_page_size / 1024);
+	pb_put_varint(&b, CMD_SETUP_TRACING_PAGE_SIZE_KB,
+		      p->smb_page_size / 1024);
 	pb_end_nested(&b, nb);
 	send_cmd(p, &b, fd);
 	pb_buf_free(&b);
 }
+
+/* StartDataSource and SetupDataSource number their fields alike. */
+_Static_assert(CMD_START_NEW_INSTANCE_ID == CMD_SETUP_NEW_INSTANCE_ID &&
+		       CMD_START_CONFIG == CMD_SETUP_CONFIG,
+	       "Start/SetupDataSource");
 
 static void send_ds_cmd(struct vp_producer *p, uint32_t which, uint64_t id,
 			const uint8_t *cfg, size_t cfg_len)
@@ -147,8 +144,8 @@ static void send_ds_cmd(struct vp_producer *p, uint32_t which, uint64_t id,
 	struct pb_buf b;
 	pb_buf_init(&b);
 	size_t nb = pb_begin_nested(&b, which);
-	pb_put_varint(&b, 1, id);
-	pb_put_bytes(&b, 2, cfg, cfg_len);
+	pb_put_varint(&b, CMD_START_NEW_INSTANCE_ID, id);
+	pb_put_bytes(&b, CMD_START_CONFIG, cfg, cfg_len);
 	pb_end_nested(&b, nb);
 	send_cmd(p, &b, -1);
 	pb_buf_free(&b);
@@ -172,7 +169,7 @@ void vp_producer_stop_ds(struct vp_producer *p, uint64_t instance_id)
 	struct pb_buf b;
 	pb_buf_init(&b);
 	size_t nb = pb_begin_nested(&b, CMD_STOP_DATA_SOURCE);
-	pb_put_varint(&b, 1, instance_id);
+	pb_put_varint(&b, CMD_STOP_INSTANCE_ID, instance_id);
 	pb_end_nested(&b, nb);
 	send_cmd(p, &b, -1);
 	pb_buf_free(&b);
@@ -185,8 +182,8 @@ void vp_producer_flush(struct vp_producer *p, const uint64_t *ids, size_t n,
 	pb_buf_init(&b);
 	size_t nb = pb_begin_nested(&b, CMD_FLUSH);
 	for (size_t i = 0; i < n; i++)
-		pb_put_varint(&b, 1, ids[i]);
-	pb_put_varint(&b, 2, flush_id);
+		pb_put_varint(&b, CMD_FLUSH_DATA_SOURCE_IDS, ids[i]);
+	pb_put_varint(&b, CMD_FLUSH_REQUEST_ID, flush_id);
 	pb_end_nested(&b, nb);
 	send_cmd(p, &b, -1);
 	pb_buf_free(&b);
@@ -199,7 +196,7 @@ void vp_producer_clear_incremental(struct vp_producer *p,
 	pb_buf_init(&b);
 	size_t nb = pb_begin_nested(&b, CMD_CLEAR_INCREMENTAL_STATE);
 	for (size_t i = 0; i < n; i++)
-		pb_put_varint(&b, 1, ids[i]);
+		pb_put_varint(&b, CMD_CLEAR_DATA_SOURCE_IDS, ids[i]);
 	pb_end_nested(&b, nb);
 	send_cmd(p, &b, -1);
 	pb_buf_free(&b);
@@ -503,7 +500,9 @@ static void ds_from_descriptor(struct vp_svc_ds *d,
 }
 
 /* The raw DataSourceDescriptor bytes inside a (Register|Update)DataSource
- * request (field 1), kept for QueryServiceState. */
+ * request, kept for QueryServiceState. */
+_Static_assert(RDS_DATA_SOURCE_DESCRIPTOR == UDS_DATA_SOURCE_DESCRIPTOR,
+	       "Register/UpdateDataSourceRequest");
 static void keep_descriptor(struct vp_svc_ds *d, const uint8_t *args,
 			    size_t len)
 {
@@ -511,7 +510,7 @@ static void keep_descriptor(struct vp_svc_ds *d, const uint8_t *args,
 	struct pb_field f;
 	pb_reader_init(&r, args, len);
 	while (pb_next(&r, &f)) {
-		if (f.num != 1 || f.wt != PB_WT_LEN)
+		if (f.num != RDS_DATA_SOURCE_DESCRIPTOR || f.wt != PB_WT_LEN)
 			continue;
 		free(d->descriptor);
 		d->descriptor = malloc(f.len ? f.len : 1);
@@ -885,6 +884,10 @@ static void m_unregister_trace_writer(void *ctx, struct vp_ipc_conn *conn,
 		reply_empty(p, req);
 }
 
+/* The data source id of NotifyDataSourceStarted/Stopped. */
+_Static_assert(NDS_STARTED_DATA_SOURCE_ID == NDS_STOPPED_DATA_SOURCE_ID,
+	       "NotifyDataSourceStarted/StoppedRequest");
+
 static bool decode_ds_id(const uint8_t *args, size_t len, uint64_t *id)
 {
 	struct pb_reader r;
@@ -892,7 +895,8 @@ static bool decode_ds_id(const uint8_t *args, size_t len, uint64_t *id)
 	bool found = false;
 	pb_reader_init(&r, args, len);
 	while (pb_next(&r, &f)) {
-		if (f.num == 1 && f.wt == PB_WT_VARINT) {
+		if (f.num == NDS_STARTED_DATA_SOURCE_ID &&
+		    f.wt == PB_WT_VARINT) {
 			*id = f.val;
 			found = true;
 		}

@@ -371,15 +371,6 @@ void vp_write_trace_stats(struct vp_session *sess, struct pb_buf *b,
 void vp_session_push_packet(struct vp_session *sess,
 			    const struct pb_buf *pkt);
 
-/* TracingServiceEvent fields. */
-enum {
-	TSE_ALL_DATA_SOURCES_STARTED = 1,
-	TSE_TRACING_STARTED = 2,
-	TSE_ALL_DATA_SOURCES_FLUSHED = 3,
-	TSE_READ_TRACING_BUFFERS_COMPLETED = 4,
-	TSE_TRACING_DISABLED = 5,
-	TSE_FLUSH_STARTED = 9,
-};
 /* flush_started / all_data_sources_flushed events kept unread, each (traced
  * keeps the last 64 of each). */
 #define SVC_MAX_FLUSH_EVENTS 64u

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "perfetto_fields.h"
 #include "service.h"
 
 #include "perfetto/ipc/consumer_port.pb-c.h"
@@ -65,7 +66,7 @@ bool vp_producer_may_write(struct vp_service *s, struct vp_producer *p,
 
 void vp_session_push_packet(struct vp_session *sess, const struct pb_buf *pkt)
 {
-	pb_put_bytes(&sess->pending, 1, pkt->data, pkt->len);
+	pb_put_bytes(&sess->pending, TRACE_PACKET, pkt->data, pkt->len);
 }
 
 static void push_built(struct vp_session *sess,
@@ -86,7 +87,7 @@ static void push_flush_event(struct vp_session *sess, uint32_t field)
 {
 	if (sess->pending_off >= sess->pending.len)
 		sess->flush_events[0] = sess->flush_events[1] = 0;
-	uint32_t *n = &sess->flush_events[field == TSE_FLUSH_STARTED ? 0 : 1];
+	uint32_t *n = &sess->flush_events[field == SE_FLUSH_STARTED ? 0 : 1];
 	if (*n >= SVC_MAX_FLUSH_EVENTS)
 		return;
 	(*n)++;
@@ -355,7 +356,7 @@ static void flush_complete(struct vp_flush *f, bool ok)
 	/* As traced: a producer that acked may still hold chunks it could
 	 * not commit (a thread's writer that never flushes); take copies. */
 	scrape_session(sess, false);
-	push_flush_event(sess, TSE_ALL_DATA_SOURCES_FLUSHED);
+	push_flush_event(sess, SE_ALL_DATA_SOURCES_FLUSHED);
 	if (f->timer)
 		vp_loop_cancel(s->loop, f->timer);
 	if (ok) {
@@ -435,7 +436,7 @@ void vp_session_flush(struct vp_session *sess, uint32_t timeout_ms,
 	sess->flushes_requested++;
 	s->stats.flushes_requested++;
 	vp_ptrvec_push(&sess->flushes, f);
-	push_flush_event(sess, TSE_FLUSH_STARTED);
+	push_flush_event(sess, SE_FLUSH_STARTED);
 
 	/* One Flush command per producer, naming its instances. */
 	for (size_t i = 0; i < sess->instances.n; i++) {
@@ -557,7 +558,7 @@ static void check_all_started(struct vp_session *sess)
 			return;
 	}
 	sess->all_started = true;
-	push_event(sess, TSE_ALL_DATA_SOURCES_STARTED);
+	push_event(sess, SE_ALL_DATA_SOURCES_STARTED);
 	vp_svc_log(sess->svc, false, "session %llu: all data sources started",
 		   (unsigned long long)sess->id);
 	if (sess->consumer)
@@ -718,7 +719,7 @@ void vp_session_start(struct vp_session *sess)
 		   sess->instances.n);
 
 	push_preamble(sess, bi);
-	push_event(sess, TSE_TRACING_STARTED);
+	push_event(sess, SE_TRACING_STARTED);
 
 	for (size_t i = 0; i < sess->instances.n; i++) {
 		struct vp_ds_instance *inst = sess->instances.v[i];
@@ -788,7 +789,7 @@ static void session_finalize(struct vp_session *sess)
 	scrape_session(sess, true);
 	if (sess->clock_snapshots)
 		push_built(sess, vp_pkt_clock_snapshot);
-	push_event(sess, TSE_TRACING_DISABLED);
+	push_event(sess, SE_TRACING_DISABLED);
 	vp_svc_log(sess->svc, false, "session %llu: stopped",
 		   (unsigned long long)sess->id);
 	if (sess->file_fd >= 0) {
@@ -949,7 +950,7 @@ static void drain_to_file(struct vp_session *sess, bool final)
 
 /* ---- creation ------------------------------------------------------------ */
 
-/* The raw TraceConfig inside EnableTracingRequest (field 1). */
+/* The raw TraceConfig inside EnableTracingRequest. */
 static bool raw_trace_config(const uint8_t *args, size_t len,
 			     const uint8_t **cfg, size_t *cfg_len)
 {
@@ -958,7 +959,7 @@ static bool raw_trace_config(const uint8_t *args, size_t len,
 	bool found = false;
 	pb_reader_init(&r, args, len);
 	while (pb_next(&r, &f)) {
-		if (f.num == 1 && f.wt == PB_WT_LEN) {
+		if (f.num == ETR_TRACE_CONFIG && f.wt == PB_WT_LEN) {
 			*cfg = f.data;
 			*cfg_len = f.len;
 			found = true;

@@ -205,7 +205,7 @@ int vp_session_reader_next(struct vp_session_reader *r)
 					sess->read_completed_emitted = true;
 					vp_pkt_service_event(
 						sess,
-						TSE_READ_TRACING_BUFFERS_COMPLETED,
+						SE_READ_TRACING_BUFFERS_COMPLETED,
 						&r->pkt);
 					return 1;
 				}

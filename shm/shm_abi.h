@@ -37,6 +37,9 @@
 #define VP_SMB_DEFAULT_SIZE (256u * 1024u) /* traced's default for producers */
 #define VP_SMB_MAX_SIZE (32u * 1024u * 1024u)
 
+/* The numbers below are Perfetto's shared memory ABI (page and chunk
+ * header bits), not protobuf fields: they stay here, not in protos/. */
+
 /* Page layouts (bits 28-30 of the page header). */
 enum vp_page_layout {
 	VP_PAGE_NOT_PARTITIONED = 0,

@@ -28,13 +28,15 @@
 #include <stdint.h>
 
 #include "pb_wire.h"
+#include "perfetto_fields.h"
 #include "vp_error.h"
 
 struct vp_trace_buffer;
 
+/* TraceConfig.BufferConfig.FillPolicy, whose values these are. */
 enum vp_fill_policy {
-	VP_FILL_RING_BUFFER = 1,
-	VP_FILL_DISCARD = 2,
+	VP_FILL_RING_BUFFER = FILL_RING_BUFFER,
+	VP_FILL_DISCARD = FILL_DISCARD,
 };
 
 /* Who wrote a sequence: stamped by the service onto every packet read. */

@@ -31,6 +31,7 @@
 #define VP_SYNC_REPLY_SIZE 24u
 #define VP_SYNC_MAX_FRAME VP_SYNC_REPLY_SIZE
 
+/* vperfetto's own frames (no Perfetto schema has them). */
 enum vp_sync_type {
 	VP_SYNC_REQUEST = 1,
 	VP_SYNC_REPLY = 2,

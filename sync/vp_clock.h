@@ -18,7 +18,8 @@
 
 /* The clock id the host writes its counter under (clock-sync.md). */
 #define VP_CLOCK_ID_CPU_COUNTER 64u
-/* Perfetto's builtin clock ids. */
+/* Perfetto's builtin clock ids.  sync/ stands alone (no wire/), so they
+ * are copied here; host/clock_config.c checks them against protos/. */
 #define VP_BUILTIN_CLOCK_REALTIME 1u
 #define VP_BUILTIN_CLOCK_MONOTONIC 3u
 #define VP_BUILTIN_CLOCK_MONOTONIC_RAW 5u

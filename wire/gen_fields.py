@@ -23,6 +23,10 @@ that does not resolve fails the build.
   @names Enum FUNCTION           a function that names the enum's values
   @enum NAME                     the group that follows is enum NAME (a
                                  type the code can declare variables of)
+  @values Enum                   every value of Enum, named as in protos/
+  @xmacro Enum PREFIX NAME       NAME(X): X(value, "name") for every value
+                                 but 0, the name in lower case without
+                                 PREFIX; NAME_MAX: the highest value
 """
 import sys
 
@@ -207,6 +211,37 @@ def main():
                 errors.append('%s: @enum needs a name' % where)
             else:
                 tag.append(words[1])
+            continue
+        if words[0] == '@values':
+            if len(words) != 2 or words[1] not in enums:
+                errors.append('%s: @values needs a known enum' % where)
+                continue
+            close_group()
+            out.append('enum {')
+            for vname, vnum in sorted(enums[words[1]].items(),
+                                      key=lambda v: v[1]):
+                out.append('\t%s = %d, /* %s.%s */'
+                           % (vname, vnum, words[1], vname))
+            out.append('};')
+            out.append('')
+            continue
+        if words[0] == '@xmacro':
+            words = line.split()
+            if len(words) != 4 or words[1] not in enums:
+                errors.append('%s: @xmacro needs a known enum, a prefix '
+                              'and a name' % where)
+                continue
+            close_group()
+            vals = sorted((v, n) for n, v in enums[words[1]].items()
+                          if v > 0)
+            out.append('#define %s(X) \\' % words[3])
+            for v, n in vals:
+                short = n[len(words[2]):] if n.startswith(words[2]) else n
+                out.append('\tX(%d, "%s")%s' % (v, short.lower(),
+                                                ' \\' if (v, n) != vals[-1]
+                                                else ''))
+            out.append('#define %s_MAX %d' % (words[3], vals[-1][0]))
+            out.append('')
             continue
         if words[0] == '@names':
             if len(words) != 3 or words[1] not in enums:

@@ -15,7 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Highest value each table knows (MeminfoCounters / VmstatCounters). */
+/* Highest value each table knows (MeminfoCounters / VmstatCounters);
+ * sys_stats_names.c checks them against protos/. */
 #define SYS_STATS_MEMINFO_MAX_KEY 38
 #define SYS_STATS_VMSTAT_MAX_KEY 188
 

@@ -23,7 +23,9 @@
 
 #define TRACE_MAX_PACKET (64u << 20)   /* largest record accepted */
 #define TRACE_READ_BUF (1u << 20)      /* the reader's fixed buffer */
-#define TRACE_PACKET_FIELD 1           /* Trace.packet */
+/* Trace.packet, spelled out so this header does not pull in every
+ * generated name; trace_reader.c checks it against protos/. */
+#define TRACE_PACKET_FIELD 1
 
 /* One top-level record.  Pointers stay valid until the next call. */
 struct trace_record {

@@ -16,6 +16,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "perfetto_fields.h"
+
+_Static_assert(TRACE_PACKET_FIELD == TRACE_PACKET, "Trace.packet");
+
 /* Tag and length varints of a record take at most this many bytes. */
 #define RECORD_HEADER_MAX (2 * PB_MAX_VARINT_LEN)
 
