@@ -115,6 +115,15 @@ n=$(python3 -c 'import json, sys
 print(json.load(open(sys.argv[1]))["guests"][0]["exchanges"]["causality_violations"])' \
 	"$tmp/rec/merged.report.json" 2>/dev/null)
 check "zero causality violations ($n)" test "$n" = 0
+# libvirt names QEMU's vCPU threads (debug-threads=on): the vcpu_map
+# records come from the names and carry the domain's name.
+n=$(q "$M" "select group_concat(cpu || ':' || source || ':' || vm, ' ') from
+     (select * from vcpu where machine_id = 1 order by cpu)")
+check "the vcpu table: both vCPUs by thread name, named $name ($n)" \
+	test "$n" = "0:thread_name:$name 1:thread_name:$name"
+n=$(q "$M" "select count(*) from track where machine_id = 1 and
+     name like 'vCPU % host state'")
+check "a host-state track per vCPU on the guest machine ($n)" test "$n" = 2
 
 # A domain that does not exist: a clear message, exit 3, nothing written.
 "$RECORD" --domain "no-such-domain-$$" -t 1s -o "$tmp/none.pb" >"$tmp/none.log" 2>&1

@@ -111,7 +111,7 @@ check "host session fails: vtraced's message is shown" \
 	grep -q "simulated failure" "$tmp/nohost.log"
 check "host session fails: no output" test ! -e "$tmp/nohost.pb"
 
-for args in "-o $tmp/x.pb" "--domain a --qemu-chardev b -o $tmp/x.pb" \
+for args in "-o $tmp/x.pb" "--guest-vsock 5 --qmp q.sock -o $tmp/x.pb" \
 	"--qemu-chardev $tmp/silent.sock" "--qemu-chardev $tmp/silent.sock -t 0 -o $tmp/x.pb" \
 	"--guest-vsock 1 -o $tmp/x.pb"; do
 	# shellcheck disable=SC2086

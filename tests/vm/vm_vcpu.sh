@@ -201,8 +201,24 @@ sleep 1
 record nohog
 common_checks nohog
 ratios nohog
-check "no hog: preempted near zero (${by_tables:-none})" \
-	in_range "${by_tables:-1}" 0 0.15
+# Near zero needs a host CPU 0 with nothing else to run: other work there
+# (another build on a shared machine) preempts the vCPU too, and the check
+# says so instead of failing.
+foreign=$(q "$tmp/nohog/merged.pb" "with w as (select min(s.ts) lo,
+	max(s.ts + s.dur) hi from sched s join thread t using (utid)
+	where t.tid = $busy_pid and t.machine_id != 0 and s.dur > 0)
+	select round(1.0 * sum(min(s.ts + s.dur, w.hi) - max(s.ts, w.lo)) /
+	(w.hi - w.lo), 3) r from sched s join thread t using (utid), w
+	where s.cpu = 0 and t.machine_id = 0 and t.tid != 0
+	and t.tid not in ($(ls /proc/"$qemu_pid"/task | paste -sd,))
+	and s.ts < w.hi and s.ts + s.dur > w.lo and s.dur > 0")
+echo "# nohog: host CPU 0 ran other work ${foreign:-?} of the time"
+if in_range "${foreign:-1}" 0 0.1; then
+	check "no hog: preempted near zero (${by_tables:-none})" \
+		in_range "${by_tables:-1}" 0 0.15
+else
+	echo "# note: host CPU 0 was busy with other work: near zero not checked"
+fi
 check "no hog: the host's sched data agree (${by_sched:-none} vs ${by_tables:-none})" \
 	in_range "$(awk -v a="${by_tables:-9}" -v b="${by_sched:-0}" 'BEGIN { print a - b }')" -0.03 0.03
 
