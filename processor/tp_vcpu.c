@@ -176,7 +176,8 @@ static void gather_recorded(struct vb *b, struct vec *maps, struct vec *assoc)
 			.host_tid = a.host_tid,
 			.utid = NONE32,
 			.vm = a.vm,
-			.source = a.source ? a.source : tp_s(b->ctx, "vcpu_map"),
+			.source = a.source ? a.source
+					    : tp_s(b->ctx, "vcpu_map"),
 			.order = (uint32_t)maps->n,
 		};
 	}
@@ -217,8 +218,9 @@ static void gather_named(struct vb *b, struct vec *maps)
 	for (uint32_t r = 0; r < t->nrows; r++) {
 		if (tp_get_int(t, TP_THREAD_machine_id, r) != 0)
 			continue;
-		int64_t idx = tp_vcpu_index_from_name(
-			tp_str_get(ctx->pool, tp_get_str(t, TP_THREAD_name, r)));
+		const char *name =
+			tp_str_get(ctx->pool, tp_get_str(t, TP_THREAD_name, r));
+		int64_t idx = tp_vcpu_index_from_name(name);
 		if (idx < 0)
 			continue;
 		int64_t pid = 0;
@@ -321,9 +323,9 @@ static void place_vms(struct vb *b, struct vec *vms, const struct vec *assoc,
 			nguest++;
 	if (nguest != vms->n || !nguest) {
 		if (vms->n && nguest)
-			tp_warn(ctx, "%zu VMs with vCPU threads on the host but "
-				"%zu guest machines: cannot tell which is which; "
-				"the vcpu tables stay empty",
+			tp_warn(ctx, "%zu VMs with vCPU threads on the host "
+				"but %zu guest machines: cannot tell which "
+				"is which; the vcpu tables stay empty",
 				vms->n, nguest);
 		return;
 	}

@@ -249,7 +249,8 @@ static void test_lost_wakeup(void **state)
 		"4000,1000,blocked;");
 	assert_string_equal(
 		rows(&l, "select running_dur, host_running_dur, preempted_dur,"
-			 " blocked_dur, unknown_dur from guest_thread_host_summary"),
+			 " blocked_dur, unknown_dur"
+			 " from guest_thread_host_summary"),
 		"3500,2200,100,700,500;");
 	unload(&l);
 	trace_free(&t);
