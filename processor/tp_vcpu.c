@@ -38,6 +38,12 @@
 
 #define NONE32 UINT32_MAX
 
+/* Bounds on what a trace can make this module do: each mapping span walks
+ * its host thread's states, so a hostile trace of many vcpu_map records
+ * could otherwise cost spans x states. */
+#define TP_VCPU_MAX_VCPUS 1024
+#define TP_VCPU_MAX_SPANS 4096
+
 enum vstate { VS_RUNNING, VS_PREEMPTED, VS_BLOCKED, VS_EXIT, VS_UNKNOWN };
 
 static const char *const vstate_name[] = {
@@ -651,14 +657,21 @@ struct cpu_rows {
 	uint32_t first, n;
 };
 
+/* *hint: where the last one was (consecutive slices often share it). */
 static const struct cpu_rows *cpu_rows_find(const struct vec *c,
-					    int64_t machine, int64_t cpu)
+					    int64_t machine, int64_t cpu,
+					    size_t *hint)
 {
 	const struct cpu_rows *r = c->v;
 
+	if (*hint < c->n && r[*hint].machine == machine &&
+	    r[*hint].cpu == cpu)
+		return &r[*hint];
 	for (size_t i = 0; i < c->n; i++)
-		if (r[i].machine == machine && r[i].cpu == cpu)
+		if (r[i].machine == machine && r[i].cpu == cpu) {
+			*hint = i;
 			return &r[i];
+		}
 	return NULL;
 }
 
@@ -751,6 +764,7 @@ static void guest_threads(struct vb *b, const struct vec *vms,
 			  const struct vec *cpus)
 {
 	struct tp_table *t = tp_tab(b->ctx, TP_T_SCHED);
+	size_t hint = 0;
 
 	for (uint32_t r = 0; r < t->nrows; r++) {
 		int64_t machine = tp_get_int(t, TP_SCHED_machine_id, r);
@@ -762,8 +776,8 @@ static void guest_threads(struct vb *b, const struct vec *vms,
 			continue;
 		int64_t ts = tp_get_int(t, TP_SCHED_ts, r);
 		int64_t cpu = tp_get_int(t, TP_SCHED_cpu, r);
-		cut_slice(b, cpu_rows_find(cpus, machine, cpu), ts, ts + dur,
-			  machine, cpu, utid, r);
+		cut_slice(b, cpu_rows_find(cpus, machine, cpu, &hint), ts,
+			  ts + dur, machine, cpu, utid, r);
 	}
 }
 
@@ -799,6 +813,7 @@ static void build_states(struct vb *b, const struct vec *maps,
 {
 	const struct vmap *m = maps->v;
 	struct tp_table *vs = tp_tab(b->ctx, TP_T_VCPU_STATE);
+	size_t spans = 0;
 
 	for (size_t i = 0; i < maps->n;) {
 		size_t j = i;
@@ -810,11 +825,17 @@ static void build_states(struct vb *b, const struct vec *maps,
 			i = j;
 			continue;
 		}
+		if (cpus->n == TP_VCPU_MAX_VCPUS || spans >= TP_VCPU_MAX_SPANS) {
+			tp_warn(b->ctx, "more than %d vCPUs or %d vCPU thread "
+				"changes: the vcpu tables stop there",
+				TP_VCPU_MAX_VCPUS, TP_VCPU_MAX_SPANS);
+			break;
+		}
 		struct cpu_rows *cr = vec_push(cpus);
 		*cr = (struct cpu_rows){machine, m[i].vcpu, vs->nrows, 0};
 		/* Each change of thread starts a new span; the first span
 		 * reaches back to the start of the trace. */
-		for (size_t k = i; k < j;) {
+		for (size_t k = i; k < j && spans < TP_VCPU_MAX_SPANS;) {
 			size_t next = k + 1;
 			while (next < j && m[next].host_tid == m[k].host_tid &&
 			       m[next].utid == m[k].utid)
@@ -822,6 +843,7 @@ static void build_states(struct vb *b, const struct vec *maps,
 			int64_t lo = k == i ? INT64_MIN : m[k].ts;
 			int64_t hi = next < j ? m[next].ts : INT64_MAX;
 			one_span(b, machine, &m[k], lo, hi);
+			spans++;
 			k = next;
 		}
 		cr->n = vs->nrows - cr->first;
