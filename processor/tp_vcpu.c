@@ -539,20 +539,21 @@ static void thread_states(struct emitter *e, uint32_t utid)
 		int64_t dur = tp_get_int(t, TP_THREAD_STATE_dur, r);
 		int64_t end;
 
+		enum vstate s = classify(b, tp_get_str(t, TP_THREAD_STATE_state,
+						       r));
 		/* A row the loader never closed: its end was lost (a
 		 * missing or mismatched sched_switch), so its state is
-		 * unknown until the next row; only the last row of the
-		 * thread lasts, unchanged, to the end of the host's
-		 * sched data. */
+		 * unknown until the next row.  The last row of the thread
+		 * lasts, unchanged, to the end of the host's sched data,
+		 * unless it is runnable: the switch that would have ended
+		 * it is the kind these kernels omit (idle to task). */
 		if (dur < 0) {
-			if (i + 1 < n)
+			if (i + 1 < n || s == VS_PREEMPTED)
 				continue;
 			end = b->host_hi;
 		} else {
 			end = ts + dur;
 		}
-		enum vstate s = classify(b, tp_get_str(t, TP_THREAD_STATE_state,
-						       r));
 		/* A sleep that ends in Running with no wakeup between: the
 		 * sched_waking was lost, so when the thread became runnable
 		 * (blocked, then preempted) is not known. */

@@ -221,7 +221,8 @@ static void test_map_changes(void **state)
 
 /* vCPU 1's thread sleeps at 2500 and is next seen running at 3000 with
  * no sched_waking between (a lost event): when it became runnable is not
- * known, so 2500-3000 is unknown, not blocked. */
+ * known, so 2500-3000 is unknown, not blocked.  Woken at 4600 and never
+ * seen switched in before the trace ends: unknown too, not preempted. */
 static void test_lost_wakeup(void **state)
 {
 	(void)state;
@@ -238,6 +239,7 @@ static void test_lost_wakeup(void **state)
 	sw(&t, 0, 1, 2500, 1002, 1, 0);
 	sw(&t, 0, 1, 3000, 0, 0, 1002); /* no waking before */
 	sw(&t, 0, 1, 4000, 1002, 1, 0);
+	waking(&t, 0, 4600, 0, 1002); /* and never seen running again */
 	sw(&t, 0, 1, 5000, 0, 0, 2000);
 	sw_seq(&t, 1, 2, 1, 1000, 0, 0, 60);
 	sw_seq(&t, 1, 2, 1, 4500, 60, 1, 0);
@@ -246,7 +248,7 @@ static void test_lost_wakeup(void **state)
 		rows(&l, "select ts, dur, state from vcpu_state order by ts"),
 		"1000,1000,running;2000,200,blocked;2200,100,preempted;"
 		"2300,200,running;2500,500,unknown;3000,1000,running;"
-		"4000,1000,blocked;");
+		"4000,600,blocked;4600,400,unknown;");
 	assert_string_equal(
 		rows(&l, "select running_dur, host_running_dur, preempted_dur,"
 			 " blocked_dur, unknown_dur"
