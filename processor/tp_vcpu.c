@@ -163,7 +163,8 @@ static void gather_recorded(struct vb *b, struct vec *maps, struct vec *assoc)
 			b->ctx, tp_get_int(s, TP_SLICE_track_id, r));
 		read_args(b, tp_get_int(s, TP_SLICE_arg_set_id, r), &a);
 		if (name == b->s_vm_machine) {
-			if (a.has_pid && machine > 0) {
+			if (a.has_pid && machine > 0 &&
+			    assoc->n < TP_VCPU_MAX_SPANS) {
 				int64_t *p = vec_push(assoc);
 				p[0] = a.vmm_pid;
 				p[1] = machine;
@@ -751,35 +752,35 @@ static void cut_slice(struct vb *b, const struct cpu_rows *cr, int64_t ts,
 	gths_row(b, cur, end, machine, cpu, utid, unknown, -1, sched_id);
 }
 
-static bool machine_placed(const struct vec *vms, int64_t machine)
-{
-	const struct vm *v = vms->v;
-
-	for (size_t i = 0; i < vms->n; i++)
-		if (v[i].machine == machine)
-			return true;
-	return false;
-}
-
 static void guest_threads(struct vb *b, const struct vec *vms,
 			  const struct vec *cpus)
 {
 	struct tp_table *t = tp_tab(b->ctx, TP_T_SCHED);
+	uint32_t nm = tp_tab(b->ctx, TP_T_MACHINE)->nrows;
+	const struct vm *v = vms->v;
+	bool *placed = calloc(nm ? nm : 1, sizeof(*placed));
 	size_t hint = 0;
+
+	if (!placed)
+		abort();
+	for (size_t i = 0; i < vms->n; i++)
+		if (v[i].machine >= 0 && v[i].machine < nm)
+			placed[v[i].machine] = true;
 
 	for (uint32_t r = 0; r < t->nrows; r++) {
 		int64_t machine = tp_get_int(t, TP_SCHED_machine_id, r);
 		int64_t dur = tp_get_int(t, TP_SCHED_dur, r);
 		int64_t utid = tp_get_int(t, TP_SCHED_utid, r);
 
-		if (machine == 0 || dur <= 0 || !machine_placed(vms, machine) ||
-		    idle_thread(b->ctx, utid))
+		if (machine <= 0 || machine >= nm || !placed[machine] ||
+		    dur <= 0 || idle_thread(b->ctx, utid))
 			continue;
 		int64_t ts = tp_get_int(t, TP_SCHED_ts, r);
 		int64_t cpu = tp_get_int(t, TP_SCHED_cpu, r);
 		cut_slice(b, cpu_rows_find(cpus, machine, cpu, &hint), ts,
 			  ts + dur, machine, cpu, utid, r);
 	}
+	free(placed);
 }
 
 /* ---- the build -------------------------------------------------------- */
@@ -867,6 +868,13 @@ void tp_vcpu_build(struct tp_ctx *ctx, const struct tp_vcpu_assign *assign)
 	if (maps.n) {
 		qsort(maps.v, maps.n, sizeof(struct vmap), cmp_map);
 		list_vms(&maps, &vms);
+	}
+	if (vms.n > TP_VCPU_MAX_VCPUS) {
+		tp_warn(ctx, "vCPU threads of %zu VMs: more than %d; no vcpu "
+			"tables", vms.n, TP_VCPU_MAX_VCPUS);
+		maps.n = 0;
+	}
+	if (maps.n) {
 		place_vms(&b, &vms, &assoc, assign);
 		host_span(&b);
 		build_states(&b, &maps, &vms, &cpus);

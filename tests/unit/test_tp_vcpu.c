@@ -258,6 +258,25 @@ static void test_lost_wakeup(void **state)
 	trace_free(&t);
 }
 
+/* A trace naming more vCPUs than the tables take: they stop at 1024. */
+static void test_bounds(void **state)
+{
+	(void)state;
+	struct trace t;
+	struct loaded l;
+
+	trace_init(&t);
+	vcpu_map_track(&t, 400);
+	for (int i = 0; i < 1100; i++)
+		vcpu_map(&t, 600, i, 1001);
+	scenario(&t, SC_HOST | SC_GUEST, 0, 1, 1);
+	load(&l, &t, NULL);
+	assert_string_equal(rows(&l, "select count(*), max(cpu) from vcpu"),
+			    "1024,1023;");
+	unload(&l);
+	trace_free(&t);
+}
+
 /* The caller (the merge) says which VM is which machine; a VM it does not
  * name gets no rows. */
 static void test_assign(void **state)
@@ -290,6 +309,7 @@ int main(void)
 		cmocka_unit_test(test_no_kvm),
 		cmocka_unit_test(test_map_changes),
 		cmocka_unit_test(test_lost_wakeup),
+		cmocka_unit_test(test_bounds),
 		cmocka_unit_test(test_assign),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
