@@ -223,8 +223,10 @@ static void poll_vcpus(struct session *s, size_t i, bool all)
 	int pid = v->vmm_pid, n;
 	const char *source = v->qmp ? "qmp" : "thread_name";
 
+	/* A short wait: this thread also keeps the snapshots' period, and
+	 * a monitor that is slow now answers on a later tick. */
 	if (v->qmp)
-		n = vcpu_threads_from_qmp(v->qmp, 500, t, VCPU_THREADS_MAX,
+		n = vcpu_threads_from_qmp(v->qmp, 200, t, VCPU_THREADS_MAX,
 					  &err);
 	else
 		n = vcpu_threads_from_names(p->proc_root, pid, t,

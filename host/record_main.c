@@ -471,13 +471,24 @@ static void control_addr(const struct guest *g, char *buf, size_t len)
 
 /* --------------------------------------------------------- configs */
 
+/* True if the kvm module's trace events exist (KVM can run guests). */
+static bool have_kvm_events(void)
+{
+	return access("/sys/kernel/tracing/events/kvm/kvm_entry", F_OK) == 0 ||
+	       access("/sys/kernel/debug/tracing/events/kvm/kvm_entry",
+		      F_OK) == 0;
+}
+
 /* The host's scheduler events are what the vcpu tables are made of: a
  * host config that records ftrace records sched_switch and sched_waking
- * too (a config without ftrace is left alone). */
+ * too, and kvm_entry / kvm_exit where KVM runs (a config without ftrace
+ * is left alone). */
 static int ensure_sched_events(vp_trace_config *tc, struct vp_error *err)
 {
 	static const char *const need[] = {"sched/sched_switch",
-					   "sched/sched_waking"};
+					   "sched/sched_waking",
+					   "kvm/kvm_entry", "kvm/kvm_exit"};
+	size_t n_need = have_kvm_events() ? 4 : 2;
 
 	for (size_t i = 0; i < tc->n_data_sources; i++) {
 		Perfetto__Protos__DataSourceConfig *c =
@@ -486,11 +497,16 @@ static int ensure_sched_events(vp_trace_config *tc, struct vp_error *err)
 		    !c->ftrace_config)
 			continue;
 		Perfetto__Protos__FtraceConfig *f = c->ftrace_config;
-		for (size_t k = 0; k < 2; k++) {
+		for (size_t k = 0; k < n_need; k++) {
+			/* the group's wildcard covers it too */
+			size_t gl = (size_t)(strchr(need[k], '/') - need[k]);
 			bool have = false;
-			for (size_t j = 0; j < f->n_ftrace_events; j++)
-				have |= !strcmp(f->ftrace_events[j], need[k]) ||
-					!strcmp(f->ftrace_events[j], "sched/*");
+			for (size_t j = 0; j < f->n_ftrace_events; j++) {
+				const char *e = f->ftrace_events[j];
+				have |= !strcmp(e, need[k]) ||
+					(!strncmp(e, need[k], gl + 1) &&
+					 !strcmp(e + gl + 1, "*"));
+			}
 			if (have)
 				continue;
 			char **ev = realloc(f->ftrace_events,

@@ -237,8 +237,8 @@ static ssize_t qmp_read_until(int fd, char *buf, size_t size, size_t *have,
 			*have -= ml;
 		}
 		if (*have + 1 >= size)
-			return vp_errorf(err, "QMP: a message of over %zu bytes",
-					 size);
+			return vp_errorf(err, "QMP: a message of over %zu "
+					 "bytes", size);
 		long long left = deadline - now_ms();
 		struct pollfd pfd = {fd, POLLIN, 0};
 		if (left <= 0 || poll(&pfd, 1, (int)left) <= 0)
@@ -317,7 +317,7 @@ out:
 	return rc;
 }
 
-/* ---- packets -------------------------------------------------------------- */
+/* ---- packets ---------------------------------------------------------- */
 
 /* "vcpumap" in ASCII in the high bits keeps these uuids clear of the
  * SDK's tracks and of kvm_tsc's. */

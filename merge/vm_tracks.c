@@ -158,7 +158,8 @@ static int write_machine(struct tp_ctx *ctx, struct out *o)
 		}
 		int64_t tid = -1;
 		if (!tp_is_null(s, TP_VCPU_STATE_host_utid, r)) {
-			int64_t utid = tp_get_int(s, TP_VCPU_STATE_host_utid, r);
+			int64_t utid =
+				tp_get_int(s, TP_VCPU_STATE_host_utid, r);
 			if (utid >= 0 && utid < th->nrows)
 				tid = tp_get_int(th, TP_THREAD_tid,
 						 (uint32_t)utid);
@@ -224,11 +225,12 @@ int vm_tracks_write(void *ctx_unused, const struct merge_opts *o,
 		out.seq = seq_base + 1 + (uint32_t)i;
 		out.machine = a.machine[i];
 		if (!write_machine(ctx, &out) && out.status == MERGE_OK)
-			add_warning(res, "--vm-tracks: guest %s: no host state "
-				    "of its vCPUs (no vCPU threads of its VM%s, "
-				    "or no host sched data)",
+			add_warning(res, "--vm-tracks: guest %s: no host "
+				    "state of its vCPUs (no vCPU threads of "
+				    "its VM%s, or no host sched data)",
 				    res->guests[i].path,
-				    i < o->n_vm_pid ? "" : " (give --guest-vm-pid)");
+				    i < o->n_vm_pid ? ""
+						    : " (give --guest-vm-pid)");
 	}
 	pb_buf_free(&out.b);
 	tp_ctx_free(ctx);

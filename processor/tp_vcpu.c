@@ -38,6 +38,12 @@
 
 #define NONE32 UINT32_MAX
 
+/* Bounds on what a trace can make this module do: each mapping span walks
+ * its host thread's states, so a hostile trace of many vcpu_map records
+ * could otherwise cost spans x states. */
+#define TP_VCPU_MAX_VCPUS 1024
+#define TP_VCPU_MAX_SPANS 4096
+
 enum vstate { VS_RUNNING, VS_PREEMPTED, VS_BLOCKED, VS_EXIT, VS_UNKNOWN };
 
 static const char *const vstate_name[] = {
@@ -157,7 +163,8 @@ static void gather_recorded(struct vb *b, struct vec *maps, struct vec *assoc)
 			b->ctx, tp_get_int(s, TP_SLICE_track_id, r));
 		read_args(b, tp_get_int(s, TP_SLICE_arg_set_id, r), &a);
 		if (name == b->s_vm_machine) {
-			if (a.has_pid && machine > 0) {
+			if (a.has_pid && machine > 0 &&
+			    assoc->n < TP_VCPU_MAX_SPANS) {
 				int64_t *p = vec_push(assoc);
 				p[0] = a.vmm_pid;
 				p[1] = machine;
@@ -176,7 +183,8 @@ static void gather_recorded(struct vb *b, struct vec *maps, struct vec *assoc)
 			.host_tid = a.host_tid,
 			.utid = NONE32,
 			.vm = a.vm,
-			.source = a.source ? a.source : tp_s(b->ctx, "vcpu_map"),
+			.source = a.source ? a.source
+					    : tp_s(b->ctx, "vcpu_map"),
 			.order = (uint32_t)maps->n,
 		};
 	}
@@ -217,8 +225,9 @@ static void gather_named(struct vb *b, struct vec *maps)
 	for (uint32_t r = 0; r < t->nrows; r++) {
 		if (tp_get_int(t, TP_THREAD_machine_id, r) != 0)
 			continue;
-		int64_t idx = tp_vcpu_index_from_name(
-			tp_str_get(ctx->pool, tp_get_str(t, TP_THREAD_name, r)));
+		const char *name =
+			tp_str_get(ctx->pool, tp_get_str(t, TP_THREAD_name, r));
+		int64_t idx = tp_vcpu_index_from_name(name);
 		if (idx < 0)
 			continue;
 		int64_t pid = 0;
@@ -321,9 +330,9 @@ static void place_vms(struct vb *b, struct vec *vms, const struct vec *assoc,
 			nguest++;
 	if (nguest != vms->n || !nguest) {
 		if (vms->n && nguest)
-			tp_warn(ctx, "%zu VMs with vCPU threads on the host but "
-				"%zu guest machines: cannot tell which is which; "
-				"the vcpu tables stay empty",
+			tp_warn(ctx, "%zu VMs with vCPU threads on the host "
+				"but %zu guest machines: cannot tell which "
+				"is which; the vcpu tables stay empty",
 				vms->n, nguest);
 		return;
 	}
@@ -531,20 +540,21 @@ static void thread_states(struct emitter *e, uint32_t utid)
 		int64_t dur = tp_get_int(t, TP_THREAD_STATE_dur, r);
 		int64_t end;
 
+		enum vstate s = classify(b, tp_get_str(t, TP_THREAD_STATE_state,
+						       r));
 		/* A row the loader never closed: its end was lost (a
 		 * missing or mismatched sched_switch), so its state is
-		 * unknown until the next row; only the last row of the
-		 * thread lasts, unchanged, to the end of the host's
-		 * sched data. */
+		 * unknown until the next row.  The last row of the thread
+		 * lasts, unchanged, to the end of the host's sched data,
+		 * unless it is runnable: the switch that would have ended
+		 * it is the kind these kernels omit (idle to task). */
 		if (dur < 0) {
-			if (i + 1 < n)
+			if (i + 1 < n || s == VS_PREEMPTED)
 				continue;
 			end = b->host_hi;
 		} else {
 			end = ts + dur;
 		}
-		enum vstate s = classify(b, tp_get_str(t, TP_THREAD_STATE_state,
-						       r));
 		/* A sleep that ends in Running with no wakeup between: the
 		 * sched_waking was lost, so when the thread became runnable
 		 * (blocked, then preempted) is not known. */
@@ -649,14 +659,21 @@ struct cpu_rows {
 	uint32_t first, n;
 };
 
+/* *hint: where the last one was (consecutive slices often share it). */
 static const struct cpu_rows *cpu_rows_find(const struct vec *c,
-					    int64_t machine, int64_t cpu)
+					    int64_t machine, int64_t cpu,
+					    size_t *hint)
 {
 	const struct cpu_rows *r = c->v;
 
+	if (*hint < c->n && r[*hint].machine == machine &&
+	    r[*hint].cpu == cpu)
+		return &r[*hint];
 	for (size_t i = 0; i < c->n; i++)
-		if (r[i].machine == machine && r[i].cpu == cpu)
+		if (r[i].machine == machine && r[i].cpu == cpu) {
+			*hint = i;
 			return &r[i];
+		}
 	return NULL;
 }
 
@@ -735,34 +752,35 @@ static void cut_slice(struct vb *b, const struct cpu_rows *cr, int64_t ts,
 	gths_row(b, cur, end, machine, cpu, utid, unknown, -1, sched_id);
 }
 
-static bool machine_placed(const struct vec *vms, int64_t machine)
-{
-	const struct vm *v = vms->v;
-
-	for (size_t i = 0; i < vms->n; i++)
-		if (v[i].machine == machine)
-			return true;
-	return false;
-}
-
 static void guest_threads(struct vb *b, const struct vec *vms,
 			  const struct vec *cpus)
 {
 	struct tp_table *t = tp_tab(b->ctx, TP_T_SCHED);
+	uint32_t nm = tp_tab(b->ctx, TP_T_MACHINE)->nrows;
+	const struct vm *v = vms->v;
+	bool *placed = calloc(nm ? nm : 1, sizeof(*placed));
+	size_t hint = 0;
+
+	if (!placed)
+		abort();
+	for (size_t i = 0; i < vms->n; i++)
+		if (v[i].machine >= 0 && v[i].machine < nm)
+			placed[v[i].machine] = true;
 
 	for (uint32_t r = 0; r < t->nrows; r++) {
 		int64_t machine = tp_get_int(t, TP_SCHED_machine_id, r);
 		int64_t dur = tp_get_int(t, TP_SCHED_dur, r);
 		int64_t utid = tp_get_int(t, TP_SCHED_utid, r);
 
-		if (machine == 0 || dur <= 0 || !machine_placed(vms, machine) ||
-		    idle_thread(b->ctx, utid))
+		if (machine <= 0 || machine >= nm || !placed[machine] ||
+		    dur <= 0 || idle_thread(b->ctx, utid))
 			continue;
 		int64_t ts = tp_get_int(t, TP_SCHED_ts, r);
 		int64_t cpu = tp_get_int(t, TP_SCHED_cpu, r);
-		cut_slice(b, cpu_rows_find(cpus, machine, cpu), ts, ts + dur,
-			  machine, cpu, utid, r);
+		cut_slice(b, cpu_rows_find(cpus, machine, cpu, &hint), ts,
+			  ts + dur, machine, cpu, utid, r);
 	}
+	free(placed);
 }
 
 /* ---- the build -------------------------------------------------------- */
@@ -797,6 +815,7 @@ static void build_states(struct vb *b, const struct vec *maps,
 {
 	const struct vmap *m = maps->v;
 	struct tp_table *vs = tp_tab(b->ctx, TP_T_VCPU_STATE);
+	size_t spans = 0;
 
 	for (size_t i = 0; i < maps->n;) {
 		size_t j = i;
@@ -808,11 +827,17 @@ static void build_states(struct vb *b, const struct vec *maps,
 			i = j;
 			continue;
 		}
+		if (cpus->n == TP_VCPU_MAX_VCPUS || spans >= TP_VCPU_MAX_SPANS) {
+			tp_warn(b->ctx, "more than %d vCPUs or %d vCPU thread "
+				"changes: the vcpu tables stop there",
+				TP_VCPU_MAX_VCPUS, TP_VCPU_MAX_SPANS);
+			break;
+		}
 		struct cpu_rows *cr = vec_push(cpus);
 		*cr = (struct cpu_rows){machine, m[i].vcpu, vs->nrows, 0};
 		/* Each change of thread starts a new span; the first span
 		 * reaches back to the start of the trace. */
-		for (size_t k = i; k < j;) {
+		for (size_t k = i; k < j && spans < TP_VCPU_MAX_SPANS;) {
 			size_t next = k + 1;
 			while (next < j && m[next].host_tid == m[k].host_tid &&
 			       m[next].utid == m[k].utid)
@@ -820,6 +845,7 @@ static void build_states(struct vb *b, const struct vec *maps,
 			int64_t lo = k == i ? INT64_MIN : m[k].ts;
 			int64_t hi = next < j ? m[next].ts : INT64_MAX;
 			one_span(b, machine, &m[k], lo, hi);
+			spans++;
 			k = next;
 		}
 		cr->n = vs->nrows - cr->first;
@@ -842,6 +868,13 @@ void tp_vcpu_build(struct tp_ctx *ctx, const struct tp_vcpu_assign *assign)
 	if (maps.n) {
 		qsort(maps.v, maps.n, sizeof(struct vmap), cmp_map);
 		list_vms(&maps, &vms);
+	}
+	if (vms.n > TP_VCPU_MAX_VCPUS) {
+		tp_warn(ctx, "vCPU threads of %zu VMs: more than %d; no vcpu "
+			"tables", vms.n, TP_VCPU_MAX_VCPUS);
+		maps.n = 0;
+	}
+	if (maps.n) {
 		place_vms(&b, &vms, &assoc, assign);
 		host_span(&b);
 		build_states(&b, &maps, &vms, &cpus);

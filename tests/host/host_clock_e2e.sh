@@ -213,4 +213,62 @@ else
 	fail "vperfetto_tracegen failed"
 fi
 
+# vCPU threads by name: a fake VMM with threads named as QEMU names its
+# vCPU threads; vCPU 1's thread is replaced half way through a recording,
+# and the producer must say so with a new vcpu_map record.
+python3 - "$tmp/vmm.tids" "$tmp/vmm.swap" <<'PY' >"$tmp/vmm.log" 2>&1 &
+import ctypes, os, sys, threading, time
+libc = ctypes.CDLL(None)
+out, swap = sys.argv[1], sys.argv[2]
+def vcpu(name, stop):
+    libc.prctl(15, name.encode(), 0, 0, 0)  # PR_SET_NAME
+    with open(out, "a") as f:
+        f.write("%s %d\n" % (name.split()[1].split("/")[0], threading.get_native_id()))
+    stop.wait()
+stops = [threading.Event() for _ in range(3)]
+ts = [threading.Thread(target=vcpu, args=("CPU %d/KVM" % i, stops[i])) for i in (0, 1)]
+for t in ts: t.start()
+while not os.path.exists(swap): time.sleep(0.05)
+stops[1].set(); ts[1].join()
+t2 = threading.Thread(target=vcpu, args=("CPU 1/KVM", stops[2])); t2.start()
+time.sleep(60)
+PY
+vmm=$!
+e2e_track $vmm
+for _ in $(seq 50); do
+	[ "$(wc -l <"$tmp/vmm.tids" 2>/dev/null)" = 2 ] && break
+	sleep 0.1
+done
+timeout 60 "$host_clock" --producer-socket "$tmp/p.sock" --no-vsock \
+	--vm-pid $vmm --vm-name fakevm -v >"$tmp/host_clock2.log" 2>&1 &
+hc2=$!
+e2e_track $hc2
+sleep 1
+record vcpus 3500 &
+rec=$!
+sleep 1.5
+touch "$tmp/vmm.swap"
+wait "$rec" || fail "recording 3: $(cat "$tmp/vcpus.log")"
+kill -INT "$hc2"
+wait "$hc2"
+kill "$vmm" 2>/dev/null
+v=$tmp/vcpus.pb
+want=$(sort -k1,1n -s "$tmp/vmm.tids" | awk '{ printf "%s%s:%s", (NR > 1 ? " " : ""), $1, $2 }')
+expect "vcpu_map: each vCPU's threads in order, vCPU 1's replaced ($want)" "$v" \
+	"select group_concat(vcpu || ':' || tid, ' ') from (select
+	 EXTRACT_ARG(arg_set_id, 'debug.vcpu') vcpu,
+	 EXTRACT_ARG(arg_set_id, 'debug.host_tid') tid from slice
+	 where name = 'vcpu_map' order by vcpu, ts)" "$want"
+expect "vcpu_map: the VM's name, pid and source" "$v" \
+	"select count(*) from slice where name = 'vcpu_map' and
+	 EXTRACT_ARG(arg_set_id, 'debug.vm') = 'fakevm' and
+	 EXTRACT_ARG(arg_set_id, 'debug.vmm_pid') = $vmm and
+	 EXTRACT_ARG(arg_set_id, 'debug.source') = 'thread_name'" 3
+expect "vcpu_map on its track" "$v" \
+	"select count(*) from slice s join track t on s.track_id = t.id
+	 where s.name = 'vcpu_map' and t.name = 'vcpu_map VM pid $vmm'" 3
+grep -q "3 vcpu_map records" "$tmp/host_clock2.log" &&
+	pass "summary counts the vcpu_map records" ||
+	fail "summary: $(grep 'snapshots written' "$tmp/host_clock2.log")"
+
 e2e_finish host_clock_e2e

@@ -221,7 +221,8 @@ static void test_map_changes(void **state)
 
 /* vCPU 1's thread sleeps at 2500 and is next seen running at 3000 with
  * no sched_waking between (a lost event): when it became runnable is not
- * known, so 2500-3000 is unknown, not blocked. */
+ * known, so 2500-3000 is unknown, not blocked.  Woken at 4600 and never
+ * seen switched in before the trace ends: unknown too, not preempted. */
 static void test_lost_wakeup(void **state)
 {
 	(void)state;
@@ -238,6 +239,7 @@ static void test_lost_wakeup(void **state)
 	sw(&t, 0, 1, 2500, 1002, 1, 0);
 	sw(&t, 0, 1, 3000, 0, 0, 1002); /* no waking before */
 	sw(&t, 0, 1, 4000, 1002, 1, 0);
+	waking(&t, 0, 4600, 0, 1002); /* and never seen running again */
 	sw(&t, 0, 1, 5000, 0, 0, 2000);
 	sw_seq(&t, 1, 2, 1, 1000, 0, 0, 60);
 	sw_seq(&t, 1, 2, 1, 4500, 60, 1, 0);
@@ -246,11 +248,31 @@ static void test_lost_wakeup(void **state)
 		rows(&l, "select ts, dur, state from vcpu_state order by ts"),
 		"1000,1000,running;2000,200,blocked;2200,100,preempted;"
 		"2300,200,running;2500,500,unknown;3000,1000,running;"
-		"4000,1000,blocked;");
+		"4000,600,blocked;4600,400,unknown;");
 	assert_string_equal(
 		rows(&l, "select running_dur, host_running_dur, preempted_dur,"
-			 " blocked_dur, unknown_dur from guest_thread_host_summary"),
+			 " blocked_dur, unknown_dur"
+			 " from guest_thread_host_summary"),
 		"3500,2200,100,700,500;");
+	unload(&l);
+	trace_free(&t);
+}
+
+/* A trace naming more vCPUs than the tables take: they stop at 1024. */
+static void test_bounds(void **state)
+{
+	(void)state;
+	struct trace t;
+	struct loaded l;
+
+	trace_init(&t);
+	vcpu_map_track(&t, 400);
+	for (int i = 0; i < 1100; i++)
+		vcpu_map(&t, 600, i, 1001);
+	scenario(&t, SC_HOST | SC_GUEST, 0, 1, 1);
+	load(&l, &t, NULL);
+	assert_string_equal(rows(&l, "select count(*), max(cpu) from vcpu"),
+			    "1024,1023;");
 	unload(&l);
 	trace_free(&t);
 }
@@ -287,6 +309,7 @@ int main(void)
 		cmocka_unit_test(test_no_kvm),
 		cmocka_unit_test(test_map_changes),
 		cmocka_unit_test(test_lost_wakeup),
+		cmocka_unit_test(test_bounds),
 		cmocka_unit_test(test_assign),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

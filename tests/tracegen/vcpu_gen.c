@@ -29,8 +29,8 @@ int main(int argc, char **argv)
 	struct trace host, guest;
 
 	if (argc != 6) {
-		fprintf(stderr, "usage: vperfetto_vcpu_gen HOST_BASE GUEST_BASE "
-				"SCALE HOST_OUT GUEST_OUT\n");
+		fprintf(stderr, "usage: vperfetto_vcpu_gen HOST_BASE "
+				"GUEST_BASE SCALE HOST_OUT GUEST_OUT\n");
 		return 2;
 	}
 	int64_t hb = strtoll(argv[1], NULL, 10);
@@ -42,7 +42,8 @@ int main(int argc, char **argv)
 	host.seq_base = guest.seq_base = 1000;
 	scenario(&host, SC_HOST | SC_MAPS | SC_KVM, hb, scale, 0);
 	scenario(&guest, SC_GUEST, gb, scale, 0);
-	int rc = write_file(argv[4], &host.out) || write_file(argv[5], &guest.out);
+	int rc = write_file(argv[4], &host.out) ||
+		 write_file(argv[5], &guest.out);
 	trace_free(&host);
 	trace_free(&guest);
 	return rc ? 1 : 0;

@@ -51,7 +51,8 @@ static inline void trace_free(struct trace *t)
 static inline void pkt_begin(struct trace *t, uint32_t seq, uint32_t machine)
 {
 	pb_buf_reset(&t->pkt);
-	pb_put_varint(&t->pkt, TP_TRUSTED_PACKET_SEQUENCE_ID, t->seq_base + seq);
+	pb_put_varint(&t->pkt, TP_TRUSTED_PACKET_SEQUENCE_ID,
+		      t->seq_base + seq);
 	if (machine)
 		pb_put_varint(&t->pkt, TP_MACHINE_ID, machine);
 }
@@ -129,7 +130,8 @@ static inline void sw(struct trace *t, uint32_t machine, uint32_t cpu,
 	sw_seq(t, machine, 1, cpu, ts, prev, prev_state, next);
 }
 
-static inline void waking(struct trace *t, uint32_t cpu, int64_t ts, int64_t waker,
+static inline void waking(struct trace *t, uint32_t cpu, int64_t ts,
+			  int64_t waker,
 		   int64_t pid)
 {
 	size_t ev, b = ftrace_begin(t, 1, 0, cpu, ts, waker, &ev);
@@ -177,7 +179,8 @@ static inline void process_tree(struct trace *t, int64_t ts, bool with_1003)
 }
 
 /* A `vperfetto`/`vcpu_map` instant on the host clock producer's track. */
-static inline void vcpu_map(struct trace *t, int64_t ts, int64_t vcpu, int64_t tid)
+static inline void vcpu_map(struct trace *t, int64_t ts, int64_t vcpu,
+			    int64_t tid)
 {
 	pkt_begin(t, 3, 0);
 	pb_put_varint(&t->pkt, TP_TIMESTAMP, (uint64_t)ts);
