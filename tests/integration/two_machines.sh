@@ -37,6 +37,7 @@ TP=$B/processor/vperfetto_tp
 E2E_VTRACED=$VTRACED
 E2E_TP=$TP
 e2e_init vp-two
+e2e_tracefs_lock
 D=$E2E_DIR
 
 # Can ftrace be used here?  (root, tracefs mounted or mountable)

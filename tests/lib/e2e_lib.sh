@@ -13,6 +13,7 @@
 #                        exit-time leak check has been seen to hang)
 #   pass MSG, fail MSG   print "PASS MSG" / "FAIL MSG" and count
 #   check MSG CMD...     pass if CMD succeeds, else fail
+#   e2e_tracefs_lock     serializes the tests that record ftrace
 #   e2e_finish [NAME]    prints the counts and exits 1 if any check
 #                        failed, else 0
 #   query TRACE SQL      the last line vperfetto_tp prints (one value;
@@ -86,6 +87,14 @@ e2e_cleanup() {
 	else
 		rm -rf "$E2E_DIR"
 	fi
+}
+
+# e2e_tracefs_lock: holds, until the test exits, the lock every test that
+# records ftrace takes, so that two of them (run in parallel by meson) do
+# not see each other's tracefs instances come and go.
+e2e_tracefs_lock() {
+	exec {E2E_TRACEFS_FD}>"${TMPDIR:-/tmp}/vperfetto-tests-tracefs.lock"
+	flock "$E2E_TRACEFS_FD"
 }
 
 pass() {

@@ -56,6 +56,7 @@ grep -q boot "$tracefs/trace_clock" || skip "no boot trace clock"
 E2E_VTRACED=$vtraced
 E2E_TP=$tp
 e2e_init ftrace_e2e
+e2e_tracefs_lock
 tmp=$E2E_DIR
 E2E_CLEANUP_HOOKS+=(remove_instance)
 
@@ -70,9 +71,12 @@ snapshot() {
 		cat "$tracefs/$f"
 	done
 	# Private instances of other vtraced_probes running meanwhile come
-	# and go; ours is checked on its own below.
+	# and go, and so do the named instances of this test's other modes
+	# running in parallel (vperfetto_e2e_PID); ours is checked on its own
+	# below.
 	echo "== instances"
-	ls "$tracefs/instances" | grep -v '^vtraced_probes\.'
+	ls "$tracefs/instances" | grep -v '^vtraced_probes\.' |
+		grep -v '^vperfetto_e2e_[0-9]*$'
 	if [ "$mode" = instance ]; then
 		for f in tracing_on trace_clock set_event buffer_size_kb; do
 			echo "== $inst/$f"
