@@ -562,18 +562,30 @@ static const struct {
 	{"cast_int", 1, "CAST($1 AS INT)"},
 	{"cast_double", 1, "CAST($1 AS REAL)"},
 	{"cast_string", 1, "CAST($1 AS TEXT)"},
-	/* counters.intervals: each value of a counter-like table (id, ts,
-	 * track_id, value) with how long it held (to the track's next value,
-	 * the last to the end of the trace), the next value and the change
-	 * from the previous one */
+	/* counters.intervals: the values of a counter-like table (id, ts,
+	 * track_id, value), per track in ts order, with how long each held
+	 * (to the track's next row, the last to the end of the trace), the
+	 * next value and the change from the previous row.  As Perfetto, a
+	 * run of equal values keeps its first two rows and, when a different
+	 * value follows (and it is not at ts 0), its last. */
 	{"counter_leading_intervals", 1,
-	 "(SELECT id, ts,"
-	 " lead(ts, 1, trace_end()) OVER __vp_w - ts AS dur, track_id,"
-	 " CAST(value AS REAL) AS value,"
-	 " CAST(lead(value) OVER __vp_w AS REAL) AS next_value,"
-	 " CAST(value - lag(value) OVER __vp_w AS REAL) AS delta_value"
+	 "(WITH __vp_o AS (SELECT id, ts, track_id, value,"
+	 " row_number() OVER __vp_w AS rn, lag(value) OVER __vp_w AS pv,"
+	 " lead(id) OVER __vp_w IS NOT NULL AS more"
 	 " FROM $1 AS __vp_c"
-	 " WINDOW __vp_w AS (PARTITION BY track_id ORDER BY ts, id))"},
+	 " WINDOW __vp_w AS (PARTITION BY track_id ORDER BY ts)),"
+	 " __vp_r AS (SELECT *, sum(iif(pv = value, 0, 1)) OVER"
+	 " (PARTITION BY track_id ORDER BY rn) AS run FROM __vp_o),"
+	 " __vp_k AS (SELECT *, row_number() OVER"
+	 " (PARTITION BY track_id, run ORDER BY rn) AS pos,"
+	 " count(*) OVER (PARTITION BY track_id, run) AS len FROM __vp_r)"
+	 " SELECT id, ts,"
+	 " lead(ts, 1, trace_end()) OVER __vp_w2 - ts AS dur, track_id,"
+	 " CAST(value AS REAL) AS value,"
+	 " CAST(lead(value) OVER __vp_w2 AS REAL) AS next_value,"
+	 " CAST(value - lag(value) OVER __vp_w2 AS REAL) AS delta_value"
+	 " FROM __vp_k WHERE pos <= 2 OR (pos = len AND more AND ts != 0)"
+	 " WINDOW __vp_w2 AS (PARTITION BY track_id ORDER BY rn))"},
 	/* intervals.overlap: intervals_overlap_count!(table, ts, dur), how
 	 * many intervals are open from each time one starts or ends (an
 	 * interval of dur -1 never ends); _by_group!(..., group) the same
