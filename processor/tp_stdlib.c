@@ -1212,8 +1212,3 @@ int tp_stdlib_register(struct sqlite3 *db)
 {
 	return tp_spanjoin_register(db);
 }
-
-const char *tp_stdlib_module_name(size_t i)
-{
-	return i < NMODULES ? modules[i].name : NULL;
-}

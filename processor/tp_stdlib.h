@@ -28,7 +28,4 @@ int tp_stdlib_statement(struct sqlite3 *db, const char *sql,
  * free with sqlite3_free(). */
 char *tp_stdlib_expand(const char *sql);
 
-/* The name of the i-th module, NULL past the end. */
-const char *tp_stdlib_module_name(size_t i);
-
 #endif
