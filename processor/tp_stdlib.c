@@ -396,6 +396,57 @@ static const struct tp_module modules[] = {
      " JOIN cpu_counter_track AS t ON t.id = iv.track_id"
      " ORDER BY iv.track_id, iv.ts;"},
 
+    /* Every process counter value with how long it held: to the next
+     * value on its track, the last one to the end of the process (or of
+     * the trace) plus 1. */
+    {"linux.memory.general",
+     {NULL},
+     NULL,
+     "CREATE VIEW _all_counters_per_process AS"
+     " SELECT c.ts,"
+     "  lead(c.ts, 1, (SELECT ifnull(p.end_ts, trace_end()) FROM process AS p"
+     "   WHERE p.upid = t.upid) + 1)"
+     "  OVER (PARTITION BY c.track_id ORDER BY c.ts) - c.ts AS dur,"
+     "  t.upid, c.value, c.track_id, t.name"
+     " FROM counter AS c JOIN process_counter_track AS t ON t.id = c.track_id"
+     " WHERE t.upid IS NOT NULL;"},
+
+    /* A process's anon, file and shmem RSS and swap over time: the four
+     * counters joined into intervals where none of them changes. */
+    {"linux.memory.process",
+     {"linux.memory.general"},
+     NULL,
+     "CREATE VIEW _anon_rss AS SELECT ts, dur, upid, value AS anon_rss_val"
+     " FROM _all_counters_per_process WHERE name = 'mem.rss.anon';\n"
+     "CREATE VIEW _file_rss AS SELECT ts, dur, upid, value AS file_rss_val"
+     " FROM _all_counters_per_process WHERE name = 'mem.rss.file';\n"
+     "CREATE VIEW _shmem_rss AS"
+     " SELECT ts, dur, upid, value AS shmem_rss_val"
+     " FROM _all_counters_per_process WHERE name = 'mem.rss.shmem';\n"
+     "CREATE VIEW _swap AS SELECT ts, dur, upid, value AS swap_val"
+     " FROM _all_counters_per_process WHERE name = 'mem.swap';\n"
+     "CREATE VIRTUAL TABLE _anon_swap_sj USING SPAN_OUTER_JOIN("
+     " _anon_rss PARTITIONED upid, _swap PARTITIONED upid);\n"
+     "CREATE VIRTUAL TABLE _anon_swap_file_sj USING SPAN_OUTER_JOIN("
+     " _anon_swap_sj PARTITIONED upid, _file_rss PARTITIONED upid);\n"
+     "CREATE VIRTUAL TABLE _rss_swap_sj USING SPAN_OUTER_JOIN("
+     " _anon_swap_file_sj PARTITIONED upid,"
+     " _shmem_rss PARTITIONED upid);\n"
+     "CREATE TABLE _memory_rss_and_swap_per_process_table AS"
+     " SELECT ts, dur, upid, cast_int!(anon_rss_val) AS anon_rss,"
+     "  cast_int!(file_rss_val) AS file_rss,"
+     "  cast_int!(shmem_rss_val) AS shmem_rss, cast_int!(swap_val) AS swap"
+     " FROM _rss_swap_sj;\n"
+     "CREATE VIEW memory_rss_and_swap_per_process AS"
+     " SELECT m.ts, m.dur, m.upid, p.pid, p.name AS process_name,"
+     "  m.anon_rss, m.file_rss, m.shmem_rss,"
+     "  m.file_rss + m.anon_rss + ifnull(m.shmem_rss, 0) AS rss, m.swap,"
+     "  m.anon_rss + ifnull(m.swap, 0) AS anon_rss_and_swap,"
+     "  m.anon_rss + m.file_rss + ifnull(m.shmem_rss, 0) + ifnull(m.swap, 0)"
+     "   AS rss_and_swap"
+     " FROM _memory_rss_and_swap_per_process_table AS m"
+     " JOIN process AS p ON p.upid = m.upid;"},
+
     /* intervals_overlap_count!() and _by_group!(): macros. */
     {"intervals.overlap", {NULL}, NULL, ""},
 
