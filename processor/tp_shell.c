@@ -416,7 +416,9 @@ static void dot_help(void)
 	     "file\n"
 	     ".help                this help\n"
 	     ".quit, .exit         leave (as does Ctrl-D)\n"
-	     "SQL statements end with ';'.  Ctrl-C interrupts a query.");
+	     "SQL statements end with ';'.  Ctrl-C interrupts a query.\n"
+	     "INCLUDE PERFETTO MODULE name; creates a module of Perfetto's "
+	     "stdlib\n(the modules are listed in vperfetto_tp(1)).");
 }
 
 /* Splits the command line in place: argv[0] is the command. */

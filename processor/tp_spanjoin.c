@@ -67,7 +67,7 @@ struct sj_vtab {
 	enum sj_partitioning partitioning;
 	struct sj_side side[2];
 	int first_data; /* output index of the first passed-through column */
-	int nout;       /* passed-through columns */
+	int nout;	/* passed-through columns */
 	int *out_side, *out_col;
 };
 
@@ -86,7 +86,7 @@ struct sj_walk {
 	bool started;
 	enum sj_state state;
 	int64_t ts, ts_end;
-	int64_t part;               /* real and present shadows */
+	int64_t part;		      /* real and present shadows */
 	int64_t miss_first, miss_end; /* missing shadows: [first, end) */
 };
 
@@ -183,8 +183,8 @@ static void step_span(struct sj_walk *w)
 	switch (w->state) {
 	case SJ_REAL: {
 		cursor_next(w);
-		bool to_end = cursor_eof(w) ||
-			      (partitioned && w->part != cursor_part(w));
+		bool to_end =
+		    cursor_eof(w) || (partitioned && w->part != cursor_part(w));
 		w->state = SJ_PRESENT_SHADOW;
 		w->ts = adj_end(w);
 		w->ts_end = to_end ? INT64_MAX : cursor_ts(w);
@@ -197,7 +197,8 @@ static void step_span(struct sj_walk *w)
 			w->ts = 0;
 			w->ts_end = INT64_MAX;
 			w->miss_first = wadd(w->part, 1);
-			w->miss_end = cursor_eof(w) ? INT64_MAX : cursor_part(w);
+			w->miss_end =
+			    cursor_eof(w) ? INT64_MAX : cursor_part(w);
 		} else {
 			w->state = SJ_REAL;
 			w->ts = cursor_ts(w);
@@ -281,8 +282,7 @@ static bool overlapping(const struct sj_cursor *c, const struct sj_vtab *v)
 		if (!meet)
 			return false;
 	}
-	return (a->ts == b->ts && a->state == SJ_REAL &&
-		b->state == SJ_REAL) ||
+	return (a->ts == b->ts && a->state == SJ_REAL && b->state == SJ_REAL) ||
 	       (a->ts >= b->ts && a->ts < adj_end(b)) ||
 	       (b->ts >= a->ts && b->ts < adj_end(a));
 }
@@ -324,8 +324,7 @@ static void find_overlap(struct sj_cursor *c, const struct sj_vtab *v)
 				walk_rewind(uw);
 				c->mixed_part = pw->part;
 			}
-		} else if (c->w[0].state == SJ_EOF ||
-			   c->w[1].state == SJ_EOF) {
+		} else if (c->w[0].state == SJ_EOF || c->w[1].state == SJ_EOF) {
 			break;
 		}
 		c->next = earliest(c, v);
@@ -361,7 +360,7 @@ static int rows_grow(struct sj_rows *r, int ncols)
 	if (part)
 		r->part = part;
 	sqlite3_value **vals =
-		realloc(r->vals, cap * (size_t)ncols * sizeof(*vals));
+	    realloc(r->vals, cap * (size_t)ncols * sizeof(*vals));
 	if (vals)
 		r->vals = vals;
 	if (!ts || !dur || !part || !vals)
@@ -392,8 +391,9 @@ static int rows_load(struct sj_vtab *v, const struct sj_side *s,
 	rc = sqlite3_prepare_v2(v->db, sql, -1, &stmt, NULL);
 	sqlite3_free(sql);
 	if (rc != SQLITE_OK) {
-		v->base.zErrMsg = sqlite3_mprintf("SPAN_JOIN: reading %s: %s",
-						  s->name, sqlite3_errmsg(v->db));
+		v->base.zErrMsg =
+		    sqlite3_mprintf("SPAN_JOIN: reading %s: %s", s->name,
+				    sqlite3_errmsg(v->db));
 		return SQLITE_ERROR;
 	}
 	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
@@ -404,8 +404,8 @@ static int rows_load(struct sj_vtab *v, const struct sj_side *s,
 				continue;
 			if (t != SQLITE_INTEGER) {
 				v->base.zErrMsg = sqlite3_mprintf(
-					"SPAN_JOIN: partition is not an INT "
-					"column");
+				    "SPAN_JOIN: partition is not an INT "
+				    "column");
 				sqlite3_finalize(stmt);
 				return SQLITE_ERROR;
 			}
@@ -417,17 +417,17 @@ static int rows_load(struct sj_vtab *v, const struct sj_side *s,
 		}
 		r->ts[r->n] = sqlite3_column_int64(stmt, s->ts_idx);
 		r->dur[r->n] = s->dur_idx >= 0
-				       ? sqlite3_column_int64(stmt, s->dur_idx)
-				       : 0;
+				   ? sqlite3_column_int64(stmt, s->dur_idx)
+				   : 0;
 		r->part[r->n] = part;
 		for (int i = 0; i < s->ncols; i++) {
 			sqlite3_value *val =
-				sqlite3_value_dup(sqlite3_column_value(stmt, i));
+			    sqlite3_value_dup(sqlite3_column_value(stmt, i));
 			if (!val) {
 				for (int j = 0; j < i; j++)
 					sqlite3_value_free(
-						r->vals[r->n * (size_t)s->ncols +
-							(size_t)j]);
+					    r->vals[r->n * (size_t)s->ncols +
+						    (size_t)j]);
 				sqlite3_finalize(stmt);
 				return SQLITE_NOMEM;
 			}
@@ -436,8 +436,9 @@ static int rows_load(struct sj_vtab *v, const struct sj_side *s,
 		r->n++;
 	}
 	if (rc != SQLITE_DONE) {
-		v->base.zErrMsg = sqlite3_mprintf("SPAN_JOIN: reading %s: %s",
-						  s->name, sqlite3_errmsg(v->db));
+		v->base.zErrMsg =
+		    sqlite3_mprintf("SPAN_JOIN: reading %s: %s", s->name,
+				    sqlite3_errmsg(v->db));
 		sqlite3_finalize(stmt);
 		return SQLITE_ERROR;
 	}
@@ -497,7 +498,7 @@ static int parse_side(const char *arg, struct sj_side *s, char **err)
 		if (!tok) {
 			sqlite3_free(copy);
 			*err = sqlite3_mprintf(
-				"SPAN_JOIN: Missing partitioning column");
+			    "SPAN_JOIN: Missing partitioning column");
 			return SQLITE_ERROR;
 		}
 		s->part_col = sqlite3_mprintf("%s", tok);
@@ -573,7 +574,7 @@ static int side_columns(sqlite3 *db, struct sj_side *s, char **err)
 		}
 		s->cols[s->ncols] = sqlite3_mprintf("%s", name);
 		s->types[s->ncols] =
-			sqlite3_mprintf("%s", out_type(type ? type : ""));
+		    sqlite3_mprintf("%s", out_type(type ? type : ""));
 		if (!strcmp(name, "ts")) {
 			s->ts_idx = s->ncols;
 			nts++;
@@ -588,8 +589,8 @@ static int side_columns(sqlite3 *db, struct sj_side *s, char **err)
 	if (rc != SQLITE_DONE)
 		return rc;
 	if (nts != 1) {
-		*err = sqlite3_mprintf("SPAN_JOIN: Missing ts column in table %s",
-				       s->name);
+		*err = sqlite3_mprintf(
+		    "SPAN_JOIN: Missing ts column in table %s", s->name);
 		return SQLITE_ERROR;
 	}
 	if (s->part_col && s->part_idx < 0) {
@@ -616,7 +617,7 @@ static const char *join_part_col(const struct sj_vtab *v)
 static const char *duplicate_column(const struct sj_vtab *v)
 {
 	const char *part =
-		v->partitioning == SJ_PART_NONE ? NULL : join_part_col(v);
+	    v->partitioning == SJ_PART_NONE ? NULL : join_part_col(v);
 
 	for (int a = 0; a < 2; a++) {
 		const struct sj_side *s = &v->side[a];
@@ -645,11 +646,9 @@ static int declare(sqlite3 *db, struct sj_vtab *v)
 
 	v->first_data = v->partitioning == SJ_PART_NONE ? 2 : 3;
 	v->out_side = sqlite3_malloc64(
-		(size_t)(v->side[0].ncols + v->side[1].ncols + 1) *
-		sizeof(int));
+	    (size_t)(v->side[0].ncols + v->side[1].ncols + 1) * sizeof(int));
 	v->out_col = sqlite3_malloc64(
-		(size_t)(v->side[0].ncols + v->side[1].ncols + 1) *
-		sizeof(int));
+	    (size_t)(v->side[0].ncols + v->side[1].ncols + 1) * sizeof(int));
 	if (!v->out_side || !v->out_col) {
 		sqlite3_free(sqlite3_str_finish(q));
 		return SQLITE_NOMEM;
@@ -680,8 +679,8 @@ static int declare(sqlite3 *db, struct sj_vtab *v)
 	return rc;
 }
 
-static int sj_create(sqlite3 *db, void *aux, int argc,
-		     const char *const *argv, sqlite3_vtab **out, char **err)
+static int sj_create(sqlite3 *db, void *aux, int argc, const char *const *argv,
+		     sqlite3_vtab **out, char **err)
 {
 	struct sj_vtab *v;
 	struct sj_side *a, *b;
@@ -715,10 +714,10 @@ static int sj_create(sqlite3 *db, void *aux, int argc,
 		v->partitioning = a->part_col ? SJ_PART_SAME : SJ_PART_NONE;
 	} else if (a->part_col && b->part_col) {
 		*err = sqlite3_mprintf(
-			"SPAN_JOIN: mismatching partitions between the two "
-			"tables; (partition %s in table %s, partition %s in "
-			"table %s)",
-			a->part_col, a->name, b->part_col, b->name);
+		    "SPAN_JOIN: mismatching partitions between the two "
+		    "tables; (partition %s in table %s, partition %s in "
+		    "table %s)",
+		    a->part_col, a->name, b->part_col, b->name);
 		rc = SQLITE_ERROR;
 		goto fail;
 	} else {
@@ -729,12 +728,12 @@ static int sj_create(sqlite3 *db, void *aux, int argc,
 	/* shadows fill the gaps of the sides whose rows must all show */
 	if (v->kind == SJ_OUTER)
 		a->shadows = a_mixed || v->partitioning == SJ_PART_NONE
-				     ? SJ_SHADOW_PRESENT
-				     : SJ_SHADOW_ALL;
+				 ? SJ_SHADOW_PRESENT
+				 : SJ_SHADOW_ALL;
 	if (v->kind != SJ_INNER)
 		b->shadows = b_mixed || v->partitioning == SJ_PART_NONE
-				     ? SJ_SHADOW_PRESENT
-				     : SJ_SHADOW_ALL;
+				 ? SJ_SHADOW_PRESENT
+				 : SJ_SHADOW_ALL;
 	if ((rc = side_columns(db, a, err)) != SQLITE_OK ||
 	    (rc = side_columns(db, b, err)) != SQLITE_OK)
 		goto fail;
@@ -789,8 +788,8 @@ static int sj_best_index(sqlite3_vtab *vt, sqlite3_index_info *info)
 				 info->aOrderBy[1].iColumn == 0 &&
 				 !info->aOrderBy[1].desc;
 		info->orderByConsumed =
-			(info->nOrderBy == 1 && part_first) ||
-			(info->nOrderBy == 2 && part_first && ts_second);
+		    (info->nOrderBy == 1 && part_first) ||
+		    (info->nOrderBy == 2 && part_first && ts_second);
 	}
 	info->estimatedCost = 1e6;
 	return SQLITE_OK;
@@ -821,8 +820,8 @@ static int sj_close(sqlite3_vtab_cursor *cur)
 	return SQLITE_OK;
 }
 
-static int sj_filter(sqlite3_vtab_cursor *cur, int idx_num,
-		     const char *idx_str, int argc, sqlite3_value **argv)
+static int sj_filter(sqlite3_vtab_cursor *cur, int idx_num, const char *idx_str,
+		     int argc, sqlite3_value **argv)
 {
 	struct sj_cursor *c = (struct sj_cursor *)cur;
 	struct sj_vtab *v = (struct sj_vtab *)cur->pVtab;
@@ -891,16 +890,16 @@ static int sj_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int n)
 		if (v->partitioning == SJ_PART_MIXED)
 			sqlite3_result_int64(ctx, c->mixed_part);
 		else
-			sqlite3_result_int64(ctx, a->state == SJ_REAL ? a->part
-								      : b->part);
+			sqlite3_result_int64(
+			    ctx, a->state == SJ_REAL ? a->part : b->part);
 	} else if (n - v->first_data < v->nout) {
 		int k = n - v->first_data;
 		const struct sj_walk *w = &c->w[v->out_side[k]];
 		int ncols = v->side[v->out_side[k]].ncols;
 		if (w->state == SJ_REAL)
 			sqlite3_result_value(
-				ctx, w->rows->vals[w->row * (size_t)ncols +
-						   (size_t)v->out_col[k]]);
+			    ctx, w->rows->vals[w->row * (size_t)ncols +
+					       (size_t)v->out_col[k]]);
 		else
 			sqlite3_result_null(ctx);
 	}
@@ -914,19 +913,19 @@ static int sj_rowid(sqlite3_vtab_cursor *cur, sqlite3_int64 *rowid)
 }
 
 static const sqlite3_module sj_module = {
-	.iVersion = 0,
-	.xCreate = sj_create,
-	.xConnect = sj_create,
-	.xBestIndex = sj_best_index,
-	.xDisconnect = sj_disconnect,
-	.xDestroy = sj_disconnect,
-	.xOpen = sj_open,
-	.xClose = sj_close,
-	.xFilter = sj_filter,
-	.xNext = sj_next,
-	.xEof = sj_eof,
-	.xColumn = sj_column,
-	.xRowid = sj_rowid,
+    .iVersion = 0,
+    .xCreate = sj_create,
+    .xConnect = sj_create,
+    .xBestIndex = sj_best_index,
+    .xDisconnect = sj_disconnect,
+    .xDestroy = sj_disconnect,
+    .xOpen = sj_open,
+    .xClose = sj_close,
+    .xFilter = sj_filter,
+    .xNext = sj_next,
+    .xEof = sj_eof,
+    .xColumn = sj_column,
+    .xRowid = sj_rowid,
 };
 
 int tp_spanjoin_register(struct sqlite3 *db)

@@ -58,21 +58,21 @@ static bool ident_char(char c)
 static const char *state_name(const char *s)
 {
 	static const char *const names[][2] = {
-		{"Running", "Running"},
-		{"R", "Runnable"},
-		{"R+", "Runnable (Preempted)"},
-		{"S", "Sleeping"},
-		{"D", "Uninterruptible Sleep"},
-		{"T", "Stopped"},
-		{"t", "Traced"},
-		{"X", "Exit (Dead)"},
-		{"Z", "Exit (Zombie)"},
-		{"x", "Task Dead"},
-		{"I", "Idle"},
-		{"K", "Wakekill"},
-		{"W", "Waking"},
-		{"P", "Parked"},
-		{"N", "No Load"},
+	    {"Running", "Running"},
+	    {"R", "Runnable"},
+	    {"R+", "Runnable (Preempted)"},
+	    {"S", "Sleeping"},
+	    {"D", "Uninterruptible Sleep"},
+	    {"T", "Stopped"},
+	    {"t", "Traced"},
+	    {"X", "Exit (Dead)"},
+	    {"Z", "Exit (Zombie)"},
+	    {"x", "Task Dead"},
+	    {"I", "Idle"},
+	    {"K", "Wakekill"},
+	    {"W", "Waking"},
+	    {"P", "Parked"},
+	    {"N", "No Load"},
 	};
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		if (!strcmp(s, names[i][0]))
@@ -119,15 +119,15 @@ static void state_io_to_string_fn(sqlite3_context *fn, int argc,
 
 static int sched_states_init(sqlite3 *db)
 {
-	int rc = sqlite3_create_function(
-		db, "sched_state_to_human_readable_string", 1,
-		SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL, state_to_string_fn,
-		NULL, NULL);
+	int rc =
+	    sqlite3_create_function(db, "sched_state_to_human_readable_string",
+				    1, SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL,
+				    state_to_string_fn, NULL, NULL);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_create_function(
-			db, "sched_state_io_to_human_readable_string", 2,
-			SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL,
-			state_io_to_string_fn, NULL, NULL);
+		    db, "sched_state_io_to_human_readable_string", 2,
+		    SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL,
+		    state_io_to_string_fn, NULL, NULL);
 	return rc;
 }
 
@@ -180,19 +180,19 @@ static int time_conversion_init(sqlite3 *db)
 		const char *unit;
 		int64_t ns;
 	} units[] = {
-		{"ns", 1},
-		{"us", 1000},
-		{"ms", 1000000},
-		{"s", 1000000000},
-		{"min", INT64_C(60) * 1000000000},
-		{"hours", INT64_C(3600) * 1000000000},
-		{"days", INT64_C(86400) * 1000000000},
+	    {"ns", 1},
+	    {"us", 1000},
+	    {"ms", 1000000},
+	    {"s", 1000000000},
+	    {"min", INT64_C(60) * 1000000000},
+	    {"hours", INT64_C(3600) * 1000000000},
+	    {"days", INT64_C(86400) * 1000000000},
 	};
 	char name[32];
 	int rc = SQLITE_OK;
 
-	for (size_t i = 0; rc == SQLITE_OK && i < sizeof(units) / sizeof(units[0]);
-	     i++) {
+	for (size_t i = 0;
+	     rc == SQLITE_OK && i < sizeof(units) / sizeof(units[0]); i++) {
 		void *k = (void *)(intptr_t)units[i].ns;
 		snprintf(name, sizeof(name), "time_from_%s", units[i].unit);
 		rc = sqlite3_create_function(db, name, 1,
@@ -218,188 +218,261 @@ struct tp_module {
 };
 
 static const struct tp_module modules[] = {
-	/* Every thread with its process (NULLs when it has none). */
-	{"std.thread.with_context", {NULL}, NULL,
-	 "CREATE TABLE _thread_with_process AS"
-	 " SELECT t.utid, t.tid, t.name AS thread_name, t.is_main_thread,"
-	 "  p.upid, p.pid, p.name AS process_name"
-	 " FROM thread AS t LEFT JOIN process AS p ON p.upid = t.upid"
-	 " ORDER BY t.utid;"},
+    /* Every thread with its process (NULLs when it has none). */
+    {"std.thread.with_context",
+     {NULL},
+     NULL,
+     "CREATE TABLE _thread_with_process AS"
+     " SELECT t.utid, t.tid, t.name AS thread_name, t.is_main_thread,"
+     "  p.upid, p.pid, p.name AS process_name"
+     " FROM thread AS t LEFT JOIN process AS p ON p.upid = t.upid"
+     " ORDER BY t.utid;"},
 
-	/* Slices of thread tracks and of process tracks, with who they
-	 * belong to. */
-	{"slices.with_context", {"std.thread.with_context"}, NULL,
-	 "CREATE VIEW thread_slice AS"
-	 " SELECT s.id, s.ts, s.dur, s.category, s.name, s.track_id,"
-	 "  tt.name AS track_name, tp.thread_name, tp.utid, tp.tid,"
-	 "  tp.is_main_thread, tp.process_name, tp.upid, tp.pid, s.depth,"
-	 "  s.parent_id, s.arg_set_id, s.thread_ts, s.thread_dur"
-	 " FROM slice AS s"
-	 " JOIN thread_track AS tt ON tt.id = s.track_id"
-	 " JOIN _thread_with_process AS tp ON tp.utid = tt.utid;\n"
-	 "CREATE VIEW process_slice AS"
-	 " SELECT s.id, s.ts, s.dur, s.category, s.name, s.track_id,"
-	 "  pt.name AS track_name, p.name AS process_name, p.upid, p.pid,"
-	 "  s.depth, s.parent_id, s.arg_set_id, s.thread_ts, s.thread_dur"
-	 " FROM slice AS s"
-	 " JOIN process_track AS pt ON pt.id = s.track_id"
-	 " JOIN process AS p ON p.upid = pt.upid;\n"
-	 "CREATE VIEW thread_or_process_slice AS"
-	 " SELECT id, ts, dur, category, name, track_id, track_name,"
-	 "  thread_name, utid, tid, process_name, upid, pid, depth,"
-	 "  parent_id, arg_set_id"
-	 " FROM thread_slice"
-	 " UNION ALL"
-	 " SELECT id, ts, dur, category, name, track_id, track_name,"
-	 "  NULL, NULL, NULL, process_name, upid, pid, depth, parent_id,"
-	 "  arg_set_id"
-	 " FROM process_slice;"},
+    /* Slices of thread tracks and of process tracks, with who they
+     * belong to. */
+    {"slices.with_context",
+     {"std.thread.with_context"},
+     NULL,
+     "CREATE VIEW thread_slice AS"
+     " SELECT s.id, s.ts, s.dur, s.category, s.name, s.track_id,"
+     "  tt.name AS track_name, tp.thread_name, tp.utid, tp.tid,"
+     "  tp.is_main_thread, tp.process_name, tp.upid, tp.pid, s.depth,"
+     "  s.parent_id, s.arg_set_id, s.thread_ts, s.thread_dur"
+     " FROM slice AS s"
+     " JOIN thread_track AS tt ON tt.id = s.track_id"
+     " JOIN _thread_with_process AS tp ON tp.utid = tt.utid;\n"
+     "CREATE VIEW process_slice AS"
+     " SELECT s.id, s.ts, s.dur, s.category, s.name, s.track_id,"
+     "  pt.name AS track_name, p.name AS process_name, p.upid, p.pid,"
+     "  s.depth, s.parent_id, s.arg_set_id, s.thread_ts, s.thread_dur"
+     " FROM slice AS s"
+     " JOIN process_track AS pt ON pt.id = s.track_id"
+     " JOIN process AS p ON p.upid = pt.upid;\n"
+     "CREATE VIEW thread_or_process_slice AS"
+     " SELECT id, ts, dur, category, name, track_id, track_name,"
+     "  thread_name, utid, tid, process_name, upid, pid, depth,"
+     "  parent_id, arg_set_id"
+     " FROM thread_slice"
+     " UNION ALL"
+     " SELECT id, ts, dur, category, name, track_id, track_name,"
+     "  NULL, NULL, NULL, process_name, upid, pid, depth, parent_id,"
+     "  arg_set_id"
+     " FROM process_slice;"},
 
-	/* A slice's duration less its children's. */
-	{"slices.self_dur", {NULL}, NULL,
-	 "CREATE TABLE _slice_children_dur AS"
-	 " SELECT parent_id AS id, sum(dur) AS child_dur_sum FROM slice"
-	 " WHERE parent_id IS NOT NULL GROUP BY parent_id ORDER BY parent_id;\n"
-	 "CREATE TABLE slice_self_dur AS"
-	 " SELECT s.id, s.dur - ifnull(c.child_dur_sum, 0) AS self_dur"
-	 " FROM slice AS s LEFT JOIN _slice_children_dur AS c ON c.id = s.id"
-	 " ORDER BY s.id;"},
+    /* A slice's duration less its children's. */
+    {"slices.self_dur",
+     {NULL},
+     NULL,
+     "CREATE TABLE _slice_children_dur AS"
+     " SELECT parent_id AS id, sum(dur) AS child_dur_sum FROM slice"
+     " WHERE parent_id IS NOT NULL GROUP BY parent_id ORDER BY parent_id;\n"
+     "CREATE TABLE slice_self_dur AS"
+     " SELECT s.id, s.dur - ifnull(c.child_dur_sum, 0) AS self_dur"
+     " FROM slice AS s LEFT JOIN _slice_children_dur AS c ON c.id = s.id"
+     " ORDER BY s.id;"},
 
-	/* Scheduling slices with their thread and process. */
-	{"sched.with_context", {"std.thread.with_context"}, NULL,
-	 "CREATE VIEW sched_with_thread_process AS"
-	 " SELECT s.id, s.ts, s.dur, s.utid, tp.upid, tp.thread_name,"
-	 "  tp.process_name, s.cpu, s.end_state, s.priority"
-	 " FROM sched AS s JOIN _thread_with_process AS tp"
-	 " ON tp.utid = s.utid;"},
+    /* Scheduling slices with their thread and process. */
+    {"sched.with_context",
+     {"std.thread.with_context"},
+     NULL,
+     "CREATE VIEW sched_with_thread_process AS"
+     " SELECT s.id, s.ts, s.dur, s.utid, tp.upid, tp.thread_name,"
+     "  tp.process_name, s.cpu, s.end_state, s.priority"
+     " FROM sched AS s JOIN _thread_with_process AS tp"
+     " ON tp.utid = s.utid;"},
 
-	/* Names of scheduling states (functions only). */
-	{"sched.states", {NULL}, sched_states_init, ""},
+    /* Names of scheduling states (functions only). */
+    {"sched.states", {NULL}, sched_states_init, ""},
 
-	/* Time each thread spent in each state, and as percentages. */
-	{"sched.time_in_state", {NULL}, NULL,
-	 "CREATE TABLE sched_time_in_state_for_thread AS"
-	 " WITH per_state AS ("
-	 "  SELECT utid, state, sum(dur) AS time_in_state FROM thread_state"
-	 "  GROUP BY utid, state),"
-	 " per_thread AS ("
-	 "  SELECT utid, sum(dur) AS total FROM thread_state GROUP BY utid)"
-	 " SELECT s.utid, t.total AS total_runtime, s.state, s.time_in_state,"
-	 "  (s.time_in_state * 100) / t.total AS percentage_in_state"
-	 " FROM per_state AS s JOIN per_thread AS t ON t.utid = s.utid"
-	 " ORDER BY s.utid, s.state;\n"
-	 "CREATE TABLE sched_percentage_of_time_in_state AS"
-	 " SELECT utid,"
-	 "  max(iif(state = 'Running', percentage_in_state, NULL)) AS running,"
-	 "  max(iif(state = 'R', percentage_in_state, NULL)) AS runnable,"
-	 "  max(iif(state = 'R+', percentage_in_state, NULL))"
-	 "   AS runnable_preempted,"
-	 "  max(iif(state = 'S', percentage_in_state, NULL)) AS sleeping,"
-	 "  max(iif(state = 'D', percentage_in_state, NULL))"
-	 "   AS uninterruptible_sleep,"
-	 "  sum(iif(state IN ('T', 't', 'X', 'Z', 'x', 'I', 'K', 'W', 'P',"
-	 "   'N'), time_in_state, NULL)) * 100 / total_runtime AS other"
-	 " FROM sched_time_in_state_for_thread GROUP BY utid ORDER BY utid;"},
+    /* Time each thread spent in each state, and as percentages. */
+    {"sched.time_in_state",
+     {NULL},
+     NULL,
+     "CREATE TABLE sched_time_in_state_for_thread AS"
+     " WITH per_state AS ("
+     "  SELECT utid, state, sum(dur) AS time_in_state FROM thread_state"
+     "  GROUP BY utid, state),"
+     " per_thread AS ("
+     "  SELECT utid, sum(dur) AS total FROM thread_state GROUP BY utid)"
+     " SELECT s.utid, t.total AS total_runtime, s.state, s.time_in_state,"
+     "  (s.time_in_state * 100) / t.total AS percentage_in_state"
+     " FROM per_state AS s JOIN per_thread AS t ON t.utid = s.utid"
+     " ORDER BY s.utid, s.state;\n"
+     "CREATE TABLE sched_percentage_of_time_in_state AS"
+     " SELECT utid,"
+     "  max(iif(state = 'Running', percentage_in_state, NULL)) AS running,"
+     "  max(iif(state = 'R', percentage_in_state, NULL)) AS runnable,"
+     "  max(iif(state = 'R+', percentage_in_state, NULL))"
+     "   AS runnable_preempted,"
+     "  max(iif(state = 'S', percentage_in_state, NULL)) AS sleeping,"
+     "  max(iif(state = 'D', percentage_in_state, NULL))"
+     "   AS uninterruptible_sleep,"
+     "  sum(iif(state IN ('T', 't', 'X', 'Z', 'x', 'I', 'K', 'W', 'P',"
+     "   'N'), time_in_state, NULL)) * 100 / total_runtime AS other"
+     " FROM sched_time_in_state_for_thread GROUP BY utid ORDER BY utid;"},
 
-	/* For each Running thread state, the thread's latest runnable
-	 * state before it, and the latest one with a waker outside an
-	 * interrupt. */
-	{"sched.runnable", {NULL}, NULL,
-	 "CREATE TABLE sched_previous_runnable_on_thread AS"
-	 " SELECT id, prev_runnable_id, prev_wakeup_runnable_id FROM ("
-	 "  SELECT id, state,"
-	 "   max(id) FILTER (WHERE state <> 'Running') OVER w"
-	 "    AS prev_runnable_id,"
-	 "   max(id) FILTER (WHERE waker_utid IS NOT NULL"
-	 "    AND (irq_context IS NULL OR irq_context <> 1)) OVER w"
-	 "    AS prev_wakeup_runnable_id"
-	 "  FROM thread_state WHERE state GLOB 'R*' AND dur <> -1"
-	 "  WINDOW w AS (PARTITION BY utid ORDER BY id))"
-	 " WHERE state = 'Running' ORDER BY id;"},
+    /* For each Running thread state, the thread's latest runnable
+     * state before it, and the latest one with a waker outside an
+     * interrupt. */
+    {"sched.runnable",
+     {NULL},
+     NULL,
+     "CREATE TABLE sched_previous_runnable_on_thread AS"
+     " SELECT id, prev_runnable_id, prev_wakeup_runnable_id FROM ("
+     "  SELECT id, state,"
+     "   max(id) FILTER (WHERE state <> 'Running') OVER w"
+     "    AS prev_runnable_id,"
+     "   max(id) FILTER (WHERE waker_utid IS NOT NULL"
+     "    AND (irq_context IS NULL OR irq_context <> 1)) OVER w"
+     "    AS prev_wakeup_runnable_id"
+     "  FROM thread_state WHERE state GLOB 'R*' AND dur <> -1"
+     "  WINDOW w AS (PARTITION BY utid ORDER BY id))"
+     " WHERE state = 'Running' ORDER BY id;"},
 
-	/* How long each Running thread state waited runnable before. */
-	{"sched.latency", {"sched.runnable"}, NULL,
-	 "CREATE VIEW _sched_with_thread_state_join AS"
-	 " SELECT ts.id AS thread_state_id, s.id AS sched_id"
-	 " FROM sched AS s JOIN thread_state AS ts"
-	 " ON ts.utid = s.utid AND ts.ts = s.ts AND ts.dur = s.dur;\n"
-	 "CREATE TABLE sched_latency_for_running_interval AS"
-	 " SELECT r.id AS thread_state_id, j.sched_id, prev.utid,"
-	 "  r.prev_runnable_id AS runnable_latency_id,"
-	 "  prev.dur AS latency_dur"
-	 " FROM sched_previous_runnable_on_thread AS r"
-	 " JOIN thread_state AS prev ON prev.id = r.prev_runnable_id"
-	 " JOIN _sched_with_thread_state_join AS j"
-	 "  ON j.thread_state_id = r.id"
-	 " ORDER BY r.id;"},
+    /* How long each Running thread state waited runnable before. */
+    {"sched.latency",
+     {"sched.runnable"},
+     NULL,
+     "CREATE VIEW _sched_with_thread_state_join AS"
+     " SELECT ts.id AS thread_state_id, s.id AS sched_id"
+     " FROM sched AS s JOIN thread_state AS ts"
+     " ON ts.utid = s.utid AND ts.ts = s.ts AND ts.dur = s.dur;\n"
+     "CREATE TABLE sched_latency_for_running_interval AS"
+     " SELECT r.id AS thread_state_id, j.sched_id, prev.utid,"
+     "  r.prev_runnable_id AS runnable_latency_id,"
+     "  prev.dur AS latency_dur"
+     " FROM sched_previous_runnable_on_thread AS r"
+     " JOIN thread_state AS prev ON prev.id = r.prev_runnable_id"
+     " JOIN _sched_with_thread_state_join AS j"
+     "  ON j.thread_state_id = r.id"
+     " ORDER BY r.id;"},
 
-	/* Kernel threads: kthreadd (pid 2) and its children. */
-	{"linux.threads", {NULL}, NULL,
-	 "CREATE TABLE linux_kernel_threads AS"
-	 " WITH kthreadd AS ("
-	 "  SELECT upid, pid, name, machine_id FROM process WHERE pid = 2),"
-	 " kprocs AS ("
-	 "  SELECT upid, pid, name, machine_id FROM kthreadd"
-	 "  UNION"
-	 "  SELECT p.upid, p.pid, p.name, p.machine_id FROM process AS p"
-	 "  JOIN kthreadd AS k ON p.parent_upid = k.upid)"
-	 " SELECT p.upid, t.utid, p.pid, t.tid, p.name AS process_name,"
-	 "  t.name AS thread_name, p.machine_id"
-	 " FROM kprocs AS p JOIN thread AS t ON t.upid = p.upid"
-	 " ORDER BY t.utid;"},
+    /* Kernel threads: kthreadd (pid 2) and its children. */
+    {"linux.threads",
+     {NULL},
+     NULL,
+     "CREATE TABLE linux_kernel_threads AS"
+     " WITH kthreadd AS ("
+     "  SELECT upid, pid, name, machine_id FROM process WHERE pid = 2),"
+     " kprocs AS ("
+     "  SELECT upid, pid, name, machine_id FROM kthreadd"
+     "  UNION"
+     "  SELECT p.upid, p.pid, p.name, p.machine_id FROM process AS p"
+     "  JOIN kthreadd AS k ON p.parent_upid = k.upid)"
+     " SELECT p.upid, t.utid, p.pid, t.tid, p.name AS process_name,"
+     "  t.name AS thread_name, p.machine_id"
+     " FROM kprocs AS p JOIN thread AS t ON t.upid = p.upid"
+     " ORDER BY t.utid;"},
 
-	/* counter_leading_intervals!(counters): a macro, expanded by
-	 * tp_stdlib_expand(). */
-	{"counters.intervals", {NULL}, NULL, ""},
+    /* counter_leading_intervals!(counters): a macro, expanded by
+     * tp_stdlib_expand(). */
+    {"counters.intervals", {NULL}, NULL, ""},
 
-	/* Each cpufreq / cpuidle counter value with how long it held: to
-	 * the next value on its track, the last one to the end of the
-	 * trace. */
-	{"linux.cpu.frequency", {"counters.intervals"}, NULL,
-	 "CREATE TABLE cpu_frequency_counters AS"
-	 " SELECT iv.id, iv.track_id, iv.ts, iv.dur,"
-	 "  CAST(iv.value AS INT) AS freq, cpu.ucpu, t.cpu"
-	 " FROM counter_leading_intervals!((SELECT c.* FROM counter AS c"
-	 "  JOIN cpu_counter_track AS t ON t.id = c.track_id"
-	 "  AND t.name = 'cpufreq')) AS iv"
-	 " JOIN cpu_counter_track AS t ON t.id = iv.track_id"
-	 " JOIN cpu ON t.machine_id IS cpu.machine_id AND t.cpu = cpu.cpu"
-	 " ORDER BY iv.track_id, iv.ts;"},
-	{"linux.cpu.idle", {"counters.intervals"}, NULL,
-	 "CREATE TABLE cpu_idle_counters AS"
-	 " SELECT iv.id, iv.track_id, iv.ts, iv.dur,"
-	 "  CAST(iif(iv.value = 4294967295, -1, iv.value) AS INT) AS idle,"
-	 "  t.cpu"
-	 " FROM counter_leading_intervals!((SELECT c.* FROM counter AS c"
-	 "  JOIN cpu_counter_track AS t ON t.id = c.track_id"
-	 "  AND t.name = 'cpuidle')) AS iv"
-	 " JOIN cpu_counter_track AS t ON t.id = iv.track_id"
-	 " ORDER BY iv.track_id, iv.ts;"},
+    /* Each cpufreq / cpuidle counter value with how long it held: to
+     * the next value on its track, the last one to the end of the
+     * trace. */
+    {"linux.cpu.frequency",
+     {"counters.intervals"},
+     NULL,
+     "CREATE TABLE cpu_frequency_counters AS"
+     " SELECT iv.id, iv.track_id, iv.ts, iv.dur,"
+     "  CAST(iv.value AS INT) AS freq, cpu.ucpu, t.cpu"
+     " FROM counter_leading_intervals!((SELECT c.* FROM counter AS c"
+     "  JOIN cpu_counter_track AS t ON t.id = c.track_id"
+     "  AND t.name = 'cpufreq')) AS iv"
+     " JOIN cpu_counter_track AS t ON t.id = iv.track_id"
+     " JOIN cpu ON t.machine_id IS cpu.machine_id AND t.cpu = cpu.cpu"
+     " ORDER BY iv.track_id, iv.ts;"},
+    {"linux.cpu.idle",
+     {"counters.intervals"},
+     NULL,
+     "CREATE TABLE cpu_idle_counters AS"
+     " SELECT iv.id, iv.track_id, iv.ts, iv.dur,"
+     "  CAST(iif(iv.value = 4294967295, -1, iv.value) AS INT) AS idle,"
+     "  t.cpu"
+     " FROM counter_leading_intervals!((SELECT c.* FROM counter AS c"
+     "  JOIN cpu_counter_track AS t ON t.id = c.track_id"
+     "  AND t.name = 'cpuidle')) AS iv"
+     " JOIN cpu_counter_track AS t ON t.id = iv.track_id"
+     " ORDER BY iv.track_id, iv.ts;"},
 
-	/* intervals_overlap_count!() and _by_group!(): macros. */
-	{"intervals.overlap", {NULL}, NULL, ""},
+    /* Every process counter value with how long it held: to the next
+     * value on its track, the last one to the end of the process (or of
+     * the trace) plus 1. */
+    {"linux.memory.general",
+     {NULL},
+     NULL,
+     "CREATE VIEW _all_counters_per_process AS"
+     " SELECT c.ts,"
+     "  lead(c.ts, 1, (SELECT ifnull(p.end_ts, trace_end()) FROM process AS p"
+     "   WHERE p.upid = t.upid) + 1)"
+     "  OVER (PARTITION BY c.track_id ORDER BY c.ts) - c.ts AS dur,"
+     "  t.upid, c.value, c.track_id, t.name"
+     " FROM counter AS c JOIN process_counter_track AS t ON t.id = c.track_id"
+     " WHERE t.upid IS NOT NULL;"},
 
-	/* How many threads are runnable, in D, and how many cpus run a
-	 * task other than idle, from each time that changes. */
-	{"sched.thread_level_parallelism", {"intervals.overlap"}, NULL,
-	 "CREATE TABLE sched_runnable_thread_count AS"
-	 " WITH runnable AS (SELECT ts, dur FROM thread_state"
-	 "  WHERE state = 'R')"
-	 " SELECT ts, value AS runnable_thread_count"
-	 " FROM intervals_overlap_count!(runnable, ts, dur) ORDER BY ts;\n"
-	 "CREATE TABLE sched_uninterruptible_sleep_thread_count AS"
-	 " WITH sleeping AS (SELECT ts, dur FROM thread_state"
-	 "  WHERE state = 'D')"
-	 " SELECT ts, value AS uninterruptible_sleep_thread_count"
-	 " FROM intervals_overlap_count!(sleeping, ts, dur) ORDER BY ts;\n"
-	 "CREATE TABLE sched_active_cpu_count AS"
-	 " WITH tasks AS (SELECT ts, dur FROM sched"
-	 "  WHERE utid NOT IN (SELECT utid FROM thread WHERE is_idle))"
-	 " SELECT ts, value AS active_cpu_count"
-	 " FROM intervals_overlap_count!(tasks, ts, dur) ORDER BY ts;"},
+    /* A process's anon, file and shmem RSS and swap over time: the four
+     * counters joined into intervals where none of them changes. */
+    {"linux.memory.process",
+     {"linux.memory.general"},
+     NULL,
+     "CREATE VIEW _anon_rss AS SELECT ts, dur, upid, value AS anon_rss_val"
+     " FROM _all_counters_per_process WHERE name = 'mem.rss.anon';\n"
+     "CREATE VIEW _file_rss AS SELECT ts, dur, upid, value AS file_rss_val"
+     " FROM _all_counters_per_process WHERE name = 'mem.rss.file';\n"
+     "CREATE VIEW _shmem_rss AS"
+     " SELECT ts, dur, upid, value AS shmem_rss_val"
+     " FROM _all_counters_per_process WHERE name = 'mem.rss.shmem';\n"
+     "CREATE VIEW _swap AS SELECT ts, dur, upid, value AS swap_val"
+     " FROM _all_counters_per_process WHERE name = 'mem.swap';\n"
+     "CREATE VIRTUAL TABLE _anon_swap_sj USING SPAN_OUTER_JOIN("
+     " _anon_rss PARTITIONED upid, _swap PARTITIONED upid);\n"
+     "CREATE VIRTUAL TABLE _anon_swap_file_sj USING SPAN_OUTER_JOIN("
+     " _anon_swap_sj PARTITIONED upid, _file_rss PARTITIONED upid);\n"
+     "CREATE VIRTUAL TABLE _rss_swap_sj USING SPAN_OUTER_JOIN("
+     " _anon_swap_file_sj PARTITIONED upid,"
+     " _shmem_rss PARTITIONED upid);\n"
+     "CREATE TABLE _memory_rss_and_swap_per_process_table AS"
+     " SELECT ts, dur, upid, cast_int!(anon_rss_val) AS anon_rss,"
+     "  cast_int!(file_rss_val) AS file_rss,"
+     "  cast_int!(shmem_rss_val) AS shmem_rss, cast_int!(swap_val) AS swap"
+     " FROM _rss_swap_sj;\n"
+     "CREATE VIEW memory_rss_and_swap_per_process AS"
+     " SELECT m.ts, m.dur, m.upid, p.pid, p.name AS process_name,"
+     "  m.anon_rss, m.file_rss, m.shmem_rss,"
+     "  m.file_rss + m.anon_rss + ifnull(m.shmem_rss, 0) AS rss, m.swap,"
+     "  m.anon_rss + ifnull(m.swap, 0) AS anon_rss_and_swap,"
+     "  m.anon_rss + m.file_rss + ifnull(m.shmem_rss, 0) + ifnull(m.swap, 0)"
+     "   AS rss_and_swap"
+     " FROM _memory_rss_and_swap_per_process_table AS m"
+     " JOIN process AS p ON p.upid = m.upid;"},
 
-	/* Conversions between nanoseconds and other units (functions). */
-	{"time.conversion", {NULL}, time_conversion_init, ""},
+    /* intervals_overlap_count!() and _by_group!(): macros. */
+    {"intervals.overlap", {NULL}, NULL, ""},
+
+    /* How many threads are runnable, in D, and how many cpus run a
+     * task other than idle, from each time that changes. */
+    {"sched.thread_level_parallelism",
+     {"intervals.overlap"},
+     NULL,
+     "CREATE TABLE sched_runnable_thread_count AS"
+     " WITH runnable AS (SELECT ts, dur FROM thread_state"
+     "  WHERE state = 'R')"
+     " SELECT ts, value AS runnable_thread_count"
+     " FROM intervals_overlap_count!(runnable, ts, dur) ORDER BY ts;\n"
+     "CREATE TABLE sched_uninterruptible_sleep_thread_count AS"
+     " WITH sleeping AS (SELECT ts, dur FROM thread_state"
+     "  WHERE state = 'D')"
+     " SELECT ts, value AS uninterruptible_sleep_thread_count"
+     " FROM intervals_overlap_count!(sleeping, ts, dur) ORDER BY ts;\n"
+     "CREATE TABLE sched_active_cpu_count AS"
+     " WITH tasks AS (SELECT ts, dur FROM sched"
+     "  WHERE utid NOT IN (SELECT utid FROM thread WHERE is_idle))"
+     " SELECT ts, value AS active_cpu_count"
+     " FROM intervals_overlap_count!(tasks, ts, dur) ORDER BY ts;"},
+
+    /* Conversions between nanoseconds and other units (functions). */
+    {"time.conversion", {NULL}, time_conversion_init, ""},
 };
 
 #define NMODULES (sizeof(modules) / sizeof(modules[0]))
@@ -481,9 +554,8 @@ static int include_one(sqlite3 *db, const struct tp_module *m, char *msg,
 	}
 	if (done)
 		return 0;
-	for (size_t i = 0; i < sizeof(m->deps) / sizeof(m->deps[0]) &&
-			   m->deps[i];
-	     i++) {
+	for (size_t i = 0;
+	     i < sizeof(m->deps) / sizeof(m->deps[0]) && m->deps[i]; i++) {
 		const struct tp_module *d = find_module(m->deps[i]);
 		if (!d) { /* a mistake in the table above */
 			snprintf(msg, msgsz, "INCLUDE: unknown module '%s'",
@@ -559,44 +631,56 @@ static const struct {
 	int nargs;
 	const char *expansion;
 } macros[] = {
-	{"cast_int", 1, "CAST($1 AS INT)"},
-	{"cast_double", 1, "CAST($1 AS REAL)"},
-	{"cast_string", 1, "CAST($1 AS TEXT)"},
-	/* counters.intervals: each value of a counter-like table (id, ts,
-	 * track_id, value) with how long it held (to the track's next value,
-	 * the last to the end of the trace), the next value and the change
-	 * from the previous one */
-	{"counter_leading_intervals", 1,
-	 "(SELECT id, ts,"
-	 " lead(ts, 1, trace_end()) OVER __vp_w - ts AS dur, track_id,"
-	 " CAST(value AS REAL) AS value,"
-	 " CAST(lead(value) OVER __vp_w AS REAL) AS next_value,"
-	 " CAST(value - lag(value) OVER __vp_w AS REAL) AS delta_value"
-	 " FROM $1 AS __vp_c"
-	 " WINDOW __vp_w AS (PARTITION BY track_id ORDER BY ts, id))"},
-	/* intervals.overlap: intervals_overlap_count!(table, ts, dur), how
-	 * many intervals are open from each time one starts or ends (an
-	 * interval of dur -1 never ends); _by_group!(..., group) the same
-	 * per value of a column */
-	{"intervals_overlap_count", 3,
-	 "(WITH __vp_ev AS ("
-	 "SELECT $2 AS ts, 1 AS delta FROM $1"
-	 " UNION ALL SELECT $2 + $3 AS ts, -1 AS delta FROM $1"
-	 " WHERE $3 != -1),"
-	 " __vp_m AS (SELECT ts, sum(delta) AS delta FROM __vp_ev GROUP BY ts)"
-	 " SELECT ts, sum(delta) OVER (ORDER BY ts"
-	 " ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS value"
-	 " FROM __vp_m ORDER BY ts)"},
-	{"intervals_overlap_count_by_group", 4,
-	 "(WITH __vp_ev AS ("
-	 "SELECT $2 AS ts, 1 AS delta, $4 AS group_name FROM $1"
-	 " UNION ALL SELECT $2 + $3 AS ts, -1 AS delta, $4 AS group_name"
-	 " FROM $1 WHERE $3 != -1),"
-	 " __vp_m AS (SELECT ts, sum(delta) AS delta, group_name"
-	 " FROM __vp_ev GROUP BY ts, group_name)"
-	 " SELECT ts, sum(delta) OVER (PARTITION BY group_name ORDER BY ts"
-	 " ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS value,"
-	 " group_name FROM __vp_m ORDER BY ts)"},
+    {"cast_int", 1, "CAST($1 AS INT)"},
+    {"cast_double", 1, "CAST($1 AS REAL)"},
+    {"cast_string", 1, "CAST($1 AS TEXT)"},
+    /* counters.intervals: the values of a counter-like table (id, ts,
+     * track_id, value), per track in ts order, with how long each held
+     * (to the track's next row, the last to the end of the trace), the
+     * next value and the change from the previous row.  As Perfetto, a
+     * run of equal values keeps its first two rows and, when a different
+     * value follows (and it is not at ts 0), its last. */
+    {"counter_leading_intervals", 1,
+     "(WITH __vp_o AS (SELECT id, ts, track_id, value,"
+     " row_number() OVER __vp_w AS rn, lag(value) OVER __vp_w AS pv,"
+     " lead(id) OVER __vp_w IS NOT NULL AS more"
+     " FROM $1 AS __vp_c"
+     " WINDOW __vp_w AS (PARTITION BY track_id ORDER BY ts)),"
+     " __vp_r AS (SELECT *, sum(iif(pv = value, 0, 1)) OVER"
+     " (PARTITION BY track_id ORDER BY rn) AS run FROM __vp_o),"
+     " __vp_k AS (SELECT *, row_number() OVER"
+     " (PARTITION BY track_id, run ORDER BY rn) AS pos,"
+     " count(*) OVER (PARTITION BY track_id, run) AS len FROM __vp_r)"
+     " SELECT id, ts,"
+     " lead(ts, 1, trace_end()) OVER __vp_w2 - ts AS dur, track_id,"
+     " CAST(value AS REAL) AS value,"
+     " CAST(lead(value) OVER __vp_w2 AS REAL) AS next_value,"
+     " CAST(value - lag(value) OVER __vp_w2 AS REAL) AS delta_value"
+     " FROM __vp_k WHERE pos <= 2 OR (pos = len AND more AND ts != 0)"
+     " WINDOW __vp_w2 AS (PARTITION BY track_id ORDER BY rn))"},
+    /* intervals.overlap: intervals_overlap_count!(table, ts, dur), how
+     * many intervals are open from each time one starts or ends (an
+     * interval of dur -1 never ends); _by_group!(..., group) the same
+     * per value of a column */
+    {"intervals_overlap_count", 3,
+     "(WITH __vp_ev AS ("
+     "SELECT $2 AS ts, 1 AS delta FROM $1"
+     " UNION ALL SELECT $2 + $3 AS ts, -1 AS delta FROM $1"
+     " WHERE $3 != -1),"
+     " __vp_m AS (SELECT ts, sum(delta) AS delta FROM __vp_ev GROUP BY ts)"
+     " SELECT ts, sum(delta) OVER (ORDER BY ts"
+     " ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS value"
+     " FROM __vp_m ORDER BY ts)"},
+    {"intervals_overlap_count_by_group", 4,
+     "(WITH __vp_ev AS ("
+     "SELECT $2 AS ts, 1 AS delta, $4 AS group_name FROM $1"
+     " UNION ALL SELECT $2 + $3 AS ts, -1 AS delta, $4 AS group_name"
+     " FROM $1 WHERE $3 != -1),"
+     " __vp_m AS (SELECT ts, sum(delta) AS delta, group_name"
+     " FROM __vp_ev GROUP BY ts, group_name)"
+     " SELECT ts, sum(delta) OVER (PARTITION BY group_name ORDER BY ts"
+     " ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS value,"
+     " group_name FROM __vp_m ORDER BY ts)"},
 };
 
 /* Past a quoted string or identifier, or a comment, starting at p; p when
@@ -692,13 +776,13 @@ static bool expand_into(sqlite3_str *out, const char *sql, size_t n)
 		while (q < end && ident_char(*q))
 			q++;
 		size_t k = 0, nm = sizeof(macros) / sizeof(macros[0]);
-		while (k < nm && (strlen(macros[k].name) != (size_t)(q - p) ||
-				  strncasecmp(macros[k].name, p,
-					      (size_t)(q - p)) != 0))
+		while (k < nm &&
+		       (strlen(macros[k].name) != (size_t)(q - p) ||
+			strncasecmp(macros[k].name, p, (size_t)(q - p)) != 0))
 			k++;
 		const char *close = q + 1 < end && q[0] == '!' && q[1] == '('
-					    ? matching_paren(q + 1)
-					    : NULL;
+					? matching_paren(q + 1)
+					: NULL;
 		if (k == nm || !close || close >= end) {
 			sqlite3_str_append(out, p, (int)(q - p));
 			p = q;
@@ -787,8 +871,9 @@ static int include_statement(sqlite3 *db, const char *p, const char **tail,
 	if (p)
 		p = keyword(skip_blank(p), "MODULE");
 	if (!p) {
-		snprintf(msg, msgsz, "INCLUDE: expected INCLUDE PERFETTO "
-				     "MODULE name");
+		snprintf(msg, msgsz,
+			 "INCLUDE: expected INCLUDE PERFETTO "
+			 "MODULE name");
 		return -1;
 	}
 	/* name: parts separated by dots, each an identifier or '*'; no
@@ -936,8 +1021,8 @@ static int create_table_view(sqlite3 *db, const char *p, bool view,
 	object_type(db, name, n, old, sizeof(old));
 	rc = SQLITE_OK;
 	if (replace && old[0]) {
-		char *drop = sqlite3_mprintf("DROP %s \"%.*w\"", old, (int)n,
-					     name);
+		char *drop =
+		    sqlite3_mprintf("DROP %s \"%.*w\"", old, (int)n, name);
 		rc = exec_msg(db, drop, msg, msgsz);
 		sqlite3_free(drop);
 	}
@@ -1038,8 +1123,9 @@ static int create_function(sqlite3 *db, const char *p, const char **tail,
 
 	p = ident(p, &name, &n);
 	if (!p || n >= sizeof(fname) || *(p = skip_blank(p)) != '(') {
-		snprintf(msg, msgsz, "CREATE PERFETTO FUNCTION: expected "
-				     "name(arguments)");
+		snprintf(msg, msgsz,
+			 "CREATE PERFETTO FUNCTION: expected "
+			 "name(arguments)");
 		return -1;
 	}
 	snprintf(fname, sizeof(fname), "%.*s", (int)n, name);
@@ -1055,12 +1141,14 @@ static int create_function(sqlite3 *db, const char *p, const char **tail,
 			break;
 		}
 		if (!(p = ident(p, &s, &len))) {
-			snprintf(msg, msgsz, "CREATE PERFETTO FUNCTION %s: "
-					     "bad argument list", fname);
+			snprintf(msg, msgsz,
+				 "CREATE PERFETTO FUNCTION %s: "
+				 "bad argument list",
+				 fname);
 			goto fail;
 		}
 		char **args = sqlite3_realloc64(
-			f->args, (size_t)(f->nargs + 1) * sizeof(*args));
+		    f->args, (size_t)(f->nargs + 1) * sizeof(*args));
 		if (!args)
 			goto fail;
 		f->args = args;
@@ -1075,8 +1163,10 @@ static int create_function(sqlite3 *db, const char *p, const char **tail,
 			}
 		}
 		if (!p || !*p) {
-			snprintf(msg, msgsz, "CREATE PERFETTO FUNCTION %s: "
-					     "bad argument list", fname);
+			snprintf(msg, msgsz,
+				 "CREATE PERFETTO FUNCTION %s: "
+				 "bad argument list",
+				 fname);
 			goto fail;
 		}
 		if (*p == ',')
@@ -1084,19 +1174,25 @@ static int create_function(sqlite3 *db, const char *p, const char **tail,
 	}
 	p = keyword(skip_blank(p), "RETURNS");
 	if (!p) {
-		snprintf(msg, msgsz, "CREATE PERFETTO FUNCTION %s: expected "
-				     "RETURNS", fname);
+		snprintf(msg, msgsz,
+			 "CREATE PERFETTO FUNCTION %s: expected "
+			 "RETURNS",
+			 fname);
 		goto fail;
 	}
 	if (keyword(skip_blank(p), "TABLE")) {
-		snprintf(msg, msgsz, "CREATE PERFETTO FUNCTION %s: functions "
-				     "returning a table are not supported by "
-				     "vperfetto_tp", fname);
+		snprintf(msg, msgsz,
+			 "CREATE PERFETTO FUNCTION %s: functions "
+			 "returning a table are not supported by "
+			 "vperfetto_tp",
+			 fname);
 		goto fail;
 	}
 	if (!(p = ident(p, &s, &len))) {
-		snprintf(msg, msgsz, "CREATE PERFETTO FUNCTION %s: expected "
-				     "the return type", fname);
+		snprintf(msg, msgsz,
+			 "CREATE PERFETTO FUNCTION %s: expected "
+			 "the return type",
+			 fname);
 		goto fail;
 	}
 	p = skip_blank(p);
@@ -1168,13 +1264,14 @@ static int create_statement(sqlite3 *db, const char *p, const char **tail,
 		*tail = *q ? q + 1 : q;
 		return 1;
 	}
-	snprintf(msg, msgsz, "CREATE PERFETTO: only TABLE, VIEW, FUNCTION "
-			     "and INDEX are supported by vperfetto_tp");
+	snprintf(msg, msgsz,
+		 "CREATE PERFETTO: only TABLE, VIEW, FUNCTION "
+		 "and INDEX are supported by vperfetto_tp");
 	return -1;
 }
 
-int tp_stdlib_statement(struct sqlite3 *db, const char *sql,
-			const char **tail, char *msg, size_t msgsz)
+int tp_stdlib_statement(struct sqlite3 *db, const char *sql, const char **tail,
+			char *msg, size_t msgsz)
 {
 	const char *p = skip_blank(sql), *q;
 
@@ -1199,9 +1296,4 @@ int tp_stdlib_statement(struct sqlite3 *db, const char *sql,
 int tp_stdlib_register(struct sqlite3 *db)
 {
 	return tp_spanjoin_register(db);
-}
-
-const char *tp_stdlib_module_name(size_t i)
-{
-	return i < NMODULES ? modules[i].name : NULL;
 }

@@ -20,15 +20,12 @@ int tp_stdlib_register(struct sqlite3 *db);
  * PERFETTO INDEX): returns 1 with *tail past it (and its ';') once done,
  * 0 when the statement is SQLite's (nothing done), -1 with msg filled
  * when the statement is malformed or fails (an unknown module ...). */
-int tp_stdlib_statement(struct sqlite3 *db, const char *sql,
-			const char **tail, char *msg, size_t msgsz);
+int tp_stdlib_statement(struct sqlite3 *db, const char *sql, const char **tail,
+			char *msg, size_t msgsz);
 
 /* sql with Perfetto's macros (cast_int!(x), counter_leading_intervals!(t)
  * ...) expanded in place, on the same lines; NULL when it has none.  To
  * free with sqlite3_free(). */
 char *tp_stdlib_expand(const char *sql);
-
-/* The name of the i-th module, NULL past the end. */
-const char *tp_stdlib_module_name(size_t i);
 
 #endif
