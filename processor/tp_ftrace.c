@@ -216,7 +216,7 @@ static uint64_t bundle_clock(struct tp_ctx *ctx, const struct tp_packet *pkt,
 		break;
 	case FTRACE_CLOCK_GLOBAL:
 	case FTRACE_CLOCK_LOCAL:
-		if (!pkt->seq) {
+		if (!tp_pkt_scoped_ok(pkt)) {
 			*ok = false;
 			return clock;
 		}

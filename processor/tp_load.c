@@ -305,7 +305,7 @@ static void load_packet(struct tp_ctx *ctx, const uint8_t *data, size_t len,
 	struct tp_packet pkt;
 	struct pb_reader r;
 	struct pb_field f;
-	bool has_seq = false, has_ts = false, has_clock = false;
+	bool has_ts = false, has_clock = false;
 	uint32_t seq_id = 0, clock = 0, raw_machine = 0;
 	bool has_sync_marker = false, has_compressed = false;
 	uint64_t dropped = 0;
@@ -338,10 +338,8 @@ static void load_packet(struct tp_ctx *ctx, const uint8_t *data, size_t len,
 			}
 			break;
 		case TP_TRUSTED_PACKET_SEQUENCE_ID:
-			if (v && f.val <= UINT32_MAX) {
+			if (v && f.val <= UINT32_MAX)
 				seq_id = (uint32_t)f.val;
-				has_seq = seq_id != 0;
-			}
 			break;
 		case TP_SEQUENCE_FLAGS:
 			if (v)
@@ -422,7 +420,9 @@ static void load_packet(struct tp_ctx *ctx, const uint8_t *data, size_t len,
 
 	pkt.machine = tp_packet_machine(ctx, raw_machine,
 					!has_sync_marker && !has_compressed);
-	if (has_seq) {
+	/* Every packet is on a sequence: 0 when it names none, as Perfetto's
+	 * reader has it (interned data and track events work there too). */
+	{
 		struct tp_seq *s = tp_seq_get(ctx, pkt.machine, seq_id);
 		pkt.seq = s;
 		pkt.queue = s->queue;
@@ -460,9 +460,6 @@ static void load_packet(struct tp_ctx *ctx, const uint8_t *data, size_t len,
 				    pkt.machine, -1, 1);
 			return;
 		}
-	} else {
-		pkt.queue = tp_sort_queue(ctx->sorter,
-					  (uint64_t)pkt.machine << 32);
 	}
 
 	if (interned) {

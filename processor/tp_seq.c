@@ -273,7 +273,7 @@ bool tp_to_trace_time(struct tp_ctx *ctx, const struct tp_packet *pkt,
 {
 	uint64_t id = clock_id;
 	if (clock_id >= SCOPED_CLOCK_FIRST && clock_id <= SCOPED_CLOCK_LAST) {
-		if (!pkt->seq) {
+		if (!tp_pkt_scoped_ok(pkt)) {
 			tp_stat_inc(ctx, "clock_sync_failure");
 			return false;
 		}
@@ -345,7 +345,7 @@ void tp_seq_clock_snapshot(struct tp_ctx *ctx, struct tp_packet *pkt,
 		if (id > UINT32_MAX)
 			continue;
 		bool scoped = id >= SCOPED_CLOCK_FIRST && id <= SCOPED_CLOCK_LAST;
-		if (scoped && !pkt->seq) {
+		if (scoped && !tp_pkt_scoped_ok(pkt)) {
 			tp_stat_inc(ctx, "invalid_clock_snapshots");
 			continue;
 		}
@@ -424,7 +424,8 @@ bool tp_seq_packet_time(struct tp_ctx *ctx, struct tp_packet *pkt)
 {
 	int64_t ts = pkt->raw_ts;
 	uint32_t id = pkt->clock_id;
-	if (id >= SCOPED_CLOCK_FIRST && id <= SCOPED_CLOCK_LAST && pkt->seq) {
+	if (id >= SCOPED_CLOCK_FIRST && id <= SCOPED_CLOCK_LAST &&
+	    tp_pkt_scoped_ok(pkt)) {
 		struct tp_seq *s = pkt->seq;
 		struct tp_incr_clock *ic = incr_clock(s, id);
 		if (ic) {

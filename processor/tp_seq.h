@@ -76,6 +76,15 @@ struct tp_seq *tp_seq_find(struct tp_ctx *ctx, uint32_t machine,
 void tp_seq_visit(struct tp_ctx *ctx, void (*fn)(void *, struct tp_seq *),
 		  void *arg);
 
+/* Whether pkt has a trusted_packet_sequence_id other than 0.  Every packet
+ * has a sequence (0 when the field is absent, as Perfetto's reader has
+ * it: interning and track events work there), but clocks 64..127 are
+ * scoped to a real sequence and are refused on 0. */
+static inline bool tp_pkt_scoped_ok(const struct tp_packet *pkt)
+{
+	return pkt->seq && pkt->seq->id;
+}
+
 /* Converts a timestamp of clock_id (a builtin or sequence-scoped id as
  * written in the trace) seen on packet pkt to trace time, counting
  * clock_sync_failure when it cannot. */
