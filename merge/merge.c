@@ -1187,7 +1187,8 @@ int merge_run(const struct merge_opts *o, struct merge_result *res,
 		if (status != MERGE_OK)
 			goto out;
 		struct sample_vec *rtv = &sync_scanner_data(gsc[i])->realtime;
-		qsort(rtv->v, rtv->n, sizeof(*rtv->v), cmp_sample_x);
+		if (rtv->n) /* qsort takes no NULL, even for 0 elements */
+			qsort(rtv->v, rtv->n, sizeof(*rtv->v), cmp_sample_x);
 		gm[i].rt = rtv->v;
 		gm[i].n_rt = rtv->n;
 		if (seq_base + gd->max_seq_id > UINT32_MAX) {
