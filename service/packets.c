@@ -17,10 +17,6 @@
 #include "service.h"
 #include "vp_version.h"
 
-/* TraceConfig.flush_period_ms */
-#define TC_FLUSH_PERIOD_MS 13
-
-
 static void append_service_trusted(struct vp_service *s, struct pb_buf *b)
 {
 	pb_put_varint(b, TP_TRUSTED_UID, (uint64_t)s->uid);
