@@ -1097,7 +1097,8 @@ static const char *const buffer_stat_names[] = {
 	[BS_READAHEADS_FAILED] = "traced_buf_readaheads_failed",
 	[BS_ABI_VIOLATIONS] = "traced_buf_abi_violations",
 	[BS_CHUNKS_REWRITTEN] = "traced_buf_chunks_rewritten",
-	[BS_CHUNKS_COMMITTED_OUT_OF_ORDER] = "traced_buf_chunks_committed_out_of_order",
+	[BS_CHUNKS_COMMITTED_OUT_OF_ORDER] =
+		"traced_buf_chunks_committed_out_of_order",
 	[BS_BUFFER_SIZE] = "traced_buf_buffer_size",
 	[BS_BYTES_OVERWRITTEN] = "traced_buf_bytes_overwritten",
 	[BS_BYTES_READ] = "traced_buf_bytes_read",
@@ -1234,7 +1235,8 @@ static void parse_writer_stats(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	 * lost", the next bits say why. */
 	for (size_t i = 0; i < NELEM(loss_cause_stats) &&
 			   seq->loss_bit_count; i++) {
-		unsigned b = (unsigned)__builtin_ctz(loss_cause_stats[i].reason);
+		unsigned b =
+			(unsigned)__builtin_ctz(loss_cause_stats[i].reason);
 		if (b < TP_LOSS_BITS && seq->loss_bit_count[b])
 			tp_stat_add(ctx, loss_cause_stats[i].stat,
 				    pkt->machine, buf,
@@ -1419,12 +1421,15 @@ static const char *const e_ksyms_mem[] = {
 	"KSYMS_UNSPECIFIED", "KSYMS_CLEANUP_ON_STOP", "KSYMS_RETAIN",
 };
 static const struct pbtxt_field f_ftrace_config[] = {
-	PF(FC_FTRACE_EVENTS, "ftrace_events", PT_STR), PF(FC_ATRACE_CATEGORIES, "atrace_categories", PT_STR),
-	PF(FC_ATRACE_APPS, "atrace_apps", PT_STR), PF(FC_BUFFER_SIZE_KB, "buffer_size_kb", PT_UINT),
+	PF(FC_FTRACE_EVENTS, "ftrace_events", PT_STR),
+	PF(FC_ATRACE_CATEGORIES, "atrace_categories", PT_STR),
+	PF(FC_ATRACE_APPS, "atrace_apps", PT_STR),
+	PF(FC_BUFFER_SIZE_KB, "buffer_size_kb", PT_UINT),
 	PF(FC_DRAIN_PERIOD_MS, "drain_period_ms", PT_UINT),
 	PM(FC_COMPACT_SCHED, "compact_sched", m_compact_sched),
 	PF(FC_SYMBOLIZE_KSYMS, "symbolize_ksyms", PT_BOOL),
-	PF(FC_INITIALIZE_KSYMS_SYNCHRONOUSLY_FOR_TESTING, "initialize_ksyms_synchronously_for_testing", PT_BOOL),
+	PF(FC_INITIALIZE_KSYMS_SYNCHRONOUSLY_FOR_TESTING,
+	   "initialize_ksyms_synchronously_for_testing", PT_BOOL),
 	PF(FC_THROTTLE_RSS_STAT, "throttle_rss_stat", PT_BOOL),
 	PF(FC_DISABLE_GENERIC_EVENTS, "disable_generic_events", PT_BOOL),
 	PE(FC_KSYMS_MEM_POLICY, "ksyms_mem_policy", e_ksyms_mem),
@@ -1436,10 +1441,12 @@ static const struct pbtxt_field f_ftrace_config[] = {
 	PF(FC_USE_MONOTONIC_RAW_CLOCK, "use_monotonic_raw_clock", PT_BOOL),
 	PF(FC_INSTANCE_NAME, "instance_name", PT_STR),
 	PF(FC_BUFFER_SIZE_LOWER_BOUND, "buffer_size_lower_bound", PT_BOOL),
-	PF(FC_ATRACE_CATEGORIES_PREFER_SDK, "atrace_categories_prefer_sdk", PT_STR),
+	PF(FC_ATRACE_CATEGORIES_PREFER_SDK,
+	   "atrace_categories_prefer_sdk", PT_STR),
 	PF(FC_DRAIN_BUFFER_PERCENT, "drain_buffer_percent", PT_UINT),
 	PF(FC_DEBUG_FTRACE_ABI, "debug_ftrace_abi", PT_BOOL),
-	PF(FC_DENSER_GENERIC_EVENT_ENCODING, "denser_generic_event_encoding", PT_BOOL),
+	PF(FC_DENSER_GENERIC_EVENT_ENCODING,
+	   "denser_generic_event_encoding", PT_BOOL),
 	PF(FC_FUNCTION_GRAPH_MAX_DEPTH, "function_graph_max_depth", PT_UINT),
 	PF(FC_ATRACE_USERSPACE_ONLY, "atrace_userspace_only", PT_BOOL),
 };
@@ -1450,7 +1457,8 @@ static const char *const e_ps_quirks[] = {
 };
 static const struct pbtxt_field f_process_stats_config[] = {
 	PE(PSC_QUIRKS, "quirks", e_ps_quirks),
-	PF(PSC_SCAN_ALL_PROCESSES_ON_START, "scan_all_processes_on_start", PT_BOOL),
+	PF(PSC_SCAN_ALL_PROCESSES_ON_START,
+	   "scan_all_processes_on_start", PT_BOOL),
 	PF(PSC_RECORD_THREAD_NAMES, "record_thread_names", PT_BOOL),
 	PF(PSC_PROC_STATS_POLL_MS, "proc_stats_poll_ms", PT_UINT),
 	PF(PSC_PROC_STATS_CACHE_TTL_MS, "proc_stats_cache_ttl_ms", PT_UINT),
@@ -1486,12 +1494,16 @@ PMSG(m_sys_stats_config, f_sys_stats_config);
 static const struct pbtxt_field f_track_event_config[] = {
 	PF(TEC_DISABLED_CATEGORIES, "disabled_categories", PT_STR),
 	PF(TEC_ENABLED_CATEGORIES, "enabled_categories", PT_STR),
-	PF(TEC_DISABLED_TAGS, "disabled_tags", PT_STR), PF(TEC_ENABLED_TAGS, "enabled_tags", PT_STR),
-	PF(TEC_DISABLE_INCREMENTAL_TIMESTAMPS, "disable_incremental_timestamps", PT_BOOL),
+	PF(TEC_DISABLED_TAGS, "disabled_tags", PT_STR),
+	PF(TEC_ENABLED_TAGS, "enabled_tags", PT_STR),
+	PF(TEC_DISABLE_INCREMENTAL_TIMESTAMPS,
+	   "disable_incremental_timestamps", PT_BOOL),
 	PF(TEC_TIMESTAMP_UNIT_MULTIPLIER, "timestamp_unit_multiplier", PT_UINT),
 	PF(TEC_FILTER_DEBUG_ANNOTATIONS, "filter_debug_annotations", PT_BOOL),
-	PF(TEC_ENABLE_THREAD_TIME_SAMPLING, "enable_thread_time_sampling", PT_BOOL),
-	PF(TEC_FILTER_DYNAMIC_EVENT_NAMES, "filter_dynamic_event_names", PT_BOOL),
+	PF(TEC_ENABLE_THREAD_TIME_SAMPLING,
+	   "enable_thread_time_sampling", PT_BOOL),
+	PF(TEC_FILTER_DYNAMIC_EVENT_NAMES,
+	   "filter_dynamic_event_names", PT_BOOL),
 };
 PMSG(m_track_event_config, f_track_event_config);
 
@@ -1508,20 +1520,24 @@ static const char *const e_buffer_exhausted[] = {
 	"BUFFER_EXHAUSTED_STALL_THEN_ABORT", "BUFFER_EXHAUSTED_STALL_THEN_DROP",
 };
 static const struct pbtxt_field f_data_source_config[] = {
-	PF(DSC_NAME, "name", PT_STR), PF(DSC_TARGET_BUFFER, "target_buffer", PT_UINT),
+	PF(DSC_NAME, "name", PT_STR),
+	PF(DSC_TARGET_BUFFER, "target_buffer", PT_UINT),
 	PF(DSC_TRACE_DURATION_MS, "trace_duration_ms", PT_UINT),
 	PF(DSC_TRACING_SESSION_ID, "tracing_session_id", PT_UINT),
 	PF(DSC_ENABLE_EXTRA_GUARDRAILS, "enable_extra_guardrails", PT_BOOL),
 	PF(DSC_STOP_TIMEOUT_MS, "stop_timeout_ms", PT_UINT),
 	PE(DSC_SESSION_INITIATOR, "session_initiator", e_session_initiator),
-	PE(DSC_BUFFER_EXHAUSTED_POLICY, "buffer_exhausted_policy", e_buffer_exhausted),
+	PE(DSC_BUFFER_EXHAUSTED_POLICY,
+	   "buffer_exhausted_policy", e_buffer_exhausted),
 	PF(DSC_TARGET_BUFFER_NAME, "target_buffer_name", PT_STR),
 	PM(DSC_FTRACE_CONFIG, "ftrace_config", m_ftrace_config),
-	PM(DSC_PROCESS_STATS_CONFIG, "process_stats_config", m_process_stats_config),
+	PM(DSC_PROCESS_STATS_CONFIG,
+	   "process_stats_config", m_process_stats_config),
 	PM(DSC_SYS_STATS_CONFIG, "sys_stats_config", m_sys_stats_config),
 	PM(DSC_TRACK_EVENT_CONFIG, "track_event_config", m_track_event_config),
 	PM(DSC_SYSTEM_INFO_CONFIG, "system_info_config", m_system_info_config),
-	PF(DSC_PREFER_SUSPEND_CLOCK_FOR_DURATION, "prefer_suspend_clock_for_duration", PT_BOOL),
+	PF(DSC_PREFER_SUSPEND_CLOCK_FOR_DURATION,
+	   "prefer_suspend_clock_for_duration", PT_BOOL),
 	PF(DSC_LEGACY_CONFIG, "legacy_config", PT_STR),
 };
 PMSG(m_data_source_config, f_data_source_config);
@@ -1530,16 +1546,19 @@ static const char *const e_fill_policy[] = {
 	"UNSPECIFIED", "RING_BUFFER", "DISCARD",
 };
 static const struct pbtxt_field f_buffer_config[] = {
-	PF(BC_SIZE_KB, "size_kb", PT_UINT), PE(BC_FILL_POLICY, "fill_policy", e_fill_policy),
+	PF(BC_SIZE_KB, "size_kb", PT_UINT),
+	PE(BC_FILL_POLICY, "fill_policy", e_fill_policy),
 	PF(BC_TRANSFER_ON_CLONE, "transfer_on_clone", PT_BOOL),
-	PF(BC_CLEAR_BEFORE_CLONE, "clear_before_clone", PT_BOOL), PF(BC_NAME, "name", PT_STR),
+	PF(BC_CLEAR_BEFORE_CLONE, "clear_before_clone", PT_BOOL),
+	PF(BC_NAME, "name", PT_STR),
 };
 PMSG(m_buffer_config, f_buffer_config);
 
 static const struct pbtxt_field f_data_source[] = {
 	PM(TCDS_CONFIG, "config", m_data_source_config),
 	PF(TCDS_PRODUCER_NAME_FILTER, "producer_name_filter", PT_STR),
-	PF(TCDS_PRODUCER_NAME_REGEX_FILTER, "producer_name_regex_filter", PT_STR),
+	PF(TCDS_PRODUCER_NAME_REGEX_FILTER,
+	   "producer_name_regex_filter", PT_STR),
 	PF(TCDS_MACHINE_NAME_FILTER, "machine_name_filter", PT_STR),
 };
 PMSG(m_data_source, f_data_source);
@@ -1551,26 +1570,32 @@ static const char *const e_builtin_clock[] = {
 	"BUILTIN_CLOCK_BOOTTIME",
 };
 static const struct pbtxt_field f_builtin_data_source[] = {
-	PF(BDS_DISABLE_CLOCK_SNAPSHOTTING, "disable_clock_snapshotting", PT_BOOL),
+	PF(BDS_DISABLE_CLOCK_SNAPSHOTTING,
+	   "disable_clock_snapshotting", PT_BOOL),
 	PF(BDS_DISABLE_TRACE_CONFIG, "disable_trace_config", PT_BOOL),
 	PF(BDS_DISABLE_SYSTEM_INFO, "disable_system_info", PT_BOOL),
 	PF(BDS_DISABLE_SERVICE_EVENTS, "disable_service_events", PT_BOOL),
 	PE(BDS_PRIMARY_TRACE_CLOCK, "primary_trace_clock", e_builtin_clock),
 	PF(BDS_SNAPSHOT_INTERVAL_MS, "snapshot_interval_ms", PT_UINT),
-	PF(BDS_PREFER_SUSPEND_CLOCK_FOR_SNAPSHOT, "prefer_suspend_clock_for_snapshot", PT_BOOL),
-	PF(BDS_DISABLE_CHUNK_USAGE_HISTOGRAMS, "disable_chunk_usage_histograms", PT_BOOL),
+	PF(BDS_PREFER_SUSPEND_CLOCK_FOR_SNAPSHOT,
+	   "prefer_suspend_clock_for_snapshot", PT_BOOL),
+	PF(BDS_DISABLE_CHUNK_USAGE_HISTOGRAMS,
+	   "disable_chunk_usage_histograms", PT_BOOL),
 };
 PMSG(m_builtin_data_source, f_builtin_data_source);
 
 static const struct pbtxt_field f_producer_config[] = {
-	PF(PRC_PRODUCER_NAME, "producer_name", PT_STR), PF(PRC_SHM_SIZE_KB, "shm_size_kb", PT_UINT),
+	PF(PRC_PRODUCER_NAME, "producer_name", PT_STR),
+	PF(PRC_SHM_SIZE_KB, "shm_size_kb", PT_UINT),
 	PF(PRC_PAGE_SIZE_KB, "page_size_kb", PT_UINT),
 };
 PMSG(m_producer_config, f_producer_config);
 
 static const struct pbtxt_field f_trigger[] = {
-	PF(TRCT_NAME, "name", PT_STR), PF(TRCT_PRODUCER_NAME_REGEX, "producer_name_regex", PT_STR),
-	PF(TRCT_STOP_DELAY_MS, "stop_delay_ms", PT_UINT), PF(TRCT_MAX_PER_24_H, "max_per_24_h", PT_UINT),
+	PF(TRCT_NAME, "name", PT_STR),
+	PF(TRCT_PRODUCER_NAME_REGEX, "producer_name_regex", PT_STR),
+	PF(TRCT_STOP_DELAY_MS, "stop_delay_ms", PT_UINT),
+	PF(TRCT_MAX_PER_24_H, "max_per_24_h", PT_UINT),
 	PF(TRCT_SKIP_PROBABILITY, "skip_probability", PT_DOUBLE),
 };
 PMSG(m_trigger, f_trigger);
@@ -1579,9 +1604,11 @@ static const char *const e_trigger_mode[] = {
 	"UNSPECIFIED", "START_TRACING", "STOP_TRACING", NULL, "CLONE_SNAPSHOT",
 };
 static const struct pbtxt_field f_trigger_config[] = {
-	PE(TRC_TRIGGER_MODE, "trigger_mode", e_trigger_mode), PM(TRC_TRIGGERS, "triggers", m_trigger),
+	PE(TRC_TRIGGER_MODE, "trigger_mode", e_trigger_mode),
+	PM(TRC_TRIGGERS, "triggers", m_trigger),
 	PF(TRC_TRIGGER_TIMEOUT_MS, "trigger_timeout_ms", PT_UINT),
-	PF(TRC_USE_CLONE_SNAPSHOT_IF_AVAILABLE, "use_clone_snapshot_if_available", PT_BOOL),
+	PF(TRC_USE_CLONE_SNAPSHOT_IF_AVAILABLE,
+	   "use_clone_snapshot_if_available", PT_BOOL),
 };
 PMSG(m_trigger_config, f_trigger_config);
 
@@ -1636,16 +1663,20 @@ static const struct pbtxt_field f_trace_config[] = {
 	PM(TC_TRIGGER_CONFIG, "trigger_config", m_trigger_config),
 	PF(TC_ACTIVATE_TRIGGERS, "activate_triggers", PT_STR),
 	PF(TC_ALLOW_USER_BUILD_TRACING, "allow_user_build_tracing", PT_BOOL),
-	PM(TC_BUILTIN_DATA_SOURCES, "builtin_data_sources", m_builtin_data_source),
-	PM(TC_INCREMENTAL_STATE_CONFIG, "incremental_state_config", m_incremental_state_config),
+	PM(TC_BUILTIN_DATA_SOURCES,
+	   "builtin_data_sources", m_builtin_data_source),
+	PM(TC_INCREMENTAL_STATE_CONFIG,
+	   "incremental_state_config", m_incremental_state_config),
 	PF(TC_UNIQUE_SESSION_NAME, "unique_session_name", PT_STR),
-	PF(TC_DATA_SOURCE_STOP_TIMEOUT_MS, "data_source_stop_timeout_ms", PT_UINT),
+	PF(TC_DATA_SOURCE_STOP_TIMEOUT_MS,
+	   "data_source_stop_timeout_ms", PT_UINT),
 	PE(TC_COMPRESSION_TYPE, "compression_type", e_compression),
 	PF(TC_TRACE_UUID_MSB, "trace_uuid_msb", PT_INT),
 	PF(TC_TRACE_UUID_LSB, "trace_uuid_lsb", PT_INT),
 	PF(TC_OUTPUT_PATH, "output_path", PT_STR),
 	PF(TC_BUGREPORT_SCORE, "bugreport_score", PT_INT),
-	PF(TC_PREFER_SUSPEND_CLOCK_FOR_DURATION, "prefer_suspend_clock_for_duration", PT_BOOL),
+	PF(TC_PREFER_SUSPEND_CLOCK_FOR_DURATION,
+	   "prefer_suspend_clock_for_duration", PT_BOOL),
 	PF(TC_BUGREPORT_FILENAME, "bugreport_filename", PT_STR),
 	PF(TC_EXCLUSIVE_PRIO, "exclusive_prio", PT_UINT),
 	PF(TC_TRACE_ALL_MACHINES, "trace_all_machines", PT_BOOL),

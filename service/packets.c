@@ -199,7 +199,8 @@ static void put_buffer_stats(struct pb_buf *b, const struct vp_tb_stats *st)
 	pb_put_varint(b, BS_READAHEADS_FAILED, st->readaheads_failed);
 	pb_put_varint(b, BS_ABI_VIOLATIONS, st->abi_violations);
 	pb_put_varint(b, BS_CHUNKS_REWRITTEN, st->chunks_rewritten);
-	pb_put_varint(b, BS_CHUNKS_COMMITTED_OUT_OF_ORDER, st->chunks_committed_out_of_order);
+	pb_put_varint(b, BS_CHUNKS_COMMITTED_OUT_OF_ORDER,
+		      st->chunks_committed_out_of_order);
 	pb_put_varint(b, BS_BUFFER_SIZE, st->buffer_size);
 	pb_put_varint(b, BS_BYTES_OVERWRITTEN, st->bytes_overwritten);
 	pb_put_varint(b, BS_BYTES_READ, st->bytes_read);
@@ -207,7 +208,8 @@ static void put_buffer_stats(struct pb_buf *b, const struct vp_tb_stats *st)
 	pb_put_varint(b, BS_PADDING_BYTES_CLEARED, st->padding_bytes_cleared);
 	pb_put_varint(b, BS_CHUNKS_READ, st->chunks_read);
 	pb_put_varint(b, BS_CHUNKS_DISCARDED, st->chunks_discarded);
-	pb_put_varint(b, BS_TRACE_WRITER_PACKET_LOSS, st->trace_writer_packet_loss);
+	pb_put_varint(b, BS_TRACE_WRITER_PACKET_LOSS,
+		      st->trace_writer_packet_loss);
 	pb_end_nested(b, n);
 }
 
