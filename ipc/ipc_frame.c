@@ -304,7 +304,8 @@ bool vp_ipc_methods_next(struct vp_ipc_method_iter *it, uint32_t *id,
 		while (pb_next(&m, &g)) {
 			if (g.num == IPCF_METHOD_ID && g.wt == PB_WT_VARINT)
 				*id = (uint32_t)g.val;
-			else if (g.num == IPCF_METHOD_NAME && g.wt == PB_WT_LEN) {
+			else if (g.num == IPCF_METHOD_NAME &&
+				 g.wt == PB_WT_LEN) {
 				name->data = g.data;
 				name->len = g.len;
 			}

@@ -264,7 +264,8 @@ static bool compact_switch(struct ft_bundle *b, const struct ft_event *ev,
 			  num_or_zero(ev, SS_NEXT_PID, d, len));
 	pb_put_raw_varint(&b->col[CSCHED_SWITCH_NEXT_PRIO],
 			  num_or_zero(ev, SS_NEXT_PRIO, d, len));
-	pb_put_raw_varint(&b->col[CSCHED_SWITCH_NEXT_COMM_INDEX], (uint64_t)idx);
+	pb_put_raw_varint(&b->col[CSCHED_SWITCH_NEXT_COMM_INDEX],
+			  (uint64_t)idx);
 	b->last_switch_ts = ts;
 	b->n_switch++;
 	return true;
@@ -285,7 +286,8 @@ static bool compact_waking(struct ft_bundle *b, const struct ft_event *ev,
 	pb_put_raw_varint(&b->col[CSCHED_WAKING_PRIO],
 			  num_or_zero(ev, SW_PRIO, d, len));
 	pb_put_raw_varint(&b->col[CSCHED_WAKING_COMM_INDEX], (uint64_t)idx);
-	pb_put_raw_varint(&b->col[CSCHED_WAKING_COMMON_FLAGS], d[COMMON_FLAGS_OFF]);
+	pb_put_raw_varint(&b->col[CSCHED_WAKING_COMMON_FLAGS],
+			  d[COMMON_FLAGS_OFF]);
 	b->last_waking_ts = ts;
 	b->n_waking++;
 	return true;

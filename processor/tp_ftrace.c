@@ -1798,9 +1798,11 @@ static void gk_process_tree(struct tp_ctx *ctx, uint32_t machine,
 		while (pb_next(&q, &g)) {
 			if (g.num == GKPT_PROC_PID && g.wt == PB_WT_VARINT)
 				pid = (int64_t)g.val;
-			else if (g.num == GKPT_PROC_PPID && g.wt == PB_WT_VARINT)
+			else if (g.num == GKPT_PROC_PPID &&
+				 g.wt == PB_WT_VARINT)
 				ppid = (int64_t)g.val;
-			else if (g.num == GKPT_PROC_CMDLINE && g.wt == PB_WT_LEN) {
+			else if (g.num == GKPT_PROC_CMDLINE &&
+				 g.wt == PB_WT_LEN) {
 				cmd = g.data;
 				cmdlen = g.len;
 			}
@@ -1832,15 +1834,19 @@ static void gk_process_tree(struct tp_ctx *ctx, uint32_t machine,
 		while (pb_next(&q, &g)) {
 			if (g.num == GKPT_THREAD_TID && g.wt == PB_WT_VARINT)
 				tid = (int64_t)g.val;
-			else if (g.num == GKPT_THREAD_PID && g.wt == PB_WT_VARINT)
+			else if (g.num == GKPT_THREAD_PID &&
+				 g.wt == PB_WT_VARINT)
 				pid = (int64_t)g.val;
-			else if (g.num == GKPT_THREAD_COMM && g.wt == PB_WT_LEN) {
+			else if (g.num == GKPT_THREAD_COMM &&
+				 g.wt == PB_WT_LEN) {
 				comm = tp_intern(ctx->pool,
 						 (const char *)g.data, g.len);
 				has_comm = true;
-			} else if (g.num == GKPT_THREAD_IS_MAIN_THREAD && g.wt == PB_WT_VARINT)
+			} else if (g.num == GKPT_THREAD_IS_MAIN_THREAD &&
+				   g.wt == PB_WT_VARINT)
 				main_thread = g.val != 0;
-			else if (g.num == GKPT_THREAD_IS_IDLE && g.wt == PB_WT_VARINT)
+			else if (g.num == GKPT_THREAD_IS_IDLE &&
+				 g.wt == PB_WT_VARINT)
 				idle = g.val != 0;
 		}
 		uint32_t upid = tp_process_get_no_thread(ctx, machine, pid);
@@ -1920,8 +1926,10 @@ void tp_ftrace_init(struct tp_ctx *ctx)
 bool tp_ftrace_tokenize(struct tp_ctx *ctx, const struct tp_packet *pkt,
 			const struct pb_field *f)
 {
-	if (f->num == TP_GENERIC_KERNEL_TASK_STATE_EVENT || f->num == TP_GENERIC_KERNEL_CPU_FREQ_EVENT ||
-	    f->num == TP_GENERIC_KERNEL_TASK_RENAME_EVENT || f->num == TP_GENERIC_KERNEL_PROCESS_TREE) {
+	if (f->num == TP_GENERIC_KERNEL_TASK_STATE_EVENT ||
+	    f->num == TP_GENERIC_KERNEL_CPU_FREQ_EVENT ||
+	    f->num == TP_GENERIC_KERNEL_TASK_RENAME_EVENT ||
+	    f->num == TP_GENERIC_KERNEL_PROCESS_TREE) {
 		tokenize_generic(ctx, pkt, f);
 		return true;
 	}

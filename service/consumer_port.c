@@ -527,8 +527,8 @@ static char *decode_key(const uint8_t *args, size_t len)
 	char *key = NULL;
 	pb_reader_init(&r, args, len);
 	while (pb_next(&r, &f)) {
-		if (f.num != ATTACH_REQ_KEY || f.wt != PB_WT_LEN || f.len == 0 ||
-		    f.len > SVC_MAX_NAME)
+		if (f.num != ATTACH_REQ_KEY || f.wt != PB_WT_LEN ||
+		    f.len == 0 || f.len > SVC_MAX_NAME)
 			continue;
 		free(key);
 		key = vp_svc_strndup((const char *)f.data, f.len);

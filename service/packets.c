@@ -17,10 +17,6 @@
 #include "service.h"
 #include "vp_version.h"
 
-/* TraceConfig.flush_period_ms */
-#define TC_FLUSH_PERIOD_MS 13
-
-
 static void append_service_trusted(struct vp_service *s, struct pb_buf *b)
 {
 	pb_put_varint(b, TP_TRUSTED_UID, (uint64_t)s->uid);
@@ -203,7 +199,8 @@ static void put_buffer_stats(struct pb_buf *b, const struct vp_tb_stats *st)
 	pb_put_varint(b, BS_READAHEADS_FAILED, st->readaheads_failed);
 	pb_put_varint(b, BS_ABI_VIOLATIONS, st->abi_violations);
 	pb_put_varint(b, BS_CHUNKS_REWRITTEN, st->chunks_rewritten);
-	pb_put_varint(b, BS_CHUNKS_COMMITTED_OUT_OF_ORDER, st->chunks_committed_out_of_order);
+	pb_put_varint(b, BS_CHUNKS_COMMITTED_OUT_OF_ORDER,
+		      st->chunks_committed_out_of_order);
 	pb_put_varint(b, BS_BUFFER_SIZE, st->buffer_size);
 	pb_put_varint(b, BS_BYTES_OVERWRITTEN, st->bytes_overwritten);
 	pb_put_varint(b, BS_BYTES_READ, st->bytes_read);
@@ -211,7 +208,8 @@ static void put_buffer_stats(struct pb_buf *b, const struct vp_tb_stats *st)
 	pb_put_varint(b, BS_PADDING_BYTES_CLEARED, st->padding_bytes_cleared);
 	pb_put_varint(b, BS_CHUNKS_READ, st->chunks_read);
 	pb_put_varint(b, BS_CHUNKS_DISCARDED, st->chunks_discarded);
-	pb_put_varint(b, BS_TRACE_WRITER_PACKET_LOSS, st->trace_writer_packet_loss);
+	pb_put_varint(b, BS_TRACE_WRITER_PACKET_LOSS,
+		      st->trace_writer_packet_loss);
 	pb_end_nested(b, n);
 }
 

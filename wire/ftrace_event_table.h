@@ -24,7 +24,7 @@ enum ft_field_type {
 /* Uses of an event (ft_event_desc.uses). */
 enum {
 	FT_USE_PROBES = 1 << 0,    /* vtraced_probes encodes it typed */
-	FT_USE_PROCESSOR = 1 << 1, /* vperfetto_tp gives it an ftrace_event row */
+	FT_USE_PROCESSOR = 1 << 1, /* vperfetto_tp gives it a row */
 };
 
 /* The CompactSched column form an event has, if any. */
