@@ -61,15 +61,27 @@ static void test_sched_switch(void **state)
 	assert_false(ft_event_field(d, 3)->pid);
 }
 
-static void test_pids_only_where_the_merge_remaps(void **state)
+static void test_pids_and_cpus_the_merge_remaps(void **state)
 {
 	(void)state;
 	const struct ft_event_desc *w = ft_event_by_id(FE_SCHED_WAKEUP);
 	assert_non_null(w->pid_fields);
 	assert_int_equal(w->pid_fields[0], 2);
 	assert_int_equal(w->pid_fields[1], 0);
-	assert_null(ft_event_by_id(FE_SCHED_WAKING)->pid_fields);
-	assert_null(ft_event_by_id(FE_TASK_NEWTASK)->pid_fields);
+	assert_non_null(w->cpu_fields);
+	assert_int_equal(w->cpu_fields[0], SW_TARGET_CPU);
+	assert_int_equal(w->cpu_fields[1], 0);
+	/* the scheduler's and tasks' pid fields, for --no-machine-id */
+	assert_non_null(ft_event_by_id(FE_SCHED_WAKING)->pid_fields);
+	const struct ft_event_desc *f = ft_event_by_id(FE_SCHED_PROCESS_FORK);
+	assert_non_null(f->pid_fields);
+	assert_non_null(f->pid_fields[1]);
+	assert_int_equal(f->pid_fields[2], 0);
+	assert_non_null(ft_event_by_id(FE_TASK_NEWTASK)->pid_fields);
+	assert_non_null(ft_event_by_id(FE_CPU_FREQUENCY)->cpu_fields);
+	/* a field that is neither */
+	assert_null(ft_event_by_id(FE_PRINT)->pid_fields);
+	assert_null(ft_event_by_id(FE_PRINT)->cpu_fields);
 }
 
 static void test_probes_only_and_kernel_names(void **state)
@@ -78,7 +90,9 @@ static void test_probes_only_and_kernel_names(void **state)
 	const struct ft_event_desc *d = ft_event_by_name("kvm", "kvm_exit");
 	assert_non_null(d);
 	assert_int_equal(d->id, FE_KVM_EXIT);
-	assert_int_equal(d->uses, FT_USE_PROBES);
+	/* the probes encode it typed; the processor makes rows of it (the
+	 * vcpu tables cut running time at kvm_exit / kvm_entry) */
+	assert_int_equal(d->uses, FT_USE_PROBES | FT_USE_PROCESSOR);
 	assert_string_equal(d->fields[0].name, "esr_ec");
 	assert_string_equal(d->fields[0].kname, "exit_reason");
 	assert_int_equal(d->fields[0].type, FT_FIELD_UINT);
@@ -121,7 +135,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ordered_and_whole),
 		cmocka_unit_test(test_sched_switch),
-		cmocka_unit_test(test_pids_only_where_the_merge_remaps),
+		cmocka_unit_test(test_pids_and_cpus_the_merge_remaps),
 		cmocka_unit_test(test_probes_only_and_kernel_names),
 		cmocka_unit_test(test_processor_names),
 		cmocka_unit_test(test_misses),
