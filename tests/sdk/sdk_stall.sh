@@ -126,8 +126,22 @@ check "drop: some but not all slices arrived (got $n of ${WROTE:-?})" \
 n=$(stat "$t" traced_buf_trace_writer_packet_loss)
 check "drop: the service counted the writers' losses ($n)" test "${n:-0}" -gt 0
 n=$(stat "$t" tokenizer_skipped_packets)
-check "drop: each sequence restarts its interning after a drop ($n skipped)" \
-	test "$n" = 0
+ow=$(stat "$t" traced_buf_chunks_overwritten)
+# Every writer that dropped starts a new incremental-state generation, so
+# what arrives decodes: nothing is skipped for lack of state...
+if [ "${ow:-0}" = 0 ]; then
+	check "drop: each sequence restarts its interning after a drop ($n skipped)" \
+		test "$n" = 0
+else
+	# ... unless the ring buffer wrapped (a fast machine writes more than
+	# its 64 MB): then each sequence's oldest surviving chunks may begin
+	# inside a generation whose start was overwritten, and the processor
+	# skips up to the next generation, as Perfetto's does.  Generations
+	# end every 32 KiB of a writer's chunks (sdk_writer.c), so at most
+	# 4 writers x 32 KiB / 8-byte packets are skipped.
+	check "drop: after the ring wrapped ($ow chunks overwritten), only the start of each sequence's window skipped ($n packets)" \
+		test "${n:-0}" -le $((4 * 32768 / 8))
+fi
 
 # --- pause: the stall gives up -------------------------------------------------
 session pause BUFFER_EXHAUSTED_STALL_THEN_DROP
