@@ -236,6 +236,33 @@ static int call(struct vp_guest_ctl *c, struct vp_ctl_msg *req, uint8_t want,
 	return expect(c, want, what, err);
 }
 
+/* An idempotent request sent again every HELLO_RESEND_MS until any of
+ * its copies is answered or the deadline passes: a frame lost on the
+ * serial port (or sent before the guest listened) costs a second, not
+ * the whole timeout.  The guest answers a repeated HELLO or STOP as the
+ * first. */
+static int call_resending(struct vp_guest_ctl *c, struct vp_ctl_msg *req,
+			  uint64_t deadline, int timeout_ms, const char *what,
+			  struct vp_error *err)
+{
+	uint32_t first = 0;
+
+	for (;;) {
+		uint64_t now = vp_loop_now_ms();
+		uint64_t until = now + HELLO_RESEND_MS < deadline
+					 ? now + HELLO_RESEND_MS : deadline;
+		if (send_request(c, req, deadline, err) < 0)
+			return -1;
+		if (!first)
+			first = req->id;
+		if (wait_reply(c, first, req->id, until, timeout_ms, what,
+			       err) == 0)
+			return 0;
+		if (vp_loop_now_ms() < until || until >= deadline)
+			return -1; /* an error, or the real deadline */
+	}
+}
+
 /* ---- requests ----------------------------------------------------------- */
 
 int vp_guest_ctl_hello(struct vp_guest_ctl *c, int timeout_ms,
@@ -243,7 +270,6 @@ int vp_guest_ctl_hello(struct vp_guest_ctl *c, int timeout_ms,
 {
 	uint64_t deadline = vp_loop_now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
 	struct vp_ctl_msg *req = calloc(1, sizeof(*req));
-	uint32_t first = 0;
 	int rc = -1;
 
 	if (!req)
@@ -251,21 +277,8 @@ int vp_guest_ctl_hello(struct vp_guest_ctl *c, int timeout_ms,
 	req->type = VP_CTL_HELLO;
 	req->version = VP_CTL_VERSION;
 	gethostname(req->machine, sizeof(req->machine) - 1);
-	for (;;) {
-		uint64_t now = vp_loop_now_ms();
-		uint64_t until = now + HELLO_RESEND_MS < deadline
-					 ? now + HELLO_RESEND_MS : deadline;
-		if (send_request(c, req, deadline, err) < 0)
-			goto out;
-		if (!first)
-			first = req->id;
-		/* Any of our HELLOs may be the one answered. */
-		if (wait_reply(c, first, req->id, until, timeout_ms, "HELLO",
-			       err) == 0)
-			break;
-		if (vp_loop_now_ms() < until || until >= deadline)
-			goto out; /* an error, or the real deadline */
-	}
+	if (call_resending(c, req, deadline, timeout_ms, "HELLO", err) < 0)
+		goto out;
 	if (expect(c, VP_CTL_HELLO_REPLY, "HELLO", err) < 0)
 		goto out;
 	if (c->msg.version != VP_CTL_VERSION) {
@@ -321,7 +334,12 @@ int vp_guest_ctl_stop(struct vp_guest_ctl *c, int timeout_ms,
 	if (!req)
 		return vp_errorf(err, "out of memory");
 	req->type = VP_CTL_STOP;
-	rc = call(c, req, VP_CTL_STOPPED, timeout_ms, err);
+	rc = call_resending(c, req, vp_loop_now_ms() + (uint64_t)(timeout_ms > 0
+								  ? timeout_ms
+								  : 0),
+			    timeout_ms, "STOP", err);
+	if (rc == 0)
+		rc = expect(c, VP_CTL_STOPPED, "STOP", err);
 	free(req);
 	if (rc == 0 && trace_size)
 		*trace_size = c->msg.trace_size;
