@@ -29,6 +29,8 @@ static const struct tp_coldef vcpu_state_cols[] = {
 	TP_VCPU_STATE_COLS(TP_COL_DEF)};
 static const struct tp_coldef gths_cols[] = {
 	TP_GUEST_THREAD_HOST_STATE_COLS(TP_COL_DEF)};
+static const struct tp_coldef trace_diagnostics_cols[] = {
+	TP_TRACE_DIAGNOSTICS_COLS(TP_COL_DEF)};
 
 #define N(a) (unsigned)(sizeof(a) / sizeof((a)[0]))
 
@@ -59,6 +61,9 @@ static const struct {
 	[TP_T_VCPU_STATE] = {"vcpu_state", vcpu_state_cols,
 			     N(vcpu_state_cols)},
 	[TP_T_GTHS] = {"guest_thread_host_state", gths_cols, N(gths_cols)},
+	[TP_T_TRACE_DIAGNOSTICS] = {"__intrinsic_trace_diagnostics",
+				    trace_diagnostics_cols,
+				    N(trace_diagnostics_cols)},
 };
 
 void tp_schema_init(struct tp_table *tables, struct tp_strpool *pool)

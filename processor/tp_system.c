@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "tp_args.h"
+#include "tp_diag.h"
 #include "tp_seq.h"
 #include "tp_modules.h"
 #include "perfetto_fields.h"
@@ -1452,6 +1453,11 @@ static const struct pbtxt_field f_ftrace_config[] = {
 };
 PMSG(m_ftrace_config, f_ftrace_config);
 
+static const struct pbtxt_field f_heapprofd_config[] = {
+	PF(HPC_SAMPLING_INTERVAL_BYTES, "sampling_interval_bytes", PT_UINT),
+};
+PMSG(m_heapprofd_config, f_heapprofd_config);
+
 static const char *const e_ps_quirks[] = {
 	"QUIRKS_UNSPECIFIED", "DISABLE_INITIAL_DUMP", "DISABLE_ON_DEMAND",
 };
@@ -1534,6 +1540,7 @@ static const struct pbtxt_field f_data_source_config[] = {
 	PM(DSC_PROCESS_STATS_CONFIG,
 	   "process_stats_config", m_process_stats_config),
 	PM(DSC_SYS_STATS_CONFIG, "sys_stats_config", m_sys_stats_config),
+	PM(DSC_HEAPPROFD_CONFIG, "heapprofd_config", m_heapprofd_config),
 	PM(DSC_TRACK_EVENT_CONFIG, "track_event_config", m_track_event_config),
 	PM(DSC_SYSTEM_INFO_CONFIG, "system_info_config", m_system_info_config),
 	PF(DSC_PREFER_SUSPEND_CLOCK_FOR_DURATION,
@@ -2016,6 +2023,7 @@ static void parse_trace_config(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	pbtxt_msg_print(&t, &m_trace_config, f->data, f->len, 0);
 	tp_meta_set_str(ctx, "trace_config_pbtxt", -1, t.p ? t.p : "", t.len);
 	free(t.p);
+	tp_diag_set_config(ctx, pkt->machine, f->data, f->len);
 }
 
 /* ---- service events ---------------------------------------------------------------- */
