@@ -27,6 +27,7 @@
 #include "perfetto_fields.h"
 #include "tp_args.h"
 #include "tp_clock.h"
+#include "tp_memory.h"
 #include "tp_seq.h"
 #include "tp_modules.h"
 #include "tp_process.h"
@@ -1538,6 +1539,7 @@ static void parse_typed(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,
 		parse_irq(ctx, ts, cpu, machine, id, &m);
 		break;
 	default:
+		tp_memory_ftrace(ctx, ts, machine, pid, id, data, len);
 		break;
 	}
 }
