@@ -88,7 +88,10 @@ const char tp_schema_views_sql[] =
 	" FROM slice WHERE dur = 0;\n"
 	"CREATE VIEW counter AS SELECT id, ts, track_id, value, arg_set_id"
 	" FROM __intrinsic_counter;\n"
-	"CREATE VIEW counters AS SELECT * FROM counter;\n"
+	/* counters: the counter rows with their track's (legacy) name and
+	 * unit, in ts order, as Perfetto's prelude has it */
+	"CREATE VIEW counters AS SELECT v.*, t.name, t.unit FROM counter v"
+	" JOIN counter_track t ON v.track_id = t.id ORDER BY ts;\n"
 	"CREATE VIEW track AS SELECT id, name, type, dimension_arg_set_id,"
 	" parent_id, source_arg_set_id, machine_id, NULL AS track_group_id"
 	" FROM __intrinsic_track;\n"

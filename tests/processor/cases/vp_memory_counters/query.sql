@@ -10,3 +10,5 @@ SELECT s.ts, s.dur, s.name, t.name AS track,
   EXTRACT_ARG(t.dimension_arg_set_id, 'track_compressor_idx') AS idx
 FROM slice s JOIN track t ON s.track_id = t.id ORDER BY s.ts;
 SELECT value FROM stats WHERE name = 'rss_stat_unknown_thread_for_mm_id';
+SELECT ts, name, unit, value FROM counters WHERE name GLOB 'mem.ion*'
+ORDER BY ts, name;
