@@ -42,6 +42,9 @@ struct tp_stats;
 struct tp_te_state;
 struct tp_ftrace_state;
 struct tp_system_state;
+struct tp_diag;
+struct tp_memory;
+struct tp_compress;
 
 /* Sequence-scoped clocks (ids 64..127) of one sequence: allocated by its
  * first clock snapshot that has one. */
@@ -122,6 +125,9 @@ struct tp_ctx {
 	struct tp_te_state *te;
 	struct tp_ftrace_state *ftrace;
 	struct tp_system_state *sys;
+	struct tp_diag *diag;   /* the trace configs' diagnostics (tp_diag.h) */
+	struct tp_memory *memory; /* memory ftrace events (tp_memory.h) */
+	struct tp_compress *compress; /* shared async tracks (tp_compress.h) */
 
 	struct u64map machines; /* raw machine_id -> machine table id */
 	bool host_has_data;     /* a packet of machine 0 was seen */

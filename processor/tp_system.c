@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "tp_args.h"
+#include "tp_diag.h"
 #include "tp_seq.h"
 #include "tp_modules.h"
 #include "perfetto_fields.h"
@@ -1557,6 +1558,7 @@ static void parse_trace_config(struct tp_ctx *ctx, const struct tp_packet *pkt,
 		&perfetto__protos__trace_config__descriptor, f->data, f->len);
 	tp_meta_set_str(ctx, "trace_config_pbtxt", -1, text, strlen(text));
 	free(text);
+	tp_diag_set_config(ctx, pkt->machine, f->data, f->len);
 }
 
 /* ---- service events ---------------------------------------------------------------- */
