@@ -144,6 +144,7 @@ uint32_t tp_machine(struct tp_ctx *ctx, uint32_t raw)
 	uint32_t id = tp_table_add_row(t);
 	tp_set_int(t, TP_MACHINE_raw_id, id, raw);
 	u64map_put(&ctx->machines, raw, id);
+	tp_procs_machine_seen(ctx, id);
 	return id;
 }
 

@@ -20,6 +20,10 @@ struct tp_ctx;
 
 struct tp_procs *tp_procs_new(struct tp_ctx *ctx); /* creates utid/upid 0 */
 void tp_procs_free(struct tp_procs *p);
+/* A machine was first seen in the trace: its idle process and thread get
+ * their rows now, in the order machines appear in the file, as Perfetto
+ * gives them when it first reads a packet of the machine. */
+void tp_procs_machine_seen(struct tp_ctx *ctx, uint32_t machine);
 
 /* The current thread with this tid, created (without a process) if none. */
 uint32_t tp_thread_get(struct tp_ctx *ctx, uint32_t machine, int64_t tid);
