@@ -1422,6 +1422,7 @@ static int rewrite_host(const struct merge_opts *o, const struct sync_data *hd,
 	if (status != MERGE_OK)
 		return status;
 	res->host_bytes = trace_writer_bytes(w);
+	res->host_bytes_in = file_size(o->host);
 
 	/* The bound at the host's sync samples and at its ends. */
 	const struct sample_vec *hs = res->clock == BUILTIN_CLOCK_MONOTONIC

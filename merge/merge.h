@@ -145,6 +145,7 @@ struct merge_result {
 	struct cm_fit host_fit_other;
 	bool have_host_fit_other;
 	struct rewrite_stats host_rw;
+	uint64_t host_bytes_in;      /* host_bytes: what the rewrite wrote */
 	struct bound_stats host_bound_ns;
 	double host_bound_edges_ns;
 	uint32_t max_host_seq;
