@@ -121,7 +121,9 @@ onto_case kvmstep --seed 14 --kvm-tsc --exchanges 0 --tsc-step 3000000000
 grep -q '"segment_offsets_boottime"' "$t/kvmstep.json" &&
 	pass "kvmstep: the map is piecewise (an offset per segment)" ||
 	fail "kvmstep: no segment offsets in the report"
-onto_case kvmback --seed 15 --kvm-tsc --exchanges 0 \
+# (10 s, as merge_e2e has it: in a shorter trace the guest's fit does not
+# find the step back, which the default merge gets wrong just as well.)
+onto_case kvmback --seed 15 --kvm-tsc --exchanges 0 --duration-s 10 \
 	--tsc-step -7000000000 --step-at 0.3
 # ... and with no kvm_tsc record: the exchanges of each segment.
 onto_case exstep --seed 16 --exchanges 100 --tsc-step 3000000000
