@@ -165,6 +165,18 @@ static bool read_proc(const char *dir, const char *file,
 
 /* ---- ProcessTree ------------------------------------------------------ */
 
+/* Writes the packet in s->pkt.  The first one on the writer's sequence
+ * (and the first after incremental state was cleared) says
+ * incremental_state_cleared, as traced_probes' process_stats does: what
+ * this source remembers (the processes already described) starts over
+ * there. */
+static void write_packet(struct ps_inst *s)
+{
+	if (vp_ds_first_packet_on_sequence(s->inst))
+		pb_put_varint(&s->pkt, TP_INCREMENTAL_STATE_CLEARED, 1);
+	vp_ds_write_packet(s->inst, s->pkt.data, s->pkt.len);
+}
+
 static void tree_begin(struct ps_inst *s)
 {
 	if (s->tree_open)
@@ -181,7 +193,7 @@ static void tree_end(struct ps_inst *s)
 		return;
 	pb_put_varint(&s->pkt, PT_COLLECTION_END_TIMESTAMP, vp_now_ns());
 	pb_end_nested(&s->pkt, s->tree_bm);
-	vp_ds_write_packet(s->inst, s->pkt.data, s->pkt.len);
+	write_packet(s);
 	s->tree_open = false;
 }
 
@@ -423,7 +435,7 @@ static void poll_stats(struct ps_inst *s, struct procfs_poller *p)
 	pb_put_varint(&s->pkt, PS_COLLECTION_END_TIMESTAMP, vp_now_ns());
 	pb_end_nested(&s->pkt, bm);
 	if (any)
-		vp_ds_write_packet(s->inst, s->pkt.data, s->pkt.len);
+		write_packet(s);
 
 	/* Long-lived facts (cmdline, parent) of processes new to us. */
 	for (size_t i = 0; i < s->npids && !procfs_poll_stopping(p); i++) {

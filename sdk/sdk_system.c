@@ -632,6 +632,18 @@ static void sys_connect(void *ctx)
 		schedule_reconnect(s);
 		return;
 	}
+	/* The command stream first, then the data sources: traced starts a
+	 * data source of a running session as soon as it is registered, and
+	 * drops the commands of a producer that has not asked for them yet
+	 * (Perfetto's own SDK asks in this order too). */
+	if (vp_ipc_client_invoke(s->client, "GetAsyncCommand", NULL, 0, -1,
+				 on_async_command, s, &err) < 0) {
+		vp_log_error("%s: %s", s->addr, err.msg);
+		vp_ipc_client_close(s->client);
+		s->client = NULL;
+		schedule_reconnect(s);
+		return;
+	}
 	s->connected = true;
 	s->backoff_ms = VP_BACKOFF_MIN_MS;
 	register_ds(s, &vp_g.track_event_ds);
@@ -647,11 +659,6 @@ static void sys_connect(void *ctx)
 	for (size_t i = 0; i < n; i++)
 		register_ds(s, list[i]);
 	free(list);
-	if (vp_ipc_client_invoke(s->client, "GetAsyncCommand", NULL, 0, -1,
-				 on_async_command, s, &err) < 0) {
-		sys_disconnect(s, err.msg);
-		return;
-	}
 	atomic_store(&vp_g.connected, true);
 }
 

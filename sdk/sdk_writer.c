@@ -588,17 +588,30 @@ static bool writer_write_2(struct vp_writer *w, const uint8_t *a, size_t na,
 bool vp_writer_write_packet(struct vp_writer *w, const uint8_t *p, size_t len,
 			    uint64_t now_ns)
 {
-	/* TracePacket.previous_packet_dropped = 1, appended. */
+	/* Fields appended to the packet: TracePacket.previous_packet_dropped
+	 * = 1 after a drop, and first_packet_on_sequence = true on the
+	 * writer's first packet, as Perfetto's TraceWriter writes it.  (Track
+	 * events set the latter in their own first packet.) */
 	static const uint8_t dropped[] = {0xd0, 0x02, 0x01};
+	static const uint8_t first[] = {0xb8, 0x05, 0x01};
+	uint8_t extra[sizeof(dropped) + sizeof(first)];
+	size_t n = 0;
 
 	if (w->prev_dropped && w->chunk) {
 		w->prev_dropped = false;
-		return writer_write_2(w, p, len, dropped, sizeof(dropped),
-				      now_ns);
+		memcpy(extra + n, dropped, sizeof(dropped));
+		n += sizeof(dropped);
+	}
+	if (!w->ever_written) {
+		memcpy(extra + n, first, sizeof(first));
+		n += sizeof(first);
 	}
 	/* (If the writer recovers from a drop inside this call, the next
 	 * packet carries the flag.) */
-	return writer_write_2(w, p, len, NULL, 0, now_ns);
+	if (!writer_write_2(w, p, len, n ? extra : NULL, n, now_ns))
+		return false;
+	w->ever_written = true;
+	return true;
 }
 
 /* ---------------------------------------------------- control threads */
