@@ -59,8 +59,6 @@ struct res {
 	int32_t rank;
 	int64_t pid, tid;
 	int64_t unit_multiplier;
-	double latest_value;
-	uint32_t seq_id;
 	uint32_t machine;
 	tp_str category, description;
 	/* parse stage */
@@ -82,6 +80,10 @@ struct te_seq {
 	uint32_t defaults_gen;
 	bool has_default_uuid;
 	uint64_t default_uuid;
+	/* uuid -> running value (double bits) of incremental counters: each
+	 * sequence sums its own deltas, even on a track uuid shared with
+	 * another sequence. */
+	struct u64map counters;
 };
 
 struct cache_ent {
@@ -105,7 +107,6 @@ struct tp_te_state {
 	struct u64map res_by_uuid; /* uuid -> index in res */
 	struct res *res;
 	size_t nres, capres;
-	size_t nincremental; /* incremental counter tracks in res */
 	struct u64map uuid_by_utid, uuid_by_upid; /* descriptor owners */
 	struct u64map separate_thread_tracks;     /* utid -> track */
 	bool has_roi;
@@ -197,6 +198,7 @@ static struct te_seq *seq_state(struct tp_seq *seq)
 		struct te_seq *t = calloc(1, sizeof *t);
 		if (!t)
 			abort();
+		u64map_init(&t->counters);
 		seq->te = t;
 	}
 	return seq->te;
@@ -205,23 +207,23 @@ static struct te_seq *seq_state(struct tp_seq *seq)
 void tp_te_seq_reset(struct tp_ctx *ctx, struct tp_seq *seq)
 {
 	struct te_seq *t = seq->te;
-	struct tp_te_state *s = S(ctx);
 
-	if (t)
-		t->defaults_cached = false;
-	/* Incremental counters of this sequence restart from 0 (a scan of
-	 * every track, only when there are such counters: a trace may clear
-	 * the state of a million sequences). */
-	for (size_t i = 0; s->nincremental && i < s->nres; i++)
-		if (s->res[i].kind == RES_COUNTER && s->res[i].is_incremental &&
-		    s->res[i].seq_id == seq->id)
-			s->res[i].latest_value = 0;
+	(void)ctx;
+	if (!t)
+		return;
+	t->defaults_cached = false;
+	/* Incremental counters of this sequence restart from 0. */
+	u64map_clear(&t->counters);
 }
 
 void tp_te_seq_free(struct tp_ctx *ctx, struct tp_seq *seq)
 {
+	struct te_seq *t = seq->te;
+
 	(void)ctx;
-	free(seq->te);
+	if (t)
+		u64map_free(&t->counters);
+	free(t);
 	seq->te = NULL;
 }
 
@@ -506,8 +508,6 @@ static void reserve(struct tp_ctx *ctx, const struct tp_packet *pkt,
 				 f.wt == PB_WT_VARINT)
 				nr.is_incremental = f.val != 0;
 		}
-		if (nr.is_incremental)
-			nr.seq_id = pkt->seq ? pkt->seq->id : 0;
 	}
 
 	struct res *r = res_find(s, d->uuid);
@@ -527,9 +527,6 @@ static void reserve(struct tp_ctx *ctx, const struct tp_packet *pkt,
 		r->use_separate = nr.use_separate;
 		r->unit_multiplier = nr.unit_multiplier;
 		r->is_incremental = nr.is_incremental;
-		if (r->kind == RES_COUNTER && r->is_incremental)
-			s->nincremental++;
-		r->seq_id = nr.seq_id;
 		r->machine = pkt->machine;
 	}
 	if (d->description)
@@ -739,10 +736,17 @@ static bool counter_value(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	if (r->unit_multiplier > 0)
 		v *= (double)r->unit_multiplier;
 	if (r->is_incremental) {
-		if (!pkt->seq || r->seq_id != pkt->seq->id)
+		struct te_seq *t = seq_state(pkt->seq);
+		uint64_t bits = 0;
+		double sum = 0;
+		if (!t)
 			return false;
-		r->latest_value += v;
-		v = r->latest_value;
+		if (u64map_get(&t->counters, uuid, &bits))
+			memcpy(&sum, &bits, sizeof sum);
+		sum += v;
+		memcpy(&bits, &sum, sizeof bits);
+		u64map_put(&t->counters, uuid, bits);
+		v = sum;
 	}
 	*out = v;
 	return true;
