@@ -426,6 +426,8 @@ static void load_packet(struct tp_ctx *ctx, const uint8_t *data, size_t len,
 		struct tp_seq *s = tp_seq_get(ctx, pkt.machine, seq_id);
 		pkt.seq = s;
 		pkt.queue = s->queue;
+		if (pkt.first_on_sequence)
+			tp_te_first_packet(ctx, (uint32_t)seq_id);
 		if (pkt.incremental_state_cleared ||
 		    (pkt.seq_flags & SEQ_INCREMENTAL_STATE_CLEARED)) {
 			if (s->seen_any)

@@ -21,6 +21,8 @@ bool tp_te_tokenize(struct tp_ctx *ctx, const struct tp_packet *pkt,
 void tp_te_seq_reset(struct tp_ctx *ctx, struct tp_seq *seq);
 void tp_te_seq_free(struct tp_ctx *ctx, struct tp_seq *seq);
 void tp_te_finish(struct tp_ctx *ctx);
+/* A packet of sequence seq_id said it is the first the sequence wrote. */
+void tp_te_first_packet(struct tp_ctx *ctx, uint32_t seq_id);
 void tp_te_free(struct tp_ctx *ctx);
 
 /* ftrace_events, ftrace_stats, process_tree, process_stats

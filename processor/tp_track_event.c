@@ -37,7 +37,7 @@
 
 /* Field numbers and enum values are perfetto_fields.h's (protos/). */
 
-#define MAX_ANCESTORS 10
+#define MAX_ANCESTORS 100 /* links from a track up to its root */
 #define MAX_NESTING 64
 #define MAX_EXTRA_COUNTERS 32
 #define CACHE_SIZE 1024
@@ -47,6 +47,8 @@
 
 enum res_kind { RES_CHILD, RES_THREAD, RES_PROCESS, RES_COUNTER };
 enum scope { SCOPE_G, SCOPE_T, SCOPE_P };
+/* How a track merges with its siblings (SiblingMergeBehavior). */
+enum merge { MERGE_BY_NAME, MERGE_NONE, MERGE_BY_KEY };
 
 /* A descriptor track, reserved at tokenize and resolved at parse. */
 struct res {
@@ -61,8 +63,15 @@ struct res {
 	int64_t unit_multiplier;
 	uint32_t machine;
 	tp_str category, description;
+	tp_str name;         /* the reservation's; 0: the first event's */
+	uint8_t merge;       /* MERGE_* */
+	bool is_state;
+	bool process_ordering_explicit, thread_ordering_explicit;
+	tp_str merge_key;
+	tp_str unit, builtin_type, y_axis_share_key; /* counters */
+	bool reserved; /* by a descriptor (not only by an event's uuid) */
 	/* parse stage */
-	bool resolving, resolved, failed, got_event;
+	bool resolved, failed;
 	uint8_t scope;
 	bool is_root;
 	uint32_t utid, upid;
@@ -108,7 +117,9 @@ struct tp_te_state {
 	struct res *res;
 	size_t nres, capres;
 	struct u64map uuid_by_utid, uuid_by_upid; /* descriptor owners */
-	struct u64map separate_thread_tracks;     /* utid -> track */
+	struct u64map first_packet_seqs; /* sequences that said they begin */
+	/* ranks of process / thread descriptors, when uuid 0 orders them */
+	struct u64map process_sort_index, thread_sort_index;
 	bool has_roi;
 	int64_t roi_start_ns;
 	struct pb_buf buf;
@@ -146,7 +157,9 @@ void tp_te_init(struct tp_ctx *ctx)
 	u64map_init(&s->res_by_uuid);
 	u64map_init(&s->uuid_by_utid);
 	u64map_init(&s->uuid_by_upid);
-	u64map_init(&s->separate_thread_tracks);
+	u64map_init(&s->first_packet_seqs);
+	u64map_init(&s->process_sort_index);
+	u64map_init(&s->thread_sort_index);
 	pb_buf_init(&s->buf);
 	tp_args_builder_init(&s->b);
 	tp_args_builder_init(&s->b2);
@@ -166,7 +179,9 @@ void tp_te_free(struct tp_ctx *ctx)
 	u64map_free(&s->res_by_uuid);
 	u64map_free(&s->uuid_by_utid);
 	u64map_free(&s->uuid_by_upid);
-	u64map_free(&s->separate_thread_tracks);
+	u64map_free(&s->first_packet_seqs);
+	u64map_free(&s->process_sort_index);
+	u64map_free(&s->thread_sort_index);
 	free(s->res);
 	pb_buf_free(&s->buf);
 	tp_args_builder_free(&s->b);
@@ -182,12 +197,60 @@ void tp_te_free(struct tp_ctx *ctx)
 
 static void commit_pending(struct tp_ctx *ctx, uint32_t slot);
 
+void tp_te_first_packet(struct tp_ctx *ctx, uint32_t seq_id)
+{
+	u64map_put(&S(ctx)->first_packet_seqs, seq_id, 1);
+}
+
+/* Adds key = value to the args of row `row` of a process or thread. */
+static void add_row_int_arg(struct tp_ctx *ctx, struct tp_table *t,
+			    unsigned col, uint32_t row, const char *key,
+			    int64_t value)
+{
+	struct tp_args_builder *b = &S(ctx)->b;
+
+	if (row >= t->nrows)
+		return;
+	tp_args_builder_reset(b);
+	if (!tp_is_null(t, col, row))
+		tp_args_load(ctx, tp_get_int(t, col, row), b);
+	tp_str k = tp_s(ctx, key);
+	tp_args_add_int(b, k, k, value);
+	int64_t id = tp_args_commit(ctx, b);
+	if (id >= 0)
+		tp_set_int(t, col, row, id);
+}
+
+/* The sort index hints land on the processes and threads at the end. */
+static void sort_index_args(struct tp_ctx *ctx)
+{
+	struct tp_te_state *s = S(ctx);
+	const struct u64map *m = &s->process_sort_index;
+
+	for (size_t i = 0; i < m->cap; i++)
+		if (m->used[i])
+			add_row_int_arg(ctx, tp_tab(ctx, TP_T_PROCESS),
+					TP_PROCESS_arg_set_id,
+					(uint32_t)m->keys[i],
+					"process_sort_index_hint",
+					(int32_t)m->vals[i]);
+	m = &s->thread_sort_index;
+	for (size_t i = 0; i < m->cap; i++)
+		if (m->used[i])
+			add_row_int_arg(ctx, tp_tab(ctx, TP_T_THREAD),
+					TP_THREAD_arg_set_id,
+					(uint32_t)m->keys[i],
+					"thread_sort_index_hint",
+					(int32_t)m->vals[i]);
+}
+
 /* Slices still open (or closed by nesting repair) get their args now. */
 void tp_te_finish(struct tp_ctx *ctx)
 {
 	struct tp_te_state *s = S(ctx);
 	while (s->nactive)
 		commit_pending(ctx, s->active[s->nactive - 1]);
+	sort_index_args(ctx);
 }
 
 static struct te_seq *seq_state(struct tp_seq *seq)
@@ -341,6 +404,15 @@ struct desc {
 	const uint8_t *name;
 	size_t name_len;
 	bool has_name;
+	const uint8_t *names[3]; /* name, static_name, atrace_name */
+	size_t names_len[3];
+	bool has_names[3];
+	bool is_state;
+	uint64_t merge, process_ordering, thread_ordering;
+	const uint8_t *merge_key;
+	size_t merge_key_len;
+	bool has_merge_key, has_merge_key_int;
+	uint64_t merge_key_int;
 	const uint8_t *process, *thread, *counter, *chrome_process,
 		*chrome_thread, *description;
 	size_t process_len, thread_len, counter_len, chrome_process_len,
@@ -350,6 +422,15 @@ struct desc {
 	uint64_t child_ordering;
 	int32_t rank;
 };
+
+static void name_at(struct desc *d, int i, const struct pb_field *f)
+{
+	if (f->wt != PB_WT_LEN)
+		return;
+	d->names[i] = f->data;
+	d->names_len[i] = f->len;
+	d->has_names[i] = true;
+}
 
 static bool desc_decode(const uint8_t *p, size_t len, struct desc *d)
 {
@@ -363,15 +444,24 @@ static bool desc_decode(const uint8_t *p, size_t len, struct desc *d)
 		switch (f.num) {
 		case TD_UUID: d->uuid = f.val; d->has_uuid = true; break;
 		case TD_PARENT_UUID: d->parent_uuid = f.val; break;
-		case TD_NAME:
-		case TD_STATIC_NAME:
-		case TD_ATRACE_NAME:
+		case TD_NAME: name_at(d, 0, &f); break;
+		case TD_STATIC_NAME: name_at(d, 1, &f); break;
+		case TD_ATRACE_NAME: name_at(d, 2, &f); break;
+		case TD_STATE: d->is_state = true; break;
+		case TD_SIBLING_MERGE_BEHAVIOR: d->merge = f.val; break;
+		case TD_SIBLING_MERGE_KEY:
 			if (lenf) {
-				d->name = f.data;
-				d->name_len = f.len;
-				d->has_name = true;
+				d->merge_key = f.data;
+				d->merge_key_len = f.len;
+				d->has_merge_key = true;
 			}
 			break;
+		case TD_SIBLING_MERGE_KEY_INT:
+			d->merge_key_int = f.val;
+			d->has_merge_key_int = true;
+			break;
+		case TD_PROCESS_ORDERING: d->process_ordering = f.val; break;
+		case TD_THREAD_ORDERING: d->thread_ordering = f.val; break;
 		case TD_PROCESS:
 			if (lenf) { d->process = f.data; d->process_len = f.len; }
 			break;
@@ -410,6 +500,14 @@ static bool desc_decode(const uint8_t *p, size_t len, struct desc *d)
 			break;
 		default: break;
 		}
+	}
+	/* name wins over static_name, which wins over atrace_name. */
+	for (int i = 2; i >= 0; i--) {
+		if (!d->has_names[i])
+			continue;
+		d->name = d->names[i];
+		d->name_len = d->names_len[i];
+		d->has_name = true;
 	}
 	return r.err == PB_OK;
 }
@@ -467,6 +565,134 @@ static void set_seq_thread(struct te_seq *t, const uint8_t *p, size_t len)
 	t->tic = iref;
 }
 
+/* Reads a CounterDescriptor into nr: its settings, unit and category,
+ * and the name its builtin type gives an unnamed track. */
+static void reserve_counter(struct tp_ctx *ctx, const struct desc *d,
+			    struct res *nr)
+{
+	static const char *const units[] = {
+		[CD_UNIT_TIME_NS] = "ns",
+		[CD_UNIT_COUNT] = "count",
+		[CD_UNIT_SIZE_BYTES] = "bytes",
+	};
+	struct pb_reader r;
+	struct pb_field f;
+	uint64_t type = 0, unit = 0;
+	const uint8_t *unit_name = NULL;
+	size_t unit_name_len = 0;
+	char cats[1024];
+	size_t ncats = 0;
+
+	nr->kind = RES_COUNTER;
+	pb_reader_init(&r, d->counter, d->counter_len);
+	while (pb_next(&r, &f)) {
+		bool v = f.wt == PB_WT_VARINT, l = f.wt == PB_WT_LEN;
+		if (f.num == CD_UNIT_MULTIPLIER && v)
+			nr->unit_multiplier = (int64_t)f.val;
+		else if (f.num == CD_IS_INCREMENTAL && v)
+			nr->is_incremental = f.val != 0;
+		else if (f.num == CD_TYPE && v)
+			type = f.val;
+		else if (f.num == CD_UNIT && v)
+			unit = f.val;
+		else if (f.num == CD_UNIT_NAME && l) {
+			unit_name = f.data;
+			unit_name_len = f.len;
+		} else if (f.num == CD_Y_AXIS_SHARE_KEY && l) {
+			nr->y_axis_share_key = intern_bytes(ctx, f.data, f.len);
+		} else if (f.num == CD_CATEGORIES && l && f.len > 0 &&
+			   ncats + f.len + 1 < sizeof cats) {
+			/* several categories are one, joined by commas */
+			if (ncats)
+				cats[ncats++] = ',';
+			memcpy(cats + ncats, f.data, f.len);
+			ncats += f.len;
+		}
+	}
+	if (ncats)
+		nr->category = intern_bytes(ctx, (const uint8_t *)cats, ncats);
+	if (type == CD_TYPE_THREAD_TIME_NS) {
+		nr->builtin_type = tp_s(ctx, "thread_time");
+		nr->unit = tp_s(ctx, units[CD_UNIT_TIME_NS]);
+	} else if (type == CD_TYPE_THREAD_INSTRUCTION_COUNT) {
+		nr->builtin_type = tp_s(ctx, "thread_instruction_count");
+		nr->unit = tp_s(ctx, units[CD_UNIT_COUNT]);
+	} else if (unit > 0 && unit < sizeof units / sizeof units[0]) {
+		nr->unit = tp_s(ctx, units[unit]);
+	} else if (unit_name) {
+		nr->unit = intern_bytes(ctx, unit_name, unit_name_len);
+	}
+	if (!nr->name && nr->builtin_type)
+		nr->name = nr->builtin_type;
+}
+
+/* Reads the track-level settings of a descriptor into nr. */
+static void reserve_settings(struct tp_ctx *ctx, const struct desc *d,
+			     struct res *nr)
+{
+	nr->parent_uuid = d->parent_uuid;
+	nr->kind = RES_CHILD;
+	if (d->has_name)
+		nr->name = intern_bytes(ctx, d->name, d->name_len);
+	if (d->description)
+		nr->description =
+			intern_bytes(ctx, d->description, d->description_len);
+	if (d->has_child_ordering)
+		nr->child_ordering = (uint8_t)d->child_ordering;
+	if (d->has_rank) {
+		nr->has_rank = true;
+		nr->rank = d->rank;
+	}
+	nr->process_ordering_explicit =
+		d->process_ordering == TD_PROCESS_ORDERING_EXPLICIT;
+	nr->thread_ordering_explicit =
+		d->thread_ordering == TD_THREAD_ORDERING_EXPLICIT;
+	if (d->merge == TD_MERGE_NONE) {
+		nr->merge = MERGE_NONE;
+	} else if (d->merge == TD_MERGE_BY_KEY) {
+		nr->merge = MERGE_BY_KEY;
+		if (d->has_merge_key) {
+			nr->merge_key = intern_bytes(ctx, d->merge_key,
+						     d->merge_key_len);
+		} else if (d->has_merge_key_int) {
+			char k[64];
+			snprintf(k, sizeof k, "sibling_merge_key_int:%llu",
+				 (unsigned long long)d->merge_key_int);
+			nr->merge_key = tp_s(ctx, k);
+		}
+	}
+}
+
+/* Whether a later descriptor of a uuid describes the track reserved
+ * first (a track always stays where it was first put). */
+static bool same_track(const struct res *a, const struct res *b)
+{
+	return a->kind == b->kind && a->pid == b->pid && a->tid == b->tid &&
+	       (a->kind == RES_PROCESS || a->parent_uuid == b->parent_uuid) &&
+	       a->is_state == b->is_state && a->merge == b->merge &&
+	       a->merge_key == b->merge_key &&
+	       (a->kind != RES_COUNTER ||
+		(a->category == b->category &&
+		 a->unit_multiplier == b->unit_multiplier &&
+		 a->is_incremental == b->is_incremental &&
+		 a->builtin_type == b->builtin_type &&
+		 a->y_axis_share_key == b->y_axis_share_key));
+}
+
+/* A later name replaces none, or any name of a track that never merges
+ * (renaming its row if it exists already). */
+static void rename_reserved(struct tp_ctx *ctx, struct res *r, tp_str name)
+{
+	if (!name)
+		return;
+	if (r->name && r->merge != MERGE_NONE)
+		return;
+	r->name = name;
+	if (r->merge == MERGE_NONE && r->track >= 0)
+		tp_set_str(tp_tab(ctx, TP_T_TRACK), TP_TRACK_name,
+			   (uint32_t)r->track, name);
+}
+
 static void reserve(struct tp_ctx *ctx, const struct tp_packet *pkt,
 		    const struct desc *d)
 {
@@ -475,8 +701,7 @@ static void reserve(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	bool has_pid = false, has_tid = false;
 
 	memset(&nr, 0, sizeof nr);
-	nr.parent_uuid = d->parent_uuid;
-	nr.kind = RES_CHILD;
+	reserve_settings(ctx, d, &nr);
 	if (d->thread) {
 		pid_tid(d->thread, d->thread_len, &has_pid, &nr.pid, &has_tid,
 			&nr.tid);
@@ -497,47 +722,30 @@ static void reserve(struct tp_ctx *ctx, const struct tp_packet *pkt,
 		nr.tid = 0;
 		nr.parent_uuid = 0;
 	} else if (d->counter) {
-		struct pb_reader r;
-		struct pb_field f;
-		nr.kind = RES_COUNTER;
-		pb_reader_init(&r, d->counter, d->counter_len);
-		while (pb_next(&r, &f)) {
-			if (f.num == CD_UNIT_MULTIPLIER && f.wt == PB_WT_VARINT)
-				nr.unit_multiplier = (int64_t)f.val;
-			else if (f.num == CD_IS_INCREMENTAL &&
-				 f.wt == PB_WT_VARINT)
-				nr.is_incremental = f.val != 0;
-		}
+		reserve_counter(ctx, d, &nr);
+	} else {
+		nr.is_state = d->is_state;
 	}
 
 	struct res *r = res_find(s, d->uuid);
-	if (r) {
-		if (r->kind != nr.kind || r->pid != nr.pid || r->tid != nr.tid ||
-		    (nr.kind != RES_PROCESS &&
-		     r->parent_uuid != nr.parent_uuid)) {
+	if (r && r->reserved) {
+		if (!same_track(r, &nr)) {
 			tp_stat_inc(ctx, "track_event_tokenizer_errors");
 			return;
 		}
-	} else {
+		rename_reserved(ctx, r, nr.name);
+		return;
+	}
+	if (!r)
 		r = res_add(s, d->uuid);
-		r->parent_uuid = nr.parent_uuid;
-		r->kind = nr.kind;
-		r->pid = nr.pid;
-		r->tid = nr.tid;
-		r->use_separate = nr.use_separate;
-		r->unit_multiplier = nr.unit_multiplier;
-		r->is_incremental = nr.is_incremental;
-		r->machine = pkt->machine;
-	}
-	if (d->description)
-		r->description =
-			intern_bytes(ctx, d->description, d->description_len);
-	if (d->has_child_ordering)
-		r->child_ordering = (uint8_t)d->child_ordering;
-	if (d->has_rank) {
-		r->has_rank = true;
-		r->rank = d->rank;
-	}
+	/* Everything but the name is the first descriptor's. */
+	uint64_t uuid = r->uuid;
+	int64_t track = r->track;
+	*r = nr;
+	r->uuid = uuid;
+	r->track = track;
+	r->reserved = true;
+	r->machine = pkt->machine;
 }
 
 /* ---- tokenize ----------------------------------------------------------- */
@@ -1112,6 +1320,9 @@ bool tp_te_tokenize(struct tp_ctx *ctx, const struct tp_packet *pkt,
 
 /* ---- resolving descriptor tracks (parse) -------------------------------- */
 
+/* The reservation of uuid; an event's uuid no descriptor named is
+ * reserved then as a global track without a name ("Default Track" for
+ * uuid 0). */
 static struct res *res_get_or_unknown(struct tp_ctx *ctx, uint64_t uuid,
 				      uint32_t machine)
 {
@@ -1121,43 +1332,97 @@ static struct res *res_get_or_unknown(struct tp_ctx *ctx, uint64_t uuid,
 		r = res_add(s, uuid);
 		r->kind = RES_CHILD;
 		r->machine = machine;
+		r->reserved = true;
+		if (uuid == 0)
+			r->name = tp_s(ctx, "Default Track");
 	}
 	return r;
 }
 
-static int64_t create_track(struct tp_ctx *ctx, struct res *r,
-			    struct res *parent);
+/* Whether the chain of parents of r ends at the root without a loop, a
+ * missing uuid or more than MAX_ANCESTORS links. */
+static bool hierarchy_valid(struct tp_ctx *ctx, const struct res *r)
+{
+	struct tp_te_state *s = S(ctx);
+	uint64_t seen[MAX_ANCESTORS];
+	uint64_t uuid = r->uuid;
 
-/* Resolves r (and its ancestors); false when it cannot be. */
+	for (unsigned i = 0; i < MAX_ANCESTORS; i++) {
+		if (uuid == 0)
+			return true;
+		for (unsigned j = 0; j < i; j++)
+			if (seen[j] == uuid)
+				return false;
+		const struct res *cur = res_find(s, uuid);
+		if (!cur)
+			return false;
+		seen[i] = uuid;
+		uuid = cur->parent_uuid;
+	}
+	return false;
+}
+
+/* The reservation of uuid 0 says whether descriptors' ranks order the
+ * processes and threads. */
+static void sort_index_hint(struct tp_ctx *ctx, const struct res *r)
+{
+	struct tp_te_state *s = S(ctx);
+	const struct res *root = res_find(s, 0);
+
+	if (!root || !r->has_rank)
+		return;
+	if (r->kind == RES_THREAD && root->thread_ordering_explicit)
+		u64map_put(&s->thread_sort_index, r->utid, (uint32_t)r->rank);
+	else if (r->kind == RES_PROCESS && root->process_ordering_explicit)
+		u64map_put(&s->process_sort_index, r->upid, (uint32_t)r->rank);
+}
+
+static bool resolve(struct tp_ctx *ctx, struct res *r, int depth, int64_t ts);
+
+/* Resolves the parent of the reservation at index ridx; NULL at the root. */
+static struct res *resolve_parent(struct tp_ctx *ctx, size_t ridx, int depth,
+				  int64_t ts)
+{
+	struct tp_te_state *s = S(ctx);
+	uint64_t puuid = s->res[ridx].parent_uuid;
+
+	if (!puuid)
+		return NULL;
+	struct res *pr = res_find(s, puuid);
+	if (!pr)
+		return NULL;
+	size_t pidx = (size_t)(pr - s->res);
+	if (!resolve(ctx, pr, depth + 1, ts))
+		return NULL;
+	return &s->res[pidx]; /* res may have moved */
+}
+
+/* Resolves r (and its ancestors) to a thread, a process or the global
+ * scope, without making a track; false when it cannot be. */
 static bool resolve(struct tp_ctx *ctx, struct res *r, int depth, int64_t ts)
 {
 	struct tp_te_state *s = S(ctx);
 
 	if (r->resolved)
 		return true;
-	if (r->failed || r->resolving || depth > MAX_ANCESTORS)
+	if (r->failed || depth > MAX_ANCESTORS)
 		return false;
-	r->resolving = true;
-
-	struct res *parent = NULL;
-	size_t ridx = (size_t)(r - s->res);
-	if (r->parent_uuid && r->parent_uuid != r->uuid) {
-		struct res *pr = res_find(s, r->parent_uuid);
-		if (pr) {
-			size_t pidx = (size_t)(pr - s->res);
-			bool ok = resolve(ctx, pr, depth + 1, ts);
-			r = &s->res[ridx]; /* res may have moved */
-			pr = &s->res[pidx];
-			if (ok)
-				parent = pr;
-		}
+	if (!hierarchy_valid(ctx, r)) {
+		r->failed = true;
+		return false;
 	}
+
+	size_t ridx = (size_t)(r - s->res);
+	struct res *parent = resolve_parent(ctx, ridx, depth, ts);
+	r = &s->res[ridx];
 
 	if (r->kind == RES_THREAD) {
 		uint32_t utid = tp_thread_update(ctx, r->machine, r->tid, r->pid);
 		uint64_t owner;
 		if (u64map_get(&s->uuid_by_utid, utid, &owner) &&
 		    owner != r->uuid) {
+			/* another descriptor of this thread: its tid was
+			 * reused */
 			tp_thread_new(ctx, r->machine, r->tid, ts, false);
 			utid = tp_thread_update(ctx, r->machine, r->tid, r->pid);
 		}
@@ -1178,17 +1443,14 @@ static bool resolve(struct tp_ctx *ctx, struct res *r, int depth, int64_t ts)
 	} else if (parent && parent->scope == SCOPE_T) {
 		r->scope = SCOPE_T;
 		r->utid = parent->utid;
-		r->use_separate = parent->use_separate;
 	} else if (parent && parent->scope == SCOPE_P) {
 		r->scope = SCOPE_P;
 		r->upid = parent->upid;
 	} else {
 		r->scope = SCOPE_G;
-		r->is_root = r->uuid == 0 && !parent;
 	}
-	r->resolving = false;
 	r->resolved = true;
-	r->track = create_track(ctx, r, parent);
+	sort_index_hint(ctx, r);
 	return true;
 }
 
@@ -1202,99 +1464,157 @@ static const char *ordering_name(uint8_t o)
 	}
 }
 
-static int64_t source_args(struct tp_ctx *ctx, const struct res *r)
+static void add_str_arg(struct tp_ctx *ctx, struct tp_args_builder *b,
+			const char *key, tp_str v)
 {
-	struct tp_args_builder *b = &S(ctx)->b;
+	tp_str k = tp_s(ctx, key);
+	tp_args_add_str(b, k, k, v);
+}
+
+/* The source args of a descriptor track: where it came from, its uuid,
+ * its counter settings and its hints for the UI.  seq (or -1) is the
+ * sequence of the event that made the track. */
+static int64_t source_args(struct tp_ctx *ctx, const struct res *r,
+			   bool is_root_in_scope, int64_t seq)
+{
+	struct tp_te_state *s = S(ctx);
+	struct tp_args_builder *b = &s->b;
 	tp_str k;
 
 	tp_args_builder_reset(b);
-	if (r->description) {
-		k = tp_s(ctx, "description");
-		tp_args_add_str(b, k, k, r->description);
+	add_str_arg(ctx, b, "source", tp_s(ctx, "descriptor"));
+	k = tp_s(ctx, "trace_id");
+	tp_args_add_int(b, k, k, (int64_t)r->uuid);
+	k = tp_s(ctx, "is_root_in_scope");
+	tp_args_add_bool(b, k, k, is_root_in_scope);
+	if (r->kind == RES_COUNTER) {
+		if (r->category)
+			add_str_arg(ctx, b, "category", r->category);
+		if (r->builtin_type)
+			add_str_arg(ctx, b, "builtin_counter_type",
+				    r->builtin_type);
+		if (r->y_axis_share_key)
+			add_str_arg(ctx, b, "y_axis_share_key",
+				    r->y_axis_share_key);
+	}
+	uint64_t v;
+	if (seq >= 0 && u64map_get(&s->first_packet_seqs, (uint64_t)seq, &v)) {
+		k = tp_s(ctx, "has_first_packet_on_sequence");
+		tp_args_add_bool(b, k, k, true);
 	}
 	const char *o = ordering_name(r->child_ordering);
-	if (o) {
-		k = tp_s(ctx, "child_ordering");
-		tp_args_add_str(b, k, k, tp_s(ctx, o));
-	}
+	if (o)
+		add_str_arg(ctx, b, "child_ordering", tp_s(ctx, o));
 	if (r->has_rank) {
 		k = tp_s(ctx, "sibling_order_rank");
 		tp_args_add_int(b, k, k, r->rank);
 	}
+	if (r->description)
+		add_str_arg(ctx, b, "description", r->description);
 	return tp_args_commit(ctx, b);
 }
 
+/* The classification of a descriptor track, by scope and kind. */
+static const char *track_type(const struct res *r)
+{
+	static const char *const names[3][3] = {
+		[SCOPE_G] = {"global_track_event", "global_counter_track_event",
+			     "global_state_track_event"},
+		[SCOPE_T] = {"thread_track_event", "thread_counter_track_event",
+			     "thread_state_track_event"},
+		[SCOPE_P] = {"process_track_event",
+			     "process_counter_track_event",
+			     "process_state_track_event"},
+	};
+	int kind = r->kind == RES_COUNTER ? 1 : r->is_state ? 2 : 0;
+	return names[r->scope][kind];
+}
+
+/* Makes the track of a resolved reservation; name is the first event's,
+ * used when the track has no name of its own. */
 static int64_t create_track(struct tp_ctx *ctx, struct res *r,
-			    struct res *parent)
+			    const struct res *parent, tp_str name, int64_t seq)
 {
 	struct tp_te_state *s = S(ctx);
 	struct tp_track_spec sp;
-	int64_t track;
 	bool counter = r->kind == RES_COUNTER;
+
+	/* A thread's own track is the one every thread event shares. */
+	if (r->is_root && r->scope == SCOPE_T && !r->use_separate && !counter &&
+	    !r->is_state)
+		return tp_track_thread(ctx, r->utid);
 
 	tp_track_spec_init(&sp, r->machine);
 	sp.event_type = counter ? s->s_counter : s->s_slice;
-	if (r->is_root && r->scope == SCOPE_T && !r->use_separate) {
-		track = tp_track_thread(ctx, r->utid);
-	} else if (r->is_root && r->scope == SCOPE_T) {
-		uint64_t v;
-		if (u64map_get(&s->separate_thread_tracks, r->utid, &v)) {
-			track = (int64_t)v;
-		} else {
-			sp.type = s->s_thread;
-			sp.utid = r->utid;
-			track = tp_track_new(ctx, &sp);
-			u64map_put(&s->separate_thread_tracks, r->utid,
-				   (uint64_t)track);
-		}
-	} else if (r->is_root && r->scope == SCOPE_P) {
-		track = tp_track_process(ctx, r->upid);
-	} else {
-		sp.type = tp_s(ctx, counter ? "counter" : "track_event");
-		if (r->scope == SCOPE_T)
-			sp.utid = r->utid;
-		else if (r->scope == SCOPE_P)
-			sp.upid = r->upid;
-		if (parent && parent->track >= 0 && !parent->is_root)
-			sp.parent_id = parent->track;
-		else if (parent && parent->track >= 0 &&
-			 parent->scope == SCOPE_G)
-			sp.parent_id = parent->track;
-		track = tp_track_new(ctx, &sp);
-	}
-	int64_t args = source_args(ctx, r);
+	sp.type = tp_s(ctx, track_type(r));
+	if (counter)
+		sp.counter_unit = r->unit;
+	if (r->scope == SCOPE_T)
+		sp.utid = r->utid;
+	else if (r->scope == SCOPE_P)
+		sp.upid = r->upid;
+	/* Only tracks below another descriptor track (not below a thread's
+	 * or process's root) have a parent. */
+	if (!r->is_root && parent && parent->track >= 0 && !parent->is_root)
+		sp.parent_id = parent->track;
+	sp.name = r->name;
+	if (!sp.name && !r->is_root && !counter)
+		sp.name = name;
+	int64_t track = tp_track_new(ctx, &sp);
+	bool root_in_scope = r->is_root || r->uuid == 0;
+	int64_t args = source_args(ctx, r, root_in_scope, seq);
 	if (args >= 0)
 		tp_set_int(tp_tab(ctx, TP_T_TRACK), TP_TRACK_source_arg_set_id,
 			   (uint32_t)track, args);
 	return track;
 }
 
-/* The track of uuid for an event (creating an unknown uuid's track). */
+/* The track of the resolved reservation at index i, made the first time
+ * (after its ancestors' tracks); -1 when it cannot be. */
+static int64_t intern_track(struct tp_ctx *ctx, size_t i, tp_str name,
+			    int64_t seq, int depth)
+{
+	struct tp_te_state *s = S(ctx);
+	struct res *r = &s->res[i];
+
+	if (r->track >= 0)
+		return r->track;
+	if (!r->resolved || depth > MAX_ANCESTORS)
+		return -1;
+	const struct res *parent = NULL;
+	struct res *pr = r->parent_uuid ? res_find(s, r->parent_uuid) : NULL;
+	if (pr && pr->resolved) {
+		size_t pidx = (size_t)(pr - s->res);
+		intern_track(ctx, pidx, 0, seq, depth + 1);
+		parent = &s->res[pidx];
+	}
+	r = &s->res[i];
+	r->track = create_track(ctx, r, parent, name, seq);
+	return r->track;
+}
+
+/* The reservation of uuid for an event, resolved (reserving an unknown
+ * uuid); NULL when it cannot be resolved. */
 static struct res *event_track(struct tp_ctx *ctx, uint64_t uuid,
 			       uint32_t machine, int64_t ts)
 {
 	struct tp_te_state *s = S(ctx);
-	struct res *r = res_find(s, uuid);
+	struct res *r = res_get_or_unknown(ctx, uuid, machine);
 
-	if (r && r->resolved)
+	if (r->resolved)
 		return r;
-	if (!r) {
-		r = res_get_or_unknown(ctx, uuid, machine);
-		if (uuid == 0) {
-			size_t i = (size_t)(r - s->res);
-			if (!resolve(ctx, r, 0, ts))
-				return NULL;
-			r = &s->res[i];
-			tp_set_str(tp_tab(ctx, TP_T_TRACK), TP_TRACK_name,
-				   (uint32_t)r->track,
-				   tp_s(ctx, "Default Track"));
-			return r;
-		}
-	}
 	size_t i = (size_t)(r - s->res);
 	if (!resolve(ctx, r, 0, ts))
 		return NULL;
 	return &s->res[i];
+}
+
+/* The track of a resolved reservation for an event on sequence seq
+ * (-1: none, the default track's events). */
+static int64_t event_track_id(struct tp_ctx *ctx, struct res *r, tp_str name,
+			      int64_t seq)
+{
+	return intern_track(ctx, (size_t)(r - S(ctx)->res), name, seq, 0);
 }
 
 /* ---- parse: descriptors ------------------------------------------------- */
@@ -1395,8 +1715,10 @@ static void parse_track_descriptor(struct tp_ctx *ctx, int64_t ts,
 	if (!r)
 		return;
 	size_t i = (size_t)(r - s->res);
-	if (!resolve(ctx, r, 0, ts))
+	if (!resolve(ctx, r, 0, ts)) {
+		tp_stat_inc(ctx, "track_event_parser_errors");
 		return;
+	}
 	r = &s->res[i];
 
 	if (d.thread && r->kind == RES_THREAD) {
@@ -1414,10 +1736,6 @@ static void parse_track_descriptor(struct tp_ctx *ctx, int64_t ts,
 			apply_chrome_process(ctx, r->upid, d.chrome_process,
 					     d.chrome_process_len);
 	}
-	if (d.has_name && !r->got_event && r->track >= 0)
-		tp_set_str(tp_tab(ctx, TP_T_TRACK), TP_TRACK_name,
-			   (uint32_t)r->track,
-			   intern_bytes(ctx, d.name, d.name_len));
 }
 
 static void parse_desc(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
@@ -2355,7 +2673,9 @@ static void set_thread(struct tp_ctx *ctx, struct ev *e, uint32_t utid)
 	e->has_upid = ok;
 }
 
-/* Picks the event's track; false (parser error counted) when it cannot. */
+/* Picks the event's track: a descriptor's (*rout, its track made later
+ * by event_track_id) or a thread's (*track UINT32_MAX); false when it
+ * cannot. */
 static bool event_track_for(struct tp_ctx *ctx, struct ev *e, int64_t ts,
 			    uint32_t *track, struct res **rout)
 {
@@ -2369,9 +2689,8 @@ static bool event_track_for(struct tp_ctx *ctx, struct ev *e, int64_t ts,
 
 	if (uuid) {
 		struct res *r = event_track(ctx, uuid, e->machine, ts);
-		if (!r || r->track < 0)
+		if (!r)
 			return false;
-		*track = (uint32_t)r->track;
 		*rout = r;
 		if (r->scope == SCOPE_T)
 			set_thread(ctx, e, r->utid);
@@ -2400,9 +2719,8 @@ static bool event_track_for(struct tp_ctx *ctx, struct ev *e, int64_t ts,
 		return true;
 	}
 	struct res *r = event_track(ctx, 0, e->machine, ts);
-	if (!r || r->track < 0)
+	if (!r)
 		return false;
-	*track = (uint32_t)r->track;
 	*rout = r;
 	return true;
 }
@@ -2539,9 +2857,40 @@ static void extra_counters(struct tp_ctx *ctx, const struct ev *e, int64_t ts)
 		memcpy(&v, p, 8);
 		p += 8;
 		struct res *r = event_track(ctx, uuid, e->machine, ts);
-		if (r && r->track >= 0)
-			tp_counter_add(ctx, (uint32_t)r->track, ts, v, -1);
+		int64_t track = r ? event_track_id(ctx, r, 0, e->seq_id) : -1;
+		if (track >= 0)
+			tp_counter_add(ctx, (uint32_t)track, ts, v, -1);
 	}
+}
+
+/* A legacy event's thread time / instruction count (its own fields, not
+ * extra counters) is also a value on a counter track of its thread, found
+ * again by name and thread. */
+static void legacy_thread_counter(struct tp_ctx *ctx, const struct ev *e,
+				  const char *type, const char *name,
+				  int64_t ts, int64_t value)
+{
+	struct tp_track_spec sp;
+
+	tp_track_spec_init(&sp, e->machine);
+	sp.type = tp_s(ctx, type);
+	sp.name = tp_s(ctx, name);
+	sp.event_type = S(ctx)->s_counter;
+	sp.utid = e->utid;
+	tp_counter_add(ctx, tp_track_intern(ctx, &sp), ts, (double)value, -1);
+}
+
+static void legacy_thread_counters(struct tp_ctx *ctx, const struct ev *e,
+				   int64_t ts)
+{
+	if (!e->has_utid)
+		return;
+	if (e->flags & F_THREAD_TS)
+		legacy_thread_counter(ctx, e, "thread_time", "thread_time", ts,
+				      e->thread_ts);
+	if (e->flags & F_TIC)
+		legacy_thread_counter(ctx, e, "thread_instructions",
+				      "thread_instruction_count", ts, e->tic);
 }
 
 static bool before_roi(struct tp_ctx *ctx, int64_t ts)
@@ -2575,15 +2924,25 @@ static void parse_event(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 		parser_error(ctx);
 		return;
 	}
+	legacy_thread_counters(ctx, &e, ts);
 	if (e.nextra)
 		extra_counters(ctx, &e, ts);
+	if (r) {
+		/* Only events naming a uuid tell the track their sequence. */
+		int64_t t = event_track_id(ctx, r, e.name_id,
+					  r->uuid ? (int64_t)e.seq_id : -1);
+		if (t < 0) {
+			parser_error(ctx);
+			return;
+		}
+		track = (uint32_t)t;
+	}
 
 	if (e.has_type && e.type == TE_TYPE_COUNTER && !e.le.has_phase) {
 		if (!r || r->kind != RES_COUNTER || !(e.flags & F_COUNTER)) {
 			parser_error(ctx);
 			return;
 		}
-		r->got_event = true;
 		tp_counter_add(ctx, track, ts, e.counter, -1);
 		return;
 	}
@@ -2601,17 +2960,6 @@ static void parse_event(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 	if (!ph || ph == 'C') {
 		parser_error(ctx);
 		return;
-	}
-
-	/* The first event names an unnamed track without thread / process. */
-	if (r) {
-		if (!r->got_event && e.name_id && r->kind == RES_CHILD &&
-		    (uint32_t)r->track == track) {
-			struct tp_table *t = tp_tab(ctx, TP_T_TRACK);
-			if (tp_is_null(t, TP_TRACK_name, track))
-				tp_set_str(t, TP_TRACK_name, track, e.name_id);
-		}
-		r->got_event = true;
 	}
 
 	bool async = e.le.has_phase && is_async_phase(ph);
