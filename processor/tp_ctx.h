@@ -117,6 +117,7 @@ struct tp_ctx {
 	struct tp_tracks *tracks;
 	struct tp_slices *slices;
 	struct tp_flows *flows;
+	struct tp_states *states;
 	struct tp_seqs *seqs;  /* per-sequence state (tp_seq.h) */
 	struct tp_stats *stats;
 	struct tp_te_state *te;

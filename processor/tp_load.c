@@ -19,6 +19,7 @@
  */
 #include "tp_load.h"
 #include "tp_flows.h"
+#include "tp_states.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -83,6 +84,7 @@ struct tp_ctx *tp_ctx_new(void)
 	ctx->tracks = tp_tracks_new();
 	ctx->slices = tp_slices_new();
 	ctx->flows = tp_flows_new();
+	ctx->states = tp_states_new();
 	u64map_init(&ctx->machines);
 	ctx->seqs = tp_seqs_new();
 	/* machine 0: the host the trace was recorded on */
@@ -116,6 +118,7 @@ void tp_ctx_free(struct tp_ctx *ctx)
 	tp_tracks_free(ctx->tracks);
 	tp_slices_free(ctx->slices);
 	tp_flows_free(ctx->flows);
+	tp_states_free(ctx->states);
 	tp_procs_free(ctx->procs);
 	for (unsigned i = 0; i < TP_T_COUNT; i++)
 		tp_table_free(&ctx->tables[i]);

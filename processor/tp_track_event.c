@@ -32,6 +32,7 @@
 #include "tp_procs.h"
 #include "tp_slices.h"
 #include "tp_sort.h"
+#include "tp_states.h"
 #include "tp_stats.h"
 #include "tp_tracks.h"
 
@@ -1545,7 +1546,8 @@ static int64_t create_track(struct tp_ctx *ctx, struct res *r,
 		return tp_track_thread(ctx, r->utid);
 
 	tp_track_spec_init(&sp, r->machine);
-	sp.event_type = counter ? s->s_counter : s->s_slice;
+	sp.event_type = counter ? s->s_counter
+			: r->is_state ? tp_s(ctx, "state") : s->s_slice;
 	sp.type = tp_s(ctx, track_type(r));
 	if (counter)
 		sp.counter_unit = r->unit;
@@ -2664,6 +2666,37 @@ static void merge_end_args(struct tp_ctx *ctx, struct tp_args_builder *into,
 	}
 }
 
+/* A TYPE_STATE event sets the value of its state track (its name; none
+ * ends the open state); its args go to the state it opens or continues. */
+static void state_event(struct tp_ctx *ctx, const struct ev *e,
+			const struct res *r, uint32_t track, int64_t ts)
+{
+	struct tp_te_state *s = S(ctx);
+	struct tp_table *t = tp_tab(ctx, TP_T_STATE);
+	bool repeated;
+
+	if (!r || !r->is_state) {
+		parser_error(ctx);
+		return;
+	}
+	int64_t row = tp_state_update(ctx, track, ts, e->name_id,
+				      e->category_id, &repeated);
+	if (row < 0 || !e->name_id)
+		return;
+	build_event_args(ctx, e, false, &s->b2);
+	if (!s->b2.n)
+		return;
+	struct tp_args_builder *into = &s->b;
+	tp_args_builder_reset(into);
+	if (repeated && !tp_is_null(t, TP_STATE_arg_set_id, (uint32_t)row))
+		tp_args_load(ctx, tp_get_int(t, TP_STATE_arg_set_id,
+					     (uint32_t)row), into);
+	merge_end_args(ctx, into, &s->b2);
+	int64_t id = tp_args_commit(ctx, into);
+	if (id >= 0)
+		tp_set_int(t, TP_STATE_arg_set_id, (uint32_t)row, id);
+}
+
 static void set_thread(struct tp_ctx *ctx, struct ev *e, uint32_t utid)
 {
 	bool ok;
@@ -2944,6 +2977,10 @@ static void parse_event(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 			return;
 		}
 		tp_counter_add(ctx, track, ts, e.counter, -1);
+		return;
+	}
+	if (e.has_type && e.type == TE_TYPE_STATE) {
+		state_event(ctx, &e, r, track, ts);
 		return;
 	}
 	if (r && r->kind == RES_COUNTER) {
