@@ -123,6 +123,7 @@ struct tp_ctx {
 	struct tp_te_state *te;
 	struct tp_ftrace_state *ftrace;
 	struct tp_system_state *sys;
+	struct tp_sessions_state *sessions;
 
 	struct u64map machines; /* raw machine_id -> machine table id */
 	bool host_has_data;     /* a packet of machine 0 was seen */

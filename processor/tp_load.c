@@ -94,6 +94,7 @@ struct tp_ctx *tp_ctx_new(void)
 	tp_te_init(ctx);
 	tp_ftrace_init(ctx);
 	tp_system_init(ctx);
+	tp_sessions_init(ctx);
 	return ctx;
 }
 
@@ -111,6 +112,7 @@ void tp_ctx_free(struct tp_ctx *ctx)
 	tp_te_free(ctx);
 	tp_ftrace_free(ctx);
 	tp_system_free(ctx);
+	tp_sessions_free(ctx);
 	tp_sorter_free(ctx->sorter);
 	tp_clocks_free(ctx->clocks);
 	tp_args_state_free(ctx->args);
@@ -298,6 +300,8 @@ static void dispatch_field(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	if (tp_te_tokenize(ctx, pkt, f))
 		return;
 	if (tp_ftrace_tokenize(ctx, pkt, f))
+		return;
+	if (tp_sessions_tokenize(ctx, pkt, f))
 		return;
 	tp_system_tokenize(ctx, pkt, f);
 }

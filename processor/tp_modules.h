@@ -42,4 +42,11 @@ bool tp_system_tokenize(struct tp_ctx *ctx, const struct tp_packet *pkt,
 void tp_system_finish(struct tp_ctx *ctx);
 void tp_system_free(struct tp_ctx *ctx);
 
+/* concurrent_session_event: the other tracing sessions, as state tracks
+ * (tp_sessions.c). */
+void tp_sessions_init(struct tp_ctx *ctx);
+bool tp_sessions_tokenize(struct tp_ctx *ctx, const struct tp_packet *pkt,
+			  const struct pb_field *f);
+void tp_sessions_free(struct tp_ctx *ctx);
+
 #endif
