@@ -24,6 +24,7 @@
 #include "pb_wire.h"
 #include "perfetto_fields.h"
 #include "tp_args.h"
+#include "tp_compress.h"
 #include "tp_flows.h"
 #include "tp_ctx.h"
 #include "tp_json.h"
@@ -73,6 +74,12 @@ struct res {
 	bool reserved; /* by a descriptor (not only by an event's uuid) */
 	/* parse stage */
 	bool resolved, failed;
+	bool interned;        /* its track, or its merge set, is settled */
+	bool merged;          /* its slices take lanes of merge set `set` */
+	uint32_t set;
+	int64_t parent_track; /* -1: none */
+	int64_t intern_seq;   /* sequence of the event that settled it */
+	tp_str track_name, merge_value;
 	uint8_t scope;
 	bool is_root;
 	uint32_t utid, upid;
@@ -118,6 +125,7 @@ struct tp_te_state {
 	struct res *res;
 	size_t nres, capres;
 	struct u64map uuid_by_utid, uuid_by_upid; /* descriptor owners */
+	struct tp_compress *compress; /* merge sets of descriptor tracks */
 	struct u64map first_packet_seqs; /* sequences that said they begin */
 	/* ranks of process / thread descriptors, when uuid 0 orders them */
 	struct u64map process_sort_index, thread_sort_index;
@@ -159,6 +167,7 @@ void tp_te_init(struct tp_ctx *ctx)
 	u64map_init(&s->uuid_by_utid);
 	u64map_init(&s->uuid_by_upid);
 	u64map_init(&s->first_packet_seqs);
+	s->compress = tp_compress_new();
 	u64map_init(&s->process_sort_index);
 	u64map_init(&s->thread_sort_index);
 	pb_buf_init(&s->buf);
@@ -181,6 +190,7 @@ void tp_te_free(struct tp_ctx *ctx)
 	u64map_free(&s->uuid_by_utid);
 	u64map_free(&s->uuid_by_upid);
 	u64map_free(&s->first_packet_seqs);
+	tp_compress_free(s->compress);
 	u64map_free(&s->process_sort_index);
 	u64map_free(&s->thread_sort_index);
 	free(s->res);
@@ -1531,14 +1541,42 @@ static const char *track_type(const struct res *r)
 	return names[r->scope][kind];
 }
 
-/* Makes the track of a resolved reservation; name is the first event's,
- * used when the track has no name of its own. */
-static int64_t create_track(struct tp_ctx *ctx, struct res *r,
-			    const struct res *parent, tp_str name, int64_t seq)
+/* Dimension args of a descriptor track: its thread or process, then the
+ * words that tell it from its siblings. */
+static void scope_dims(struct tp_ctx *ctx, const struct res *r,
+		       struct tp_args_builder *b)
+{
+	tp_str k;
+
+	tp_args_builder_reset(b);
+	if (r->scope == SCOPE_T) {
+		k = tp_s(ctx, "utid");
+		tp_args_add_uint(b, k, k, r->utid);
+	} else if (r->scope == SCOPE_P) {
+		k = tp_s(ctx, "upid");
+		tp_args_add_uint(b, k, k, r->upid);
+	}
+}
+
+static void set_source_args(struct tp_ctx *ctx, const struct res *r,
+			    uint32_t track, int64_t seq)
+{
+	int64_t args = source_args(ctx, r, r->is_root || r->uuid == 0, seq);
+	if (args >= 0)
+		tp_set_int(tp_tab(ctx, TP_T_TRACK), TP_TRACK_source_arg_set_id,
+			   track, args);
+}
+
+/* Makes the one track of a reservation that does not merge with its
+ * siblings; name is the first event's, used when the track has no name
+ * of its own. */
+static int64_t create_track(struct tp_ctx *ctx, struct res *r, tp_str name,
+			    int64_t seq)
 {
 	struct tp_te_state *s = S(ctx);
 	struct tp_track_spec sp;
 	bool counter = r->kind == RES_COUNTER;
+	tp_str k;
 
 	/* A thread's own track is the one every thread event shares. */
 	if (r->is_root && r->scope == SCOPE_T && !r->use_separate && !counter &&
@@ -1555,44 +1593,172 @@ static int64_t create_track(struct tp_ctx *ctx, struct res *r,
 		sp.utid = r->utid;
 	else if (r->scope == SCOPE_P)
 		sp.upid = r->upid;
-	/* Only tracks below another descriptor track (not below a thread's
-	 * or process's root) have a parent. */
-	if (!r->is_root && parent && parent->track >= 0 && !parent->is_root)
-		sp.parent_id = parent->track;
+	sp.parent_id = r->parent_track;
 	sp.name = r->name;
 	if (!sp.name && !r->is_root && !counter)
 		sp.name = name;
-	int64_t track = tp_track_new(ctx, &sp);
-	bool root_in_scope = r->is_root || r->uuid == 0;
-	int64_t args = source_args(ctx, r, root_in_scope, seq);
-	if (args >= 0)
-		tp_set_int(tp_tab(ctx, TP_T_TRACK), TP_TRACK_source_arg_set_id,
-			   (uint32_t)track, args);
+	scope_dims(ctx, r, &s->b2);
+	k = tp_s(ctx, "track_uuid");
+	tp_args_add_int(&s->b2, k, k, (int64_t)r->uuid);
+	sp.dimension_arg_set_id = tp_args_commit(ctx, &s->b2);
+	uint32_t track = tp_track_new(ctx, &sp);
+	set_source_args(ctx, r, track, seq);
 	return track;
 }
 
-/* The track of the resolved reservation at index i, made the first time
- * (after its ancestors' tracks); -1 when it cannot be. */
-static int64_t intern_track(struct tp_ctx *ctx, size_t i, tp_str name,
-			    int64_t seq, int depth)
+/* Makes the track of lane `lane` of the merge set of r. */
+static int64_t create_merged_track(struct tp_ctx *ctx, const struct res *r,
+				   uint32_t lane)
+{
+	static const char *const types[3] = {
+		[SCOPE_G] = "global_merged_track_event",
+		[SCOPE_T] = "thread_merged_track_event",
+		[SCOPE_P] = "process_merged_track_event",
+	};
+	struct tp_te_state *s = S(ctx);
+	struct tp_track_spec sp;
+	tp_str k;
+
+	tp_track_spec_init(&sp, r->machine);
+	sp.event_type = s->s_slice;
+	sp.type = tp_s(ctx, types[r->scope]);
+	if (r->scope == SCOPE_T)
+		sp.utid = r->utid;
+	else if (r->scope == SCOPE_P)
+		sp.upid = r->upid;
+	sp.parent_id = r->parent_track;
+	sp.name = r->track_name;
+	scope_dims(ctx, r, &s->b2);
+	k = tp_s(ctx, "parent_track_uuid");
+	tp_args_add_int(&s->b2, k, k, (int64_t)r->parent_uuid);
+	k = tp_s(ctx, "merge_key_type");
+	tp_args_add_uint(&s->b2, k, k, r->merge);
+	if (r->merge_value) {
+		k = tp_s(ctx, "merge_key_value");
+		tp_args_add_str(&s->b2, k, k, r->merge_value);
+	}
+	k = tp_s(ctx, "track_compressor_idx");
+	tp_args_add_uint(&s->b2, k, k, lane);
+	sp.dimension_arg_set_id = tp_args_commit(ctx, &s->b2);
+	uint32_t track = tp_track_new(ctx, &sp);
+	set_source_args(ctx, r, track, r->intern_seq);
+	return track;
+}
+
+/* Whether r's slices share rows with siblings of the same name (or merge
+ * key) under the same parent: tracks below a thread, process or the
+ * root that are neither counters nor states and do not forbid it. */
+static bool mergeable(const struct res *r)
+{
+	return !r->is_root && r->kind != RES_COUNTER && !r->is_state &&
+	       r->merge != MERGE_NONE;
+}
+
+static int64_t lane_track(struct tp_ctx *ctx, size_t i, uint32_t lane)
+{
+	struct tp_te_state *s = S(ctx);
+	int64_t *t = tp_compress_track(s->compress, s->res[i].set, lane);
+	if (*t < 0)
+		*t = create_merged_track(ctx, &s->res[i], lane);
+	return *t;
+}
+
+static bool intern_res(struct tp_ctx *ctx, size_t i, tp_str name,
+		       int64_t seq, int depth);
+
+/* The track children of the reservation at index i hang below. */
+static int64_t parent_track(struct tp_ctx *ctx, size_t i, int64_t seq,
+			    int depth)
+{
+	struct tp_te_state *s = S(ctx);
+
+	if (!intern_res(ctx, i, 0, seq, depth))
+		return -1;
+	if (!s->res[i].merged)
+		return s->res[i].track;
+	return lane_track(ctx, i, tp_compress_default(s->compress,
+						      s->res[i].set));
+}
+
+/* Settles, the first time an event (or a child's) needs the resolved
+ * reservation at index i, how its track is made: its own track now, or
+ * the merge set whose lanes its slices will take. */
+static bool intern_res(struct tp_ctx *ctx, size_t i, tp_str name,
+		       int64_t seq, int depth)
 {
 	struct tp_te_state *s = S(ctx);
 	struct res *r = &s->res[i];
 
-	if (r->track >= 0)
-		return r->track;
+	if (r->interned)
+		return r->merged || r->track >= 0;
 	if (!r->resolved || depth > MAX_ANCESTORS)
-		return -1;
-	const struct res *parent = NULL;
+		return false;
+	int64_t ptrack = -1;
+	bool parent_is_root = true;
 	struct res *pr = r->parent_uuid ? res_find(s, r->parent_uuid) : NULL;
 	if (pr && pr->resolved) {
 		size_t pidx = (size_t)(pr - s->res);
-		intern_track(ctx, pidx, 0, seq, depth + 1);
-		parent = &s->res[pidx];
+		ptrack = parent_track(ctx, pidx, seq, depth + 1);
+		parent_is_root = s->res[pidx].is_root;
 	}
 	r = &s->res[i];
-	r->track = create_track(ctx, r, parent, name, seq);
-	return r->track;
+	r->interned = true;
+	r->intern_seq = seq;
+	/* Only tracks below another descriptor track (not below a thread's
+	 * or process's own) have a parent. */
+	r->parent_track = r->is_root || parent_is_root ? -1 : ptrack;
+	if (!mergeable(r)) {
+		r->track = create_track(ctx, r, name, seq);
+		return r->track >= 0;
+	}
+	r->merged = true;
+	r->track_name = r->name ? r->name : name;
+	r->merge_value = r->merge == MERGE_BY_KEY ? r->merge_key
+						  : r->track_name;
+	uint64_t key[4] = {
+		(uint64_t)r->scope << 8 | r->merge,
+		r->scope == SCOPE_T ? r->utid : r->scope == SCOPE_P ? r->upid : 0,
+		r->parent_uuid,
+		r->merge_value,
+	};
+	r->set = tp_compress_set(s->compress, key);
+	return true;
+}
+
+/* How an event uses its track: slices begin, end or are instants there
+ * (taking a lane of a merged track); other events need a track of its
+ * own. */
+enum use { USE_BEGIN, USE_END, USE_INSTANT, USE_OTHER };
+
+/* The track of a resolved reservation for an event on sequence seq
+ * (-1: none, the default track's events); -1 when there is none. */
+static int64_t event_track_id(struct tp_ctx *ctx, struct res *r, tp_str name,
+			      int64_t seq, enum use use)
+{
+	struct tp_te_state *s = S(ctx);
+	size_t i = (size_t)(r - s->res);
+	uint32_t lane;
+
+	if (!intern_res(ctx, i, name, seq, 0))
+		return -1;
+	r = &s->res[i];
+	if (!r->merged)
+		return r->track;
+	switch (use) {
+	case USE_BEGIN:
+		lane = tp_compress_begin(s->compress, r->set, (int64_t)r->uuid);
+		break;
+	case USE_END:
+		lane = tp_compress_end(s->compress, r->set, (int64_t)r->uuid);
+		break;
+	case USE_INSTANT:
+		tp_compress_begin(s->compress, r->set, (int64_t)r->uuid);
+		lane = tp_compress_end(s->compress, r->set, (int64_t)r->uuid);
+		break;
+	default:
+		return -1;
+	}
+	return lane_track(ctx, i, lane);
 }
 
 /* The reservation of uuid for an event, resolved (reserving an unknown
@@ -1609,14 +1775,6 @@ static struct res *event_track(struct tp_ctx *ctx, uint64_t uuid,
 	if (!resolve(ctx, r, 0, ts))
 		return NULL;
 	return &s->res[i];
-}
-
-/* The track of a resolved reservation for an event on sequence seq
- * (-1: none, the default track's events). */
-static int64_t event_track_id(struct tp_ctx *ctx, struct res *r, tp_str name,
-			      int64_t seq)
-{
-	return intern_track(ctx, (size_t)(r - S(ctx)->res), name, seq, 0);
 }
 
 /* ---- parse: descriptors ------------------------------------------------- */
@@ -2834,6 +2992,23 @@ static int32_t phase_of(const struct ev *e)
 	}
 }
 
+/* How the event uses its descriptor track (see enum use). */
+static enum use event_use(const struct ev *e)
+{
+	if (e->has_type && e->type == TE_TYPE_COUNTER)
+		return USE_OTHER;
+	switch (phase_of(e)) {
+	case 'B': case 'b': case 'S':
+		return USE_BEGIN;
+	case 'E': case 'e': case 'F':
+		return USE_END;
+	case 'i': case 'I': case 'R': case 'n': case 'T': case 'p':
+		return USE_INSTANT;
+	default:
+		return USE_OTHER;
+	}
+}
+
 static void metadata_event(struct tp_ctx *ctx, const struct ev *e)
 {
 	if (!e->name_id) {
@@ -2890,7 +3065,9 @@ static void extra_counters(struct tp_ctx *ctx, const struct ev *e, int64_t ts)
 		memcpy(&v, p, 8);
 		p += 8;
 		struct res *r = event_track(ctx, uuid, e->machine, ts);
-		int64_t track = r ? event_track_id(ctx, r, 0, e->seq_id) : -1;
+		int64_t track = r ? event_track_id(ctx, r, 0, e->seq_id,
+						   USE_OTHER)
+				  : -1;
 		if (track >= 0)
 			tp_counter_add(ctx, (uint32_t)track, ts, v, -1);
 	}
@@ -2963,7 +3140,8 @@ static void parse_event(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 	if (r) {
 		/* Only events naming a uuid tell the track their sequence. */
 		int64_t t = event_track_id(ctx, r, e.name_id,
-					  r->uuid ? (int64_t)e.seq_id : -1);
+					  r->uuid ? (int64_t)e.seq_id : -1,
+					  event_use(&e));
 		if (t < 0) {
 			parser_error(ctx);
 			return;
