@@ -458,6 +458,8 @@ static void load_packet(struct tp_ctx *ctx, const uint8_t *data, size_t len,
 			s->incremental_valid = pkt.incremental_state_cleared ||
 					       (pkt.seq_flags &
 						SEQ_INCREMENTAL_STATE_CLEARED);
+			if (!s->incremental_valid)
+				tp_te_seq_lost(ctx, s);
 		}
 		s->seen_any = true;
 		s->packets++;

@@ -19,6 +19,8 @@ bool tp_te_tokenize(struct tp_ctx *ctx, const struct tp_packet *pkt,
 		    const struct pb_field *f);
 /* The loader calls this when a sequence's incremental state is cleared. */
 void tp_te_seq_reset(struct tp_ctx *ctx, struct tp_seq *seq);
+/* ... and when packets of the sequence were lost before this one. */
+void tp_te_seq_lost(struct tp_ctx *ctx, struct tp_seq *seq);
 void tp_te_seq_free(struct tp_ctx *ctx, struct tp_seq *seq);
 void tp_te_finish(struct tp_ctx *ctx);
 /* A packet of sequence seq_id said it is the first the sequence wrote. */

@@ -295,7 +295,21 @@ void tp_te_seq_reset(struct tp_ctx *ctx, struct tp_seq *seq)
 	if (!t)
 		return;
 	t->defaults_cached = false;
-	/* Incremental counters of this sequence restart from 0. */
+	tp_te_seq_lost(ctx, seq);
+}
+
+/* The sequence's delta state (reference timestamps, incremental counter
+ * values) belongs to the packets before a loss or a reset: delta
+ * timestamps wait for the next thread descriptor, counters restart
+ * from 0. */
+void tp_te_seq_lost(struct tp_ctx *ctx, struct tp_seq *seq)
+{
+	struct te_seq *t = seq->te;
+
+	(void)ctx;
+	if (!t)
+		return;
+	t->ts_state = TS_NONE;
 	u64map_clear(&t->counters);
 }
 
