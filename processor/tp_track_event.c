@@ -4,18 +4,23 @@
  * timestamps of StreamingProfilePacket and the range of interest.
  *
  * Tokenize (file order): track descriptors are reserved by uuid (their
- * kind, pid / tid, parent, counter settings), the legacy per-sequence
+ * kind, pid / tid, parent, name, merge behaviour, counter settings; a
+ * later descriptor of a uuid may only name it), the legacy per-sequence
  * state is kept (pid / tid of the sequence's thread, delta timestamp
- * references), every event's timestamp is resolved and the event is
- * pushed to the sorter with a small header and a copy of its TrackEvent
- * bytes.  Descriptors are pushed too, so that names land in timestamp
- * order.
+ * references, incremental counter values), every event's timestamp is
+ * resolved and the event is pushed to the sorter with a small header and
+ * a copy of its TrackEvent bytes.  Descriptors are pushed too, so that
+ * process and thread names land in timestamp order.
  *
- * Parse (timestamp order): descriptors are resolved into tracks on first
- * use (thread / process association, pid and tid reuse, parents), events
+ * Parse (timestamp order): descriptors are resolved to a thread, a
+ * process or the global scope (pid and tid reuse, parents); a track is
+ * made only when an event (or a child's event) lands on it, named by its
+ * reservation or else by that first event, and a track that may merge
+ * with its siblings takes a lane of a shared set (tp_compress.c).  Events
  * go to their track (explicit uuid, sequence default, legacy pid / tid
  * fallback, legacy async ids, instant scopes) and become slices, counter
- * values and flows, with their debug annotations as args.
+ * values, states and flows, with their debug annotations and typed
+ * fields as args.
  */
 #include <stdio.h>
 #include <stdlib.h>
