@@ -121,6 +121,7 @@ struct tp_ctx {
 	struct tp_seqs *seqs;  /* per-sequence state (tp_seq.h) */
 	struct tp_stats *stats;
 	struct tp_te_state *te;
+	struct tp_te_tracks *te_tracks; /* its descriptor tracks */
 	struct tp_ftrace_state *ftrace;
 	struct tp_system_state *sys;
 	struct tp_sessions_state *sessions;
