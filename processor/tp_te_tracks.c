@@ -373,7 +373,7 @@ void tp_te_reserve(struct tp_ctx *ctx, const struct tp_packet *pkt,
 		tp_te_pid_tid(d->thread, d->thread_len, &has_pid, &nr.pid, &has_tid,
 			&nr.tid);
 		if (!has_pid || !has_tid) {
-			tp_stat_inc(ctx, "track_event_tokenizer_errors");
+			tp_stat_inc(ctx, "track_descriptor_thread_missing_pid_tid");
 			return;
 		}
 		nr.kind = RES_THREAD;
@@ -382,7 +382,7 @@ void tp_te_reserve(struct tp_ctx *ctx, const struct tp_packet *pkt,
 		tp_te_pid_tid(d->process, d->process_len, &has_pid, &nr.pid, &has_tid,
 			&nr.tid);
 		if (!has_pid) {
-			tp_stat_inc(ctx, "track_event_tokenizer_errors");
+			tp_stat_inc(ctx, "track_descriptor_process_missing_pid");
 			return;
 		}
 		nr.kind = RES_PROCESS;
@@ -394,10 +394,16 @@ void tp_te_reserve(struct tp_ctx *ctx, const struct tp_packet *pkt,
 		nr.is_state = d->is_state;
 	}
 
+	/* The default track (uuid 0) has no parent. */
+	if (d->uuid == 0 && nr.parent_uuid) {
+		tp_stat_inc(ctx, "track_descriptor_default_track_with_parent");
+		return;
+	}
 	struct res *r = res_find(s, d->uuid);
 	if (r && r->reserved) {
 		if (!same_track(r, &nr)) {
-			tp_stat_inc(ctx, "track_event_tokenizer_errors");
+			tp_stat_inc(ctx,
+				    "track_descriptor_conflicting_reservation");
 			return;
 		}
 		rename_reserved(ctx, r, nr.name);
@@ -447,15 +453,22 @@ static bool hierarchy_valid(struct tp_ctx *ctx, const struct res *r)
 	for (unsigned i = 0; i < MAX_ANCESTORS; i++) {
 		if (uuid == 0)
 			return true;
-		for (unsigned j = 0; j < i; j++)
-			if (seen[j] == uuid)
+		for (unsigned j = 0; j < i; j++) {
+			if (seen[j] == uuid) {
+				tp_stat_inc(ctx,
+					    "track_event_track_hierarchy_loop");
 				return false;
+			}
+		}
 		const struct res *cur = res_find(s, uuid);
-		if (!cur)
+		if (!cur) {
+			tp_stat_inc(ctx, "track_hierarchy_missing_uuid");
 			return false;
+		}
 		seen[i] = uuid;
 		uuid = cur->parent_uuid;
 	}
+	tp_stat_inc(ctx, "track_event_track_hierarchy_too_deep");
 	return false;
 }
 
@@ -502,12 +515,10 @@ static bool resolve(struct tp_ctx *ctx, struct res *r, int depth, int64_t ts)
 
 	if (r->resolved)
 		return true;
-	if (r->failed || depth > MAX_ANCESTORS)
+	/* A chain that is not valid is checked (and counted) again at each
+	 * use, as Perfetto does. */
+	if (depth > MAX_ANCESTORS || !hierarchy_valid(ctx, r))
 		return false;
-	if (!hierarchy_valid(ctx, r)) {
-		r->failed = true;
-		return false;
-	}
 
 	size_t ridx = (size_t)(r - s->res);
 	struct res *parent = resolve_parent(ctx, ridx, depth, ts);

@@ -41,7 +41,7 @@ struct res {
 	tp_str unit, builtin_type, y_axis_share_key; /* counters */
 	bool reserved; /* by a descriptor (not only by an event's uuid) */
 	/* parse stage */
-	bool resolved, failed;
+	bool resolved;
 	bool interned;        /* its track, or its merge set, is settled */
 	bool merged;          /* its slices take lanes of merge set `set` */
 	uint32_t set;

@@ -370,8 +370,12 @@ static void tokenize_track_descriptor(struct tp_ctx *ctx,
 {
 	struct desc d;
 
-	if (!tp_te_desc_decode(p, len, &d) || !d.has_uuid) {
+	if (!tp_te_desc_decode(p, len, &d)) {
 		tp_stat_inc(ctx, "track_event_tokenizer_errors");
+		return;
+	}
+	if (!d.has_uuid) {
+		tp_stat_inc(ctx, "track_descriptor_missing_uuid");
 		return;
 	}
 	if (d.thread && pkt->seq && pkt->seq->incremental_valid) {
