@@ -367,6 +367,10 @@ void tp_te_reserve(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	struct res nr;
 	bool has_pid = false, has_tid = false;
 
+	if (d->has_child_ordering && d->child_ordering > TD_ORDER_EXPLICIT) {
+		tp_stat_inc(ctx, "track_descriptor_invalid_child_ordering");
+		return;
+	}
 	memset(&nr, 0, sizeof nr);
 	reserve_settings(ctx, d, &nr);
 	if (d->thread) {
