@@ -1,9 +1,10 @@
 /* u64map.c - linear-probing hash map (see u64map.h). */
 #include "u64map.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "vp_alloc.h"
 
 static uint64_t mix(uint64_t k)
 {
@@ -67,13 +68,11 @@ static void grow(struct u64map *m)
 	struct u64map old = *m;
 	size_t cap = old.cap ? old.cap * 2 : 16;
 
-	m->keys = malloc(cap * sizeof(uint64_t));
-	m->vals = malloc(cap * sizeof(uint64_t));
-	m->used = calloc(cap, 1);
-	if (!m->keys || !m->vals || !m->used) {
-		fprintf(stderr, "out of memory (hash map of %zu)\n", cap);
-		abort();
-	}
+	/* Only the tools use the map (the service's buffers, the probes,
+	 * the processor): out of memory stops them (vp_alloc.h). */
+	m->keys = vp_xreallocarray(NULL, cap, sizeof(uint64_t));
+	m->vals = vp_xreallocarray(NULL, cap, sizeof(uint64_t));
+	m->used = vp_xcalloc(cap, 1);
 	m->cap = cap;
 	m->count = 0;
 	for (size_t i = 0; i < old.cap; i++)
