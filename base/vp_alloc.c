@@ -62,6 +62,15 @@ char *vp_xstrdup(const char *s)
 	return d;
 }
 
+char *vp_xstrndup(const char *s, size_t max)
+{
+	size_t n = strnlen(s, max);
+	char *d = vp_xmalloc(n + 1);
+	memcpy(d, s, n);
+	d[n] = '\0';
+	return d;
+}
+
 /* The capacity vp_grow and vp_xgrow move to: doubling from *cap (16 at
  * first) until need fits.  0 when that overflows size_t bytes. */
 static size_t grown_cap(size_t cap, size_t need, size_t size)

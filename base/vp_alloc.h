@@ -27,6 +27,8 @@ void *vp_xrealloc(void *p, size_t n);
 /* realloc of an array of n elements of size bytes, overflow-checked. */
 void *vp_xreallocarray(void *p, size_t n, size_t size);
 char *vp_xstrdup(const char *s);
+/* At most max bytes of s, NUL-terminated. */
+char *vp_xstrndup(const char *s, size_t max);
 
 /* Makes room for `need` elements in a growing array *p of *cap elements
  * (doubling, at least 16): the one way arrays grow in the tools. */
