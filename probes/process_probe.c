@@ -37,6 +37,7 @@
 #include "u64map.h"
 #include "vperfetto/vperfetto.h"
 #include "vp_log.h"
+#include "vp_alloc.h"
 
 /* ProcessStats.Process's vm_size_kb .. vm_hwm_kb are fields in a row, in
  * the order of enum procfs_mem. */
@@ -328,9 +329,7 @@ static struct cached_stats *cache_of(struct ps_inst *s, int32_t pid)
 		return &s->cache[idx];
 	if (s->ncache == s->capcache) {
 		size_t ncap = s->capcache ? s->capcache * 2 : 256;
-		struct cached_stats *n = realloc(s->cache, ncap * sizeof(*n));
-		if (!n)
-			abort(); /* as pb_buf: out of memory is fatal */
+		struct cached_stats *n = vp_xrealloc(s->cache, ncap * sizeof(*n));
 		s->cache = n;
 		s->capcache = ncap;
 	}
@@ -353,9 +352,7 @@ static void remember_pid(struct ps_inst *s, int32_t pid)
 {
 	if (s->npids == s->cappids) {
 		size_t ncap = s->cappids ? s->cappids * 2 : 256;
-		int32_t *n = realloc(s->pids, ncap * sizeof(*n));
-		if (!n)
-			abort();
+		int32_t *n = vp_xrealloc(s->pids, ncap * sizeof(*n));
 		s->pids = n;
 		s->cappids = ncap;
 	}

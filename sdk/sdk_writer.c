@@ -41,6 +41,7 @@
 
 #include "event_loop.h"
 #include "sdk_internal.h"
+#include "vp_alloc.h"
 
 #define VP_RETRY_EVERY_DROPS 32u
 #define VP_RETRY_EVERY_NS 1000000ull
@@ -222,16 +223,9 @@ void vp_writer_free(struct vp_writer *w)
 
 uint8_t *vp_writer_scratch(struct vp_writer *w, size_t n)
 {
-	if (w->scratch_cap < n) {
-		size_t cap = w->scratch_cap ? w->scratch_cap : 1024;
-		while (cap < n)
-			cap *= 2;
-		uint8_t *p = realloc(w->scratch, cap);
-		if (!p)
-			return NULL;
-		w->scratch = p;
-		w->scratch_cap = cap;
-	}
+	/* At least 1 KiB, so small packets do not grow it step by step. */
+	if (VP_GROW(w->scratch, w->scratch_cap, n < 1024 ? 1024 : n) < 0)
+		return NULL;
 	return w->scratch;
 }
 
@@ -482,16 +476,9 @@ static void commit_queue_push(struct vp_writer *w)
 		.size = w->smb_chunk.size,
 	};
 	pthread_mutex_lock(&vp_g.commit_mu);
-	if (vp_g.commit_len == vp_g.commit_cap) {
-		size_t cap = vp_g.commit_cap ? 2 * vp_g.commit_cap : 64;
-		struct vp_commit_entry *q =
-			realloc(vp_g.commit_q, cap * sizeof(*q));
-		if (!q) {
-			pthread_mutex_unlock(&vp_g.commit_mu);
-			return; /* the service scrapes it, or it is lost */
-		}
-		vp_g.commit_q = q;
-		vp_g.commit_cap = cap;
+	if (VP_GROW(vp_g.commit_q, vp_g.commit_cap, vp_g.commit_len + 1) < 0) {
+		pthread_mutex_unlock(&vp_g.commit_mu);
+		return; /* the service scrapes it, or it is lost */
 	}
 	vp_g.commit_q[vp_g.commit_len++] = e;
 	size_t total = vp_g.smb.num_pages *
