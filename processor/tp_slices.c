@@ -97,7 +97,7 @@ static void set_dur(struct tp_ctx *ctx, struct slice_entry *e, int64_t end)
 
 /* Pops finished slices that ended by ts (see the comment at the top). */
 static void maybe_close_stack(struct tp_ctx *ctx, struct slice_stack *st,
-			      int64_t ts)
+			      int64_t ts, int64_t new_dur)
 {
 	bool open_child = false;
 
@@ -118,7 +118,10 @@ static void maybe_close_stack(struct tp_ctx *ctx, struct slice_stack *st,
 			st->n = (uint32_t)i;
 			continue;
 		}
-		if (end <= ts)
+		/* Intervals are closed on the left and open on the right,
+		 * so a slice ending at ts is done - except that instants
+		 * at one timestamp stack on each other, as in Perfetto. */
+		if (end < ts || (end == ts && !(e->dur == 0 && new_dur == 0)))
 			st->n = (uint32_t)i;
 	}
 }
@@ -141,7 +144,7 @@ static uint32_t push_slice(struct tp_ctx *ctx, uint32_t track, int64_t ts,
 	struct slice_stack *st = stack_of(ctx->slices, track, true);
 	struct tp_table *t = tp_tab(ctx, TP_T_SLICE);
 
-	maybe_close_stack(ctx, st, ts);
+	maybe_close_stack(ctx, st, ts, dur);
 
 	uint32_t row = tp_table_add_row(t);
 	tp_set_int(t, TP_SLICE_ts, row, ts);
@@ -243,7 +246,7 @@ int64_t tp_slice_end(struct tp_ctx *ctx, uint32_t track, int64_t ts,
 		tp_stat_inc(ctx, "misplaced_end_event");
 		return -1;
 	}
-	maybe_close_stack(ctx, st, ts);
+	maybe_close_stack(ctx, st, ts, -1);
 	int64_t i = find_open(ctx, st, category, name);
 	if (i < 0) {
 		tp_stat_inc(ctx, "misplaced_end_event");

@@ -643,7 +643,8 @@ static const char *track_type(const struct res *r)
 }
 
 /* Dimension args of a descriptor track: its thread or process, then the
- * words that tell it from its siblings. */
+ * words that tell it from its siblings.  (Perfetto stores utid and upid
+ * dimensions as signed integers.) */
 static void scope_dims(struct tp_ctx *ctx, const struct res *r,
 		       struct tp_args_builder *b)
 {
@@ -652,10 +653,10 @@ static void scope_dims(struct tp_ctx *ctx, const struct res *r,
 	tp_args_builder_reset(b);
 	if (r->scope == SCOPE_T) {
 		k = tp_s(ctx, "utid");
-		tp_args_add_uint(b, k, k, r->utid);
+		tp_args_add_int(b, k, k, r->utid);
 	} else if (r->scope == SCOPE_P) {
 		k = tp_s(ctx, "upid");
-		tp_args_add_uint(b, k, k, r->upid);
+		tp_args_add_int(b, k, k, r->upid);
 	}
 }
 

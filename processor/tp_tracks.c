@@ -241,8 +241,16 @@ uint32_t tp_track_thread(struct tp_ctx *ctx, uint32_t utid)
 	struct tp_track_spec s;
 	tp_track_spec_init(&s, row_machine(ctx, TP_T_THREAD,
 					   TP_THREAD_machine_id, utid));
-	s.type = tp_s(ctx, "thread");
+	/* Perfetto's "main" slice track of a thread: type thread_execution,
+	 * its utid as the one dimension. */
+	s.type = tp_s(ctx, "thread_execution");
 	s.utid = utid;
+	struct tp_args_builder b;
+	tp_args_builder_init(&b);
+	tp_str k = tp_s(ctx, "utid");
+	tp_args_add_int(&b, k, k, utid);
+	s.dimension_arg_set_id = tp_args_commit(ctx, &b);
+	tp_args_builder_free(&b);
 	uint32_t id = tp_track_new(ctx, &s);
 	u64map_put(&ctx->tracks->thread_tracks, utid, id);
 	return id;

@@ -12,7 +12,8 @@
 # The oracle is trace_processor_shell from PERFETTO_TP, else
 # PERFETTO_BIN/trace_processor_shell, else
 # ~/.cache/perfetto-real/bin/trace_processor_shell (../shared/perfetto/
-# build.sh builds it).  Where it is missing, the rows it gave before are
+# build.sh builds it), run with the flags Perfetto's diff tests use
+# (ORACLE_FLAGS).  Where it is missing, the rows it gave before are
 # used: expected/<trace>.txt holds them, with the SHA-256 of the trace they
 # belong to, so a trace that changed since is reported as stale and
 # skipped, never compared with rows of another trace.  --update rewrites
@@ -123,9 +124,16 @@ def build_corpus(build, tmp):
     return out
 
 
+# vperfetto_tp gives the rows Perfetto's own diff tests expect, and those
+# run trace_processor_shell with these flags (the proto content analysis
+# adds an args set per track event name; track events outside the trace's
+# bounds are cropped).
+ORACLE_FLAGS = ['--analyze-trace-proto-content', '--crop-track-events']
+
+
 def query(binary, trace, qfile, ours):
     args = [binary, '--quiet', trace, '-q', qfile] if ours else \
-        [binary, '-q', qfile, trace]
+        [binary] + ORACLE_FLAGS + ['-q', qfile, trace]
     try:
         r = run(args, timeout=300)
     except subprocess.TimeoutExpired:
@@ -174,7 +182,8 @@ def save_expected(name, digest, rows):
     os.makedirs(EXPECTED, exist_ok=True)
     tmp = os.path.join(EXPECTED, '.' + name + '.tmp')
     with open(tmp, 'w') as f:
-        f.write('## rows Perfetto v58.2 trace_processor_shell gives\n')
+        f.write('## rows Perfetto v58.2 trace_processor_shell %s gives\n'
+                % ' '.join(ORACLE_FLAGS))
         f.write('## sha256 %s\n' % digest)
         for q in sorted(rows):
             f.write('== %s ==\n%s' % (q, rows[q]))

@@ -1,1 +1,1 @@
-select id, ts, dur, track_id, category, name, depth, parent_id, arg_set_id from slice order by id;
+select id, ts, dur, track_id, category, name, depth, parent_id, arg_set_id is not null as has_args from slice order by id;
