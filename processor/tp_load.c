@@ -576,6 +576,13 @@ static void load_finish(struct tp_ctx *ctx)
 	tp_vcpu_build(ctx, L(ctx)->opts ? L(ctx)->opts->vcpu_assign : NULL);
 	tp_diag_finish(ctx);
 	tp_stats_finish(ctx);
+	/* An empty file is no trace at all to Perfetto: it has no machine,
+	 * so no idle process or thread either. */
+	if (ctx->file_size == 0) {
+		tp_tab(ctx, TP_T_MACHINE)->nrows = 0;
+		tp_tab(ctx, TP_T_PROCESS)->nrows = 0;
+		tp_tab(ctx, TP_T_THREAD)->nrows = 0;
+	}
 	for (unsigned i = 0; i < TP_T_COUNT; i++)
 		tp_table_shrink(&ctx->tables[i]);
 	struct tp_load_state *ls = L(ctx);
