@@ -114,6 +114,11 @@
 	X(CPU, ucpu, INT) X(CPU, cpu, INT) X(CPU, cluster_id, INT) X(CPU, processor, STR)     \
 	X(CPU, machine_id, INT) X(CPU, capacity, INT) X(CPU, arg_set_id, INT)
 
+/* __intrinsic_cpu_freq: one row per frequency a cpu_info packet lists for
+ * a cpu (ucpu is the cpu's id); the views cpu_freq and
+ * cpu_available_frequencies read it. */
+#define TP_CPU_FREQ_COLS(X) X(CPU_FREQ, ucpu, INT) X(CPU_FREQ, freq, INT)
+
 /* vcpu: which host thread runs each guest CPU (tp_vcpu.c).  One row per
  * (guest machine, cpu, host thread); a vCPU whose thread changed has a
  * row for each, with the span the mapping held (start_ts NULL: from the
@@ -159,6 +164,7 @@ enum { TP_THREAD_STATE_COLS(TP_COL_ENUM) TP_THREAD_STATE_NCOLS };
 enum { TP_FTRACE_EVENT_COLS(TP_COL_ENUM) TP_FTRACE_EVENT_NCOLS };
 enum { TP_FLOW_COLS(TP_COL_ENUM) TP_FLOW_NCOLS };
 enum { TP_CPU_COLS(TP_COL_ENUM) TP_CPU_NCOLS };
+enum { TP_CPU_FREQ_COLS(TP_COL_ENUM) TP_CPU_FREQ_NCOLS };
 enum { TP_VCPU_COLS(TP_COL_ENUM) TP_VCPU_NCOLS };
 enum { TP_VCPU_STATE_COLS(TP_COL_ENUM) TP_VCPU_STATE_NCOLS };
 enum { TP_GUEST_THREAD_HOST_STATE_COLS(TP_COL_ENUM) TP_GTHS_NCOLS };
@@ -181,6 +187,7 @@ enum tp_table_id {
 	TP_T_FTRACE_EVENT,
 	TP_T_FLOW,
 	TP_T_CPU,
+	TP_T_CPU_FREQ,
 	TP_T_VCPU,
 	TP_T_VCPU_STATE,
 	TP_T_GTHS,

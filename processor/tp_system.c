@@ -916,6 +916,7 @@ struct cpu_desc {
 	bool has_freq;
 	int64_t arg_set;
 	uint32_t cluster;
+	struct pb_field msg; /* the Cpu message, read again for its freqs */
 };
 
 /* Feature bits of CpuInfo.Cpu.features this version knows. */
@@ -957,7 +958,9 @@ static int64_t cpu_args(struct tp_ctx *ctx, const struct pb_field *arm,
 					  cpu_feature_names[i]);
 			tp_args_add_bool(b, k, k, true);
 		}
-		if (features >> NELEM(cpu_feature_names)) {
+		/* The whole bitmap too, so bits this version has no name
+		 * for stay queryable. */
+		if (features) {
 			tp_str k = tp_s(ctx, "cpu_features.raw_bitmap");
 			tp_args_add_uint(b, k, k, features);
 		}
@@ -976,6 +979,7 @@ static void parse_one_cpu(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	bool has_features = false;
 	memset(c, 0, sizeof(*c));
 	c->arg_set = -1;
+	c->msg = *f;
 	pb_reader_init(&r, f->data, f->len);
 	while (pb_next(&r, &g)) {
 		if (g.num == CPU_PROCESSOR && g.wt == PB_WT_LEN) {
@@ -1009,8 +1013,37 @@ static void parse_one_cpu(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	if (has_features && features >> NELEM(cpu_feature_names))
 		tp_stat_add(ctx, "cpu_info_unknown_cpu_features", pkt->machine,
 			    -1, 1);
-	if (arm || has_features)
+	if (arm || (has_features && features))
 		c->arg_set = cpu_args(ctx, arm, features, has_features);
+}
+
+/* One __intrinsic_cpu_freq row per frequency the cpu lists, in order. */
+static void add_cpu_freqs(struct tp_ctx *ctx, const struct cpu_desc *c,
+			  int64_t ucpu)
+{
+	struct tp_table *t = tp_tab(ctx, TP_T_CPU_FREQ);
+	struct pb_reader r;
+	struct pb_field g;
+	pb_reader_init(&r, c->msg.data, c->msg.len);
+	while (pb_next(&r, &g)) {
+		struct pb_packed_iter it;
+		uint64_t v;
+		if (g.num != CPU_FREQUENCIES)
+			continue;
+		if (g.wt == PB_WT_VARINT) {
+			uint32_t row = tp_table_add_row(t);
+			tp_set_int(t, TP_CPU_FREQ_ucpu, row, ucpu);
+			tp_set_int(t, TP_CPU_FREQ_freq, row, (uint32_t)g.val);
+		} else if (g.wt == PB_WT_LEN) {
+			pb_packed_init(&it, g.data, g.len);
+			while (pb_packed_next(&it, &v)) {
+				uint32_t row = tp_table_add_row(t);
+				tp_set_int(t, TP_CPU_FREQ_ucpu, row, ucpu);
+				tp_set_int(t, TP_CPU_FREQ_freq, row,
+					   (uint32_t)v);
+			}
+		}
+	}
 }
 
 /* Cluster ids: cpus ranked by capacity when every cpu has one, else by
@@ -1079,6 +1112,7 @@ static void parse_cpu_info(struct tp_ctx *ctx, const struct tp_packet *pkt,
 			tp_set_int(t, TP_CPU_capacity, row, c[i].capacity);
 		if (c[i].arg_set >= 0)
 			tp_set_int(t, TP_CPU_arg_set_id, row, c[i].arg_set);
+		add_cpu_freqs(ctx, &c[i], tp_cpu_ucpu(ctx, pkt->machine, i));
 	}
 	free(c);
 }
