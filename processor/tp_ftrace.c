@@ -1020,13 +1020,9 @@ static void parse_newtask(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
 						TP_NAME_PRIO_FTRACE);
 		tp_process_set_name(ctx, upid, comm);
 		source_utid = tp_thread_get(ctx, machine, source_tid);
-		struct tp_table *tt = tp_tab(ctx, TP_T_THREAD);
-		if (!tp_is_null(tt, TP_THREAD_upid, source_utid))
-			tp_process_set_parent(
-				ctx, upid,
-				(uint32_t)tp_get_int(tt, TP_THREAD_upid,
-						     source_utid));
 		new_utid = tp_thread_get(ctx, machine, new_tid);
+		/* The forking thread's process, when it is known. */
+		tp_process_parent_thread(ctx, upid, source_utid);
 		ts_open(ctx, ts, new_utid, st(ctx)->s_runnable, -1, machine,
 			source_utid, 0);
 		return;

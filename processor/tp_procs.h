@@ -50,7 +50,18 @@ uint32_t tp_process_new(struct tp_ctx *ctx, uint32_t machine, int64_t pid,
 			int64_t start_ts, bool has_start_ts);
 void tp_process_set_name(struct tp_ctx *ctx, uint32_t upid, tp_str name);
 void tp_process_set_cmdline(struct tp_ctx *ctx, uint32_t upid, tp_str cmdline);
+/* Sets the parent if the process has none yet; a different one later is
+ * a reparenting (counted in process_tracker_parent_pid_changed), not a
+ * new process. */
 void tp_process_set_parent(struct tp_ctx *ctx, uint32_t upid,
 			   uint32_t parent_upid);
+/* The parent is parent_utid's process: now if that thread is bound to
+ * one, else as soon as it is. */
+void tp_process_parent_thread(struct tp_ctx *ctx, uint32_t upid,
+			      uint32_t parent_utid);
+struct tp_arg;
+/* Adds (or replaces) one arg of the process's arg set. */
+void tp_process_add_arg(struct tp_ctx *ctx, uint32_t upid,
+			const struct tp_arg *a);
 
 #endif

@@ -47,7 +47,8 @@
 	X(PROCESS, upid, ALIAS) X(PROCESS, pid, INT) X(PROCESS, name, STR)  \
 	X(PROCESS, start_ts, INT) X(PROCESS, end_ts, INT)                   \
 	X(PROCESS, parent_upid, INT) X(PROCESS, uid, INT)                   \
-	X(PROCESS, android_appid, INT) X(PROCESS, cmdline, STR)             \
+	X(PROCESS, android_appid, INT) X(PROCESS, android_user_id, INT)     \
+	X(PROCESS, cmdline, STR)                                            \
 	X(PROCESS, arg_set_id, INT) X(PROCESS, machine_id, INT)
 
 /* __intrinsic_args; the args view adds display_value. value_type is one of
