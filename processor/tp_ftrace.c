@@ -34,6 +34,7 @@
 #include "tp_slices.h"
 #include "tp_sort.h"
 #include "tp_stats.h"
+#include "tp_syscalls.h"
 #include "tp_tracks.h"
 
 /* Field numbers and enum values (TracePacket, FtraceEventBundle,
@@ -1502,7 +1503,15 @@ static void parse_typed(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,
 		parse_rename(ctx, machine, &m);
 		break;
 	case FE_PRINT:
+		/* The write(2) that printed this marker ends here. */
+		tp_syscall_print(ctx, ts, machine, pid);
 		parse_print(ctx, ts, machine, pid, &m);
+		break;
+	case FE_SYS_ENTER:
+		tp_syscall_enter(ctx, ts, machine, pid, data, len);
+		break;
+	case FE_SYS_EXIT:
+		tp_syscall_exit(ctx, ts, machine, pid, data, len);
 		break;
 	case FE_TRACING_MARK_WRITE:
 	case FE_SDE_TRACING_MARK_WRITE:

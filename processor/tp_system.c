@@ -25,6 +25,7 @@
 #include "tp_slices.h"
 #include "tp_sort.h"
 #include "tp_stats.h"
+#include "tp_syscalls.h"
 #include "tp_tracks.h"
 
 /* TracePacket field numbers (TP_*) are in perfetto_fields.h. */
@@ -751,6 +752,10 @@ static void parse_utsname(struct tp_ctx *ctx, const struct tp_packet *pkt,
 			v[g.num] = str_of(ctx, &g);
 	uint32_t row = 0;
 	bool have_row = machine_row(ctx, pkt->machine, &row);
+	if (v[UTS_MACHINE])
+		tp_syscalls_set_arch(ctx, pkt->machine,
+				     tp_str_get(ctx->pool, v[UTS_MACHINE]),
+				     tp_str_len(ctx->pool, v[UTS_MACHINE]));
 	for (unsigned i = UTS_SYSNAME; i <= UTS_MACHINE; i++) {
 		tp_str s = v[i] ? v[i] : tp_intern(ctx->pool, "", 0);
 		tp_meta_set_str(ctx, meta[i], pkt->machine,
