@@ -43,6 +43,7 @@ struct tp_te_state;
 struct tp_ftrace_state;
 struct tp_system_state;
 struct tp_syscalls;
+struct tp_memevents;
 
 /* Sequence-scoped clocks (ids 64..127) of one sequence: allocated by its
  * first clock snapshot that has one. */
@@ -124,6 +125,7 @@ struct tp_ctx {
 	struct tp_ftrace_state *ftrace;
 	struct tp_system_state *sys;
 	struct tp_syscalls *syscalls; /* tp_syscalls.h */
+	struct tp_memevents *memevents; /* tp_memevents.h */
 
 	struct u64map machines; /* raw machine_id -> machine table id */
 	bool host_has_data;     /* a packet of machine 0 was seen */

@@ -35,6 +35,7 @@
 #include "tp_sort.h"
 #include "tp_stats.h"
 #include "tp_syscalls.h"
+#include "tp_memevents.h"
 #include "tp_tracks.h"
 
 /* Field numbers and enum values (TracePacket, FtraceEventBundle,
@@ -1543,6 +1544,7 @@ static void parse_typed(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,
 		parse_irq(ctx, ts, cpu, machine, id, &m);
 		break;
 	default:
+		tp_memevent_parse(ctx, ts, machine, pid, id, data, len);
 		break;
 	}
 }
@@ -1950,7 +1952,7 @@ bool tp_ftrace_tokenize(struct tp_ctx *ctx, const struct tp_packet *pkt,
 
 void tp_ftrace_finish(struct tp_ctx *ctx)
 {
-	(void)ctx;
+	tp_memevents_finish(ctx);
 }
 
 void tp_ftrace_free(struct tp_ctx *ctx)

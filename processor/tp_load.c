@@ -38,6 +38,7 @@
 #include "tp_sort.h"
 #include "tp_stats.h"
 #include "tp_syscalls.h"
+#include "tp_memevents.h"
 #include "tp_tracks.h"
 #include "trace_io.h"
 
@@ -85,6 +86,7 @@ struct tp_ctx *tp_ctx_new(void)
 	ctx->slices = tp_slices_new();
 	ctx->flows = tp_flows_new();
 	ctx->syscalls = tp_syscalls_new();
+	ctx->memevents = tp_memevents_new();
 	u64map_init(&ctx->machines);
 	ctx->seqs = tp_seqs_new();
 	/* machine 0: the host the trace was recorded on */
@@ -119,6 +121,7 @@ void tp_ctx_free(struct tp_ctx *ctx)
 	tp_slices_free(ctx->slices);
 	tp_flows_free(ctx->flows);
 	tp_syscalls_free(ctx->syscalls);
+	tp_memevents_free(ctx->memevents);
 	tp_procs_free(ctx->procs);
 	for (unsigned i = 0; i < TP_T_COUNT; i++)
 		tp_table_free(&ctx->tables[i]);

@@ -266,6 +266,13 @@ static bool find_thread(struct tp_ctx *ctx, uint32_t machine, int64_t tid,
 	return false;
 }
 
+bool tp_thread_alive(struct tp_ctx *ctx, uint32_t machine, uint32_t utid)
+{
+	if (utid >= threads(ctx)->nrows)
+		return false;
+	return thread_alive(ctx, mach(ctx, machine), utid);
+}
+
 bool tp_thread_find(struct tp_ctx *ctx, uint32_t machine, int64_t tid,
 		    uint32_t *utid)
 {

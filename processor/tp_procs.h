@@ -26,6 +26,9 @@ uint32_t tp_thread_get(struct tp_ctx *ctx, uint32_t machine, int64_t tid);
 /* The current thread with this tid, if any. */
 bool tp_thread_find(struct tp_ctx *ctx, uint32_t machine, int64_t tid,
 		    uint32_t *utid);
+/* False once the thread ended, its process ended or its pid has a newer
+ * process. */
+bool tp_thread_alive(struct tp_ctx *ctx, uint32_t machine, uint32_t utid);
 /* The thread tid of process pid: reuses the current thread if it belongs
  * to pid (or to no process yet), else starts a new one.  Sets upid and
  * is_main_thread (tid == pid). */
