@@ -78,6 +78,7 @@ struct ts_rows {
 struct ev_hdr {
 	uint32_t cpu;
 	uint32_t machine;
+	uint32_t gen; /* the packet's interning generation */
 };
 
 struct cswitch {
@@ -282,7 +283,7 @@ static void push_event(struct tp_ctx *ctx, const struct tp_packet *pkt,
 		s->scratch_cap = need * 2;
 		s->scratch = xrealloc(s->scratch, s->scratch_cap);
 	}
-	struct ev_hdr h = { cpu, pkt->machine };
+	struct ev_hdr h = { cpu, pkt->machine, pkt->gen };
 	memcpy(s->scratch, &h, sizeof h);
 	memcpy(s->scratch + sizeof h, data, len);
 	uint32_t q = tp_sort_queue(ctx->sorter,
@@ -608,8 +609,10 @@ static uint32_t *ts_last(struct tp_ctx *ctx, uint32_t utid)
 		while (n <= utid)
 			n *= 2;
 		s->ts_last = xrealloc(s->ts_last, n * sizeof *s->ts_last);
+		s->ts_blocked = xrealloc(s->ts_blocked,
+					 n * sizeof *s->ts_blocked);
 		for (uint32_t i = s->nts; i < n; i++)
-			s->ts_last[i] = NONE32;
+			s->ts_last[i] = s->ts_blocked[i] = NONE32;
 		s->nts = n;
 	}
 	return &s->ts_last[utid];
@@ -685,6 +688,47 @@ static void ts_open(struct tp_ctx *ctx, int64_t ts, uint32_t utid,
 			tp_set_int(t, TP_THREAD_STATE_waker_id, row, wrow);
 	}
 	*ts_last(ctx, utid) = row;
+	/* Running forgets the blocked row; runnable keeps it. */
+	if (state_running(ctx, state))
+		st(ctx)->ts_blocked[utid] = NONE32;
+	else if (state_blocked(ctx, state))
+		st(ctx)->ts_blocked[utid] = row;
+}
+
+/* sched_blocked_reason: why the thread's latest blocked state blocked
+ * (io_wait, and the kernel function, an interned kernel symbol). */
+static void parse_blocked_reason(struct tp_ctx *ctx, uint32_t machine,
+				 uint32_t gen, const uint8_t *data, size_t len)
+{
+	struct tp_table *t = tp_tab(ctx, TP_T_THREAD_STATE);
+	struct pb_reader r;
+	struct pb_field f;
+	int64_t pid = 0;
+	uint64_t caller = 0;
+	bool io_wait = false;
+
+	pb_reader_init(&r, data, len);
+	while (pb_next(&r, &f)) {
+		if (f.wt != PB_WT_VARINT)
+			continue;
+		if (f.num == SBR_PID)
+			pid = (int32_t)f.val;
+		else if (f.num == SBR_CALLER)
+			caller = f.val;
+		else if (f.num == SBR_IO_WAIT)
+			io_wait = f.val != 0;
+	}
+	uint32_t utid = tp_thread_get(ctx, machine, pid);
+	uint32_t row = *ts_last(ctx, utid) == NONE32 ? NONE32
+						      : st(ctx)->ts_blocked[utid];
+	if (row == NONE32)
+		return;
+	/* io_wait is set even when absent (false), as Perfetto reads it. */
+	tp_set_int(t, TP_THREAD_STATE_io_wait, row, io_wait);
+	tp_str fn = tp_interned_str(ctx, gen, ID_KERNEL_SYMBOLS,
+				    (uint32_t)caller, INTERNED_STRING_STR);
+	if (fn)
+		tp_set_str(t, TP_THREAD_STATE_blocked_function, row, fn);
 }
 
 static void ts_switch(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,
@@ -1594,6 +1638,10 @@ static void parse_event(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 					  f.data, f.len, has_flags, flags);
 			}
 		}
+		/* Needs the interned kernel symbols of the packet. */
+		if (f.num == FE_SCHED_BLOCKED_REASON && !raw_only)
+			parse_blocked_reason(ctx, h.machine, h.gen, f.data,
+					     f.len);
 		parse_typed(ctx, ts, h.cpu, h.machine, pid, f.num, f.data,
 			    f.len, raw_only);
 	}
@@ -1965,6 +2013,7 @@ void tp_ftrace_free(struct tp_ctx *ctx)
 		free(s->machines[i].cpus);
 	free(s->machines);
 	free(s->ts_last);
+	free(s->ts_blocked);
 	free(s->gk_hanging);
 	free(s->scratch);
 	tp_args_builder_free(&s->args);

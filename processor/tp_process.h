@@ -23,6 +23,8 @@ struct tp_ftrace_state {
 	struct ftrace_machine *machines;
 	uint32_t nmachines;
 	uint32_t *ts_last; /* per utid: its latest thread_state row */
+	uint32_t *ts_blocked; /* per utid: its latest blocked row, until it
+			       * runs again (sched_blocked_reason fills it) */
 	uint32_t nts;
 	struct cpu_sched *gk_hanging; /* per utid: a generic kernel sched
 				       * slice waiting for its end state */
