@@ -566,10 +566,32 @@ static void raw_args_commit(struct tp_ctx *ctx, uint32_t row,
 }
 
 /* The event's fields as args, named by the ftrace event table. */
+/* Whether field `field` of event `event` holds a kernel function's
+ * address, which the trace may symbolize through interned kernel_symbols
+ * (Perfetto's list of such fields). */
+static bool kernel_fn_field(const char *event, const char *field)
+{
+	static const char *const fields[][2] = {
+		{ "sched_blocked_reason", "caller" },
+		{ "workqueue_queue_work", "function" },
+		{ "workqueue_activate_work", "function" },
+		{ "workqueue_execute_start", "function" },
+		{ "workqueue_execute_end", "function" },
+		{ "funcgraph_entry", "func" },
+		{ "funcgraph_exit", "func" },
+		{ "mm_shrink_slab_start", "shrink" },
+		{ "hrtimer_expire_entry", "function" },
+	};
+	for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+		if (!strcmp(field, fields[i][1]) && !strcmp(event, fields[i][0]))
+			return true;
+	return false;
+}
+
 static void raw_typed(struct tp_ctx *ctx, const struct ft_event_desc *d,
 		      int64_t ts, uint32_t cpu, uint32_t machine, uint32_t utid,
-		      const uint8_t *data, size_t len, bool has_flags,
-		      uint32_t flags)
+		      uint32_t gen, const uint8_t *data, size_t len,
+		      bool has_flags, uint32_t flags)
 {
 	struct tp_args_builder *b = &st(ctx)->args;
 	struct pb_reader r;
@@ -586,6 +608,15 @@ static void raw_typed(struct tp_ctx *ctx, const struct ft_event_desc *d,
 		if (!ef)
 			continue;
 		tp_str key = tp_s(ctx, ef->name);
+		if (f.wt == PB_WT_VARINT && kernel_fn_field(d->event, ef->name)) {
+			/* The symbol's name when the trace has it. */
+			tp_str sym = tp_interned_str(ctx, gen, ID_KERNEL_SYMBOLS,
+						     f.val, INTERNED_STRING_STR);
+			if (sym) {
+				tp_args_add_str(b, key, key, sym);
+				continue;
+			}
+		}
 		if (ef->type == FT_FIELD_STR && f.wt == PB_WT_LEN)
 			tp_args_add_str(b, key, key,
 					tp_intern(ctx->pool,
@@ -783,9 +814,8 @@ static int kernel_version(struct tp_ctx *ctx, uint32_t machine)
 	return major * 1000 + minor;
 }
 
-/* Perfetto's TaskState text for a raw prev_state, whose upper bits depend
- * on the kernel version. */
-static tp_str task_state(struct tp_ctx *ctx, uint32_t machine, int64_t raw64)
+size_t tp_task_state_text(struct tp_ctx *ctx, uint32_t machine,
+			  int64_t raw64, char sep, char *buf)
 {
 	enum {
 		S = 1, D = 2, T = 4, t = 8, X = 16, Z = 32, P = 64, x = 128,
@@ -803,7 +833,6 @@ static tp_str task_state(struct tp_ctx *ctx, uint32_t machine, int64_t raw64)
 	uint32_t raw = (uint16_t)raw64;
 	uint32_t parsed = raw & 0x3f;
 	int ver = kernel_version(ctx, machine);
-	char buf[24];
 	size_t n = 0;
 
 	if (ver >= 4014) {
@@ -831,18 +860,34 @@ static tp_str task_state(struct tp_ctx *ctx, uint32_t machine, int64_t raw64)
 		if (raw & (ver >= 4008 ? 0x1000u : 0x800u))
 			parsed |= PREEMPT;
 	}
-	if (parsed & INVALID) {
-		tp_stat_inc(ctx, "task_state_invalid");
+	if (parsed & INVALID)
 		return 0;
-	}
 	if ((parsed & ~(uint32_t)PREEMPT) == 0) {
 		buf[n++] = 'R';
 		if (parsed & PREEMPT)
 			buf[n++] = '+';
 	} else {
-		for (size_t i = 0; i < sizeof atoms / sizeof atoms[0]; i++)
-			if (parsed & atoms[i].flag)
-				buf[n++] = atoms[i].c;
+		for (size_t i = 0; i < sizeof atoms / sizeof atoms[0]; i++) {
+			if (!(parsed & atoms[i].flag))
+				continue;
+			if (sep && n)
+				buf[n++] = sep;
+			buf[n++] = atoms[i].c;
+		}
+	}
+	return n;
+}
+
+/* Perfetto's TaskState text for a raw prev_state, 0 (counted in
+ * task_state_invalid) when the bits make no state. */
+static tp_str task_state(struct tp_ctx *ctx, uint32_t machine, int64_t raw64)
+{
+	char buf[TP_TASK_STATE_MAX];
+	size_t n = tp_task_state_text(ctx, machine, raw64, 0, buf);
+
+	if (!n) {
+		tp_stat_inc(ctx, "task_state_invalid");
+		return 0;
 	}
 	return tp_intern(ctx->pool, buf, n);
 }
@@ -1635,7 +1680,8 @@ static void parse_event(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 				uint32_t utid = tp_thread_get(ctx, h.machine,
 							      pid);
 				raw_typed(ctx, d, ts, h.cpu, h.machine, utid,
-					  f.data, f.len, has_flags, flags);
+					  h.gen, f.data, f.len, has_flags,
+					  flags);
 			}
 		}
 		/* Needs the interned kernel symbols of the packet. */
