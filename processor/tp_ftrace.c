@@ -59,6 +59,11 @@ struct cpu_sched {
 	uint32_t pending_row; /* open sched row, NONE32 if none */
 };
 
+/* A cpu's sorter streams, as Perfetto has them: typed events, and the
+ * compact_sched switches and wakings, each a stream of its own. */
+enum ft_stream { FT_STREAM_EVENTS, FT_STREAM_SWITCH, FT_STREAM_WAKING,
+		 FT_NSTREAMS };
+
 struct ftrace_machine {
 	bool has_start;          /* ftrace_latest_data_start_ns known */
 	int64_t latest_start;
@@ -67,6 +72,7 @@ struct ftrace_machine {
 	uint8_t seen_first[MAX_CPUS / 8];
 	struct cpu_sched *cpus;
 	uint32_t ncpus;
+	uint32_t nstreams[FT_NSTREAMS]; /* sorter lanes made, per kind */
 };
 
 /* Thread state rows of a thread (Perfetto's ThreadStateTracker). */
@@ -123,6 +129,27 @@ static struct ftrace_machine *fmach(struct tp_ctx *ctx, uint32_t machine)
 		s->nmachines = n;
 	}
 	return &s->machines[machine];
+}
+
+static uint64_t stream_key(uint32_t machine, enum ft_stream k, uint32_t cpu)
+{
+	return TP_QUEUE_FTRACE | (uint64_t)k << 56 | (uint64_t)machine << 32 |
+	       cpu;
+}
+
+/* The sorter queue of a cpu's stream.  Perfetto makes a kind's stream for
+ * a cpu, and for every lower cpu that has none yet, in cpu order, the
+ * first time the cpu has an event of that kind; the order streams were
+ * made in breaks timestamp ties, so it is kept here. */
+static uint32_t stream_queue(struct tp_ctx *ctx, uint32_t machine,
+			     enum ft_stream k, uint32_t cpu)
+{
+	struct ftrace_machine *m = fmach(ctx, machine);
+
+	while (cpu < MAX_CPUS && m->nstreams[k] <= cpu)
+		tp_sort_lane(ctx->sorter,
+			     stream_key(machine, k, m->nstreams[k]++));
+	return tp_sort_lane(ctx->sorter, stream_key(machine, k, cpu));
 }
 
 static struct cpu_sched *cpu_sched(struct tp_ctx *ctx, uint32_t machine,
@@ -286,9 +313,7 @@ static void push_event(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	struct ev_hdr h = { cpu, pkt->machine, pkt->gen };
 	memcpy(s->scratch, &h, sizeof h);
 	memcpy(s->scratch + sizeof h, data, len);
-	uint32_t q = tp_sort_queue(ctx->sorter,
-				   TP_QUEUE_FTRACE |
-					   (uint64_t)pkt->machine << 32 | cpu);
+	uint32_t q = stream_queue(ctx, pkt->machine, FT_STREAM_EVENTS, cpu);
 	tp_sort_push(ctx->sorter, q, ts, s->kind_event, s->scratch, need);
 }
 
@@ -362,9 +387,8 @@ static void compact_sched(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	for (unsigned i = 0; i < CSCHED_NCOLS; i++)
 		bad |= cols[i].bad;
 
-	uint32_t q = tp_sort_queue(ctx->sorter,
-				   TP_QUEUE_FTRACE |
-					   (uint64_t)pkt->machine << 32 | cpu);
+	/* Each kind's stream is made by its first event. */
+	uint32_t qs = NONE32, qw = NONE32;
 
 	/* sched_switch columns */
 	size_t n = cols[CSCHED_SWITCH_TIMESTAMP].n;
@@ -402,7 +426,10 @@ static void compact_sched(struct tp_ctx *ctx, const struct tp_packet *pkt,
 		e.next_comm = strs[ci];
 		if (!tp_to_trace_time(ctx, pkt, clock, acc, &ts))
 			break;
-		tp_sort_push(ctx->sorter, q, ts, s->kind_cswitch, &e, sizeof e);
+		if (qs == NONE32)
+			qs = stream_queue(ctx, pkt->machine, FT_STREAM_SWITCH,
+					  cpu);
+		tp_sort_push(ctx->sorter, qs, ts, s->kind_cswitch, &e, sizeof e);
 	}
 
 	/* sched_waking columns */
@@ -444,7 +471,10 @@ static void compact_sched(struct tp_ctx *ctx, const struct tp_packet *pkt,
 		}
 		if (!tp_to_trace_time(ctx, pkt, clock, acc, &ts))
 			break;
-		tp_sort_push(ctx->sorter, q, ts, s->kind_cwaking, &e, sizeof e);
+		if (qw == NONE32)
+			qw = stream_queue(ctx, pkt->machine, FT_STREAM_WAKING,
+					  cpu);
+		tp_sort_push(ctx->sorter, qw, ts, s->kind_cwaking, &e, sizeof e);
 	}
 
 	if (bad)
