@@ -16,6 +16,10 @@ _vperfetto()
                 -- "$cur"))
             return
             ;;
+        --onto)
+            COMPREPLY=($(compgen -W 'host guest guest:1 guest:2' -- "$cur"))
+            return
+            ;;
         --vm-pid | --qemu-pid | --guest-vm-pid)
             _pids
             return

@@ -385,3 +385,117 @@ double cm_map_freq_mismatch(const struct cm_map *m)
 	double ratio = ldexp((double)m->ratio, -(int)m->frac_bits);
 	return fabs(h->slope / (g->slope * ratio) - 1.0);
 }
+
+/* ---- the inverse: host clock -> guest clock -------------------------------- */
+
+/* Guest counter from host counter, both with CM_Q_BITS fractional bits:
+ * R(hq) + offset.  The ratio is split into its whole part and its
+ * fraction, and hq into whole and fractional cycles, so that no product
+ * passes 2^127 (hq < 2^80, the fraction < 2^56); each piece is floored. */
+static cm_q16 host_to_guest_q(const struct cm_map *m, cm_q16 hq,
+			      int64_t offset)
+{
+	i128 off_q = (i128)offset * ((i128)1 << CM_Q_BITS);
+
+	if (m->identity || hq < 0)
+		return (m->identity ? hq : 0) + off_q;
+	unsigned f = m->frac_bits;
+	u128 mask_f = ((u128)1 << f) - 1;
+	u128 whole_r = (u128)m->ratio >> f, frac_r = (u128)m->ratio & mask_f;
+	u128 h = (u128)hq;
+	u128 whole_h = h >> CM_Q_BITS;
+	u128 frac_h = h & (((u128)1 << CM_Q_BITS) - 1);
+	u128 t = whole_h * frac_r;
+	u128 part = ((t >> f) << CM_Q_BITS) +
+		    (((t & mask_f) << CM_Q_BITS) >> f) + ((frac_h * frac_r) >> f);
+	return (i128)(h * whole_r + part) + off_q;
+}
+
+/* How far counter x lies outside segment g's sampled span (0: inside). */
+static uint64_t seg_distance(const struct cm_segment *g, uint64_t x)
+{
+	return x < g->x_first ? g->x_first - x
+	       : x > g->x_last ? x - g->x_last : 0;
+}
+
+/* The guest counter at host counter hq, and the segment of the guest fit
+ * to evaluate it in.  With one offset that is the segment holding the
+ * counter.  With an offset per segment (a migration, a TSC write), the
+ * counter ranges of the segments may overlap (the counter set back), so
+ * each segment is tried with its own offset: the one whose sampled span
+ * holds the result, else the one it comes nearest (a host time between
+ * two segments: the guest was paused for the change). */
+static cm_q16 inv_counter(const struct cm_map *m, cm_q16 hq, size_t *seg)
+{
+	const struct cm_fit *g = m->guest;
+
+	if (!m->seg_offset || m->n_seg_offset != g->nseg || !g->nseg) {
+		cm_q16 gq = host_to_guest_q(m, hq, m->cross->offset);
+		uint64_t x = gq < 0 ? 0 : (uint64_t)(gq >> CM_Q_BITS);
+		if (g->nseg)
+			*seg = (size_t)(cm_fit_segment_at(g, x, seg) - g->seg);
+		return gq;
+	}
+	size_t first = *seg < g->nseg ? *seg : 0;
+	size_t best = first;
+	uint64_t best_d = UINT64_MAX;
+	cm_q16 best_q = 0;
+	for (size_t i = 0; i < g->nseg; i++) {
+		size_t k = (first + i) % g->nseg; /* the last one used first */
+		cm_q16 gq = host_to_guest_q(m, hq, m->seg_offset[k]);
+		uint64_t x = gq < 0 ? 0 : (uint64_t)(gq >> CM_Q_BITS);
+		uint64_t d = seg_distance(&g->seg[k], x);
+		if (d < best_d) {
+			best_d = d;
+			best = k;
+			best_q = gq;
+		}
+		if (d == 0)
+			break;
+	}
+	*seg = best;
+	return best_q;
+}
+
+uint64_t cm_map_inv_ts_ovf(struct cm_map *m, uint64_t host_ns, bool *ovf)
+{
+	cm_q16 hq = cm_fit_invert_q16_ovf(m->host, host_ns, &m->hint_h, ovf);
+	cm_q16 gq = inv_counter(m, hq, &m->hint_g);
+	return cm_fit_eval_q16_seg(m->guest, m->hint_g, gq, ovf);
+}
+
+uint64_t cm_map_inv_ts(struct cm_map *m, uint64_t host_ns)
+{
+	bool ovf = false;
+	return cm_map_inv_ts_ovf(m, host_ns, &ovf);
+}
+
+/* cm_fit_error_ns at x in a given segment. */
+static double seg_error_ns(const struct cm_segment *g, uint64_t x)
+{
+	return g->resid_max_ns +
+	       (double)seg_distance(g, x) * g->slope * CM_EXTRAP_RATE;
+}
+
+double cm_map_inv_error_ns(const struct cm_map *m, uint64_t host_ns)
+{
+	const struct cm_cross *c = m->cross;
+	size_t seg = 0;
+	uint64_t hx = cm_fit_invert(m->host, host_ns, NULL);
+	cm_q16 gq = inv_counter(m, (cm_q16)hx << CM_Q_BITS, &seg);
+	uint64_t gx = gq < 0 ? 0 : (uint64_t)(gq >> CM_Q_BITS);
+	const struct cm_segment *gs = m->guest->nseg ? &m->guest->seg[seg]
+						     : NULL;
+	double e = cm_fit_error_ns(m->host, hx) + (gs ? seg_error_ns(gs, gx) : 0);
+
+	/* The offset may be anywhere in [offset_lo, offset_hi]: that many
+	 * guest cycles, at the guest segment's ns per cycle. */
+	i128 below = (i128)c->offset - c->offset_lo;
+	i128 above = (i128)c->offset_hi - c->offset;
+	if (below < 0)
+		below = -below;
+	if (above < 0)
+		above = -above;
+	double dev = (double)(below > above ? below : above);
+	return e + dev * (gs ? gs->slope : 1.0);
+}

@@ -4,7 +4,7 @@
  *   guest clock --Fg^-1--> guest cycles --(c - offset)/ratio--> host cycles
  *               --Fh--> host clock
  *
- * Fg and Fh are clock_model.h fits; the middle step is the KVM counter
+ * (and back again, cm_map_inv_ts).  Fg and Fh are clock_model.h fits; the middle step is the KVM counter
  * relation (clock-sync.md), guest = ((host * ratio) >> frac_bits) + offset,
  * from the command line, a kvm_tsc record or the guest's sync exchanges.
  *
@@ -117,6 +117,27 @@ uint64_t cm_map_ts_ovf(struct cm_map *m, uint64_t guest_ns, bool *ovf);
  * distance from offset to offset_lo / offset_hi, converted to host ns with
  * the ratio and the host slope. */
 double cm_map_error_ns(const struct cm_map *m, uint64_t guest_ns);
+
+/* Host clock ns -> guest clock ns, the other way through the same fits
+ * and relation (vperfetto_merge --onto guest):
+ *
+ *   host clock --Fh^-1--> host cycles --R(h) + offset--> guest cycles
+ *              --Fg--> guest clock
+ *
+ * With segment offsets (cm_map_set_segment_offsets), each segment of the
+ * guest fit is tried with its own offset and the one whose sampled guest
+ * counter span holds the result is used (else the nearest): after a
+ * counter set back, two segments hold the same counter values, and only
+ * the offset says which one a host time belongs to.  O(1) for monotonic
+ * input, as cm_map_ts.  Use a cm_map in one direction only: both keep
+ * their segment hints in it. */
+uint64_t cm_map_inv_ts(struct cm_map *m, uint64_t host_ns);
+uint64_t cm_map_inv_ts_ovf(struct cm_map *m, uint64_t host_ns, bool *ovf);
+
+/* Error bound of cm_map_inv_ts(host_ns), ns: the same parts as
+ * cm_map_error_ns, the cross map's uncertainty converted to guest ns with
+ * the guest segment's slope. */
+double cm_map_inv_error_ns(const struct cm_map *m, uint64_t host_ns);
 
 /* |relative difference| between host cycles per ns and guest cycles per ns
  * after the ratio, from the longest segment of each fit (warn above 1e-4).

@@ -552,7 +552,25 @@ uint64_t cm_fit_eval_q16_ovf(const struct cm_fit *f, cm_q16 xq, size_t *hint,
 	if (!f || !f->nseg)
 		return (uint64_t)(xq >> CM_Q_BITS);
 	uint64_t x = (uint64_t)(xq >> CM_Q_BITS);
-	const struct cm_segment *g = &f->seg[seg_for_x(f, x, hint)];
+	return cm_fit_eval_q16_seg(f, seg_for_x(f, x, hint), xq, ovf);
+}
+
+uint64_t cm_fit_eval_q16_seg(const struct cm_fit *f, size_t seg, cm_q16 xq,
+			     bool *ovf)
+{
+	const i128 qmax = (i128)UINT64_MAX << CM_Q_BITS;
+
+	if (xq < 0) {
+		xq = 0;
+		*ovf = true;
+	}
+	if (xq > qmax) {
+		xq = qmax;
+		*ovf = true;
+	}
+	if (!f || !f->nseg)
+		return (uint64_t)(xq >> CM_Q_BITS);
+	const struct cm_segment *g = &f->seg[seg < f->nseg ? seg : f->nseg - 1];
 	i128 dq = xq - ((i128)g->x_ref << CM_Q_BITS);
 	i128 di = dq >> CM_Q_BITS;
 	i128 df = dq & (((i128)1 << CM_Q_BITS) - 1);

@@ -115,6 +115,12 @@ cm_q16 cm_fit_invert_q16_ovf(const struct cm_fit *f, uint64_t y, size_t *hint,
 uint64_t cm_fit_eval_q16_ovf(const struct cm_fit *f, cm_q16 xq, size_t *hint,
 			     bool *ovf);
 
+/* cm_fit_eval_q16_ovf in segment seg (clamped to the last one) whatever x
+ * is: for a caller that knows which segment applies when the segments'
+ * counter ranges overlap (the counter was set back: a migration). */
+uint64_t cm_fit_eval_q16_seg(const struct cm_fit *f, size_t seg, cm_q16 xq,
+			     bool *ovf);
+
 /* The segment cm_fit_eval uses for x, or NULL for an empty fit. */
 const struct cm_segment *cm_fit_segment_at(const struct cm_fit *f, uint64_t x,
 					   size_t *hint);

@@ -50,6 +50,12 @@ static void usage(FILE *f)
 "                              belong to the guest (once per guest)\n"
 "  --clock boottime|monotonic  the host clock to map onto (default: boottime,\n"
 "                              or monotonic when the host only has that)\n"
+"  --onto host|guest[:N]       whose time axis the output is on: the host's\n"
+"                              (default), or the N-th guest's (default 1,\n"
+"                              in the order given): its times are kept and\n"
+"                              the host and the other guests are mapped\n"
+"                              onto them (not with --concat, --vm-tracks or\n"
+"                              --guest-offset-ns)\n"
 "  --report FILE.json          write the clock model and its quality as JSON\n"
 "  --concat                    no mapping: the traces joined unchanged, host\n"
 "                              first, as one file (takes no other mapping\n"
@@ -149,7 +155,28 @@ enum {
 	OPT_OFFSET_NS,
 	OPT_CONCAT,
 	OPT_VM_TRACKS,
+	OPT_ONTO,
 };
+
+/* --onto: "host" (0), "guest" (1) or "guest:N" (N >= 1). */
+static bool parse_onto(const char *s, size_t *out)
+{
+	uint64_t n;
+
+	if (!strcmp(s, "host")) {
+		*out = 0;
+		return true;
+	}
+	if (!strcmp(s, "guest")) {
+		*out = 1;
+		return true;
+	}
+	if (strncmp(s, "guest:", 6) || s[6] < '0' || s[6] > '9' ||
+	    !parse_u64(s + 6, &n) || n < 1 || n > MERGE_MAX_GUESTS)
+		return false;
+	*out = (size_t)n;
+	return true;
+}
 
 /* N, NK, NM or NG (powers of 1024) */
 static bool parse_size(const char *s, uint64_t *out)
@@ -197,6 +224,7 @@ int main(int argc, char **argv)
 		{"allow-unsynced", no_argument, NULL, OPT_ALLOW_UNSYNCED},
 		{"no-machine-id", no_argument, NULL, OPT_NO_MACHINE_ID},
 		{"vm-tracks", no_argument, NULL, OPT_VM_TRACKS},
+		{"onto", required_argument, NULL, OPT_ONTO},
 		{"quiet", no_argument, NULL, 'q'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, OPT_VERSION},
@@ -266,6 +294,11 @@ int main(int argc, char **argv)
 		case OPT_VM_TRACKS:
 			o.extra = vm_tracks_write;
 			break;
+		case OPT_ONTO:
+			if (!parse_onto(optarg, &o.onto_guest))
+				return usage_error("bad --onto '%s' (host, guest or "
+						   "guest:N, N from 1)", optarg);
+			break;
 		case OPT_NO_MACHINE_ID:
 			o.no_machine_id = true;
 			break;
@@ -301,6 +334,9 @@ int main(int argc, char **argv)
 		}
 	}
 
+	if (o.onto_guest && argc - optind < 2)
+		return usage_error("%s", "--onto guest needs a guest trace to put "
+				   "the output on the time axis of");
 	if (argc - optind < 2)
 		return usage_error("%s", "need a host trace and at least one guest "
 				   "trace");
@@ -321,6 +357,24 @@ int main(int argc, char **argv)
 		return usage_error("%s", "--concat joins the traces unchanged: it "
 				   "takes no mapping option and writes no "
 				   "report");
+	if (o.onto_guest && o.concat)
+		return usage_error("%s", "--onto guest maps the traces onto a "
+				   "guest's time axis; --concat maps nothing");
+	if (o.onto_guest > o.n_guests) {
+		char why[96];
+		snprintf(why, sizeof(why), "--onto guest:%zu: there %s only %zu "
+			 "guest trace%s", o.onto_guest,
+			 o.n_guests == 1 ? "is" : "are", o.n_guests,
+			 o.n_guests == 1 ? "" : "s");
+		return usage_error("%s", why);
+	}
+	if (o.onto_guest && o.n_offset_ns)
+		return usage_error("%s", "--onto guest maps the host through the "
+				   "guest's clock model; --guest-offset-ns gives "
+				   "none");
+	if (o.onto_guest && o.extra)
+		return usage_error("%s", "--onto guest does not take --vm-tracks "
+				   "(its tracks are on the host's time axis)");
 	if (o.n_offset_ns && o.n_offset_ns != o.n_guests)
 		return usage_error("%s", "--guest-offset-ns must be given once "
 				   "per guest trace");

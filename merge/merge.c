@@ -340,25 +340,24 @@ static uint64_t add_offset(uint64_t in, int64_t off, bool *ovf)
 	return in + (uint64_t)off;
 }
 
-/* A guest REALTIME value on the guest's BOOTTIME, as a trace processor
- * converts it through the guest's snapshots (the last one at or before
- * it, else the first). */
-static bool realtime_to_boot(const struct guest_map *m, uint64_t in,
-			     uint64_t *boot)
+/* A REALTIME value of a trace on the same machine's BOOTTIME, as a trace
+ * processor converts it through that trace's snapshots rt[0..n_rt) (the
+ * last one at or before it, else the first). */
+static bool realtime_to_boot(const struct cm_sample *rt, size_t n_rt,
+			     uint64_t in, uint64_t *boot)
 {
-	size_t lo = 0, hi = m->n_rt;
+	size_t lo = 0, hi = n_rt;
 
-	if (!m->n_rt)
+	if (!n_rt)
 		return false;
 	while (hi - lo > 1) {
 		size_t mid = lo + (hi - lo) / 2;
-		if (m->rt[mid].x <= in)
+		if (rt[mid].x <= in)
 			lo = mid;
 		else
 			hi = mid;
 	}
-	__int128 b = (__int128)in - (__int128)m->rt[lo].x +
-		     (__int128)m->rt[lo].y;
+	__int128 b = (__int128)in - (__int128)rt[lo].x + (__int128)rt[lo].y;
 	if (b < 0 || b > (__int128)UINT64_MAX)
 		return false;
 	*boot = (uint64_t)b;
@@ -378,7 +377,7 @@ static bool map_guest(void *ctx, uint32_t clock, uint64_t in, uint64_t *out)
 	/* REALTIME (android logs, wall-clock events) through BOOTTIME, so
 	 * that it lands on the host's axis like the rest. */
 	if (clock == BUILTIN_CLOCK_REALTIME) {
-		if (!realtime_to_boot(m, in, &in))
+		if (!realtime_to_boot(m->rt, m->n_rt, in, &in))
 			return false;
 		clock = BUILTIN_CLOCK_BOOTTIME;
 	}
@@ -400,6 +399,62 @@ static bool map_guest(void *ctx, uint32_t clock, uint64_t in, uint64_t *out)
 		return false;
 	m->overflow += ovf;
 	return true;
+}
+
+/* --onto guest: host time -> the chosen guest's time, through the chosen
+ * guest's fits and counter relation backwards (cm_map_inv_ts).  The host
+ * clock of the axis (res->clock) goes through from_target, the host's
+ * other one (BOOTTIME or MONOTONIC) through from_other; both land on the
+ * chosen guest's clock of the axis' kind.  Per thread, like guest_map. */
+struct __attribute__((aligned(128))) onto_map {
+	struct cm_map from_target, from_other;
+	bool have_target, have_other;
+	uint32_t target;
+	/* the host's (REALTIME, BOOTTIME) snapshots, by REALTIME */
+	const struct cm_sample *rt;
+	size_t n_rt;
+	uint64_t overflow;
+};
+
+static bool map_onto(void *ctx, uint32_t clock, uint64_t in, uint64_t *out)
+{
+	struct onto_map *m = ctx;
+	bool ovf = false;
+	struct cm_map *cm = NULL;
+
+	if (clock == BUILTIN_CLOCK_REALTIME) {
+		if (!realtime_to_boot(m->rt, m->n_rt, in, &in))
+			return false;
+		clock = BUILTIN_CLOCK_BOOTTIME;
+	}
+	if (clock == m->target && m->have_target)
+		cm = &m->from_target;
+	else if (clock != m->target && m->have_other &&
+		 (clock == BUILTIN_CLOCK_BOOTTIME ||
+		  clock == BUILTIN_CLOCK_MONOTONIC))
+		cm = &m->from_other;
+	if (!cm)
+		return false;
+	*out = cm_map_inv_ts_ovf(cm, in, &ovf);
+	m->overflow += ovf;
+	return true;
+}
+
+/* --onto guest, another guest than the chosen one: onto the host's axis
+ * as by default, then onto the chosen guest's. */
+struct __attribute__((aligned(128))) via_map {
+	struct guest_map to_host;
+	struct onto_map onto;
+};
+
+static bool map_via(void *ctx, uint32_t clock, uint64_t in, uint64_t *out)
+{
+	struct via_map *m = ctx;
+	uint64_t host;
+
+	if (!map_guest(&m->to_host, clock, in, &host))
+		return false;
+	return map_onto(&m->onto, m->onto.target, host, out);
 }
 
 /* Picks the counter relation for guest gi: command line, kvm_tsc in the host
@@ -1012,6 +1067,8 @@ void merge_result_free(struct merge_result *res)
 {
 	if (res->have_host_fit)
 		cm_fit_free(&res->host_fit);
+	if (res->have_host_fit_other)
+		cm_fit_free(&res->host_fit_other);
 	for (size_t i = 0; i < res->n_guests; i++) {
 		if (res->guests[i].have_boot)
 			cm_fit_free(&res->guests[i].fit_boot);
@@ -1114,6 +1171,335 @@ int merge_concat(const struct merge_opts *o, struct merge_result *res,
 	return status;
 }
 
+/* ---- the guests' passes --------------------------------------------------------- */
+
+/* What pass 4 decides for a guest before its rewrite. */
+struct guest_plan {
+	unsigned threads;    /* rewrite threads */
+	uint32_t cpu_offset; /* --no-machine-id: where its cpus start */
+};
+
+/* Builds guest i's model and places it among the others: its sequence ids
+ * after *seq_base and its cpus after *cpu_base (both moved on past it),
+ * its machine.  A merge_status. */
+static int prepare_guest(const struct merge_opts *o, size_t i,
+			 const struct sync_data *hd, struct sync_data *gd,
+			 struct merge_result *res, struct guest_map *gm,
+			 uint64_t *seq_base, uint64_t *cpu_base,
+			 struct guest_plan *plan, struct vp_error *err)
+{
+	struct merge_guest *g = &res->guests[i];
+	int status = model_guest(o, i, hd, gd, res, gm, err);
+
+	if (status != MERGE_OK)
+		return status;
+	struct sample_vec *rtv = &gd->realtime;
+	if (rtv->n) /* qsort takes no NULL, even for 0 elements */
+		qsort(rtv->v, rtv->n, sizeof(*rtv->v), cmp_sample_x);
+	gm->rt = rtv->v;
+	gm->n_rt = rtv->n;
+	if (*seq_base + gd->max_seq_id > UINT32_MAX)
+		return failf(err, MERGE_BAD_INPUT, "%s: too many sequence ids "
+			     "to move clear of the host's", g->path);
+	g->seq_offset = (uint32_t)*seq_base;
+	*seq_base += gd->max_seq_id;
+	uint64_t gcpus = gd->have_cpu ? (uint64_t)gd->max_cpu + 1 : 0;
+	if (o->no_machine_id && gcpus && *cpu_base + gcpus > 1024)
+		warn(res, "guest %s: its cpus moved after the host's go "
+		     "past 1023, which Perfetto's trace processor does "
+		     "not take", g->path);
+	plan->cpu_offset = o->no_machine_id ? (uint32_t)*cpu_base : 0;
+	*cpu_base += gcpus;
+	/* Machines 1, 2, ... unless the host trace already has
+	 * machines of its own: then the guests come after them. */
+	g->machine_id = o->no_machine_id ? 0 : hd->max_machine_id + 1 +
+						(uint32_t)i;
+	return MERGE_OK;
+}
+
+/* Rewrites guest i into w: onto the host's axis (om NULL), or with --onto
+ * guest onto the chosen guest's, through om (the chosen guest itself
+ * keeps its times: only its sequences, machine and ids move).  Each
+ * thread maps through its own copy of the maps (they keep hints). */
+static int rewrite_guest(const struct merge_opts *o, size_t i,
+			 const struct sync_data *gd, struct merge_result *res,
+			 const struct guest_map *gm, const struct onto_map *om,
+			 const struct guest_plan *plan, uint64_t max_inflate,
+			 struct trace_writer *w, struct progress *pg,
+			 struct vp_error *err)
+{
+	struct merge_guest *g = &res->guests[i];
+	unsigned nt = plan->threads;
+	bool axis = om && o->onto_guest == i + 1;
+	struct guest_map *gmt = NULL;
+	struct via_map *vmt = NULL;
+	struct rewrite_cfg *cfg = calloc(nt, sizeof(*cfg));
+
+	if (!om)
+		gmt = aligned_alloc(128, nt * sizeof(*gmt));
+	else if (!axis)
+		vmt = aligned_alloc(128, nt * sizeof(*vmt));
+	if (!cfg || (!om && !gmt) || (om && !axis && !vmt))
+		abort();
+	for (unsigned t = 0; t < nt; t++) {
+		rw_map_fn fn = NULL;
+		void *ctx = NULL;
+		if (gmt) {
+			gmt[t] = *gm;
+			fn = map_guest;
+			ctx = &gmt[t];
+		} else if (vmt) {
+			vmt[t].to_host = *gm;
+			vmt[t].onto = *om;
+			fn = map_via;
+			ctx = &vmt[t];
+		}
+		cfg[t] = (struct rewrite_cfg){
+			.path = g->path,
+			.map = fn,
+			.map_ctx = ctx,
+			.target_clock = res->clock,
+			.trace_clock = gd->trace_clock,
+			.seq_offset = g->seq_offset,
+			.machine_id = g->machine_id,
+			.remap_ids = o->no_machine_id,
+			.pid_offset = (uint32_t)(i + 1) << 22,
+			.cpu_offset = plan->cpu_offset,
+			.uuid_key = 0x9e3779b97f4a7c15ull * (2 * i + 3),
+		};
+	}
+	uint64_t before = trace_writer_bytes(w);
+	int status = rewrite_file(g->path, nt, cfg, max_inflate, w, pg,
+				  o->cancel, &g->rw, err);
+	for (unsigned t = 0; t < nt; t++)
+		g->rw.overflow += gmt ? gmt[t].overflow
+			       : vmt ? vmt[t].to_host.overflow +
+					       vmt[t].onto.overflow
+				     : 0;
+	free(gmt);
+	free(vmt);
+	free(cfg);
+	if (status != MERGE_OK)
+		return status;
+	g->bytes_in = file_size(g->path);
+	g->bytes_out = trace_writer_bytes(w) - before;
+	return MERGE_OK;
+}
+
+/* The error bound at a rewritten guest's ends, and what to warn about. */
+static void check_guest(struct merge_guest *g, const struct guest_map *gm,
+			struct merge_result *res)
+{
+	if (g->synced && gm->have_boot &&
+	    g->rw.first_boot_ts <= g->rw.last_boot_ts) {
+		double a = cm_map_error_ns(&gm->boot, g->rw.first_boot_ts);
+		double b = cm_map_error_ns(&gm->boot, g->rw.last_boot_ts);
+		g->bound_edges_ns = a > b ? a : b;
+	}
+	if (g->synced && (g->bound_ns.max > 1e6 || g->bound_edges_ns > 1e6))
+		warn(res, "guest %s: the error bound exceeds 1 ms (%.3f ms); "
+		     "do host and guest traces cover the same time, and is "
+		     "the counter offset right?", g->path,
+		     (g->bound_ns.max > g->bound_edges_ns ? g->bound_ns.max
+							   : g->bound_edges_ns) / 1e6);
+	if (g->rw.backwards)
+		warn(res, "guest %s: mapped timestamps go backwards %llu "
+		     "times on a sequence (a segment boundary?)", g->path,
+		     (unsigned long long)g->rw.backwards);
+	if (g->rw.overflow)
+		warn(res, "guest %s: %llu mapped timestamps fell outside "
+		     "the range of their field (far outside the clock "
+		     "model) and were clamped", g->path,
+		     (unsigned long long)g->rw.overflow);
+	if (g->synced && g->rw.ts_unmapped)
+		warn(res, "guest %s: %llu timestamps on clocks the model "
+		     "does not cover were left as they were", g->path,
+		     (unsigned long long)g->rw.ts_unmapped);
+	if (g->synced && res->clock != BUILTIN_CLOCK_BOOTTIME && g->rw.ts_ftrace)
+		warn(res, "guest %s: ftrace timestamps are on BOOTTIME but "
+		     "were mapped onto host %s", g->path,
+		     builtin_clock_name(res->clock));
+}
+
+/* ---- --onto guest ------------------------------------------------------------------ */
+
+/* Checks that the chosen guest can be the axis and prepares the map onto
+ * it: its fit of the axis' clock, its counter relation (with the offset
+ * of each segment when it changed) and the host's fits.  hd's REALTIME
+ * samples are sorted for map_onto.  A merge_status. */
+static int setup_onto(const struct merge_opts *o, struct merge_result *res,
+		      struct sync_data *hd, struct onto_map *om,
+		      struct vp_error *err)
+{
+	const struct merge_guest *g = &res->guests[o->onto_guest - 1];
+	bool boot = res->clock == BUILTIN_CLOCK_BOOTTIME;
+	const struct cm_fit *gf = boot ? &g->fit_boot : &g->fit_mono;
+	const int64_t *so = boot ? g->seg_offset_boot : g->seg_offset_mono;
+
+	if (!g->synced)
+		return failf(err, MERGE_NO_SYNC, "%s: --onto guest:%zu: this "
+			     "guest has no clock model to map the host onto",
+			     g->path, o->onto_guest);
+	if (boot ? !g->have_boot : !g->have_mono)
+		return failf(err, MERGE_NO_SYNC, "%s: --onto guest:%zu: no %s "
+			     "sync samples in this guest to map the host's %s "
+			     "onto", g->path, o->onto_guest,
+			     builtin_clock_name(res->clock),
+			     builtin_clock_name(res->clock));
+	memset(om, 0, sizeof(*om));
+	om->target = res->clock;
+	cm_map_init(&om->from_target, gf, &g->cross, &res->host_fit);
+	if (so)
+		cm_map_set_segment_offsets(&om->from_target, so, gf->nseg);
+	om->have_target = true;
+	if (res->have_host_fit_other) {
+		cm_map_init(&om->from_other, gf, &g->cross,
+			    &res->host_fit_other);
+		if (so)
+			cm_map_set_segment_offsets(&om->from_other, so,
+						   gf->nseg);
+		om->have_other = true;
+	}
+	struct sample_vec *rtv = &hd->realtime;
+	if (rtv->n)
+		qsort(rtv->v, rtv->n, sizeof(*rtv->v), cmp_sample_x);
+	om->rt = rtv->v;
+	om->n_rt = rtv->n;
+	return MERGE_OK;
+}
+
+/* The larger bound of a map at the first and last BOOTTIME packet. */
+typedef double (*bound_fn)(const void *ctx, uint64_t ts);
+
+static double edges_bound(const struct rewrite_stats *rw, bound_fn fn,
+			  const void *ctx)
+{
+	if (rw->first_boot_ts > rw->last_boot_ts)
+		return 0;
+	double a = fn(ctx, rw->first_boot_ts), b = fn(ctx, rw->last_boot_ts);
+	return a > b ? a : b;
+}
+
+/* The bound of a host BOOTTIME time mapped onto the chosen guest. */
+static double host_boot_bound(const void *ctx, uint64_t ts)
+{
+	const struct onto_map *om = ctx;
+	if (om->target == BUILTIN_CLOCK_BOOTTIME)
+		return cm_map_inv_error_ns(&om->from_target, ts);
+	return om->have_other ? cm_map_inv_error_ns(&om->from_other, ts) : 0;
+}
+
+/* The host's packets, rewritten onto the chosen guest's axis: the
+ * sequences, machine and ids stay as they are.  A merge_status. */
+static int rewrite_host(const struct merge_opts *o, const struct sync_data *hd,
+			struct merge_result *res, const struct onto_map *om,
+			unsigned threads, uint64_t max_inflate,
+			struct trace_writer *w, struct progress *pg,
+			struct vp_error *err)
+{
+	unsigned nt = hd->n_compressed ? 1 : threads;
+	struct onto_map *omt = aligned_alloc(128, nt * sizeof(*omt));
+	struct rewrite_cfg *cfg = calloc(nt, sizeof(*cfg));
+
+	if (!omt || !cfg)
+		abort();
+	for (unsigned t = 0; t < nt; t++) {
+		omt[t] = *om;
+		cfg[t] = (struct rewrite_cfg){
+			.path = o->host,
+			.map = map_onto,
+			.map_ctx = &omt[t],
+			.target_clock = res->clock,
+			.trace_clock = hd->trace_clock,
+		};
+	}
+	int status = rewrite_file(o->host, nt, cfg, max_inflate, w, pg,
+				  o->cancel, &res->host_rw, err);
+	for (unsigned t = 0; t < nt; t++)
+		res->host_rw.overflow += omt[t].overflow;
+	free(omt);
+	free(cfg);
+	if (status != MERGE_OK)
+		return status;
+	res->host_bytes = trace_writer_bytes(w);
+	res->host_bytes_in = file_size(o->host);
+
+	/* The bound at the host's sync samples and at its ends. */
+	const struct sample_vec *hs = res->clock == BUILTIN_CLOCK_MONOTONIC
+					      ? &hd->mono : &hd->boot;
+	double *v = vp_xcalloc(hs->n + 1, sizeof(double));
+	for (size_t i = 0; i < hs->n; i++)
+		v[i] = cm_map_inv_error_ns(&om->from_target, hs->v[i].y);
+	res->host_bound_ns = distribution(v, hs->n);
+	free(v);
+	res->host_bound_edges_ns = edges_bound(&res->host_rw, host_boot_bound,
+					       om);
+
+	const struct rewrite_stats *rw = &res->host_rw;
+	double worst = res->host_bound_ns.max > res->host_bound_edges_ns
+			       ? res->host_bound_ns.max : res->host_bound_edges_ns;
+	if (worst > 1e6)
+		warn(res, "host %s: the error bound onto guest %zu exceeds 1 ms "
+		     "(%.3f ms)", o->host, o->onto_guest, worst / 1e6);
+	if (rw->backwards)
+		warn(res, "host %s: mapped timestamps go backwards %llu times "
+		     "on a sequence (a segment boundary?)", o->host,
+		     (unsigned long long)rw->backwards);
+	if (rw->overflow)
+		warn(res, "host %s: %llu mapped timestamps fell outside the "
+		     "range of their field and were clamped", o->host,
+		     (unsigned long long)rw->overflow);
+	if (rw->ts_unmapped)
+		warn(res, "host %s: %llu timestamps on clocks the model does "
+		     "not cover were left as they were", o->host,
+		     (unsigned long long)rw->ts_unmapped);
+	return MERGE_OK;
+}
+
+/* A guest's map onto the chosen guest's axis: guest -> host -> chosen. */
+struct via_bound {
+	const struct guest_map *gm;
+	struct onto_map *om;
+	uint32_t clock; /* of the guest times given */
+};
+
+static double via_bound_at(const void *ctx, uint64_t ts)
+{
+	const struct via_bound *b = ctx;
+	struct guest_map fwd = *b->gm;
+	uint64_t host;
+	double e = 0;
+
+	if (!map_guest(&fwd, b->clock, ts, &host))
+		return 0;
+	if (!fwd.manual)
+		e = cm_map_error_ns(b->clock == BUILTIN_CLOCK_BOOTTIME
+					    ? &fwd.boot : &fwd.mono, ts);
+	return e + cm_map_inv_error_ns(&b->om->from_target, host);
+}
+
+/* --onto guest: the error bound of another guest's map onto the chosen
+ * guest's axis, at its sync samples and at its first and last packet:
+ * its own bound onto the host's axis plus the chosen guest's back from
+ * there (an offset given by hand counts as exact). */
+static void onto_bounds(struct merge_guest *g, const struct sync_data *gd,
+			const struct guest_map *gm, struct onto_map *om)
+{
+	if (!g->synced && !g->manual)
+		return; /* passed through: no bound */
+	bool boot = g->manual ? gm->own_boot || !gm->own_mono : g->have_boot;
+	struct via_bound b = {gm, om, boot ? BUILTIN_CLOCK_BOOTTIME
+					   : BUILTIN_CLOCK_MONOTONIC};
+	const struct sample_vec *sv = boot ? &gd->boot : &gd->mono;
+	double *v = vp_xcalloc(sv->n + 1, sizeof(double));
+	for (size_t i = 0; i < sv->n; i++)
+		v[i] = via_bound_at(&b, sv->v[i].y);
+	g->onto_bound_ns = distribution(v, sv->n);
+	free(v);
+	b.clock = BUILTIN_CLOCK_BOOTTIME;
+	g->onto_bound_edges_ns = edges_bound(&g->rw, via_bound_at, &b);
+}
+
 /* ---- the merge ------------------------------------------------------------------- */
 
 int merge_run(const struct merge_opts *o, struct merge_result *res,
@@ -1123,12 +1509,27 @@ int merge_run(const struct merge_opts *o, struct merge_result *res,
 	struct sync_scanner *hsc = NULL;
 	struct trace_writer *w = NULL;
 	struct guest_map gm[MERGE_MAX_GUESTS];
+	struct guest_plan plan[MERGE_MAX_GUESTS];
+	struct onto_map om;
 	struct progress pg;
 	double t0 = now_s();
 	int status = run_begin(o, res, &pg, 2, err);
+	bool onto = o->onto_guest != 0;
 
 	if (status != MERGE_OK)
 		return status;
+	if (onto && o->onto_guest > o->n_guests)
+		return failf(err, MERGE_USAGE, "--onto guest:%zu: there %s only "
+			     "%zu guest trace%s", o->onto_guest,
+			     o->n_guests == 1 ? "is" : "are", o->n_guests,
+			     o->n_guests == 1 ? "" : "s");
+	if (onto && o->extra)
+		return failf(err, MERGE_USAGE, "--onto guest does not take the "
+			     "packets added after the guests (--vm-tracks): "
+			     "they are on the host's axis");
+	res->onto_guest = o->onto_guest;
+	if (onto) /* the host is read twice: scanned, then rewritten */
+		pg.total += file_size(o->host);
 
 	/* Pass 1: each guest's sync data, on one thread: per packet, finding
 	 * the sync data costs about what handing a packet to another thread
@@ -1139,19 +1540,20 @@ int merge_run(const struct merge_opts *o, struct merge_result *res,
 					      : MERGE_DEFAULT_MAX_INFLATE;
 	if (threads > PARTITION_MAX_THREADS)
 		threads = PARTITION_MAX_THREADS;
-	unsigned gthreads[MERGE_MAX_GUESTS];
 	for (size_t i = 0; i < o->n_guests && status == MERGE_OK; i++) {
 		status = scan_file(o->guests[i], &gsc[i], NULL, &pg, max_inflate,
 				   o->cancel, err);
-		gthreads[i] = status == MERGE_OK &&
+		plan[i].threads = status == MERGE_OK &&
 			      sync_scanner_data(gsc[i])->n_compressed ? 1 : threads;
 	}
-	/* Pass 2: the host, copied as it is scanned. */
+	/* Pass 2: the host, copied as it is scanned.  Onto a guest's axis it
+	 * is only scanned here, and rewritten once that guest's model is
+	 * known. */
 	if (status == MERGE_OK && trace_writer_open(&w, o->out, err) < 0)
 		status = MERGE_IO_ERROR;
 	if (status == MERGE_OK)
-		status = scan_file(o->host, &hsc, w, &pg, max_inflate, o->cancel,
-				   err);
+		status = scan_file(o->host, &hsc, onto ? NULL : w, &pg,
+				   max_inflate, o->cancel, err);
 	if (status != MERGE_OK)
 		goto out;
 
@@ -1162,114 +1564,60 @@ int merge_run(const struct merge_opts *o, struct merge_result *res,
 	res->n_kvm_records = hd->n_kvm;
 	res->host_incremental_64 = hd->n_incremental_64;
 
-	/* Pass 3: the host clock model. */
+	/* Pass 3: the host clock model (onto a guest's axis, the host's
+	 * other clock too, for the host's own packets on it). */
 	res->clock = o->clock ? o->clock
 		     : hd->boot.n >= 2 ? (uint32_t)BUILTIN_CLOCK_BOOTTIME
 		     : hd->mono.n >= 2 ? (uint32_t)BUILTIN_CLOCK_MONOTONIC
 				       : (uint32_t)BUILTIN_CLOCK_BOOTTIME;
-	const struct sample_vec *hs =
-		res->clock == BUILTIN_CLOCK_MONOTONIC ? &hd->mono : &hd->boot;
+	bool mono = res->clock == BUILTIN_CLOCK_MONOTONIC;
+	const struct sample_vec *hs = mono ? &hd->mono : &hd->boot;
+	const struct sample_vec *hso = mono ? &hd->boot : &hd->mono;
 	struct cm_fit_opts fo;
 	cm_fit_opts_default(&fo);
 	res->host_samples = hs->n;
 	if (hs->n >= 2 && cm_fit_build(&res->host_fit, hs->v, hs->n, &fo) == 0)
 		res->have_host_fit = true;
+	if (onto && hso->n >= 2 &&
+	    cm_fit_build(&res->host_fit_other, hso->v, hso->n, &fo) == 0)
+		res->have_host_fit_other = true;
 
-	/* Pass 4: each guest's model, then its packets. */
+	/* Pass 4: each guest's model, then its packets; onto a guest's axis,
+	 * every model first, then the host's packets, then the guests'. */
 	uint64_t seq_base = hd->max_seq_id;
 	/* --no-machine-id: each guest's cpus after the host's and the
 	 * previous guests' (Perfetto's processor takes cpus up to 1023). */
 	uint64_t cpu_base = hd->have_cpu ? (uint64_t)hd->max_cpu + 1 : 0;
 	for (size_t i = 0; i < o->n_guests; i++) {
-		struct merge_guest *g = &res->guests[i];
+		status = prepare_guest(o, i, hd, sync_scanner_data(gsc[i]), res,
+				       &gm[i], &seq_base, &cpu_base, &plan[i],
+				       err);
+		if (status == MERGE_OK && !onto)
+			status = rewrite_guest(o, i, sync_scanner_data(gsc[i]),
+					       res, &gm[i], NULL, &plan[i],
+					       max_inflate, w, &pg, err);
+		if (status != MERGE_OK)
+			goto out;
+		if (!onto)
+			check_guest(&res->guests[i], &gm[i], res);
+	}
+	if (onto) {
+		status = setup_onto(o, res, sync_scanner_data(hsc), &om, err);
+		if (status == MERGE_OK)
+			status = rewrite_host(o, hd, res, &om, threads,
+					      max_inflate, w, &pg, err);
+		if (status != MERGE_OK)
+			goto out;
+	}
+	for (size_t i = 0; onto && i < o->n_guests; i++) {
 		const struct sync_data *gd = sync_scanner_data(gsc[i]);
-		status = model_guest(o, i, hd, gd, res, &gm[i], err);
+		status = rewrite_guest(o, i, gd, res, &gm[i], &om, &plan[i],
+				       max_inflate, w, &pg, err);
 		if (status != MERGE_OK)
 			goto out;
-		struct sample_vec *rtv = &sync_scanner_data(gsc[i])->realtime;
-		if (rtv->n) /* qsort takes no NULL, even for 0 elements */
-			qsort(rtv->v, rtv->n, sizeof(*rtv->v), cmp_sample_x);
-		gm[i].rt = rtv->v;
-		gm[i].n_rt = rtv->n;
-		if (seq_base + gd->max_seq_id > UINT32_MAX) {
-			status = failf(err, MERGE_BAD_INPUT, "%s: too many sequence "
-				       "ids to move clear of the host's", g->path);
-			goto out;
-		}
-		g->seq_offset = (uint32_t)seq_base;
-		seq_base += gd->max_seq_id;
-		uint64_t gcpus = gd->have_cpu ? (uint64_t)gd->max_cpu + 1 : 0;
-		if (o->no_machine_id && gcpus && cpu_base + gcpus > 1024)
-			warn(res, "guest %s: its cpus moved after the host's go "
-			     "past 1023, which Perfetto's trace processor does "
-			     "not take", g->path);
-		/* Machines 1, 2, ... unless the host trace already has
-		 * machines of its own: then the guests come after them. */
-		g->machine_id = o->no_machine_id ? 0 : hd->max_machine_id + 1 +
-							(uint32_t)i;
-		/* Each thread maps through its own copy (maps keep hints). */
-		unsigned nt = gthreads[i];
-		struct guest_map *gmt = aligned_alloc(128, nt * sizeof(*gmt));
-		struct rewrite_cfg *cfg = calloc(nt, sizeof(*cfg));
-		if (!gmt || !cfg)
-			abort();
-		for (unsigned t = 0; t < nt; t++) {
-			gmt[t] = gm[i];
-			cfg[t] = (struct rewrite_cfg){
-				.path = g->path,
-				.map = map_guest,
-				.map_ctx = &gmt[t],
-				.target_clock = res->clock,
-				.trace_clock = gd->trace_clock,
-				.seq_offset = g->seq_offset,
-				.machine_id = g->machine_id,
-				.remap_ids = o->no_machine_id,
-				.pid_offset = (uint32_t)(i + 1) << 22,
-				.cpu_offset = o->no_machine_id ? (uint32_t)cpu_base : 0,
-				.uuid_key = 0x9e3779b97f4a7c15ull * (2 * i + 3),
-			};
-		}
-		uint64_t before = trace_writer_bytes(w);
-		status = rewrite_file(g->path, nt, cfg, max_inflate, w, &pg,
-				      o->cancel, &g->rw, err);
-		for (unsigned t = 0; t < nt; t++)
-			g->rw.overflow += gmt[t].overflow;
-		free(gmt);
-		free(cfg);
-		if (status != MERGE_OK)
-			goto out;
-		g->bytes_in = file_size(g->path);
-		g->bytes_out = trace_writer_bytes(w) - before;
-		cpu_base += gcpus;
-		if (g->synced && gm[i].have_boot &&
-		    g->rw.first_boot_ts <= g->rw.last_boot_ts) {
-			double a = cm_map_error_ns(&gm[i].boot, g->rw.first_boot_ts);
-			double b = cm_map_error_ns(&gm[i].boot, g->rw.last_boot_ts);
-			g->bound_edges_ns = a > b ? a : b;
-		}
-		if (g->synced && (g->bound_ns.max > 1e6 || g->bound_edges_ns > 1e6))
-			warn(res, "guest %s: the error bound exceeds 1 ms (%.3f ms); "
-			     "do host and guest traces cover the same time, and is "
-			     "the counter offset right?", g->path,
-			     (g->bound_ns.max > g->bound_edges_ns ? g->bound_ns.max
-								   : g->bound_edges_ns) / 1e6);
-		if (g->rw.backwards)
-			warn(res, "guest %s: mapped timestamps go backwards %llu "
-			     "times on a sequence (a segment boundary?)", g->path,
-			     (unsigned long long)g->rw.backwards);
-		if (g->rw.overflow)
-			warn(res, "guest %s: %llu mapped timestamps fell outside "
-			     "the range of their field (far outside the clock "
-			     "model) and were clamped", g->path,
-			     (unsigned long long)g->rw.overflow);
-		if (g->synced && g->rw.ts_unmapped)
-			warn(res, "guest %s: %llu timestamps on clocks the model "
-			     "does not cover were left as they were", g->path,
-			     (unsigned long long)g->rw.ts_unmapped);
-		if (g->synced && res->clock != BUILTIN_CLOCK_BOOTTIME && g->rw.ts_ftrace)
-			warn(res, "guest %s: ftrace timestamps are on BOOTTIME but "
-			     "were mapped onto host %s", g->path,
-			     builtin_clock_name(res->clock));
+		check_guest(&res->guests[i], &gm[i], res);
+		if (i + 1 != o->onto_guest)
+			onto_bounds(&res->guests[i], gd, &gm[i], &om);
 	}
 
 	if (o->extra) {

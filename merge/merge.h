@@ -6,6 +6,11 @@
  *      sync data, KVM counter records and largest sequence id;
  *   3. fit the clock model per guest (clock_model.h, clock_map.h);
  *   4. rewrite each guest trace onto the host's time axis (rewrite.h).
+ * With --onto guest (merge_opts.onto_guest) the axis is one guest's: the
+ * host is only scanned in pass 2, every model is built, then the host is
+ * rewritten onto that guest's axis through the inverse map
+ * (cm_map_inv_ts), the chosen guest is copied with its times kept and the
+ * other guests go through the host's axis onto it.
  * Output goes through the crash-safe writer: on any failure no output
  * appears and an existing file is left as it was.
  */
@@ -69,6 +74,10 @@ struct merge_opts {
 	bool allow_unsynced;
 	bool concat;           /* --concat: no mapping, the files joined */
 	bool no_machine_id;
+	/* --onto guest[:N]: 0, the output is on the host's time axis (the
+	 * default); N, on the N-th guest's (1-based): its packets keep their
+	 * times, the host's and the other guests' are mapped onto them */
+	size_t onto_guest;
 	bool progress;         /* draw a progress bar on stderr */
 	unsigned threads;      /* 1 .. PARTITION_MAX_THREADS (0: 1); the
 				* output is the same bytes either way */
@@ -114,6 +123,10 @@ struct merge_guest {
 	double bound_edges_ns;       /* at the first and last guest packet */
 	double freq_mismatch;        /* relative, after the ratio */
 	double drift_ppm;            /* guest clock rate vs host clock rate */
+	/* --onto guest, another guest than the chosen one: the bound of its
+	 * map onto the chosen guest's axis (through the host's) */
+	struct bound_stats onto_bound_ns;
+	double onto_bound_edges_ns;
 	struct rewrite_stats rw;
 	uint64_t bytes_in, bytes_out;
 };
@@ -124,6 +137,17 @@ struct merge_result {
 	size_t host_samples;
 	struct cm_fit host_fit;
 	bool have_host_fit;
+	/* --onto guest (merge_opts.onto_guest, 0: the host's axis): the fit
+	 * of the host's other clock (MONOTONIC when clock is BOOTTIME and the
+	 * other way round), the host's rewrite and its bound onto the chosen
+	 * guest's axis */
+	size_t onto_guest;
+	struct cm_fit host_fit_other;
+	bool have_host_fit_other;
+	struct rewrite_stats host_rw;
+	uint64_t host_bytes_in;      /* host_bytes: what the rewrite wrote */
+	struct bound_stats host_bound_ns;
+	double host_bound_edges_ns;
 	uint32_t max_host_seq;
 	size_t n_kvm_records;
 	size_t host_incremental_64;  /* SDK snapshots: clock 64 incremental,

@@ -44,9 +44,65 @@ static const struct cm_fit *guest_fit(const struct merge_guest *g)
 	return g->have_boot ? &g->fit_boot : g->have_mono ? &g->fit_mono : NULL;
 }
 
+/* The path of guest n (1-based). */
+static const char *guest_path(const struct merge_result *res, size_t n)
+{
+	return res->guests[n - 1].path;
+}
+
+/* --onto guest: which axis, and the host's map onto it. */
+static void summary_onto_host(FILE *f, const struct merge_result *res)
+{
+	const struct rewrite_stats *rw = &res->host_rw;
+
+	fprintf(f, "      onto guest %zu: host -> guest %zu, error bound p50 "
+		"%.0f ns, p99 %.0f ns, max %.0f ns (%.0f ns at the trace's "
+		"ends)\n", res->onto_guest, res->onto_guest,
+		res->host_bound_ns.p50, res->host_bound_ns.p99,
+		res->host_bound_ns.max, res->host_bound_edges_ns);
+	fprintf(f, "      rewrote %llu packets: %llu packet, %llu "
+		"scoped-clock, %llu legacy-us, %llu ftrace, %llu "
+		"compact_sched, %llu snapshot timestamps\n",
+		(unsigned long long)rw->packets,
+		(unsigned long long)rw->ts_packet,
+		(unsigned long long)rw->ts_scoped,
+		(unsigned long long)rw->ts_legacy_us,
+		(unsigned long long)rw->ts_ftrace,
+		(unsigned long long)rw->ts_compact,
+		(unsigned long long)rw->ts_snapshot);
+}
+
+/* --onto guest: guest i's map onto the chosen guest's axis. */
+static void summary_onto_guest(FILE *f, const struct merge_result *res,
+			       size_t i)
+{
+	const struct merge_guest *g = &res->guests[i];
+
+	if (i + 1 == res->onto_guest) {
+		fprintf(f, "      onto guest %zu: the axis, times kept as they "
+			"are\n", res->onto_guest);
+		return;
+	}
+	if (!g->synced && !g->manual)
+		return;
+	fprintf(f, "      onto guest %zu: guest %zu -> host -> guest %zu, "
+		"error bound p50 %.0f ns, p99 %.0f ns, max %.0f ns (%.0f ns at "
+		"the trace's ends)\n", res->onto_guest, i + 1, res->onto_guest,
+		g->onto_bound_ns.p50, g->onto_bound_ns.p99, g->onto_bound_ns.max,
+		g->onto_bound_edges_ns);
+}
+
 void report_summary(FILE *f, const struct merge_opts *o,
 		    const struct merge_result *res)
 {
+	if (res->onto_guest)
+		fprintf(f, "axis: guest %zu's %s (%s, machine %u): its times "
+			"kept, the host and the other guests mapped onto them "
+			"(--onto guest:%zu)\n", res->onto_guest,
+			builtin_clock_name(res->clock),
+			guest_path(res, res->onto_guest),
+			res->guests[res->onto_guest - 1].machine_id,
+			res->onto_guest);
 	fprintf(f, "host  %s: %llu packets, %zu %s sync samples",
 		o->host, (unsigned long long)res->host_packets,
 		res->host_samples, builtin_clock_name(res->clock));
@@ -55,6 +111,8 @@ void report_summary(FILE *f, const struct merge_opts *o,
 			res->host_fit.nseg, res->host_fit.n_rejected,
 			res->host_fit.resid_max_ns);
 	fputc('\n', f);
+	if (res->onto_guest)
+		summary_onto_host(f, res);
 	for (size_t i = 0; i < res->n_guests; i++) {
 		const struct merge_guest *g = &res->guests[i];
 		fprintf(f, "guest %s -> machine %u, sequences +%u: ", g->path,
@@ -114,6 +172,8 @@ void report_summary(FILE *f, const struct merge_opts *o,
 			(unsigned long long)g->rw.ts_ftrace,
 			(unsigned long long)g->rw.ts_compact,
 			(unsigned long long)g->rw.ts_snapshot);
+		if (res->onto_guest)
+			summary_onto_guest(f, res, i);
 	}
 	for (size_t i = 0; i < res->n_warnings; i++)
 		fprintf(f, "warning: %s\n", res->warnings[i]);
@@ -186,8 +246,62 @@ static void json_segment_offsets(FILE *f, const char *key, const int64_t *so,
 	fputc(']', f);
 }
 
-static void json_guest(FILE *f, const struct merge_guest *g)
+/* The counts of a rewrite, as an object (no newline). */
+static void json_rewrite(FILE *f, const struct rewrite_stats *s,
+			 uint64_t bytes_in, uint64_t bytes_out)
 {
+	fprintf(f, "{\"packets\": %llu, \"packet_timestamps\": "
+		"%llu, \"scoped_clock_timestamps\": %llu, \"legacy_us_timestamps\": "
+		"%llu, \"ftrace_timestamps\": %llu, \"compact_sched_timestamps\": "
+		"%llu, \"clock_snapshot_entries\": %llu, \"unmapped\": %llu, "
+		"\"went_backwards\": %llu, \"clamped_deltas\": %llu, "
+		"\"overflowed\": %llu, \"relabelled\": %llu, \"bytes_in\": %llu, \"bytes_out\": %llu}",
+		(unsigned long long)s->packets, (unsigned long long)s->ts_packet,
+		(unsigned long long)s->ts_scoped,
+		(unsigned long long)s->ts_legacy_us,
+		(unsigned long long)s->ts_ftrace, (unsigned long long)s->ts_compact,
+		(unsigned long long)s->ts_snapshot,
+		(unsigned long long)s->ts_unmapped,
+		(unsigned long long)s->backwards, (unsigned long long)s->clamped,
+		(unsigned long long)s->overflow, (unsigned long long)s->relabelled,
+		(unsigned long long)bytes_in, (unsigned long long)bytes_out);
+}
+
+/* --onto guest: a trace's map onto the chosen guest's axis ("map" says
+ * through what) and its error bound in that direction. */
+static void json_onto(FILE *f, const char *map, const struct bound_stats *b,
+		      double edges)
+{
+	static const struct bound_stats none = {0, 0, 0};
+
+	fprintf(f, "\"onto\": {\"map\": \"%s\", \"error_bound_ns\": ", map);
+	json_bounds(f, b ? b : &none);
+	fprintf(f, ", \"error_bound_at_trace_ends_ns\": %.3f}", edges);
+}
+
+static void json_guest_onto(FILE *f, const struct merge_result *res,
+			    size_t i)
+{
+	const struct merge_guest *g = &res->guests[i];
+	char map[64];
+
+	fprintf(f, "     ");
+	if (i + 1 == res->onto_guest) {
+		json_onto(f, "kept", NULL, 0);
+	} else if (!g->synced && !g->manual) {
+		json_onto(f, "unchanged", NULL, 0);
+	} else {
+		snprintf(map, sizeof(map), "guest %zu -> host -> guest %zu",
+			 i + 1, res->onto_guest);
+		json_onto(f, map, &g->onto_bound_ns, g->onto_bound_edges_ns);
+	}
+	fprintf(f, ",\n");
+}
+
+static void json_guest(FILE *f, const struct merge_result *res, size_t i)
+{
+	const struct merge_guest *g = &res->guests[i];
+
 	fprintf(f, "    {\"path\": ");
 	json_str(f, g->path);
 	fprintf(f, ", \"machine_id\": %u, \"sequence_id_offset\": %u, "
@@ -237,22 +351,11 @@ static void json_guest(FILE *f, const struct merge_guest *g)
 		json_bounds(f, &g->exchange_width_ns);
 		fprintf(f, "},\n");
 	}
-	const struct rewrite_stats *s = &g->rw;
-	fprintf(f, "     \"rewrite\": {\"packets\": %llu, \"packet_timestamps\": "
-		"%llu, \"scoped_clock_timestamps\": %llu, \"legacy_us_timestamps\": "
-		"%llu, \"ftrace_timestamps\": %llu, \"compact_sched_timestamps\": "
-		"%llu, \"clock_snapshot_entries\": %llu, \"unmapped\": %llu, "
-		"\"went_backwards\": %llu, \"clamped_deltas\": %llu, "
-		"\"overflowed\": %llu, \"relabelled\": %llu, \"bytes_in\": %llu, \"bytes_out\": %llu}}",
-		(unsigned long long)s->packets, (unsigned long long)s->ts_packet,
-		(unsigned long long)s->ts_scoped,
-		(unsigned long long)s->ts_legacy_us,
-		(unsigned long long)s->ts_ftrace, (unsigned long long)s->ts_compact,
-		(unsigned long long)s->ts_snapshot,
-		(unsigned long long)s->ts_unmapped,
-		(unsigned long long)s->backwards, (unsigned long long)s->clamped,
-		(unsigned long long)s->overflow, (unsigned long long)s->relabelled,
-		(unsigned long long)g->bytes_in, (unsigned long long)g->bytes_out);
+	if (res->onto_guest)
+		json_guest_onto(f, res, i);
+	fprintf(f, "     \"rewrite\": ");
+	json_rewrite(f, &g->rw, g->bytes_in, g->bytes_out);
+	fputc('}', f);
 }
 
 static void json_report(FILE *f, const struct merge_opts *o,
@@ -260,6 +363,16 @@ static void json_report(FILE *f, const struct merge_opts *o,
 {
 	fprintf(f, "{\n  \"tool\": \"vperfetto_merge\",\n  \"clock\": \"%s\",\n",
 		builtin_clock_name(res->clock));
+	/* Whose time axis the output is on (--onto). */
+	if (res->onto_guest) {
+		fprintf(f, "  \"axis\": {\"onto\": \"guest\", \"guest\": %zu, "
+			"\"path\": ", res->onto_guest);
+		json_str(f, guest_path(res, res->onto_guest));
+		fprintf(f, ", \"machine_id\": %u},\n",
+			res->guests[res->onto_guest - 1].machine_id);
+	} else {
+		fprintf(f, "  \"axis\": {\"onto\": \"host\"},\n");
+	}
 	fprintf(f, "  \"host\": {\"path\": ");
 	json_str(f, o->host);
 	fprintf(f, ", \"packets\": %llu, \"bytes\": %llu, \"samples\": %zu, "
@@ -272,9 +385,17 @@ static void json_report(FILE *f, const struct merge_opts *o,
 		fprintf(f, ", \"fit\": ");
 		json_fit(f, &res->host_fit);
 	}
+	if (res->onto_guest) {
+		char map[48];
+		snprintf(map, sizeof(map), "host -> guest %zu", res->onto_guest);
+		fprintf(f, ",\n           ");
+		json_onto(f, map, &res->host_bound_ns, res->host_bound_edges_ns);
+		fprintf(f, ",\n           \"rewrite\": ");
+		json_rewrite(f, &res->host_rw, res->host_bytes_in, res->host_bytes);
+	}
 	fprintf(f, "},\n  \"guests\": [\n");
 	for (size_t i = 0; i < res->n_guests; i++) {
-		json_guest(f, &res->guests[i]);
+		json_guest(f, res, i);
 		fprintf(f, "%s\n", i + 1 < res->n_guests ? "," : "");
 	}
 	fprintf(f, "  ],\n  \"warnings\": [");

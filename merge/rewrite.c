@@ -1,5 +1,6 @@
 /*
- * rewrite.c - wire-level re-encoding of guest packets (see rewrite.h).
+ * rewrite.c - wire-level re-encoding of one trace's packets onto another
+ * machine's time axis (see rewrite.h).
  *
  * Each message handler walks its fields once.  Fields it leaves alone stay
  * in a pending "run" of input bytes that is copied with one memcpy when the
@@ -168,10 +169,18 @@ static int edit_end(struct rewriter *rw, struct msg_edit *e, const char *what)
 	return 0;
 }
 
+/* A NULL map keeps every time as it is: nothing is mapped, and nothing
+ * counts as left unmapped either. */
 static bool map_clock(struct rewriter *rw, uint32_t clock, uint64_t in,
 		      uint64_t *out)
 {
-	return rw->cfg.map(rw->cfg.map_ctx, clock, in, out);
+	return rw->cfg.map && rw->cfg.map(rw->cfg.map_ctx, clock, in, out);
+}
+
+static void count_unmapped(struct rewriter *rw)
+{
+	if (rw->cfg.map)
+		rw->st.ts_unmapped++;
 }
 
 /* a / u rounded to nearest, for signed a and u >= 1 */
@@ -235,7 +244,7 @@ static bool in_list(const uint32_t *list, uint32_t num)
 	return false;
 }
 
-/* A cpu number moved clear of the host's (and the other guests'). */
+/* A cpu number moved clear of the other traces' (remap_ids). */
 static uint32_t map_cpu(const struct rewriter *rw, uint64_t v)
 {
 	return (uint32_t)v + rw->cfg.cpu_offset;
@@ -419,7 +428,7 @@ static int rewrite_snapshot(struct rewriter *rw, struct pb_buf *out,
 		     id != BUILTIN_CLOCK_MONOTONIC) || !tsf)
 			continue;
 		if (!map_clock(rw, (uint32_t)id, tsf->val, &mapped)) {
-			rw->st.ts_unmapped++;
+			count_unmapped(rw);
 			continue;
 		}
 		/* Re-encode this Clock: copy around its timestamp field. */
@@ -440,12 +449,12 @@ static bool map_scoped(struct rewriter *rw, struct rw_seq *q,
 		       struct scoped_clock *c, uint64_t v, uint64_t *res)
 {
 	uint64_t abs_in = c->incremental ? c->last_in + v : v;
-	__int128 guest = (__int128)q->anchor_in +
+	__int128 in_ns = (__int128)q->anchor_in +
 			 ((__int128)abs_in - (__int128)c->snap) * c->unit;
 	uint64_t mapped;
 
-	if (guest < 0 || guest > (__int128)UINT64_MAX ||
-	    !map_clock(rw, rw->cfg.target_clock, (uint64_t)guest, &mapped))
+	if (in_ns < 0 || in_ns > (__int128)UINT64_MAX ||
+	    !map_clock(rw, rw->cfg.target_clock, (uint64_t)in_ns, &mapped))
 		return false;
 	__int128 units = (__int128)c->snap +
 			 div_round((__int128)mapped - (__int128)q->anchor_out,
@@ -472,7 +481,7 @@ static bool map_scoped(struct rewriter *rw, struct rw_seq *q,
 
 /* Legacy TrackEvent and ThreadDescriptor microseconds are on MONOTONIC
  * (as Perfetto's trace processor reads them), whatever the trace clock;
- * a guest without a MONOTONIC model falls back on the trace clock's. */
+ * an input without a MONOTONIC model falls back on the trace clock's. */
 static bool map_us(struct rewriter *rw, int64_t in_us, int64_t *out_us)
 {
 	uint64_t out;
@@ -500,7 +509,7 @@ static int rewrite_thread_descriptor(struct rewriter *rw, struct rw_seq *q,
 		if (f.num == THD_REFERENCE_TIMESTAMP_US) {
 			int64_t in = (int64_t)f.val, o;
 			if (!map_us(rw, in, &o)) {
-				rw->st.ts_unmapped++;
+				count_unmapped(rw);
 				continue;
 			}
 			edit_replace(&e, &f);
@@ -535,14 +544,14 @@ static int rewrite_track_event(struct rewriter *rw, struct rw_seq *q,
 				break;
 			bool delta = f.num == TE_TIMESTAMP_DELTA_US;
 			if (delta && !q->have_legacy) {
-				rw->st.ts_unmapped++;
+				count_unmapped(rw);
 				break;
 			}
 			int64_t in = delta ? q->legacy_in_us + (int64_t)f.val
 					   : (int64_t)f.val;
 			int64_t o;
 			if (!map_us(rw, in, &o)) {
-				rw->st.ts_unmapped++;
+				count_unmapped(rw);
 				break;
 			}
 			edit_replace(&e, &f);
@@ -722,7 +731,7 @@ static int rewrite_ftrace_event(struct rewriter *rw, struct pb_buf *out,
 		uint64_t o;
 		if (f.num == FE_TIMESTAMP && f.wt == PB_WT_VARINT && map_ts) {
 			if (!map_clock(rw, BUILTIN_CLOCK_BOOTTIME, f.val, &o)) {
-				rw->st.ts_unmapped++;
+				count_unmapped(rw);
 				continue;
 			}
 			edit_replace(&e, &f);
@@ -770,7 +779,7 @@ static void map_delta_value(struct rewriter *rw, struct delta_list *d,
 	d->in = abs_in;
 	if (!map_ts || !map_clock(rw, BUILTIN_CLOCK_BOOTTIME, abs_in, &o)) {
 		if (map_ts)
-			rw->st.ts_unmapped++;
+			count_unmapped(rw);
 		o = abs_in; /* keep relative spacing of an unmapped list */
 	} else {
 		rw->st.ts_compact++;
@@ -866,6 +875,9 @@ static int rewrite_ftrace_bundle(struct rewriter *rw, struct pb_buf *out,
 			boot_clock = false;
 	if (r.err)
 		return bad(rw, &r, "ftrace_events");
+	/* Time kept as it is (no map): the events' timestamps and the
+	 * compact_sched delta lists are left alone, byte for byte. */
+	bool map_events = boot_clock && rw->cfg.map;
 
 	struct msg_edit e;
 	edit_begin(&e, out, outer);
@@ -876,14 +888,14 @@ static int rewrite_ftrace_bundle(struct rewriter *rw, struct pb_buf *out,
 			if (f.wt != PB_WT_LEN)
 				break;
 			edit_replace(&e, &f);
-			if (rewrite_ftrace_event(rw, out, &f, boot_clock) < 0)
+			if (rewrite_ftrace_event(rw, out, &f, map_events) < 0)
 				return -1;
 			break;
 		case FB_COMPACT_SCHED:
 			if (f.wt != PB_WT_LEN)
 				break;
 			edit_replace(&e, &f);
-			if (rewrite_compact_sched(rw, out, &f, boot_clock) < 0)
+			if (rewrite_compact_sched(rw, out, &f, map_events) < 0)
 				return -1;
 			break;
 		case FB_LAST_READ_EVENT_TIMESTAMP:
@@ -893,7 +905,7 @@ static int rewrite_ftrace_bundle(struct rewriter *rw, struct pb_buf *out,
 			    (f.num != FB_BOOT_TIMESTAMP && !boot_clock))
 				break;
 			if (!map_clock(rw, BUILTIN_CLOCK_BOOTTIME, f.val, &o)) {
-				rw->st.ts_unmapped++;
+				count_unmapped(rw);
 				break;
 			}
 			edit_replace(&e, &f);
@@ -1077,7 +1089,7 @@ int rewrite_packet(struct rewriter *rw, const uint8_t *pkt, size_t len,
 	if (pi.have_ts) {
 		ts_ok = map_packet_ts(rw, q, &pi, &new_ts, &relabel);
 		if (!ts_ok)
-			rw->st.ts_unmapped++;
+			count_unmapped(rw);
 	}
 
 	const uint8_t *run = pkt;

@@ -1,9 +1,13 @@
 /*
- * rewrite.h - re-encodes guest packets onto the host's time axis.
+ * rewrite.h - re-encodes the packets of one trace onto another machine's
+ * time axis: a guest's onto the host's (the default merge), or, with
+ * vperfetto_merge --onto guest, the host's and the other guests' onto the
+ * chosen guest's.  Nothing here knows which side is which: the map
+ * function does the mapping, the configuration says what to move.
  *
  * Works at the wire level: every field the rewriter has no business with is
  * copied byte for byte (unknown fields included), and only the fields that
- * carry guest time or guest identity are re-encoded:
+ * carry the input's time or identity are re-encoded:
  *   - TracePacket.timestamp in BOOTTIME/MONOTONIC (or the trace clock),
  *     relabelled to the target clock when it differs;
  *   - timestamps on sequence-scoped clocks 64..127, incremental or not, with
@@ -13,7 +17,8 @@
  *     ThreadDescriptor.reference_timestamp_us (legacy microseconds);
  *   - FtraceEvent.timestamp, FtraceEventBundle.boot_timestamp and
  *     compact_sched switch/waking timestamps (delta-encoded);
- *   - trusted_packet_sequence_id (moved clear of the host's), machine_id;
+ *   - trusted_packet_sequence_id (moved clear of the other traces'),
+ *     machine_id;
  *   - with remap_ids (for viewers without machine_id): pids, tids and
  *     track uuids, with 0 kept as 0 and no other uuid ever turned into 0.
  */
@@ -27,17 +32,21 @@
 #include "pb_wire.h"
 #include "vp_error.h"
 
-/* Maps a guest time on clock `clock_id` (BOOTTIME or MONOTONIC) to the
- * target clock of the host; returns false when the clock can't be mapped. */
-typedef bool (*rw_map_fn)(void *ctx, uint32_t clock_id, uint64_t guest_ns,
-			  uint64_t *host_ns);
+/* Maps a time of the input trace on its clock `clock_id` (BOOTTIME,
+ * MONOTONIC, ...) to the target clock of the output axis; returns false
+ * when the clock can't be mapped (the value is then left as it was). */
+typedef bool (*rw_map_fn)(void *ctx, uint32_t clock_id, uint64_t in_ns,
+			  uint64_t *out_ns);
 
 struct rewrite_cfg {
-	const char *path;       /* guest file, for messages */
-	rw_map_fn map;
+	const char *path;       /* input file, for messages */
+	rw_map_fn map;          /* NULL: every time kept as it is (the trace
+				 * whose axis the output is on); nothing is
+				 * then counted as unmapped */
 	void *map_ctx;
-	uint32_t target_clock;  /* host clock the mapped values are on */
-	uint32_t trace_clock;   /* the guest's primary trace clock */
+	uint32_t target_clock;  /* clock of the output axis, which the mapped
+				 * values are on */
+	uint32_t trace_clock;   /* the input's primary trace clock */
 	uint32_t seq_offset;    /* added to every non-zero sequence id */
 	uint32_t machine_id;    /* written to every packet; 0: none */
 	bool remap_ids;         /* rewrite pids, tids and track uuids */
@@ -68,7 +77,7 @@ struct rewriter;
 
 struct rewriter *rewriter_new(const struct rewrite_cfg *cfg);
 void rewriter_free(struct rewriter *rw);
-/* Rewrites one guest packet (found at file offset off), appending it to
+/* Rewrites one packet of the input (found at file offset off), appending it to
  * out.  Returns 0, 1 when the packet holds compressed_packets
  * (nothing was written: the caller inflates them and rewrites each packet
  * inside), or -1 with a message naming file and byte offset on malformed

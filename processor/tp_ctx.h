@@ -44,6 +44,9 @@ struct tp_ftrace_state;
 struct tp_system_state;
 struct tp_syscalls;
 struct tp_memevents;
+struct tp_diag;
+struct tp_memory;
+struct tp_compress;
 
 /* Sequence-scoped clocks (ids 64..127) of one sequence: allocated by its
  * first clock snapshot that has one. */
@@ -126,6 +129,9 @@ struct tp_ctx {
 	struct tp_system_state *sys;
 	struct tp_syscalls *syscalls; /* tp_syscalls.h */
 	struct tp_memevents *memevents; /* tp_memevents.h */
+	struct tp_diag *diag;   /* the trace configs' diagnostics (tp_diag.h) */
+	struct tp_memory *memory; /* memory ftrace events (tp_memory.h) */
+	struct tp_compress *compress; /* shared async tracks (tp_compress.h) */
 
 	struct u64map machines; /* raw machine_id -> machine table id */
 	bool host_has_data;     /* a packet of machine 0 was seen */

@@ -26,7 +26,9 @@
 #include "ftrace_event_table.h"
 #include "perfetto_fields.h"
 #include "tp_args.h"
+#include "tp_atrace.h"
 #include "tp_clock.h"
+#include "tp_memory.h"
 #include "tp_seq.h"
 #include "tp_modules.h"
 #include "tp_process.h"
@@ -1180,6 +1182,8 @@ struct sys_point {
 	const char *name;
 	size_t name_len;
 	int64_t value;
+	const char *track;  /* G, H, N: the track's name */
+	size_t track_len;
 };
 
 static bool parse_i64(const char *s, size_t n, int64_t *out)
@@ -1211,8 +1215,41 @@ static const char *next_field(const char *s, size_t len, size_t *off,
 	return s + (start < len ? start : len);
 }
 
+/* The rest of a G, H or N marker, from s[off]: G|tgid|track|name|cookie,
+ * H|tgid|track|cookie (or H|tgid|track|name|cookie), N|tgid|track|name. */
+static bool parse_track_point(const char *s, size_t len, size_t off,
+			      bool has_tgid, struct sys_point *p)
+{
+	size_t tn, nn, cn;
+	const char *t = next_field(s, len, &off, &tn);
+	const char *n = next_field(s, len, &off, &nn);
+	if (!has_tgid || tn == 0)
+		return false;
+	p->track = t;
+	p->track_len = tn;
+	if (p->phase == 'N') {
+		p->name = n;
+		p->name_len = nn;
+		return nn > 0;
+	}
+	const char *c = next_field(s, len, &off, &cn);
+	if (p->phase == 'H') {
+		/* the name is optional: the cookie is the last field */
+		if (cn == 0) {
+			c = n;
+			cn = nn;
+		}
+		return parse_i64(c, cn, &p->value);
+	}
+	p->name = n;
+	p->name_len = nn;
+	return nn > 0 && parse_i64(c, cn, &p->value);
+}
+
 /* Parses an atrace marker: B|tgid|name, E[|tgid], C|tgid|name|value,
- * S|tgid|name|cookie, F|tgid|name|cookie, I|tgid|name.  0: not one. */
+ * S|tgid|name|cookie, F|tgid|name|cookie, I|tgid|name,
+ * G|tgid|track|name|cookie, H|tgid|track[|name]|cookie, N|tgid|track|name.
+ * 0: not one. */
 static bool parse_sys_point(const char *s, size_t len, struct sys_point *p)
 {
 	size_t off = 0, n;
@@ -1262,6 +1299,10 @@ static bool parse_sys_point(const char *s, size_t len, struct sys_point *p)
 		p->name = f;
 		p->name_len = n;
 		return true;
+	case 'G':
+	case 'H':
+	case 'N':
+		return parse_track_point(s, len, off, has_tgid, p);
 	default:
 		return false;
 	}
@@ -1280,29 +1321,11 @@ static uint32_t process_counter_track(struct tp_ctx *ctx, uint32_t machine,
 	return tp_track_intern(ctx, &s);
 }
 
-static uint32_t async_track(struct tp_ctx *ctx, uint32_t machine,
-			    uint32_t upid, tp_str name, int64_t cookie)
-{
-	struct tp_track_spec s;
-	struct tp_args_builder b;
-	tp_str k = tp_s(ctx, "cookie");
-
-	tp_track_spec_init(&s, machine);
-	s.name = name;
-	s.type = tp_s(ctx, "atrace_async_slice");
-	s.upid = upid;
-	tp_args_builder_init(&b);
-	tp_args_add_int(&b, k, k, cookie);
-	s.dimension_arg_set_id = tp_args_commit(ctx, &b);
-	tp_args_builder_free(&b);
-	return tp_track_intern(ctx, &s);
-}
-
 static void sys_point(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
 		      int64_t pid, const struct sys_point *p)
 {
 	tp_str name = p->name ? tp_intern(ctx->pool, p->name, p->name_len) : 0;
-	uint32_t utid, upid;
+	uint32_t utid;
 
 	switch (p->phase) {
 	case 'B':
@@ -1325,16 +1348,23 @@ static void sys_point(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
 				  name, -1);
 		break;
 	case 'S':
-	case 'F': {
-		upid = tp_process_get(ctx, machine, p->tgid);
-		uint32_t track = async_track(ctx, machine, upid, name,
-					     p->value);
-		if (p->phase == 'S') {
-			if (tp_slice_top(ctx, track) < 0)
-				tp_slice_begin(ctx, track, ts, 0, name, -1);
-		} else {
-			tp_slice_end(ctx, track, ts, 0, name, -1);
-		}
+	case 'F':
+		tp_atrace_async(ctx, ts, machine, p->tgid, name, p->value,
+				p->phase == 'S');
+		break;
+	case 'G':
+	case 'H':
+	case 'N': {
+		tp_str track = tp_intern(ctx->pool, p->track, p->track_len);
+		if (p->phase == 'G')
+			tp_atrace_track_begin(ctx, ts, machine, pid, p->tgid,
+					      track, name, p->value);
+		else if (p->phase == 'H')
+			tp_atrace_track_end(ctx, ts, machine, pid, p->tgid,
+					    track, p->value);
+		else
+			tp_atrace_track_instant(ctx, ts, machine, pid,
+						p->tgid, track, name);
 		break;
 	}
 	case 'C': {
@@ -1663,7 +1693,9 @@ static void parse_typed(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,
 		parse_irq(ctx, ts, cpu, machine, id, &m);
 		break;
 	default:
-		tp_memevent_parse(ctx, ts, machine, pid, id, data, len);
+		if (!tp_memory_ftrace(ctx, ts, machine, pid, id, data, len))
+			tp_memevent_parse(ctx, ts, machine, pid, id, data,
+					  len);
 		break;
 	}
 }

@@ -31,6 +31,9 @@
 #include "perfetto_fields.h"
 #include "tp_args.h"
 #include "tp_clock.h"
+#include "tp_compress.h"
+#include "tp_diag.h"
+#include "tp_memory.h"
 #include "tp_modules.h"
 #include "tp_procs.h"
 #include "tp_seq.h"
@@ -82,6 +85,9 @@ struct tp_ctx *tp_ctx_new(void)
 	ctx->clocks = tp_clocks_new();
 	ctx->args = tp_args_state_new();
 	ctx->stats = tp_stats_new();
+	ctx->diag = tp_diag_new();
+	ctx->memory = tp_memory_new();
+	ctx->compress = tp_compress_new();
 	ctx->tracks = tp_tracks_new();
 	ctx->slices = tp_slices_new();
 	ctx->flows = tp_flows_new();
@@ -117,6 +123,9 @@ void tp_ctx_free(struct tp_ctx *ctx)
 	tp_clocks_free(ctx->clocks);
 	tp_args_state_free(ctx->args);
 	tp_stats_free(ctx->stats);
+	tp_diag_free(ctx->diag);
+	tp_memory_free(ctx->memory);
+	tp_compress_free(ctx->compress);
 	tp_tracks_free(ctx->tracks);
 	tp_slices_free(ctx->slices);
 	tp_flows_free(ctx->flows);
@@ -141,6 +150,7 @@ uint32_t tp_machine(struct tp_ctx *ctx, uint32_t raw)
 	uint32_t id = tp_table_add_row(t);
 	tp_set_int(t, TP_MACHINE_raw_id, id, raw);
 	u64map_put(&ctx->machines, raw, id);
+	tp_procs_machine_seen(ctx, id);
 	return id;
 }
 
@@ -558,6 +568,7 @@ static void load_finish(struct tp_ctx *ctx)
 	tp_ftrace_finish(ctx);
 	tp_system_finish(ctx);
 	tp_vcpu_build(ctx, L(ctx)->opts ? L(ctx)->opts->vcpu_assign : NULL);
+	tp_diag_finish(ctx);
 	tp_stats_finish(ctx);
 	for (unsigned i = 0; i < TP_T_COUNT; i++)
 		tp_table_shrink(&ctx->tables[i]);

@@ -1,8 +1,9 @@
 /*
- * tp_memevents.h - kernel memory events that describe a process but name
- * one of its threads (rss_stat, rss_stat_throttled, oom_score_adj_update,
- * mm_event_record): counters on the process's track, as Perfetto's
- * RssStatTracker and EventTracker make them.
+ * tp_memevents.h - counters of a process that events name by one of its
+ * threads (Perfetto's EventTracker "process counter for thread"), and the
+ * ftrace events that make only such counters: oom_score_adj_update and
+ * mm_event_record.  (rss_stat and the other memory events are
+ * tp_memory.h's; their process counters come here too.)
  */
 #ifndef VP_TP_MEMEVENTS_H
 #define VP_TP_MEMEVENTS_H
@@ -11,18 +12,28 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tp_db.h"
+
 struct tp_ctx;
 
 struct tp_memevents *tp_memevents_new(void);
 void tp_memevents_free(struct tp_memevents *m);
 
-/* One event: id is its FtraceEvent field, data its payload, tid the
- * thread that wrote it.  False if id is none of the events above. */
+/* A counter value of thread utid's process: a counter row now, on the
+ * track (type, name) of the thread's process as known at the end of the
+ * trace, or (type "TYPE_thread_fallback") of the thread if it never got
+ * one.  Rows get their tracks in the order they were pushed. */
+void tp_process_counter_for_thread(struct tp_ctx *ctx, uint32_t utid,
+				   const char *type, tp_str name, int64_t ts,
+				   double value);
+
+/* oom_score_adj_update or mm_event_record (id: the FtraceEvent field,
+ * data: the payload, tid: the thread that wrote it); false if id is
+ * neither. */
 bool tp_memevent_parse(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
 		       int64_t tid, uint32_t id, const uint8_t *data,
 		       size_t len);
-/* At the end of the trace: puts every counter on its process's track, or
- * on its thread's when the thread's process is still unknown. */
+/* At the end of the trace: puts every pending counter on its track. */
 void tp_memevents_finish(struct tp_ctx *ctx);
 
 #endif

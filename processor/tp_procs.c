@@ -7,7 +7,7 @@
  * latest alive one wins a lookup, and one whose process matches when a pid
  * is known), and per pid the current upid.  Row 0 of both tables is the
  * idle task ("swapper", tid 0 / pid 0) of machine 0; other machines get
- * theirs when first used.  Thread names carry a priority so that a weaker
+ * theirs when the loader first sees one of their packets.  Thread names carry a priority so that a weaker
  * source (ftrace comm) never overwrites a stronger one (process tree,
  * track descriptor).
  */
@@ -179,6 +179,11 @@ static struct proc_machine *mach(struct tp_ctx *ctx, uint32_t machine)
 	return &p->machines[machine];
 }
 
+void tp_procs_machine_seen(struct tp_ctx *ctx, uint32_t machine)
+{
+	(void)mach(ctx, machine);
+}
+
 struct tp_procs *tp_procs_new(struct tp_ctx *ctx)
 {
 	struct tp_procs *p = calloc(1, sizeof *p);
@@ -264,13 +269,6 @@ static bool find_thread(struct tp_ctx *ctx, uint32_t machine, int64_t tid,
 		}
 	}
 	return false;
-}
-
-bool tp_thread_alive(struct tp_ctx *ctx, uint32_t machine, uint32_t utid)
-{
-	if (utid >= threads(ctx)->nrows)
-		return false;
-	return thread_alive(ctx, mach(ctx, machine), utid);
 }
 
 bool tp_thread_find(struct tp_ctx *ctx, uint32_t machine, int64_t tid,

@@ -20,15 +20,16 @@ struct tp_ctx;
 
 struct tp_procs *tp_procs_new(struct tp_ctx *ctx); /* creates utid/upid 0 */
 void tp_procs_free(struct tp_procs *p);
+/* A machine was first seen in the trace: its idle process and thread get
+ * their rows now, in the order machines appear in the file, as Perfetto
+ * gives them when it first reads a packet of the machine. */
+void tp_procs_machine_seen(struct tp_ctx *ctx, uint32_t machine);
 
 /* The current thread with this tid, created (without a process) if none. */
 uint32_t tp_thread_get(struct tp_ctx *ctx, uint32_t machine, int64_t tid);
 /* The current thread with this tid, if any. */
 bool tp_thread_find(struct tp_ctx *ctx, uint32_t machine, int64_t tid,
 		    uint32_t *utid);
-/* False once the thread ended, its process ended or its pid has a newer
- * process. */
-bool tp_thread_alive(struct tp_ctx *ctx, uint32_t machine, uint32_t utid);
 /* The thread tid of process pid: reuses the current thread if it belongs
  * to pid (or to no process yet), else starts a new one.  Sets upid and
  * is_main_thread (tid == pid). */

@@ -30,6 +30,8 @@ static const struct tp_coldef vcpu_state_cols[] = {
 	TP_VCPU_STATE_COLS(TP_COL_DEF)};
 static const struct tp_coldef gths_cols[] = {
 	TP_GUEST_THREAD_HOST_STATE_COLS(TP_COL_DEF)};
+static const struct tp_coldef trace_diagnostics_cols[] = {
+	TP_TRACE_DIAGNOSTICS_COLS(TP_COL_DEF)};
 
 #define N(a) (unsigned)(sizeof(a) / sizeof((a)[0]))
 
@@ -62,6 +64,9 @@ static const struct {
 	[TP_T_VCPU_STATE] = {"vcpu_state", vcpu_state_cols,
 			     N(vcpu_state_cols)},
 	[TP_T_GTHS] = {"guest_thread_host_state", gths_cols, N(gths_cols)},
+	[TP_T_TRACE_DIAGNOSTICS] = {"__intrinsic_trace_diagnostics",
+				    trace_diagnostics_cols,
+				    N(trace_diagnostics_cols)},
 };
 
 void tp_schema_init(struct tp_table *tables, struct tp_strpool *pool)
@@ -86,7 +91,10 @@ const char tp_schema_views_sql[] =
 	" FROM slice WHERE dur = 0;\n"
 	"CREATE VIEW counter AS SELECT id, ts, track_id, value, arg_set_id"
 	" FROM __intrinsic_counter;\n"
-	"CREATE VIEW counters AS SELECT * FROM counter;\n"
+	/* counters: the counter rows with their track's (legacy) name and
+	 * unit, in ts order, as Perfetto's prelude has it */
+	"CREATE VIEW counters AS SELECT v.*, t.name, t.unit FROM counter v"
+	" JOIN counter_track t ON v.track_id = t.id ORDER BY ts;\n"
 	"CREATE VIEW track AS SELECT id, name, type, dimension_arg_set_id,"
 	" parent_id, source_arg_set_id, machine_id, NULL AS track_group_id"
 	" FROM __intrinsic_track;\n"

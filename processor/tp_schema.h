@@ -148,6 +148,15 @@
 	X(GTHS, cpu, INT) X(GTHS, utid, INT) X(GTHS, state, STR)            \
 	X(GTHS, host_cpu, INT) X(GTHS, sched_id, INT)
 
+/* __intrinsic_trace_diagnostics: one row per problem found in the trace's
+ * config (tp_diag.c); trace_id is the trace_file row (0). */
+#define TP_TRACE_DIAGNOSTICS_COLS(X)                                        \
+	X(TRACE_DIAGNOSTICS, key, STR) X(TRACE_DIAGNOSTICS, title, STR)     \
+	X(TRACE_DIAGNOSTICS, description, STR)                              \
+	X(TRACE_DIAGNOSTICS, remediation, STR)                              \
+	X(TRACE_DIAGNOSTICS, confidence, REAL)                              \
+	X(TRACE_DIAGNOSTICS, trace_id, INT)
+
 /* Column index enums: TP_SLICE_ts, TP_TRACK_name, ... */
 #define TP_COL_ENUM(T, c, ty) TP_##T##_##c,
 enum { TP_SLICE_COLS(TP_COL_ENUM) TP_SLICE_NCOLS };
@@ -169,6 +178,7 @@ enum { TP_CPU_FREQ_COLS(TP_COL_ENUM) TP_CPU_FREQ_NCOLS };
 enum { TP_VCPU_COLS(TP_COL_ENUM) TP_VCPU_NCOLS };
 enum { TP_VCPU_STATE_COLS(TP_COL_ENUM) TP_VCPU_STATE_NCOLS };
 enum { TP_GUEST_THREAD_HOST_STATE_COLS(TP_COL_ENUM) TP_GTHS_NCOLS };
+enum { TP_TRACE_DIAGNOSTICS_COLS(TP_COL_ENUM) TP_TRACE_DIAGNOSTICS_NCOLS };
 #undef TP_COL_ENUM
 
 /* The tables, in the order tp_ctx holds them. */
@@ -192,6 +202,7 @@ enum tp_table_id {
 	TP_T_VCPU,
 	TP_T_VCPU_STATE,
 	TP_T_GTHS,
+	TP_T_TRACE_DIAGNOSTICS,
 	TP_T_COUNT
 };
 

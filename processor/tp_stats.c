@@ -775,6 +775,34 @@ bool tp_meta_has(struct tp_ctx *ctx, const char *name, int64_t machine)
 	return false;
 }
 
+static const struct meta_val *meta_lookup(struct tp_ctx *ctx,
+					  const char *name, int64_t machine)
+{
+	if (!ctx->stats || !name)
+		return NULL;
+	return meta_find(ctx->stats, tp_s(ctx, name), machine);
+}
+
+bool tp_meta_get_int(struct tp_ctx *ctx, const char *name, int64_t machine,
+		     int64_t *out)
+{
+	const struct meta_val *m = meta_lookup(ctx, name, machine);
+	if (!m || m->is_str)
+		return false;
+	*out = m->i;
+	return true;
+}
+
+bool tp_meta_get_str(struct tp_ctx *ctx, const char *name, int64_t machine,
+		     const char **out)
+{
+	const struct meta_val *m = meta_lookup(ctx, name, machine);
+	if (!m || !m->is_str)
+		return false;
+	*out = tp_str_get(ctx->pool, m->s);
+	return *out != NULL;
+}
+
 /* ---- trace-wide metadata ------------------------------------------------ */
 
 /* Formats a 128-bit uuid as Perfetto prints it: msb then lsb in hex,

@@ -43,6 +43,12 @@ void tp_meta_append_str(struct tp_ctx *ctx, const char *name, int64_t machine,
 void tp_meta_append_int(struct tp_ctx *ctx, const char *name, int64_t machine,
 			int64_t v);
 bool tp_meta_has(struct tp_ctx *ctx, const char *name, int64_t machine);
+/* The value of a single (not multi) entry: false when there is none or it
+ * holds the other type.  A string stays valid while the pool lives. */
+bool tp_meta_get_int(struct tp_ctx *ctx, const char *name, int64_t machine,
+		     int64_t *out);
+bool tp_meta_get_str(struct tp_ctx *ctx, const char *name, int64_t machine,
+		     const char **out);
 
 /* Writes the stats and metadata tables (after parsing). */
 void tp_stats_finish(struct tp_ctx *ctx);

@@ -18,10 +18,14 @@
 #include <string.h>
 
 #include "tp_args.h"
+#include "tp_diag.h"
 #include "tp_seq.h"
 #include "tp_modules.h"
 #include "perfetto_fields.h"
 #include "sys_stats_names.h"
+#include "textproto.h"
+#include "vp_alloc.h"
+#include "perfetto/config/config.pb-c.h"
 #include "tp_slices.h"
 #include "tp_sort.h"
 #include "tp_stats.h"
@@ -1422,313 +1426,8 @@ static void parse_ftrace_stats(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	}
 }
 
-/* ---- trace_config as protobuf text ------------------------------------------------- */
+/* ---- a growable text buffer ------------------------------------------------------ */
 
-/* The fields printed by name, with the type they print as; their numbers
- * are perfetto_fields.h's (protos/).  Fields not listed print as their
- * number.  The enum names below are indexed by value. */
-
-enum pbtxt_type { PT_INT, PT_UINT, PT_BOOL, PT_STR, PT_MSG, PT_ENUM, PT_DOUBLE };
-
-struct pbtxt_msg;
-
-struct pbtxt_field {
-	uint32_t num;
-	const char *name;
-	uint8_t type;
-	const struct pbtxt_msg *msg;        /* PT_MSG */
-	const char *const *enum_names;     /* PT_ENUM, indexed by value */
-	uint32_t n_enum;
-};
-
-struct pbtxt_msg {
-	const struct pbtxt_field *fields;
-	size_t n;
-};
-
-#define PF(num, name, type) { num, name, type, NULL, NULL, 0 }
-#define PM(num, name, msg) { num, name, PT_MSG, &msg, NULL, 0 }
-#define PE(num, name, names) { num, name, PT_ENUM, NULL, names, NELEM(names) }
-#define PMSG(var, arr) static const struct pbtxt_msg var = { arr, NELEM(arr) }
-
-static const struct pbtxt_field f_compact_sched[] = {
-	PF(CSC_ENABLED, "enabled", PT_BOOL),
-};
-PMSG(m_compact_sched, f_compact_sched);
-
-static const char *const e_ksyms_mem[] = {
-	"KSYMS_UNSPECIFIED", "KSYMS_CLEANUP_ON_STOP", "KSYMS_RETAIN",
-};
-static const struct pbtxt_field f_ftrace_config[] = {
-	PF(FC_FTRACE_EVENTS, "ftrace_events", PT_STR),
-	PF(FC_ATRACE_CATEGORIES, "atrace_categories", PT_STR),
-	PF(FC_ATRACE_APPS, "atrace_apps", PT_STR),
-	PF(FC_BUFFER_SIZE_KB, "buffer_size_kb", PT_UINT),
-	PF(FC_DRAIN_PERIOD_MS, "drain_period_ms", PT_UINT),
-	PM(FC_COMPACT_SCHED, "compact_sched", m_compact_sched),
-	PF(FC_SYMBOLIZE_KSYMS, "symbolize_ksyms", PT_BOOL),
-	PF(FC_INITIALIZE_KSYMS_SYNCHRONOUSLY_FOR_TESTING,
-	   "initialize_ksyms_synchronously_for_testing", PT_BOOL),
-	PF(FC_THROTTLE_RSS_STAT, "throttle_rss_stat", PT_BOOL),
-	PF(FC_DISABLE_GENERIC_EVENTS, "disable_generic_events", PT_BOOL),
-	PE(FC_KSYMS_MEM_POLICY, "ksyms_mem_policy", e_ksyms_mem),
-	PF(FC_SYSCALL_EVENTS, "syscall_events", PT_STR),
-	PF(FC_ENABLE_FUNCTION_GRAPH, "enable_function_graph", PT_BOOL),
-	PF(FC_FUNCTION_FILTERS, "function_filters", PT_STR),
-	PF(FC_FUNCTION_GRAPH_ROOTS, "function_graph_roots", PT_STR),
-	PF(FC_PRESERVE_FTRACE_BUFFER, "preserve_ftrace_buffer", PT_BOOL),
-	PF(FC_USE_MONOTONIC_RAW_CLOCK, "use_monotonic_raw_clock", PT_BOOL),
-	PF(FC_INSTANCE_NAME, "instance_name", PT_STR),
-	PF(FC_BUFFER_SIZE_LOWER_BOUND, "buffer_size_lower_bound", PT_BOOL),
-	PF(FC_ATRACE_CATEGORIES_PREFER_SDK,
-	   "atrace_categories_prefer_sdk", PT_STR),
-	PF(FC_DRAIN_BUFFER_PERCENT, "drain_buffer_percent", PT_UINT),
-	PF(FC_DEBUG_FTRACE_ABI, "debug_ftrace_abi", PT_BOOL),
-	PF(FC_DENSER_GENERIC_EVENT_ENCODING,
-	   "denser_generic_event_encoding", PT_BOOL),
-	PF(FC_FUNCTION_GRAPH_MAX_DEPTH, "function_graph_max_depth", PT_UINT),
-	PF(FC_ATRACE_USERSPACE_ONLY, "atrace_userspace_only", PT_BOOL),
-};
-PMSG(m_ftrace_config, f_ftrace_config);
-
-static const char *const e_ps_quirks[] = {
-	"QUIRKS_UNSPECIFIED", "DISABLE_INITIAL_DUMP", "DISABLE_ON_DEMAND",
-};
-static const struct pbtxt_field f_process_stats_config[] = {
-	PE(PSC_QUIRKS, "quirks", e_ps_quirks),
-	PF(PSC_SCAN_ALL_PROCESSES_ON_START,
-	   "scan_all_processes_on_start", PT_BOOL),
-	PF(PSC_RECORD_THREAD_NAMES, "record_thread_names", PT_BOOL),
-	PF(PSC_PROC_STATS_POLL_MS, "proc_stats_poll_ms", PT_UINT),
-	PF(PSC_PROC_STATS_CACHE_TTL_MS, "proc_stats_cache_ttl_ms", PT_UINT),
-	PF(PSC_RESOLVE_PROCESS_FDS, "resolve_process_fds", PT_BOOL),
-	PF(PSC_SCAN_SMAPS_ROLLUP, "scan_smaps_rollup", PT_BOOL),
-	PF(PSC_RECORD_PROCESS_AGE, "record_process_age", PT_BOOL),
-	PF(PSC_RECORD_PROCESS_RUNTIME, "record_process_runtime", PT_BOOL),
-};
-PMSG(m_process_stats_config, f_process_stats_config);
-
-static const char *const e_stat_counters[] = {
-	"STAT_UNSPECIFIED", "STAT_CPU_TIMES", "STAT_IRQ_COUNTS",
-	"STAT_SOFTIRQ_COUNTS", "STAT_FORK_COUNT",
-};
-static const struct pbtxt_field f_sys_stats_config[] = {
-	PF(SSC_MEMINFO_PERIOD_MS, "meminfo_period_ms", PT_UINT),
-	PF(SSC_MEMINFO_COUNTERS, "meminfo_counters", PT_UINT),
-	PF(SSC_VMSTAT_PERIOD_MS, "vmstat_period_ms", PT_UINT),
-	PF(SSC_VMSTAT_COUNTERS, "vmstat_counters", PT_UINT),
-	PF(SSC_STAT_PERIOD_MS, "stat_period_ms", PT_UINT),
-	PE(SSC_STAT_COUNTERS, "stat_counters", e_stat_counters),
-	PF(SSC_DEVFREQ_PERIOD_MS, "devfreq_period_ms", PT_UINT),
-	PF(SSC_CPUFREQ_PERIOD_MS, "cpufreq_period_ms", PT_UINT),
-	PF(SSC_BUDDYINFO_PERIOD_MS, "buddyinfo_period_ms", PT_UINT),
-	PF(SSC_DISKSTAT_PERIOD_MS, "diskstat_period_ms", PT_UINT),
-	PF(SSC_PSI_PERIOD_MS, "psi_period_ms", PT_UINT),
-	PF(SSC_THERMAL_PERIOD_MS, "thermal_period_ms", PT_UINT),
-	PF(SSC_CPUIDLE_PERIOD_MS, "cpuidle_period_ms", PT_UINT),
-	PF(SSC_GPUFREQ_PERIOD_MS, "gpufreq_period_ms", PT_UINT),
-};
-PMSG(m_sys_stats_config, f_sys_stats_config);
-
-static const struct pbtxt_field f_track_event_config[] = {
-	PF(TEC_DISABLED_CATEGORIES, "disabled_categories", PT_STR),
-	PF(TEC_ENABLED_CATEGORIES, "enabled_categories", PT_STR),
-	PF(TEC_DISABLED_TAGS, "disabled_tags", PT_STR),
-	PF(TEC_ENABLED_TAGS, "enabled_tags", PT_STR),
-	PF(TEC_DISABLE_INCREMENTAL_TIMESTAMPS,
-	   "disable_incremental_timestamps", PT_BOOL),
-	PF(TEC_TIMESTAMP_UNIT_MULTIPLIER, "timestamp_unit_multiplier", PT_UINT),
-	PF(TEC_FILTER_DEBUG_ANNOTATIONS, "filter_debug_annotations", PT_BOOL),
-	PF(TEC_ENABLE_THREAD_TIME_SAMPLING,
-	   "enable_thread_time_sampling", PT_BOOL),
-	PF(TEC_FILTER_DYNAMIC_EVENT_NAMES,
-	   "filter_dynamic_event_names", PT_BOOL),
-};
-PMSG(m_track_event_config, f_track_event_config);
-
-static const struct pbtxt_field f_system_info_config[] = {
-	PF(SIC_IRQ_NAMES, "irq_names", PT_BOOL),
-};
-PMSG(m_system_info_config, f_system_info_config);
-
-static const char *const e_session_initiator[] = {
-	"SESSION_INITIATOR_UNSPECIFIED", "SESSION_INITIATOR_TRUSTED_SYSTEM",
-};
-static const char *const e_buffer_exhausted[] = {
-	"BUFFER_EXHAUSTED_UNSPECIFIED", "BUFFER_EXHAUSTED_DROP",
-	"BUFFER_EXHAUSTED_STALL_THEN_ABORT", "BUFFER_EXHAUSTED_STALL_THEN_DROP",
-};
-static const struct pbtxt_field f_data_source_config[] = {
-	PF(DSC_NAME, "name", PT_STR),
-	PF(DSC_TARGET_BUFFER, "target_buffer", PT_UINT),
-	PF(DSC_TRACE_DURATION_MS, "trace_duration_ms", PT_UINT),
-	PF(DSC_TRACING_SESSION_ID, "tracing_session_id", PT_UINT),
-	PF(DSC_ENABLE_EXTRA_GUARDRAILS, "enable_extra_guardrails", PT_BOOL),
-	PF(DSC_STOP_TIMEOUT_MS, "stop_timeout_ms", PT_UINT),
-	PE(DSC_SESSION_INITIATOR, "session_initiator", e_session_initiator),
-	PE(DSC_BUFFER_EXHAUSTED_POLICY,
-	   "buffer_exhausted_policy", e_buffer_exhausted),
-	PF(DSC_TARGET_BUFFER_NAME, "target_buffer_name", PT_STR),
-	PM(DSC_FTRACE_CONFIG, "ftrace_config", m_ftrace_config),
-	PM(DSC_PROCESS_STATS_CONFIG,
-	   "process_stats_config", m_process_stats_config),
-	PM(DSC_SYS_STATS_CONFIG, "sys_stats_config", m_sys_stats_config),
-	PM(DSC_TRACK_EVENT_CONFIG, "track_event_config", m_track_event_config),
-	PM(DSC_SYSTEM_INFO_CONFIG, "system_info_config", m_system_info_config),
-	PF(DSC_PREFER_SUSPEND_CLOCK_FOR_DURATION,
-	   "prefer_suspend_clock_for_duration", PT_BOOL),
-	PF(DSC_LEGACY_CONFIG, "legacy_config", PT_STR),
-};
-PMSG(m_data_source_config, f_data_source_config);
-
-static const char *const e_fill_policy[] = {
-	"UNSPECIFIED", "RING_BUFFER", "DISCARD",
-};
-static const struct pbtxt_field f_buffer_config[] = {
-	PF(BC_SIZE_KB, "size_kb", PT_UINT),
-	PE(BC_FILL_POLICY, "fill_policy", e_fill_policy),
-	PF(BC_TRANSFER_ON_CLONE, "transfer_on_clone", PT_BOOL),
-	PF(BC_CLEAR_BEFORE_CLONE, "clear_before_clone", PT_BOOL),
-	PF(BC_NAME, "name", PT_STR),
-};
-PMSG(m_buffer_config, f_buffer_config);
-
-static const struct pbtxt_field f_data_source[] = {
-	PM(TCDS_CONFIG, "config", m_data_source_config),
-	PF(TCDS_PRODUCER_NAME_FILTER, "producer_name_filter", PT_STR),
-	PF(TCDS_PRODUCER_NAME_REGEX_FILTER,
-	   "producer_name_regex_filter", PT_STR),
-	PF(TCDS_MACHINE_NAME_FILTER, "machine_name_filter", PT_STR),
-};
-PMSG(m_data_source, f_data_source);
-
-static const char *const e_builtin_clock[] = {
-	"BUILTIN_CLOCK_UNKNOWN", "BUILTIN_CLOCK_REALTIME",
-	"BUILTIN_CLOCK_REALTIME_COARSE", "BUILTIN_CLOCK_MONOTONIC",
-	"BUILTIN_CLOCK_MONOTONIC_COARSE", "BUILTIN_CLOCK_MONOTONIC_RAW",
-	"BUILTIN_CLOCK_BOOTTIME",
-};
-static const struct pbtxt_field f_builtin_data_source[] = {
-	PF(BDS_DISABLE_CLOCK_SNAPSHOTTING,
-	   "disable_clock_snapshotting", PT_BOOL),
-	PF(BDS_DISABLE_TRACE_CONFIG, "disable_trace_config", PT_BOOL),
-	PF(BDS_DISABLE_SYSTEM_INFO, "disable_system_info", PT_BOOL),
-	PF(BDS_DISABLE_SERVICE_EVENTS, "disable_service_events", PT_BOOL),
-	PE(BDS_PRIMARY_TRACE_CLOCK, "primary_trace_clock", e_builtin_clock),
-	PF(BDS_SNAPSHOT_INTERVAL_MS, "snapshot_interval_ms", PT_UINT),
-	PF(BDS_PREFER_SUSPEND_CLOCK_FOR_SNAPSHOT,
-	   "prefer_suspend_clock_for_snapshot", PT_BOOL),
-	PF(BDS_DISABLE_CHUNK_USAGE_HISTOGRAMS,
-	   "disable_chunk_usage_histograms", PT_BOOL),
-};
-PMSG(m_builtin_data_source, f_builtin_data_source);
-
-static const struct pbtxt_field f_producer_config[] = {
-	PF(PRC_PRODUCER_NAME, "producer_name", PT_STR),
-	PF(PRC_SHM_SIZE_KB, "shm_size_kb", PT_UINT),
-	PF(PRC_PAGE_SIZE_KB, "page_size_kb", PT_UINT),
-};
-PMSG(m_producer_config, f_producer_config);
-
-static const struct pbtxt_field f_trigger[] = {
-	PF(TRCT_NAME, "name", PT_STR),
-	PF(TRCT_PRODUCER_NAME_REGEX, "producer_name_regex", PT_STR),
-	PF(TRCT_STOP_DELAY_MS, "stop_delay_ms", PT_UINT),
-	PF(TRCT_MAX_PER_24_H, "max_per_24_h", PT_UINT),
-	PF(TRCT_SKIP_PROBABILITY, "skip_probability", PT_DOUBLE),
-};
-PMSG(m_trigger, f_trigger);
-
-static const char *const e_trigger_mode[] = {
-	"UNSPECIFIED", "START_TRACING", "STOP_TRACING", NULL, "CLONE_SNAPSHOT",
-};
-static const struct pbtxt_field f_trigger_config[] = {
-	PE(TRC_TRIGGER_MODE, "trigger_mode", e_trigger_mode),
-	PM(TRC_TRIGGERS, "triggers", m_trigger),
-	PF(TRC_TRIGGER_TIMEOUT_MS, "trigger_timeout_ms", PT_UINT),
-	PF(TRC_USE_CLONE_SNAPSHOT_IF_AVAILABLE,
-	   "use_clone_snapshot_if_available", PT_BOOL),
-};
-PMSG(m_trigger_config, f_trigger_config);
-
-static const struct pbtxt_field f_incremental_state_config[] = {
-	PF(ISC_CLEAR_PERIOD_MS, "clear_period_ms", PT_UINT),
-};
-PMSG(m_incremental_state_config, f_incremental_state_config);
-
-static const struct pbtxt_field f_note[] = {
-	PF(1, "key", PT_STR), PF(2, "value", PT_STR),
-};
-PMSG(m_note, f_note);
-
-static const struct pbtxt_field f_attribute[] = {
-	PF(ATTR_KEY, "key", PT_STR), PF(ATTR_LONG, "long_value", PT_INT),
-	PF(ATTR_STRING, "string_value", PT_STR),
-};
-PMSG(m_attribute, f_attribute);
-
-static const struct pbtxt_field f_trace_attributes[] = {
-	PM(TA_ATTRIBUTE, "attribute", m_attribute),
-};
-PMSG(m_trace_attributes, f_trace_attributes);
-
-static const char *const e_lockdown[] = {
-	"LOCKDOWN_UNCHANGED", "LOCKDOWN_CLEAR", "LOCKDOWN_SET",
-};
-static const char *const e_compression[] = {
-	"COMPRESSION_TYPE_UNSPECIFIED", "COMPRESSION_TYPE_DEFLATE",
-};
-static const char *const e_write_flush[] = {
-	"WRITE_FLUSH_UNSPECIFIED", "WRITE_FLUSH_AUTO", "WRITE_FLUSH_DISABLED",
-	"WRITE_FLUSH_ENABLED",
-};
-static const char *const e_fflush[] = {
-	"FFLUSH_UNSPECIFIED", "FFLUSH_DISABLED", "FFLUSH_ENABLED",
-};
-static const struct pbtxt_field f_trace_config[] = {
-	PM(TC_BUFFERS, "buffers", m_buffer_config),
-	PM(TC_DATA_SOURCES, "data_sources", m_data_source),
-	PF(TC_DURATION_MS, "duration_ms", PT_UINT),
-	PF(TC_ENABLE_EXTRA_GUARDRAILS, "enable_extra_guardrails", PT_BOOL),
-	PE(TC_LOCKDOWN_MODE, "lockdown_mode", e_lockdown),
-	PM(TC_PRODUCERS, "producers", m_producer_config),
-	PF(TC_WRITE_INTO_FILE, "write_into_file", PT_BOOL),
-	PF(TC_FILE_WRITE_PERIOD_MS, "file_write_period_ms", PT_UINT),
-	PF(TC_MAX_FILE_SIZE_BYTES, "max_file_size_bytes", PT_UINT),
-	PF(TC_DEFERRED_START, "deferred_start", PT_BOOL),
-	PF(TC_FLUSH_PERIOD_MS, "flush_period_ms", PT_UINT),
-	PF(TC_FLUSH_TIMEOUT_MS, "flush_timeout_ms", PT_UINT),
-	PF(TC_NOTIFY_TRACEUR, "notify_traceur", PT_BOOL),
-	PM(TC_TRIGGER_CONFIG, "trigger_config", m_trigger_config),
-	PF(TC_ACTIVATE_TRIGGERS, "activate_triggers", PT_STR),
-	PF(TC_ALLOW_USER_BUILD_TRACING, "allow_user_build_tracing", PT_BOOL),
-	PM(TC_BUILTIN_DATA_SOURCES,
-	   "builtin_data_sources", m_builtin_data_source),
-	PM(TC_INCREMENTAL_STATE_CONFIG,
-	   "incremental_state_config", m_incremental_state_config),
-	PF(TC_UNIQUE_SESSION_NAME, "unique_session_name", PT_STR),
-	PF(TC_DATA_SOURCE_STOP_TIMEOUT_MS,
-	   "data_source_stop_timeout_ms", PT_UINT),
-	PE(TC_COMPRESSION_TYPE, "compression_type", e_compression),
-	PF(TC_TRACE_UUID_MSB, "trace_uuid_msb", PT_INT),
-	PF(TC_TRACE_UUID_LSB, "trace_uuid_lsb", PT_INT),
-	PF(TC_OUTPUT_PATH, "output_path", PT_STR),
-	PF(TC_BUGREPORT_SCORE, "bugreport_score", PT_INT),
-	PF(TC_PREFER_SUSPEND_CLOCK_FOR_DURATION,
-	   "prefer_suspend_clock_for_duration", PT_BOOL),
-	PF(TC_BUGREPORT_FILENAME, "bugreport_filename", PT_STR),
-	PF(TC_EXCLUSIVE_PRIO, "exclusive_prio", PT_UINT),
-	PF(TC_TRACE_ALL_MACHINES, "trace_all_machines", PT_BOOL),
-	PE(TC_WRITE_FLUSH_MODE, "write_flush_mode", e_write_flush),
-	PE(TC_FFLUSH_POST_WRITE, "fflush_post_write", e_fflush),
-	/* notes, which Perfetto has since reserved: not in protos/, so its
-	 * number (and its key and value, above) stay typed here. */
-	PM(46, "notes", m_note),
-	PM(TC_TRACE_ATTRIBUTES, "trace_attributes", m_trace_attributes),
-};
-PMSG(m_trace_config, f_trace_config);
-
-/* A growable text buffer. */
 struct text {
 	char *p;
 	size_t len, cap;
@@ -1736,22 +1435,11 @@ struct text {
 
 static void text_put(struct text *t, const char *s, size_t n)
 {
-	/* n comes from the trace (a field's length): len + n + 1 and the
-	 * doubling below must not wrap around, or nothing would be allocated
-	 * and the copy would run past the buffer.  No real text gets near. */
+	/* n comes from the trace (a field's length): len + n + 1 must not
+	 * wrap around.  No real text gets near. */
 	if (t->len > SIZE_MAX / 4 || n > SIZE_MAX / 4 - t->len)
 		abort();
-	size_t need = t->len + n + 1;
-	if (need > t->cap) {
-		size_t cap = t->cap ? t->cap : 256;
-		while (cap < need)
-			cap *= 2;
-		char *q = realloc(t->p, cap);
-		if (!q)
-			abort();
-		t->p = q;
-		t->cap = cap;
-	}
+	VP_XGROW(t->p, t->cap, t->len + n + 1);
 	memcpy(t->p + t->len, s, n);
 	t->len += n;
 	t->p[t->len] = 0;
@@ -1760,154 +1448,6 @@ static void text_put(struct text *t, const char *s, size_t n)
 static void text_cstr(struct text *t, const char *s)
 {
 	text_put(t, s, strlen(s));
-}
-
-static void text_line_start(struct text *t, int depth)
-{
-	if (t->len)
-		text_put(t, "\n", 1);
-	for (int i = 0; i < depth; i++)
-		text_put(t, "  ", 2);
-}
-
-static void text_quoted(struct text *t, const uint8_t *s, size_t n)
-{
-	text_put(t, "\"", 1);
-	for (size_t i = 0; i < n; i++) {
-		char buf[8];
-		uint8_t c = s[i];
-		switch (c) {
-		case '"': text_cstr(t, "\\\""); break;
-		case '\\': text_cstr(t, "\\\\"); break;
-		case '\n': text_cstr(t, "\\n"); break;
-		case '\r': text_cstr(t, "\\r"); break;
-		case '\t': text_cstr(t, "\\t"); break;
-		default:
-			if (c < 0x20 || c == 0x7f) {
-				snprintf(buf, sizeof(buf), "\\%03o", c);
-				text_cstr(t, buf);
-			} else {
-				text_put(t, (const char *)&c, 1);
-			}
-		}
-	}
-	text_put(t, "\"", 1);
-}
-
-static const struct pbtxt_field *pbtxt_find(const struct pbtxt_msg *m,
-					    uint32_t num)
-{
-	for (size_t i = 0; m && i < m->n; i++)
-		if (m->fields[i].num == num)
-			return &m->fields[i];
-	return NULL;
-}
-
-static void pbtxt_msg_print(struct text *t, const struct pbtxt_msg *m,
-			    const uint8_t *data, size_t len, int depth);
-
-static void pbtxt_scalar(struct text *t, const struct pbtxt_field *fd,
-			 uint64_t v)
-{
-	char buf[48];
-	switch (fd->type) {
-	case PT_INT:
-		snprintf(buf, sizeof(buf), "%lld", (long long)(int64_t)v);
-		break;
-	case PT_BOOL:
-		snprintf(buf, sizeof(buf), "%s", v ? "true" : "false");
-		break;
-	case PT_ENUM:
-		if (v < fd->n_enum && fd->enum_names[v]) {
-			text_cstr(t, fd->enum_names[v]);
-			return;
-		}
-		snprintf(buf, sizeof(buf), "%llu", (unsigned long long)v);
-		break;
-	default:
-		snprintf(buf, sizeof(buf), "%llu", (unsigned long long)v);
-		break;
-	}
-	text_cstr(t, buf);
-}
-
-/* One field, known or not. */
-static void pbtxt_field_print(struct text *t, const struct pbtxt_msg *m,
-			      const struct pb_field *g, int depth)
-{
-	const struct pbtxt_field *fd = pbtxt_find(m, g->num);
-	char buf[48];
-	text_line_start(t, depth);
-	if (fd)
-		text_cstr(t, fd->name);
-	else {
-		snprintf(buf, sizeof(buf), "%u", g->num);
-		text_cstr(t, buf);
-	}
-	if (fd && fd->type == PT_MSG && g->wt == PB_WT_LEN) {
-		text_cstr(t, " {");
-		if (depth < 32)
-			pbtxt_msg_print(t, fd->msg, g->data, g->len, depth + 1);
-		text_line_start(t, depth);
-		text_cstr(t, "}");
-		return;
-	}
-	text_cstr(t, ": ");
-	switch (g->wt) {
-	case PB_WT_VARINT:
-		if (fd) {
-			pbtxt_scalar(t, fd, g->val);
-		} else {
-			snprintf(buf, sizeof(buf), "%llu",
-				 (unsigned long long)g->val);
-			text_cstr(t, buf);
-		}
-		break;
-	case PB_WT_FIXED64:
-		if (fd && fd->type == PT_DOUBLE) {
-			double d;
-			memcpy(&d, &g->val, sizeof(d));
-			snprintf(buf, sizeof(buf), "%.17g", d);
-		} else {
-			snprintf(buf, sizeof(buf), "%llu",
-				 (unsigned long long)g->val);
-		}
-		text_cstr(t, buf);
-		break;
-	case PB_WT_FIXED32:
-		snprintf(buf, sizeof(buf), "%u", (uint32_t)g->val);
-		text_cstr(t, buf);
-		break;
-	default:
-		text_quoted(t, g->data, g->len);
-		break;
-	}
-}
-
-static void pbtxt_msg_print(struct text *t, const struct pbtxt_msg *m,
-			    const uint8_t *data, size_t len, int depth)
-{
-	struct pb_reader r;
-	struct pb_field g;
-	pb_reader_init(&r, data, len);
-	while (pb_next(&r, &g)) {
-		const struct pbtxt_field *fd = pbtxt_find(m, g.num);
-		/* Packed repeated scalars: one line per value. */
-		if (fd && g.wt == PB_WT_LEN && fd->type != PT_STR &&
-		    fd->type != PT_MSG) {
-			struct pb_packed_iter it;
-			uint64_t v;
-			pb_packed_init(&it, g.data, g.len);
-			while (pb_packed_next(&it, &v)) {
-				struct pb_field e = g;
-				e.wt = PB_WT_VARINT;
-				e.val = v;
-				pbtxt_field_print(t, m, &e, depth);
-			}
-			continue;
-		}
-		pbtxt_field_print(t, m, &g, depth);
-	}
 }
 
 /* ---- trace_config, trace_uuid, trace_attributes --------------------------------- */
@@ -2051,10 +1591,13 @@ static void parse_trace_config(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	config_buffers(ctx, pkt, f, write_into_file, has_flush_period);
 	if (!st->uuid_found && (msb || lsb))
 		set_uuid(ctx, msb, lsb);
-	struct text t = { 0 };
-	pbtxt_msg_print(&t, &m_trace_config, f->data, f->len, 0);
-	tp_meta_set_str(ctx, "trace_config_pbtxt", -1, t.p ? t.p : "", t.len);
-	free(t.p);
+	/* As Perfetto's processor prints it: through the schema's
+	 * descriptor, in wire order (wire/pbtxt_wire.c). */
+	char *text = vp_textproto_print_wire(
+		&perfetto__protos__trace_config__descriptor, f->data, f->len);
+	tp_meta_set_str(ctx, "trace_config_pbtxt", -1, text, strlen(text));
+	free(text);
+	tp_diag_set_config(ctx, pkt->machine, f->data, f->len);
 }
 
 /* ---- service events ---------------------------------------------------------------- */

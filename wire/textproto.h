@@ -44,4 +44,11 @@ int vp_textproto_parse(const ProtobufCMessageDescriptor *desc,
  * vp_textproto_parse() of the result gives back an equal message. */
 char *vp_textproto_print(const ProtobufCMessage *msg);
 
+/* Prints the protobuf bytes data[0..len) as a message of type desc, in
+ * wire order, as Perfetto's trace processor prints them (pbtxt_wire.c
+ * says how); fields desc does not know print by number.  Returns a
+ * malloc'd NUL-terminated string; aborts when out of memory. */
+char *vp_textproto_print_wire(const ProtobufCMessageDescriptor *desc,
+			      const void *data, size_t len);
+
 #endif

@@ -686,6 +686,34 @@ static void check_map(uint64_t h0, int64_t hnum, int64_t hden, uint64_t step,
 	assert_true(worst <= tol);
 	/* the bound (which ignores the final 1 ns of rounding) holds */
 	assert_true(worst_excess <= 1.5);
+
+	/* The other way (--onto guest): host ns -> guest ns, as exact. */
+	struct cm_map inv;
+	cm_map_init(&inv, &fg, &c, &fh);
+	prev = 0;
+	worst = 0;
+	worst_excess = -1e30;
+	for (size_t i = 0; i < 400000; i++) {
+		uint64_t h = h0 - span / 100 + i * (span / 400000 * 102 / 100);
+		uint64_t hns = truth_y(&th, h);
+		uint64_t want = truth_y(&tg, cm_cross_host_to_guest(&c, h));
+		uint64_t got = cm_map_inv_ts(&inv, hns);
+		uint64_t e = absdiff(got, want);
+		assert_true(got >= prev);
+		prev = got;
+		if (e > worst)
+			worst = e;
+		if (i % 97 == 0) {
+			double ex = (double)e - cm_map_inv_error_ns(&inv, hns);
+			if (ex > worst_excess)
+				worst_excess = ex;
+		}
+	}
+	printf("# inverse map: max error %llu ns (<= %llu), error beyond "
+	       "bound %.2f ns\n", (unsigned long long)worst,
+	       (unsigned long long)tol, worst_excess);
+	assert_true(worst <= tol);
+	assert_true(worst_excess <= 1.5);
 	cm_fit_free(&fh);
 	cm_fit_free(&fg);
 	free(hs);

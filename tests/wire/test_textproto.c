@@ -3,7 +3,7 @@
  * printer (wire/textproto.h): a realistic Perfetto TraceConfig
  * checked field by field, every error with its exact place, print/parse
  * round trips compared as packed bytes, the nesting limit, oneofs,
- * defaults, proto3 fields.
+ * defaults, proto3 fields; raw bytes printed as Perfetto prints them.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -675,6 +675,46 @@ static void test_print_unpacked(void **state)
 	assert_round_trip(&tc.base);
 }
 
+/* Raw bytes print as Perfetto's processor prints them: wire order, types
+ * from the descriptor, unknown fields by number, packed arrays a line per
+ * value, bytes that do not parse as a comment. */
+static void test_print_wire(void **state)
+{
+	(void)state;
+	static const uint8_t wire[] = {
+		0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+		0x01,                   /* i32: -1 */
+		0x28, 0x03,             /* s32: zigzag 3 */
+		0x70, 0x02, 0x70, 0x07, /* color: BLUE, then no such value */
+		0x61, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xf8, 0x3f, /* db */
+		0x7a, 0x03, 0x61, 0x27, 0x01,        /* s: "a'\1" */
+		0xd2, 0x01, 0x02, 0x10, 0x03,        /* rnode { v: 3 } */
+		0xa2, 0x01, 0x02, 0x01, 0x02,        /* ri32, packed [1, 2] */
+		0x98, 0x06, 0x05,                    /* 99: varint */
+		0xa5, 0x06, 0x2a, 0x00, 0x00, 0x00,  /* 100: fixed32 */
+		0xaa, 0x06, 0x02, 0x68, 0x69,        /* 101: "hi" */
+		0x82, 0x01, 0x05, 0x7a,              /* by: cut short */
+	};
+	char *text = vp_textproto_print_wire(AT_DESC, wire, sizeof(wire));
+	assert_string_equal(text, "i32: -1\n"
+				  "s32: -2\n"
+				  "color: BLUE\n"
+				  "14: 7\n"
+				  "db: 1.500000\n"
+				  "s: \"a\\'\\001\"\n"
+				  "rnode {\n  v: 3\n}\n"
+				  "ri32: 1\n"
+				  "ri32: 2\n"
+				  "99: 5\n"
+				  "100: 0x0000002a\n"
+				  "101: \"hi\"\n"
+				  "# Extra bytes: \"\\202\\001\\005z\"\n");
+	free(text);
+	text = vp_textproto_print_wire(AT_DESC, wire, 0);
+	assert_string_equal(text, "");
+	free(text);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -687,6 +727,7 @@ int main(void)
 		cmocka_unit_test(test_nesting_limit),
 		cmocka_unit_test(test_proto3),
 		cmocka_unit_test(test_print_unpacked),
+		cmocka_unit_test(test_print_wire),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

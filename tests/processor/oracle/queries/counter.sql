@@ -1,0 +1,1 @@
+select id, ts, track_id, value from counter order by id;

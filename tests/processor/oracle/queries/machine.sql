@@ -1,0 +1,1 @@
+select id, raw_id from machine order by id;

@@ -1,0 +1,1 @@
+select upid, pid, name, parent_upid, uid, machine_id from process order by upid;

@@ -1,0 +1,1 @@
+select id, name, upid from process_track order by id;

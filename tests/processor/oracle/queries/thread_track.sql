@@ -1,0 +1,1 @@
+select id, name, utid from thread_track order by id;

@@ -1,0 +1,1 @@
+select id, name, type, machine_id from track order by id;
