@@ -23,6 +23,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "vp_alloc.h"
+
 #define LOOP_MAX_EVENTS 64
 
 struct watch {
@@ -67,7 +69,23 @@ struct vp_loop {
 	struct task_queue remote; /* guarded by remote_mu */
 
 	atomic_bool quit;
+	bool soft; /* out of memory fails the call (vp_loop_set_soft) */
 };
+
+/* Grows one of the loop's arrays: 0, or -1 on a soft loop (the SDK's),
+ * where the caller reports the failure; a tool's loop stops the
+ * program (base/vp_alloc.h). */
+static int loop_grow(const struct vp_loop *loop, void **p, size_t *cap,
+		     size_t need, size_t size)
+{
+	if (vp_grow(p, cap, need, size) == 0)
+		return 0;
+	if (!loop->soft)
+		vp_oom(need * size);
+	return -1;
+}
+#define LOOP_GROW(loop, arr, cap, need) \
+	loop_grow((loop), (void **)&(arr), &(cap), (need), sizeof(*(arr)))
 
 uint64_t vp_loop_now_ms(void)
 {
@@ -78,7 +96,9 @@ uint64_t vp_loop_now_ms(void)
 
 /* ---- task queues --------------------------------------------------------- */
 
-static void tq_push(struct task_queue *q, vp_task_cb cb, void *ctx)
+/* 0, or -1 (a soft loop out of memory: the task is not queued). */
+static int tq_push(const struct vp_loop *loop, struct task_queue *q,
+		   vp_task_cb cb, void *ctx)
 {
 	if (q->head > 0 && q->head == q->len) {
 		q->head = q->len = 0;
@@ -89,18 +109,14 @@ static void tq_push(struct task_queue *q, vp_task_cb cb, void *ctx)
 				(q->len - q->head) * sizeof(*q->items));
 			q->len -= q->head;
 			q->head = 0;
-		} else {
-			size_t cap = q->cap ? q->cap * 2 : 16;
-			struct task *n = realloc(q->items, cap * sizeof(*n));
-			if (!n)
-				abort(); /* as pb_buf: no way to unwind a post */
-			q->items = n;
-			q->cap = cap;
+		} else if (LOOP_GROW(loop, q->items, q->cap, q->len + 1) < 0) {
+			return -1;
 		}
 	}
 	q->items[q->len].cb = cb;
 	q->items[q->len].ctx = ctx;
 	q->len++;
+	return 0;
 }
 
 static bool tq_pop(struct task_queue *q, struct task *out)
@@ -157,19 +173,15 @@ static void heap_down(struct timer *h, size_t n, size_t i)
 	}
 }
 
-static void heap_push(struct vp_loop *loop, const struct timer *t)
+static int heap_push(struct vp_loop *loop, const struct timer *t)
 {
-	if (loop->n_timers == loop->cap_timers) {
-		size_t cap = loop->cap_timers ? loop->cap_timers * 2 : 16;
-		struct timer *n = realloc(loop->heap, cap * sizeof(*n));
-		if (!n)
-			abort();
-		loop->heap = n;
-		loop->cap_timers = cap;
-	}
+	if (LOOP_GROW(loop, loop->heap, loop->cap_timers,
+		      loop->n_timers + 1) < 0)
+		return -1;
 	loop->heap[loop->n_timers] = *t;
 	heap_up(loop->heap, loop->n_timers);
 	loop->n_timers++;
+	return 0;
 }
 
 static void heap_remove_at(struct vp_loop *loop, size_t i)
@@ -220,6 +232,11 @@ int vp_loop_new(struct vp_loop **out, struct vp_error *err)
 	return 0;
 }
 
+void vp_loop_set_soft(struct vp_loop *loop)
+{
+	loop->soft = true;
+}
+
 void vp_loop_free(struct vp_loop *loop)
 {
 	if (!loop)
@@ -262,16 +279,12 @@ int vp_loop_watch(struct vp_loop *loop, int fd, uint32_t events, vp_fd_cb cb,
 	if (watch_of(loop, fd))
 		return vp_errorf(err, "event loop: fd %d is already watched", fd);
 	if ((size_t)fd >= loop->n_watches) {
-		size_t n = loop->n_watches ? loop->n_watches : 64;
-		while (n <= (size_t)fd)
-			n *= 2;
-		struct watch *w = realloc(loop->watches, n * sizeof(*w));
-		if (!w)
+		size_t n = loop->n_watches;
+		if (LOOP_GROW(loop, loop->watches, loop->n_watches,
+			      (size_t)fd + 1) < 0)
 			return vp_errorf(err, "event loop: out of memory");
-		memset(w + loop->n_watches, 0,
-		       (n - loop->n_watches) * sizeof(*w));
-		loop->watches = w;
-		loop->n_watches = n;
+		memset(loop->watches + n, 0,
+		       (loop->n_watches - n) * sizeof(*loop->watches));
 	}
 	uint32_t gen = loop->next_gen++;
 	if (loop->next_gen == 0)
@@ -321,12 +334,14 @@ uint64_t vp_loop_timer(struct vp_loop *loop, uint32_t delay_ms,
 {
 	struct timer t = {
 		.deadline_ms = vp_loop_now_ms() + delay_ms,
-		.id = loop->next_timer_id++,
+		.id = loop->next_timer_id,
 		.period_ms = period_ms,
 		.cb = cb,
 		.ctx = ctx,
 	};
-	heap_push(loop, &t);
+	if (heap_push(loop, &t) < 0)
+		return 0;
+	loop->next_timer_id++;
 	return t.id;
 }
 
@@ -365,9 +380,9 @@ static void run_timers(struct vp_loop *loop, uint64_t now)
 
 /* ---- tasks --------------------------------------------------------------- */
 
-void vp_loop_post(struct vp_loop *loop, vp_task_cb cb, void *ctx)
+int vp_loop_post(struct vp_loop *loop, vp_task_cb cb, void *ctx)
 {
-	tq_push(&loop->posted, cb, ctx);
+	return tq_push(loop, &loop->posted, cb, ctx);
 }
 
 static void wake(struct vp_loop *loop)
@@ -380,12 +395,14 @@ static void wake(struct vp_loop *loop)
 	/* EAGAIN: the counter is saturated, the loop is awake anyway. */
 }
 
-void vp_loop_post_threadsafe(struct vp_loop *loop, vp_task_cb cb, void *ctx)
+int vp_loop_post_threadsafe(struct vp_loop *loop, vp_task_cb cb, void *ctx)
 {
 	pthread_mutex_lock(&loop->remote_mu);
-	tq_push(&loop->remote, cb, ctx);
+	int rc = tq_push(loop, &loop->remote, cb, ctx);
 	pthread_mutex_unlock(&loop->remote_mu);
-	wake(loop);
+	if (rc == 0)
+		wake(loop);
+	return rc;
 }
 
 void vp_loop_quit(struct vp_loop *loop)
@@ -401,9 +418,17 @@ static void drain_remote(struct vp_loop *loop)
 	while (read(loop->wakefd, &cnt, sizeof(cnt)) < 0 && errno == EINTR) {
 	}
 	pthread_mutex_lock(&loop->remote_mu);
-	struct task t;
-	while (tq_pop(&loop->remote, &t))
-		tq_push(&loop->posted, t.cb, t.ctx);
+	while (!tq_empty(&loop->remote)) {
+		struct task *t = &loop->remote.items[loop->remote.head];
+		if (tq_push(loop, &loop->posted, t->cb, t->ctx) < 0) {
+			/* Out of memory on a soft loop: the rest stays queued
+			 * in order and moves at the next wake-up (not one of
+			 * our own: that would spin while memory is short). */
+			break;
+		}
+		struct task done;
+		tq_pop(&loop->remote, &done);
+	}
 	pthread_mutex_unlock(&loop->remote_mu);
 }
 

@@ -30,6 +30,10 @@ typedef void (*vp_fd_cb)(void *ctx, int fd, uint32_t events);
 typedef void (*vp_task_cb)(void *ctx);
 
 int vp_loop_new(struct vp_loop **out, struct vp_error *err);
+/* Makes the loop's allocations fail with an error (-1, or a timer id of
+ * 0) instead of stopping the program: for the SDK, inside other people's
+ * programs.  A tool's loop aborts on out of memory (base/vp_alloc.h). */
+void vp_loop_set_soft(struct vp_loop *loop);
 /* Frees the loop; watches and timers still registered are dropped (their
  * fds are not closed). */
 void vp_loop_free(struct vp_loop *loop);
@@ -42,15 +46,16 @@ int vp_loop_watch_modify(struct vp_loop *loop, int fd, uint32_t events);
 void vp_loop_unwatch(struct vp_loop *loop, int fd);
 
 /* Runs cb after delay_ms, then every period_ms if that is non-zero.
- * Returns a timer id > 0, never reused. */
+ * Returns a timer id > 0, never reused (0: a soft loop out of memory). */
 uint64_t vp_loop_timer(struct vp_loop *loop, uint32_t delay_ms,
 		       uint32_t period_ms, vp_task_cb cb, void *ctx);
 void vp_loop_cancel(struct vp_loop *loop, uint64_t timer_id);
 
-/* Runs cb once on the loop thread, after the current callback returns. */
-void vp_loop_post(struct vp_loop *loop, vp_task_cb cb, void *ctx);
+/* Runs cb once on the loop thread, after the current callback returns.
+ * 0, or -1 (a soft loop out of memory: cb will not run). */
+int vp_loop_post(struct vp_loop *loop, vp_task_cb cb, void *ctx);
 /* The same, callable from any thread. */
-void vp_loop_post_threadsafe(struct vp_loop *loop, vp_task_cb cb, void *ctx);
+int vp_loop_post_threadsafe(struct vp_loop *loop, vp_task_cb cb, void *ctx);
 
 /* Runs until vp_loop_quit().  Returns 0, or -1 if epoll itself fails. */
 int vp_loop_run(struct vp_loop *loop);

@@ -14,6 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "vp_log.h"
+
 #define TMP_TAG ".vperfetto-tmp."
 #define MAX_SLOTS 64
 
@@ -518,24 +520,24 @@ static void undo(struct vp_out *o, enum step how, const char *aside)
 	case EXCHANGED:
 		if (renameat2(AT_FDCWD, o->tmp, AT_FDCWD, o->path,
 			      RENAME_EXCHANGE) != 0)
-			fprintf(stderr, "%s: cannot restore the previous file "
-				"(it is %s): %s\n", o->shown, o->tmp,
-				strerror(errno));
+			vp_log_error("%s: cannot restore the previous file "
+				     "(it is %s): %s", o->shown, o->tmp,
+				     strerror(errno));
 		else
 			unlink(o->tmp);
 		break;
 	case LINKED:
 		if (rename(aside, o->path) != 0)
-			fprintf(stderr, "%s: cannot restore the previous file "
-				"(it is %s): %s\n", o->shown, aside,
-				strerror(errno));
+			vp_log_error("%s: cannot restore the previous file "
+				     "(it is %s): %s", o->shown, aside,
+				     strerror(errno));
 		break;
 	case CREATED:
 		unlink(o->path);
 		break;
 	case UNDOABLE:
-		fprintf(stderr, "%s: replaced, and the previous file cannot be "
-			"restored\n", o->shown);
+		vp_log_error("%s: replaced, and the previous file cannot be "
+			     "restored", o->shown);
 		break;
 	case NOT_YET:
 		break;

@@ -1,9 +1,11 @@
 /* u64map.c - linear-probing hash map (see u64map.h). */
 #include "u64map.h"
 
-#include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "vp_alloc.h"
 
 static uint64_t mix(uint64_t k)
 {
@@ -62,35 +64,66 @@ bool u64map_get(const struct u64map *m, uint64_t key, uint64_t *val)
 	return found;
 }
 
-static void grow(struct u64map *m)
+/* Rehashes m into cap slots: 0, or -1 (out of memory, m unchanged). */
+static int rehash(struct u64map *m, size_t cap)
 {
 	struct u64map old = *m;
-	size_t cap = old.cap ? old.cap * 2 : 16;
+	uint64_t *keys = cap <= SIZE_MAX / sizeof(uint64_t)
+				 ? malloc(cap * sizeof(uint64_t))
+				 : NULL;
+	uint64_t *vals = keys ? malloc(cap * sizeof(uint64_t)) : NULL;
+	uint8_t *used = vals ? calloc(cap, 1) : NULL;
 
-	m->keys = malloc(cap * sizeof(uint64_t));
-	m->vals = malloc(cap * sizeof(uint64_t));
-	m->used = calloc(cap, 1);
-	if (!m->keys || !m->vals || !m->used) {
-		fprintf(stderr, "out of memory (hash map of %zu)\n", cap);
-		abort();
+	if (!used) {
+		free(keys);
+		free(vals);
+		return -1;
 	}
-	m->cap = cap;
-	m->count = 0;
+	*m = (struct u64map){keys, vals, used, cap, 0};
 	for (size_t i = 0; i < old.cap; i++)
 		if (old.used[i])
 			u64map_put(m, old.keys[i], old.vals[i]);
 	free(old.keys);
 	free(old.vals);
 	free(old.used);
+	return 0;
+}
+
+/* The capacity that holds count entries under the 3/4 load limit. */
+static size_t cap_for(const struct u64map *m, size_t count)
+{
+	size_t cap = m->cap ? m->cap : 16;
+	while (count * 4 > cap * 3) {
+		if (cap > SIZE_MAX / 8)
+			return 0;
+		cap *= 2;
+	}
+	return cap;
+}
+
+int u64map_reserve(struct u64map *m, size_t n)
+{
+	if (m->count > SIZE_MAX / 8 - n)
+		return -1;
+	if ((m->count + n) * 4 <= m->cap * 3)
+		return 0;
+	size_t cap = cap_for(m, m->count + n);
+	return cap ? rehash(m, cap) : -1;
 }
 
 void u64map_put(struct u64map *m, uint64_t key, uint64_t val)
 {
-	bool found;
+	bool found = false;
+	size_t i = m->cap ? find(m, key, &found) : 0;
 
-	if ((m->count + 1) * 4 > m->cap * 3)
-		grow(m);
-	size_t i = find(m, key, &found);
+	if (!found && (m->count + 1) * 4 > m->cap * 3) {
+		/* The tools' policy: out of memory stops them (vp_alloc.h);
+		 * code that must not stop calls u64map_reserve first, and
+		 * overwriting a key never allocates. */
+		if (u64map_reserve(m, 1) < 0)
+			vp_oom((m->cap ? m->cap * 2 : 16) * 17);
+		i = find(m, key, &found);
+	}
 	if (!found) {
 		m->used[i] = 1;
 		m->keys[i] = key;

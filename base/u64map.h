@@ -25,7 +25,11 @@ void u64map_free(struct u64map *m);
 void u64map_clear(struct u64map *m);
 /* Returns true and sets *val when key is present. */
 bool u64map_get(const struct u64map *m, uint64_t key, uint64_t *val);
-/* Inserts or overwrites. */
+/* Inserts or overwrites.  Out of memory aborts (base/vp_alloc.h), unless
+ * u64map_reserve made room first. */
 void u64map_put(struct u64map *m, uint64_t key, uint64_t val);
+/* Makes room for n more keys, so that the next n puts of new keys do not
+ * allocate: 0, or -1 (out of memory; the map is unchanged). */
+int u64map_reserve(struct u64map *m, size_t n);
 
 #endif

@@ -62,16 +62,53 @@ char *vp_xstrdup(const char *s)
 	return d;
 }
 
+char *vp_xstrndup(const char *s, size_t max)
+{
+	size_t n = strnlen(s, max);
+	char *d = vp_xmalloc(n + 1);
+	memcpy(d, s, n);
+	d[n] = '\0';
+	return d;
+}
+
+/* The capacity vp_grow and vp_xgrow move to: doubling from *cap (16 at
+ * first) until need fits.  0 when that overflows size_t bytes. */
+static size_t grown_cap(size_t cap, size_t need, size_t size)
+{
+	size_t n = cap ? cap : 16;
+	while (n < need) {
+		if (n > SIZE_MAX / 2)
+			return 0;
+		n *= 2;
+	}
+	if (size && n > SIZE_MAX / size)
+		return 0;
+	return n;
+}
+
 void vp_xgrow(void **p, size_t *cap, size_t need, size_t size)
 {
 	if (need <= *cap)
 		return;
-	size_t n = *cap ? *cap : 16;
-	while (n < need) {
-		if (n > SIZE_MAX / 2)
-			vp_oom(SIZE_MAX);
-		n *= 2;
-	}
-	*p = vp_xreallocarray(*p, n, size);
+	size_t n = grown_cap(*cap, need, size);
+	if (!n)
+		vp_oom(SIZE_MAX);
+	*p = vp_xrealloc(*p, n * size);
 	*cap = n;
+}
+
+int vp_grow(void **p, size_t *cap, size_t need, size_t size)
+{
+	if (need <= *cap)
+		return 0;
+	size_t n = grown_cap(*cap, need, size);
+	if (!n)
+		return -1;
+	size_t bytes = n * size;
+	void *q = realloc(*p, bytes ? bytes : 1);
+	if (!q)
+		return -1;
+	*p = q;
+	*cap = n;
+	return 0;
 }

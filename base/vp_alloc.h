@@ -10,7 +10,11 @@
  *
  * The SDK (libvperfetto), which lives inside other people's programs,
  * never calls these: its allocations fail with an error return and the
- * application goes on (sdk/).
+ * application goes on (sdk/).  Neither does the code under the SDK that
+ * it links (the event loop, the IPC client and frame reader, pb_buf in
+ * its soft mode): those grow arrays with vp_grow/VP_GROW, which return
+ * -1 and leave the array as it was, and report the failure to their
+ * caller.
  */
 #ifndef VP_ALLOC_H
 #define VP_ALLOC_H
@@ -23,12 +27,21 @@ void *vp_xrealloc(void *p, size_t n);
 /* realloc of an array of n elements of size bytes, overflow-checked. */
 void *vp_xreallocarray(void *p, size_t n, size_t size);
 char *vp_xstrdup(const char *s);
+/* At most max bytes of s, NUL-terminated. */
+char *vp_xstrndup(const char *s, size_t max);
 
 /* Makes room for `need` elements in a growing array *p of *cap elements
  * (doubling, at least 16): the one way arrays grow in the tools. */
 void vp_xgrow(void **p, size_t *cap, size_t need, size_t size);
 #define VP_XGROW(arr, cap, need) \
 	vp_xgrow((void **)&(arr), &(cap), (need), sizeof(*(arr)))
+
+/* As vp_xgrow, but fails instead of aborting: 0, or -1 with *p and *cap
+ * unchanged (still valid, still owned by the caller).  For the SDK and the
+ * layers it links, and for a daemon refusing what an untrusted peer asks. */
+int vp_grow(void **p, size_t *cap, size_t need, size_t size);
+#define VP_GROW(arr, cap, need) \
+	vp_grow((void **)&(arr), &(cap), (need), sizeof(*(arr)))
 
 /* Prints "PROGRAM: out of memory (N bytes)" and aborts. */
 _Noreturn void vp_oom(size_t n);

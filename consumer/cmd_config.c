@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "textproto.h"
+#include "vp_alloc.h"
 
 typedef Perfetto__Protos__TraceConfig__BufferConfig buffer_config;
 typedef Perfetto__Protos__TraceConfig__DataSource data_source;
@@ -189,18 +190,14 @@ static void *new_msg(const ProtobufCMessageDescriptor *desc)
 	return m;
 }
 
-/* Appends p to the repeated pointer field (arr, n); 0, or -1 with the
- * field unchanged (p not taken). */
+/* Appends p to the repeated pointer field (arr, n) of a protobuf-c
+ * message (which has no capacity: one element more each time); 0 (out
+ * of memory stops the command, base/vp_alloc.h). */
 #define PUSH(arr, n, p)                                                      \
 	__extension__({                                                      \
-		__typeof__(arr) grown_ = realloc((arr), ((n) + 1) * sizeof(*(arr))); \
-		int rc_ = -1;                                                \
-		if (grown_) {                                                \
-			(arr) = grown_;                                      \
-			(arr)[(n)++] = (p);                                  \
-			rc_ = 0;                                             \
-		}                                                            \
-		rc_;                                                         \
+		(arr) = vp_xreallocarray((arr), (n) + 1, sizeof(*(arr)));    \
+		(arr)[(n)++] = (p);                                          \
+		0;                                                           \
 	})
 
 /* A new data source named name, appended to tc; its config in *cfg. */

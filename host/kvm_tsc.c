@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "perfetto_fields.h"
+#include "vp_alloc.h"
 
 /* Longest value file we accept: a 64-bit decimal and a newline. */
 #define VALUE_MAX 32
@@ -198,16 +199,7 @@ static int read_vm_dir(const char *dir, int pid, int fd,
 		int vcpu;
 		if (!vcpu_dir_of(de->d_name, &vcpu))
 			continue;
-		if (*n == *cap) {
-			*cap = *cap ? *cap * 2 : 8;
-			struct kvm_vcpu_tsc *nv = realloc(*v, *cap * sizeof(**v));
-			if (!nv) {
-				vp_errorf(err, "out of memory");
-				rc = KVM_TSC_BAD_FILE;
-				break;
-			}
-			*v = nv;
-		}
+		VP_XGROW(*v, *cap, *n + 1);
 		char sub[PATH_MAX];
 		if (!join(sub, dir, de->d_name, err)) {
 			rc = KVM_TSC_BAD_FILE;
@@ -338,14 +330,7 @@ bool kvm_tsc_tracker_changed(struct kvm_tsc_tracker *t,
 		t->v[i] = *r;
 		return true;
 	}
-	if (t->n == t->cap) {
-		size_t cap = t->cap ? t->cap * 2 : 8;
-		struct kvm_vcpu_tsc *nv = realloc(t->v, cap * sizeof(*nv));
-		if (!nv)
-			return true; /* not remembered: written again next time */
-		t->v = nv;
-		t->cap = cap;
-	}
+	VP_XGROW(t->v, t->cap, t->n + 1);
 	t->v[t->n++] = *r;
 	return true;
 }

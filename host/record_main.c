@@ -62,6 +62,7 @@
 #include "vm_tracks.h"
 #include "vp_version.h"
 #include "vp_log.h"
+#include "vp_alloc.h"
 
 enum record_status {
 	REC_OK = 0,
@@ -483,7 +484,7 @@ static bool have_kvm_events(void)
  * host config that records ftrace records sched_switch and sched_waking
  * too, and kvm_entry / kvm_exit where KVM runs (a config without ftrace
  * is left alone). */
-static int ensure_sched_events(vp_trace_config *tc, struct vp_error *err)
+static void ensure_sched_events(vp_trace_config *tc)
 {
 	static const char *const need[] = {"sched/sched_switch",
 					   "sched/sched_waking",
@@ -509,19 +510,13 @@ static int ensure_sched_events(vp_trace_config *tc, struct vp_error *err)
 			}
 			if (have)
 				continue;
-			char **ev = realloc(f->ftrace_events,
-					    (f->n_ftrace_events + 1) *
-						    sizeof(*ev));
-			if (!ev)
-				return vp_errorf(err, "out of memory");
-			f->ftrace_events = ev;
-			ev[f->n_ftrace_events] = strdup(need[k]);
-			if (!ev[f->n_ftrace_events])
-				return vp_errorf(err, "out of memory");
-			f->n_ftrace_events++;
+			f->ftrace_events = vp_xreallocarray(
+				f->ftrace_events, f->n_ftrace_events + 1,
+				sizeof(*f->ftrace_events));
+			f->ftrace_events[f->n_ftrace_events++] =
+				vp_xstrdup(need[k]);
 		}
 	}
-	return 0;
 }
 
 /* Loads a config (or the default text), makes sure it records what the
@@ -549,7 +544,7 @@ static int prepare_config(const char *file, bool txt, const char *deflt,
 	if (host) {
 		rc = vp_cmd_ensure_data_source(tc, "vperfetto.clock_sync", err);
 		if (rc == 0)
-			rc = ensure_sched_events(tc, err);
+			ensure_sched_events(tc);
 	} else
 		rc = vp_cmd_ensure_category(tc, "cros", err);
 	/* A cap, in case we die and cannot stop the sessions: -t plus a

@@ -16,6 +16,7 @@
 #include "event_loop.h" /* vp_loop_now_ms */
 #include "ipc_frame.h"
 #include "ipc_sock.h"
+#include "vp_alloc.h"
 
 /* Reads per vp_ipc_client_poll() call before returning to the caller. */
 #define CLIENT_MAX_READS 64
@@ -104,11 +105,13 @@ struct vp_ipc_client *vp_ipc_client_from_fd(int fd)
 		return NULL;
 	c->fd = fd;
 	vp_ipc_rx_init(&c->rx);
-	pb_buf_init(&c->tx);
+	/* The SDK's producer thread sends through here: a message that
+	 * cannot be built fails its call, never the application. */
+	pb_buf_init_soft(&c->tx);
 	c->next_request_id = 1;
 	const char *dir = getenv("VPERFETTO_IPC_CAPTURE");
 	if (dir && *dir)
-		c->capture_dir = strdup(dir);
+		c->capture_dir = strdup(dir); /* NULL: a debug aid is off */
 	return c;
 }
 
@@ -180,17 +183,16 @@ static int closed_by_callback(struct vp_error *err)
 
 /* ---- pending requests ---------------------------------------------------- */
 
+/* Room for one more pending request, made before its request is sent
+ * so that a reply always finds its callback.  0, or -1 (out of memory). */
+static int pending_reserve(struct vp_ipc_client *c)
+{
+	return VP_GROW(c->pending, c->cap_pending, c->n_pending + 1);
+}
+
 static void pending_add(struct vp_ipc_client *c, uint64_t id,
 			vp_ipc_reply_cb cb, void *ctx)
 {
-	if (c->n_pending == c->cap_pending) {
-		size_t cap = c->cap_pending ? c->cap_pending * 2 : 8;
-		struct pending *n = realloc(c->pending, cap * sizeof(*n));
-		if (!n)
-			abort(); /* as pb_buf */
-		c->pending = n;
-		c->cap_pending = cap;
-	}
 	c->pending[c->n_pending++] = (struct pending){id, cb, ctx};
 }
 
@@ -246,6 +248,8 @@ static int client_send(struct vp_ipc_client *c, int pass_fd,
 {
 	if (c->broken)
 		return vp_errorf(err, "%s", c->broken_err.msg);
+	if (pb_buf_failed(&c->tx))
+		return vp_errorf(err, "IPC send: out of memory");
 	if (c->tx.len - VP_IPC_FRAME_HDR > VP_IPC_MAX_FRAME)
 		return vp_errorf(err,
 				 "IPC frame of %zu bytes exceeds the limit of "
@@ -307,6 +311,10 @@ static uint64_t client_invoke(struct vp_ipc_client *c, const char *method,
 			  c->service_name);
 		return 0;
 	}
+	if (cb && pending_reserve(c) < 0) {
+		vp_errorf(err, "invoke %s: out of memory", method);
+		return 0;
+	}
 	uint64_t id = c->next_request_id++;
 	pb_buf_reset(&c->tx);
 	size_t mark = vp_ipc_frame_begin(&c->tx, id);
@@ -353,7 +361,7 @@ static void on_bind_reply(struct vp_ipc_client *c,
 	struct client_method *ms = calloc(f->bind_reply.n_methods + 1,
 					  sizeof(*ms));
 	if (!ms)
-		abort();
+		goto oom;
 	size_t n = 0;
 	struct vp_ipc_method_iter it;
 	uint32_t id;
@@ -364,7 +372,7 @@ static void on_bind_reply(struct vp_ipc_client *c,
 		ms[n].id = id;
 		ms[n].name = strndup((const char *)name.data, name.len);
 		if (!ms[n].name)
-			abort();
+			goto oom;
 		n++;
 	}
 	for (size_t i = 0; i < c->n_methods; i++)
@@ -374,6 +382,16 @@ static void on_bind_reply(struct vp_ipc_client *c,
 	c->n_methods = n;
 	c->service_id = f->bind_reply.service_id;
 	c->bind_state = BIND_OK;
+	return;
+oom:
+	/* The bind fails; the caller may try again. */
+	if (ms)
+		for (size_t i = 0; i < n; i++)
+			free(ms[i].name);
+	free(ms);
+	c->bind_state = BIND_FAILED;
+	vp_errorf(&c->bind_error, "out of memory for the methods of %s",
+		  c->service_name);
 }
 
 static void on_reply(struct vp_ipc_client *c, const struct vp_ipc_frame *f,
@@ -460,6 +478,8 @@ static int read_once(struct vp_ipc_client *c, struct vp_error *err)
 {
 	size_t avail;
 	uint8_t *space = vp_ipc_rx_space(&c->rx, &avail);
+	if (!space)
+		return client_fail(c, err, "IPC receive", "out of memory");
 	int fds[VP_IPC_RX_MAX_FDS];
 	int n_fds = 0;
 	ssize_t n = vp_sock_recv(c->fd, space, avail, fds, VP_IPC_RX_MAX_FDS,
@@ -602,6 +622,7 @@ struct call_result {
 	bool done;
 	bool success;
 	bool disconnected;
+	bool oom; /* the reply came but could not be kept */
 	uint8_t *data;
 	size_t len;
 	int fd;
@@ -621,8 +642,11 @@ static void call_cb(void *ctx, const struct vp_ipc_reply *r)
 	res->fd = r->fd;
 	res->len = r->len;
 	res->data = malloc(r->len ? r->len : 1);
-	if (!res->data)
-		abort();
+	if (!res->data) {
+		res->success = false;
+		res->oom = true;
+		return;
+	}
 	if (r->len)
 		memcpy(res->data, r->data, r->len);
 }
@@ -663,9 +687,10 @@ static int client_call(struct vp_ipc_client *c, const char *method,
 		if (res.fd >= 0)
 			close(res.fd);
 		return vp_errorf(err, "%s: %s", what,
-				 res.disconnected ? "connection lost"
-						  : "the service failed the "
-						    "request");
+				 res.oom ? "out of memory for the reply"
+				 : res.disconnected ? "connection lost"
+						    : "the service failed the "
+						      "request");
 	}
 	*reply = res.data;
 	*reply_len = res.len;

@@ -326,7 +326,8 @@ bool vp_ipc_bytes_eq(struct vp_ipc_bytes b, const char *s)
 size_t vp_ipc_frame_begin(struct pb_buf *b, uint64_t request_id)
 {
 	size_t mark = b->len;
-	pb_buf_reserve(b, VP_IPC_FRAME_HDR);
+	if (!pb_buf_reserve(b, VP_IPC_FRAME_HDR))
+		return mark; /* a soft buffer failed: vp_ipc_frame_end skips */
 	b->len += VP_IPC_FRAME_HDR;
 	pb_put_varint(b, IPCF_REQUEST_ID, request_id);
 	return mark;
@@ -334,6 +335,8 @@ size_t vp_ipc_frame_begin(struct pb_buf *b, uint64_t request_id)
 
 void vp_ipc_frame_end(struct pb_buf *b, size_t bookmark)
 {
+	if (pb_buf_failed(b))
+		return; /* dropped whole by its sender */
 	size_t n = b->len - bookmark - VP_IPC_FRAME_HDR;
 	uint8_t *p = b->data + bookmark;
 	p[0] = (uint8_t)n;
@@ -479,12 +482,17 @@ uint8_t *vp_ipc_rx_space(struct vp_ipc_rx *rx, size_t *avail)
 		}
 	}
 	if (rx->cap - rx->len < want) {
+		/* The frame's length is the peer's to choose (up to
+		 * max_frame): running out of memory for it fails this stream,
+		 * not the program (the service, the SDK's application). */
 		size_t cap = rx->cap ? rx->cap : RX_INITIAL_CAP;
 		while (cap - rx->len < want)
 			cap *= 2;
 		uint8_t *n = realloc(rx->buf, cap);
-		if (!n)
-			abort(); /* as pb_buf */
+		if (!n) {
+			*avail = 0;
+			return NULL;
+		}
 		rx->buf = n;
 		rx->cap = cap;
 	}
@@ -499,18 +507,21 @@ void vp_ipc_rx_commit(struct vp_ipc_rx *rx, size_t n)
 	rx->len += n;
 }
 
-void vp_ipc_rx_feed(struct vp_ipc_rx *rx, const void *data, size_t len)
+int vp_ipc_rx_feed(struct vp_ipc_rx *rx, const void *data, size_t len)
 {
 	const uint8_t *p = data;
 	while (len > 0) {
 		size_t avail;
 		uint8_t *dst = vp_ipc_rx_space(rx, &avail);
+		if (!dst)
+			return -1;
 		size_t n = len < avail ? len : avail;
 		memcpy(dst, p, n);
 		vp_ipc_rx_commit(rx, n);
 		p += n;
 		len -= n;
 	}
+	return 0;
 }
 
 int vp_ipc_rx_add_fds(struct vp_ipc_rx *rx, const int *fds, int n,

@@ -157,12 +157,14 @@ struct vp_ipc_rx_frame {
 void vp_ipc_rx_init(struct vp_ipc_rx *rx);
 /* Frees the buffer and closes fds not handed out. */
 void vp_ipc_rx_free(struct vp_ipc_rx *rx);
-/* Room to receive into (never less than 1 KiB); commit what was written. */
+/* Room to receive into (never less than 1 KiB); commit what was written.
+ * NULL (and *avail 0) when out of memory: the caller fails the stream. */
 uint8_t *vp_ipc_rx_space(struct vp_ipc_rx *rx, size_t *avail);
 void vp_ipc_rx_commit(struct vp_ipc_rx *rx, size_t n);
 /* Copies bytes in (space + memcpy + commit, in as many steps as needed;
- * frames are not extracted, so feed at most what the caller will drain). */
-void vp_ipc_rx_feed(struct vp_ipc_rx *rx, const void *data, size_t len);
+ * frames are not extracted, so feed at most what the caller will drain).
+ * 0, or -1 when out of memory (part of the bytes may be in). */
+int vp_ipc_rx_feed(struct vp_ipc_rx *rx, const void *data, size_t len);
 /* Queues fds that arrived with the bytes committed so far.  On overflow
  * (more than VP_IPC_RX_MAX_FDS waiting) closes them all and returns -1. */
 int vp_ipc_rx_add_fds(struct vp_ipc_rx *rx, const int *fds, int n,

@@ -28,6 +28,7 @@
 #include "ipc_client.h" /* VP_IPC_MAX_FRAME */
 #include "ipc_frame.h"
 #include "ipc_sock.h"
+#include "vp_alloc.h"
 
 /* The one service a host exposes gets this id in BindServiceReply. */
 #define HOST_SERVICE_ID 1
@@ -100,7 +101,7 @@ struct vp_ipc_host {
 	struct vp_loop *loop;
 	struct vp_ipc_service svc;
 	struct listener *listeners;
-	size_t n_listeners;
+	size_t n_listeners, cap_listeners;
 	struct vp_ipc_conn *conns;
 	struct vp_ipc_conn *zombies;
 	uint64_t reap_timer;
@@ -328,14 +329,9 @@ static int tx_own_fds(struct vp_ipc_conn *c)
 
 static void tx_queue_fd(struct vp_ipc_conn *c, uint64_t at, int fd)
 {
-	if (c->n_tx_fds == c->cap_tx_fds) {
-		size_t cap = c->cap_tx_fds ? c->cap_tx_fds * 2 : 4;
-		struct tx_fd *n = realloc(c->tx_fds, cap * sizeof(*n));
-		if (!n)
-			abort(); /* as pb_buf */
-		c->tx_fds = n;
-		c->cap_tx_fds = cap;
-	}
+	/* The host runs in the tools only (vtraced, the agents): out of
+	 * memory stops them (base/vp_alloc.h). */
+	VP_XGROW(c->tx_fds, c->cap_tx_fds, c->n_tx_fds + 1);
 	c->tx_fds[c->n_tx_fds++] = (struct tx_fd){at, fd, false};
 }
 
@@ -734,6 +730,12 @@ static void conn_read(struct vp_ipc_conn *c)
 	while (!c->closing && budget > 0) {
 		size_t avail;
 		uint8_t *space = vp_ipc_rx_space(&c->rx, &avail);
+		if (!space) {
+			/* A peer's frame the daemon has no memory for: that
+			 * peer goes, the service stays. */
+			conn_drop(c, "out of memory for its frame");
+			return;
+		}
 		/* One more slot than allowed, to see a peer that sends too
 		 * many (the kernel would otherwise close the excess). */
 		int fds[VP_IPC_RX_MAX_FDS + 1];
@@ -929,16 +931,8 @@ int vp_ipc_host_new(struct vp_ipc_host **out, struct vp_loop *loop,
 int vp_ipc_host_listen(struct vp_ipc_host *h, const char *addr,
 		       struct vp_error *err)
 {
-	char *copy = strdup(addr ? addr : "");
-	struct listener *ls = realloc(h->listeners,
-				      (h->n_listeners + 1) * sizeof(*ls));
-	if (!copy || !ls) {
-		free(copy);
-		if (ls)
-			h->listeners = ls;
-		return vp_errorf(err, "IPC host: out of memory");
-	}
-	h->listeners = ls;
+	char *copy = vp_xstrdup(addr ? addr : "");
+	VP_XGROW(h->listeners, h->cap_listeners, h->n_listeners + 1);
 	int fd = vp_sock_listen(addr, err);
 	if (fd < 0) {
 		free(copy);

@@ -7,6 +7,7 @@
 
 #include "ftrace_encode.h"
 #include "perfetto_fields.h"
+#include "vp_alloc.h"
 
 /* Field numbers (TracePacket, FtraceEventBundle, CompactSched,
  * FtraceEvent and its payloads) are perfetto_fields.h's, from protos/.
@@ -37,9 +38,7 @@ int ft_table_add(struct ft_table *t, struct ft_event *ev)
 		return -1;
 	if (!t->by_id || ev->id > t->max_id) {
 		uint32_t n = ev->id + 1;
-		struct ft_event **p = realloc(t->by_id, n * sizeof *p);
-		if (!p)
-			return -1;
+		struct ft_event **p = vp_xreallocarray(t->by_id, n, sizeof *p);
 		uint32_t old = t->by_id ? t->max_id + 1 : 0;
 		memset(p + old, 0, (n - old) * sizeof *p);
 		t->by_id = p;

@@ -47,6 +47,7 @@
 #include "vp_error.h"
 #include "vperfetto/vperfetto.h"
 #include "vp_log.h"
+#include "vp_alloc.h"
 
 #define TAG "linux.ftrace: "
 
@@ -144,14 +145,9 @@ static void config_free(struct ft_config *c)
 
 static int add_event(struct ft_config *c, const uint8_t *s, size_t n)
 {
-	char **p = realloc(c->events, (c->n_events + 1) * sizeof *p);
-	if (!p)
-		return -1;
-	c->events = p;
-	c->events[c->n_events] = strndup((const char *)s, n);
-	if (!c->events[c->n_events])
-		return -1;
-	c->n_events++;
+	c->events = vp_xreallocarray(c->events, c->n_events + 1,
+				     sizeof(*c->events));
+	c->events[c->n_events++] = vp_xstrndup((const char *)s, n);
 	return 0;
 }
 
@@ -254,14 +250,8 @@ static int parse_config(struct ft_config *c, const uint8_t *cfg, size_t len,
 
 static int push_name(char ***list, unsigned *n, const char *s)
 {
-	char **p = realloc(*list, (*n + 1) * sizeof *p);
-	if (!p)
-		return -1;
-	*list = p;
-	p[*n] = strdup(s);
-	if (!p[*n])
-		return -1;
-	(*n)++;
+	*list = vp_xreallocarray(*list, (size_t)*n + 1, sizeof(**list));
+	(*list)[(*n)++] = vp_xstrdup(s);
 	return 0;
 }
 

@@ -37,6 +37,7 @@
 #include "u64map.h"
 #include "vperfetto/vperfetto.h"
 #include "vp_log.h"
+#include "vp_alloc.h"
 
 /* ProcessStats.Process's vm_size_kb .. vm_hwm_kb are fields in a row, in
  * the order of enum procfs_mem. */
@@ -165,6 +166,18 @@ static bool read_proc(const char *dir, const char *file,
 
 /* ---- ProcessTree ------------------------------------------------------ */
 
+/* Writes the packet in s->pkt.  The first one on the writer's sequence
+ * (and the first after incremental state was cleared) says
+ * incremental_state_cleared, as traced_probes' process_stats does: what
+ * this source remembers (the processes already described) starts over
+ * there. */
+static void write_packet(struct ps_inst *s)
+{
+	if (vp_ds_first_packet_on_sequence(s->inst))
+		pb_put_varint(&s->pkt, TP_INCREMENTAL_STATE_CLEARED, 1);
+	vp_ds_write_packet(s->inst, s->pkt.data, s->pkt.len);
+}
+
 static void tree_begin(struct ps_inst *s)
 {
 	if (s->tree_open)
@@ -181,7 +194,7 @@ static void tree_end(struct ps_inst *s)
 		return;
 	pb_put_varint(&s->pkt, PT_COLLECTION_END_TIMESTAMP, vp_now_ns());
 	pb_end_nested(&s->pkt, s->tree_bm);
-	vp_ds_write_packet(s->inst, s->pkt.data, s->pkt.len);
+	write_packet(s);
 	s->tree_open = false;
 }
 
@@ -316,9 +329,7 @@ static struct cached_stats *cache_of(struct ps_inst *s, int32_t pid)
 		return &s->cache[idx];
 	if (s->ncache == s->capcache) {
 		size_t ncap = s->capcache ? s->capcache * 2 : 256;
-		struct cached_stats *n = realloc(s->cache, ncap * sizeof(*n));
-		if (!n)
-			abort(); /* as pb_buf: out of memory is fatal */
+		struct cached_stats *n = vp_xrealloc(s->cache, ncap * sizeof(*n));
 		s->cache = n;
 		s->capcache = ncap;
 	}
@@ -341,9 +352,7 @@ static void remember_pid(struct ps_inst *s, int32_t pid)
 {
 	if (s->npids == s->cappids) {
 		size_t ncap = s->cappids ? s->cappids * 2 : 256;
-		int32_t *n = realloc(s->pids, ncap * sizeof(*n));
-		if (!n)
-			abort();
+		int32_t *n = vp_xrealloc(s->pids, ncap * sizeof(*n));
 		s->pids = n;
 		s->cappids = ncap;
 	}
@@ -423,7 +432,7 @@ static void poll_stats(struct ps_inst *s, struct procfs_poller *p)
 	pb_put_varint(&s->pkt, PS_COLLECTION_END_TIMESTAMP, vp_now_ns());
 	pb_end_nested(&s->pkt, bm);
 	if (any)
-		vp_ds_write_packet(s->inst, s->pkt.data, s->pkt.len);
+		write_packet(s);
 
 	/* Long-lived facts (cmdline, parent) of processes new to us. */
 	for (size_t i = 0; i < s->npids && !procfs_poll_stopping(p); i++) {

@@ -122,9 +122,11 @@ struct tp_ctx {
 	struct tp_tracks *tracks;
 	struct tp_slices *slices;
 	struct tp_flows *flows;
+	struct tp_states *states;
 	struct tp_seqs *seqs;  /* per-sequence state (tp_seq.h) */
 	struct tp_stats *stats;
 	struct tp_te_state *te;
+	struct tp_te_tracks *te_tracks; /* its descriptor tracks */
 	struct tp_ftrace_state *ftrace;
 	struct tp_system_state *sys;
 	struct tp_syscalls *syscalls; /* tp_syscalls.h */
@@ -132,6 +134,7 @@ struct tp_ctx {
 	struct tp_diag *diag;   /* the trace configs' diagnostics (tp_diag.h) */
 	struct tp_memory *memory; /* memory ftrace events (tp_memory.h) */
 	struct tp_compress *compress; /* shared async tracks (tp_compress.h) */
+	struct tp_sessions_state *sessions;
 
 	struct u64map machines; /* raw machine_id -> machine table id */
 	bool host_has_data;     /* a packet of machine 0 was seen */

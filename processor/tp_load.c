@@ -19,6 +19,7 @@
  */
 #include "tp_load.h"
 #include "tp_flows.h"
+#include "tp_states.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -93,6 +94,7 @@ struct tp_ctx *tp_ctx_new(void)
 	ctx->flows = tp_flows_new();
 	ctx->syscalls = tp_syscalls_new();
 	ctx->memevents = tp_memevents_new();
+	ctx->states = tp_states_new();
 	u64map_init(&ctx->machines);
 	ctx->seqs = tp_seqs_new();
 	/* machine 0: the host the trace was recorded on */
@@ -102,6 +104,7 @@ struct tp_ctx *tp_ctx_new(void)
 	tp_te_init(ctx);
 	tp_ftrace_init(ctx);
 	tp_system_init(ctx);
+	tp_sessions_init(ctx);
 	return ctx;
 }
 
@@ -119,6 +122,7 @@ void tp_ctx_free(struct tp_ctx *ctx)
 	tp_te_free(ctx);
 	tp_ftrace_free(ctx);
 	tp_system_free(ctx);
+	tp_sessions_free(ctx);
 	tp_sorter_free(ctx->sorter);
 	tp_clocks_free(ctx->clocks);
 	tp_args_state_free(ctx->args);
@@ -131,6 +135,7 @@ void tp_ctx_free(struct tp_ctx *ctx)
 	tp_flows_free(ctx->flows);
 	tp_syscalls_free(ctx->syscalls);
 	tp_memevents_free(ctx->memevents);
+	tp_states_free(ctx->states);
 	tp_procs_free(ctx->procs);
 	for (unsigned i = 0; i < TP_T_COUNT; i++)
 		tp_table_free(&ctx->tables[i]);
@@ -312,6 +317,8 @@ static void dispatch_field(struct tp_ctx *ctx, const struct tp_packet *pkt,
 		return;
 	if (tp_ftrace_tokenize(ctx, pkt, f))
 		return;
+	if (tp_sessions_tokenize(ctx, pkt, f))
+		return;
 	tp_system_tokenize(ctx, pkt, f);
 }
 
@@ -442,6 +449,8 @@ static void load_packet(struct tp_ctx *ctx, const uint8_t *data, size_t len,
 		struct tp_seq *s = tp_seq_get(ctx, pkt.machine, seq_id);
 		pkt.seq = s;
 		pkt.queue = s->queue;
+		if (pkt.first_on_sequence)
+			tp_te_first_packet(ctx, (uint32_t)seq_id);
 		if (pkt.incremental_state_cleared ||
 		    (pkt.seq_flags & SEQ_INCREMENTAL_STATE_CLEARED)) {
 			if (s->seen_any)
@@ -465,6 +474,8 @@ static void load_packet(struct tp_ctx *ctx, const uint8_t *data, size_t len,
 			s->incremental_valid = pkt.incremental_state_cleared ||
 					       (pkt.seq_flags &
 						SEQ_INCREMENTAL_STATE_CLEARED);
+			if (!s->incremental_valid)
+				tp_te_seq_lost(ctx, s);
 		}
 		s->seen_any = true;
 		s->packets++;

@@ -19,8 +19,12 @@ bool tp_te_tokenize(struct tp_ctx *ctx, const struct tp_packet *pkt,
 		    const struct pb_field *f);
 /* The loader calls this when a sequence's incremental state is cleared. */
 void tp_te_seq_reset(struct tp_ctx *ctx, struct tp_seq *seq);
+/* ... and when packets of the sequence were lost before this one. */
+void tp_te_seq_lost(struct tp_ctx *ctx, struct tp_seq *seq);
 void tp_te_seq_free(struct tp_ctx *ctx, struct tp_seq *seq);
 void tp_te_finish(struct tp_ctx *ctx);
+/* A packet of sequence seq_id said it is the first the sequence wrote. */
+void tp_te_first_packet(struct tp_ctx *ctx, uint32_t seq_id);
 void tp_te_free(struct tp_ctx *ctx);
 
 /* ftrace_events, ftrace_stats, process_tree, process_stats
@@ -39,5 +43,12 @@ bool tp_system_tokenize(struct tp_ctx *ctx, const struct tp_packet *pkt,
 			const struct pb_field *f);
 void tp_system_finish(struct tp_ctx *ctx);
 void tp_system_free(struct tp_ctx *ctx);
+
+/* concurrent_session_event: the other tracing sessions, as state tracks
+ * (tp_sessions.c). */
+void tp_sessions_init(struct tp_ctx *ctx);
+bool tp_sessions_tokenize(struct tp_ctx *ctx, const struct tp_packet *pkt,
+			  const struct pb_field *f);
+void tp_sessions_free(struct tp_ctx *ctx);
 
 #endif

@@ -22,6 +22,7 @@
 #include "out_file.h"
 #include "tp_schema.h"
 #include "tp_slicefn.h"
+#include "tp_slicelayout.h"
 #include "tp_stdlib.h"
 #include "tp_toftrace.h"
 
@@ -267,6 +268,7 @@ struct sqlite3 *tp_query_open(struct tp_ctx *ctx, struct vp_error *err)
 		return NULL;
 	}
 	if (tp_slicefn_register(db, ctx) != SQLITE_OK ||
+	    tp_slicelayout_register(db, ctx) != SQLITE_OK ||
 	    tp_stdlib_register(db) != SQLITE_OK) {
 		vp_errorf(err, "cannot register table functions: %s",
 			  sqlite3_errmsg(db));

@@ -25,6 +25,7 @@ static const struct tp_coldef ftrace_event_cols[] = {
 static const struct tp_coldef flow_cols[] = {TP_FLOW_COLS(TP_COL_DEF)};
 static const struct tp_coldef cpu_cols[] = {TP_CPU_COLS(TP_COL_DEF)};
 static const struct tp_coldef cpu_freq_cols[] = {TP_CPU_FREQ_COLS(TP_COL_DEF)};
+static const struct tp_coldef state_cols[] = {TP_STATE_COLS(TP_COL_DEF)};
 static const struct tp_coldef vcpu_cols[] = {TP_VCPU_COLS(TP_COL_DEF)};
 static const struct tp_coldef vcpu_state_cols[] = {
 	TP_VCPU_STATE_COLS(TP_COL_DEF)};
@@ -60,6 +61,7 @@ static const struct {
 	[TP_T_CPU] = {"__intrinsic_cpu", cpu_cols, N(cpu_cols)},
 	[TP_T_CPU_FREQ] = {"__intrinsic_cpu_freq", cpu_freq_cols,
 			   N(cpu_freq_cols)},
+	[TP_T_STATE] = {"__intrinsic_state", state_cols, N(state_cols)},
 	[TP_T_VCPU] = {"vcpu", vcpu_cols, N(vcpu_cols)},
 	[TP_T_VCPU_STATE] = {"vcpu_state", vcpu_state_cols,
 			     N(vcpu_state_cols)},
@@ -128,6 +130,17 @@ const char tp_schema_views_sql[] =
 	" EXTRACT_ARG(source_arg_set_id, 'description') AS description, upid"
 	" FROM __intrinsic_track"
 	" WHERE event_type = 'counter' AND upid IS NOT NULL;\n"
+	"CREATE VIEW state AS SELECT id, ts, dur, track_id, category, value,"
+	" arg_set_id FROM __intrinsic_state;\n"
+	"CREATE VIEW state_track AS SELECT id, name, parent_id, type,"
+	" dimension_arg_set_id, source_arg_set_id, machine_id"
+	" FROM __intrinsic_track WHERE event_type = 'state';\n"
+	"CREATE VIEW process_state_track AS SELECT id, name, type, parent_id,"
+	" source_arg_set_id, machine_id, upid FROM __intrinsic_track"
+	" WHERE event_type = 'state' AND upid IS NOT NULL;\n"
+	"CREATE VIEW thread_state_track AS SELECT id, name, type, parent_id,"
+	" source_arg_set_id, machine_id, utid FROM __intrinsic_track"
+	" WHERE event_type = 'state' AND utid IS NOT NULL;\n"
 	"CREATE VIEW args AS SELECT id, arg_set_id, flat_key, key, int_value,"
 	" string_value, real_value, value_type,"
 	" CASE value_type"

@@ -157,6 +157,13 @@
 	X(TRACE_DIAGNOSTICS, confidence, REAL)                              \
 	X(TRACE_DIAGNOSTICS, trace_id, INT)
 
+/* __intrinsic_state: values of state tracks (tp_states.h); the state
+ * view shows it. */
+#define TP_STATE_COLS(X)                                                    \
+	X(STATE, ts, INT) X(STATE, dur, INT) X(STATE, track_id, INT)        \
+	X(STATE, category, STR) X(STATE, value, STR)                        \
+	X(STATE, arg_set_id, INT)
+
 /* Column index enums: TP_SLICE_ts, TP_TRACK_name, ... */
 #define TP_COL_ENUM(T, c, ty) TP_##T##_##c,
 enum { TP_SLICE_COLS(TP_COL_ENUM) TP_SLICE_NCOLS };
@@ -175,6 +182,7 @@ enum { TP_FTRACE_EVENT_COLS(TP_COL_ENUM) TP_FTRACE_EVENT_NCOLS };
 enum { TP_FLOW_COLS(TP_COL_ENUM) TP_FLOW_NCOLS };
 enum { TP_CPU_COLS(TP_COL_ENUM) TP_CPU_NCOLS };
 enum { TP_CPU_FREQ_COLS(TP_COL_ENUM) TP_CPU_FREQ_NCOLS };
+enum { TP_STATE_COLS(TP_COL_ENUM) TP_STATE_NCOLS };
 enum { TP_VCPU_COLS(TP_COL_ENUM) TP_VCPU_NCOLS };
 enum { TP_VCPU_STATE_COLS(TP_COL_ENUM) TP_VCPU_STATE_NCOLS };
 enum { TP_GUEST_THREAD_HOST_STATE_COLS(TP_COL_ENUM) TP_GTHS_NCOLS };
@@ -199,6 +207,7 @@ enum tp_table_id {
 	TP_T_FLOW,
 	TP_T_CPU,
 	TP_T_CPU_FREQ,
+	TP_T_STATE,
 	TP_T_VCPU,
 	TP_T_VCPU_STATE,
 	TP_T_GTHS,

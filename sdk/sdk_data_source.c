@@ -116,11 +116,16 @@ struct vp_data_source *vp_data_source_register(
 		/* No service: the instance starts now, with a config that
 		 * names it and targets the one buffer. */
 		struct pb_buf cfg;
-		pb_buf_init(&cfg);
+		pb_buf_init_soft(&cfg);
 		pb_put_string(&cfg, DSC_NAME, ds->desc.name);
 		pb_put_varint(&cfg, DSC_TARGET_BUFFER, 0);
-		struct vp_ds_instance *inst =
-			vp_instance_setup(ds, vp_next_gen(), cfg.data, cfg.len);
+		struct vp_ds_instance *inst = NULL;
+		if (pb_buf_failed(&cfg))
+			vp_log_error("data source \"%s\": out of memory for "
+				     "its config", ds->desc.name);
+		else
+			inst = vp_instance_setup(ds, vp_next_gen(), cfg.data,
+						 cfg.len);
 		pb_buf_free(&cfg);
 		if (inst)
 			vp_instance_start(inst);
@@ -198,17 +203,31 @@ struct vp_ds_instance *vp_instance_setup(struct vp_data_source *ds,
 			ds->desc.name, (unsigned long long)id);
 		return NULL;
 	}
+	/* The instance stays free (for the next setup) if its config cannot
+	 * be kept: no instance rather than one with a config it was not
+	 * given. */
+	uint8_t *copy = malloc(len ? len : 1);
+	struct vp_te_config *te =
+		copy && ds->is_track_event ? vp_te_config_from_ds_config(cfg, len)
+					   : NULL;
+	if (!copy || (ds->is_track_event && !te)) {
+		pthread_mutex_unlock(&vp_g.mu);
+		free(copy);
+		vp_log_error("data source \"%s\": out of memory for "
+			     "instance %llu",
+			     ds->desc.name, (unsigned long long)id);
+		return NULL;
+	}
+	if (len)
+		memcpy(copy, cfg, len);
 	inst->id = id;
-	inst->config = malloc(len ? len : 1);
-	if (inst->config)
-		memcpy(inst->config, cfg, len);
-	inst->config_len = inst->config ? len : 0;
+	inst->config = copy;
+	inst->config_len = len;
 	inst->target_buffer = vp_ds_config_target_buffer(cfg, len);
 	inst->exhausted_policy = vp_ds_config_exhausted_policy(cfg, len);
 	inst->clear_period_ns = (uint64_t)vp_g.clear_period_ms * 1000000ull;
 	inst->writers = NULL;
-	if (ds->is_track_event)
-		inst->te = vp_te_config_from_ds_config(cfg, len);
+	inst->te = te;
 	atomic_store(&inst->gen, vp_next_gen());
 	atomic_store(&inst->state, VP_INST_SETUP);
 	pthread_mutex_unlock(&vp_g.mu);

@@ -26,11 +26,14 @@
 
 #define VP_INPROC_DEFAULT_BUFFER_KB 4096u
 
-/* A DataSourceConfig for track_event from a category list. */
-static void build_te_config(struct pb_buf *b, const char *categories)
+/* A DataSourceConfig for track_event from a category list.  False when
+ * out of memory. */
+static bool build_te_config(struct pb_buf *b, const char *categories)
 {
 	struct vp_te_config *c = vp_te_config_from_list(categories);
 
+	if (!c)
+		return false;
 	pb_put_string(b, DSC_NAME, "track_event");
 	pb_put_varint(b, DSC_TARGET_BUFFER, 0);
 	size_t te = pb_begin_nested(b, DSC_TRACK_EVENT_CONFIG);
@@ -40,6 +43,7 @@ static void build_te_config(struct pb_buf *b, const char *categories)
 		pb_put_string(b, TEC_ENABLED_CATEGORIES, c->enabled[i]);
 	pb_end_nested(b, te);
 	vp_te_config_free(c);
+	return !pb_buf_failed(b);
 }
 
 int vp_inproc_start(const struct vp_init_args *args)
@@ -67,6 +71,7 @@ int vp_inproc_start(const struct vp_init_args *args)
 	}
 	vp_g.output_path = strdup(args->output_path);
 	if (!vp_g.output_path) {
+		vp_log_error("in-process backend: out of memory");
 		vp_trace_buffer_free(vp_g.tb);
 		vp_g.tb = NULL;
 		return -1;
@@ -76,10 +81,14 @@ int vp_inproc_start(const struct vp_init_args *args)
 	atomic_store(&vp_g.connected, true);
 
 	struct pb_buf cfg;
-	pb_buf_init(&cfg);
-	build_te_config(&cfg, args->categories);
-	struct vp_ds_instance *inst = vp_instance_setup(
-		&vp_g.track_event_ds, vp_next_gen(), cfg.data, cfg.len);
+	pb_buf_init_soft(&cfg);
+	struct vp_ds_instance *inst = NULL;
+	if (build_te_config(&cfg, args->categories))
+		inst = vp_instance_setup(&vp_g.track_event_ds, vp_next_gen(),
+					 cfg.data, cfg.len);
+	else
+		vp_log_error("in-process backend: out of memory for the "
+			     "track_event config");
 	pb_buf_free(&cfg);
 	if (inst)
 		vp_instance_start(inst);
@@ -138,7 +147,7 @@ static int drain_to_file(struct vp_error *err)
 		return -1;
 	if (vp_g.file_written && copy_old_file(tw, vp_g.output_path, err) < 0)
 		goto fail;
-	pb_buf_init(&pkt);
+	pb_buf_init_soft(&pkt);
 	vp_trace_buffer_begin_read(vp_g.tb);
 	for (;;) {
 		pb_buf_reset(&pkt);
@@ -152,6 +161,11 @@ static int drain_to_file(struct vp_error *err)
 			      (uint64_t)(int64_t)info.meta.pid);
 		if (info.previous_packet_dropped)
 			pb_put_varint(&pkt, TP_PREVIOUS_PACKET_DROPPED, 1);
+		if (pb_buf_failed(&pkt)) {
+			pb_buf_free(&pkt);
+			vp_errorf(err, "out of memory");
+			goto fail;
+		}
 		if (trace_writer_packet(tw, pkt.data, pkt.len, err) < 0) {
 			pb_buf_free(&pkt);
 			goto fail;

@@ -169,6 +169,7 @@ int vp_init(const struct vp_init_args *args)
 		vp_mix64(((uint64_t)(uint32_t)vp_g.pid << 16) ^
 			 0x7670657266657474ull);
 	free(vp_g.producer_name);
+	/* NULL (out of memory) names the producer "vperfetto". */
 	vp_g.producer_name = strdup(args->producer_name ? args->producer_name
 							: vp_g.process_name);
 	vp_g.backend = args->backend;

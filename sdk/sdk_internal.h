@@ -202,9 +202,9 @@ struct vp_commit_entry {
 
 struct vp_te_config {
 	char **enabled;
-	size_t n_enabled;
+	size_t n_enabled, cap_enabled;
 	char **disabled;
-	size_t n_disabled;
+	size_t n_disabled, cap_disabled;
 };
 
 struct vp_system;

@@ -38,6 +38,7 @@
 #include "ipc_sock.h"
 #include "sdk_internal.h"
 #include "vp_version.h"
+#include "vp_alloc.h"
 #include "vp_log.h"
 
 #define VP_CONNECT_TIMEOUT_MS 500
@@ -55,6 +56,9 @@ struct writer_reg {
 struct vp_system {
 	pthread_t thread;
 	bool thread_started;
+	/* vp_system_stop could not post stop_task (out of memory): the
+	 * producer thread runs it when its loop returns. */
+	atomic_bool stop_unposted;
 	struct vp_loop *loop;
 	struct vp_ipc_client *client;
 	char *addr;
@@ -95,6 +99,12 @@ static void invoke(struct vp_system *s, const char *method,
 	struct vp_error err;
 	if (!s->client)
 		return;
+	if (pb_buf_failed(b)) {
+		/* Not sent: a CommitData's chunks are then lost, and the
+		 * service counts the gap in their chunk ids. */
+		vp_log_error("%s: out of memory", method);
+		return;
+	}
 	if (vp_ipc_client_invoke(s->client, method, b->data, b->len, -1,
 				 want_reply ? log_reply : NULL,
 				 (void *)method, &err) < 0)
@@ -120,7 +130,7 @@ static void sys_commit(struct vp_system *s, uint64_t flush_id)
 	pthread_mutex_unlock(&vp_g.commit_mu);
 
 	struct pb_buf b;
-	pb_buf_init(&b);
+	pb_buf_init_soft(&b);
 	for (size_t i = 0; i < n_regs; i++) {
 		if (!regs[i].add)
 			continue;
@@ -192,7 +202,9 @@ static void commit_timer_fired(void *ctx)
 static void arm_commit_timer(void *ctx)
 {
 	struct vp_system *s = ctx;
-	vp_loop_timer(s->loop, VP_COMMIT_DELAY_MS, 0, commit_timer_fired, s);
+	if (vp_loop_timer(s->loop, VP_COMMIT_DELAY_MS, 0, commit_timer_fired,
+			  s) == 0)
+		commit_timer_fired(s); /* no memory for a timer: commit now */
 }
 
 void vp_system_commit_wakeup(size_t n, bool urgent)
@@ -201,28 +213,30 @@ void vp_system_commit_wakeup(size_t n, bool urgent)
 	if (!s || !s->loop || n == 0)
 		return;
 	if (urgent || n >= VP_COMMIT_BATCH) {
+		/* A post that fails (out of memory) leaves the flag clear:
+		 * the chunks stay queued for the next wake-up. */
 		if (!s->commit_now_posted) {
 			s->commit_now_posted = true;
-			vp_loop_post_threadsafe(s->loop, commit_task, s);
+			if (vp_loop_post_threadsafe(s->loop, commit_task, s) < 0)
+				s->commit_now_posted = false;
 		}
 	} else if (!s->commit_timer_posted) {
 		s->commit_timer_posted = true;
-		vp_loop_post_threadsafe(s->loop, arm_commit_timer, s);
+		if (vp_loop_post_threadsafe(s->loop, arm_commit_timer, s) < 0)
+			s->commit_timer_posted = false;
 	}
 }
 
 static void push_reg(struct vp_system *s, uint16_t id, uint32_t tb, bool add)
 {
 	pthread_mutex_lock(&vp_g.commit_mu);
-	if (s->n_regs == s->cap_regs) {
-		size_t cap = s->cap_regs ? 2 * s->cap_regs : 16;
-		struct writer_reg *r = realloc(s->regs, cap * sizeof(*r));
-		if (!r) {
-			pthread_mutex_unlock(&vp_g.commit_mu);
-			return;
-		}
-		s->regs = r;
-		s->cap_regs = cap;
+	if (VP_GROW(s->regs, s->cap_regs, s->n_regs + 1) < 0) {
+		/* The service learns of the writer from its chunks anyway;
+		 * this only tells it the target buffer early. */
+		pthread_mutex_unlock(&vp_g.commit_mu);
+		vp_log_error("trace writer %u: out of memory to register it",
+			     id);
+		return;
 	}
 	s->regs[s->n_regs++] = (struct writer_reg){id, tb, add};
 	pthread_mutex_unlock(&vp_g.commit_mu);
@@ -245,7 +259,7 @@ void vp_system_writer_removed(uint16_t writer_id)
 static void register_ds(struct vp_system *s, struct vp_data_source *ds)
 {
 	struct pb_buf b;
-	pb_buf_init(&b);
+	pb_buf_init_soft(&b);
 	size_t d = pb_begin_nested(&b, RDS_DATA_SOURCE_DESCRIPTOR);
 	pb_put_string(&b, DSD_NAME, ds->desc.name);
 	pb_put_varint(&b, DSD_WILL_NOTIFY_ON_STOP, 1);
@@ -289,8 +303,11 @@ static void register_ds_task(void *ctx)
 void vp_system_data_source_added(struct vp_data_source *ds)
 {
 	struct vp_system *s = vp_g.sys;
-	if (s && s->loop)
-		vp_loop_post_threadsafe(s->loop, register_ds_task, ds);
+	if (s && s->loop &&
+	    vp_loop_post_threadsafe(s->loop, register_ds_task, ds) < 0)
+		vp_log_error("data source %s: out of memory to register it "
+			     "(it will be at the next connection)",
+			     ds->desc.name);
 }
 
 /* ------------------------------------------------------- async commands */
@@ -415,7 +432,7 @@ static void cmd_stop_ds(struct vp_system *s, const uint8_t *p, size_t len)
 		vp_instance_stop(inst);
 	sys_commit(s, 0);
 	struct pb_buf b;
-	pb_buf_init(&b);
+	pb_buf_init_soft(&b);
 	pb_put_varint(&b, NDS_STOPPED_DATA_SOURCE_ID, id);
 	invoke(s, "NotifyDataSourceStopped", &b, false);
 	pb_buf_free(&b);
@@ -524,7 +541,9 @@ static void on_async_command(void *ctx, const struct vp_ipc_reply *rep)
 
 static void schedule_reconnect(struct vp_system *s)
 {
-	vp_loop_timer(s->loop, s->backoff_ms, 0, sys_connect, s);
+	if (vp_loop_timer(s->loop, s->backoff_ms, 0, sys_connect, s) == 0)
+		vp_log_error("%s: out of memory: no more reconnection",
+			     s->addr);
 	s->backoff_ms = s->backoff_ms * 2 > VP_BACKOFF_MAX_MS
 				? VP_BACKOFF_MAX_MS
 				: s->backoff_ms * 2;
@@ -575,7 +594,7 @@ static int handshake(struct vp_system *s, struct vp_error *err)
 	if (vp_ipc_client_bind(s->client, "ProducerPort", VP_CALL_TIMEOUT_MS,
 			       err) < 0)
 		return -1;
-	pb_buf_init(&b);
+	pb_buf_init_soft(&b);
 	pb_put_varint(&b, INITC_SHARED_MEMORY_PAGE_SIZE_HINT_BYTES,
 		      s->page_size);
 	pb_put_varint(&b, INITC_SHARED_MEMORY_SIZE_HINT_BYTES, s->shm_size);
@@ -632,6 +651,18 @@ static void sys_connect(void *ctx)
 		schedule_reconnect(s);
 		return;
 	}
+	/* The command stream first, then the data sources: traced starts a
+	 * data source of a running session as soon as it is registered, and
+	 * drops the commands of a producer that has not asked for them yet
+	 * (Perfetto's own SDK asks in this order too). */
+	if (vp_ipc_client_invoke(s->client, "GetAsyncCommand", NULL, 0, -1,
+				 on_async_command, s, &err) < 0) {
+		vp_log_error("%s: %s", s->addr, err.msg);
+		vp_ipc_client_close(s->client);
+		s->client = NULL;
+		schedule_reconnect(s);
+		return;
+	}
 	s->connected = true;
 	s->backoff_ms = VP_BACKOFF_MIN_MS;
 	register_ds(s, &vp_g.track_event_ds);
@@ -640,6 +671,9 @@ static void sys_connect(void *ctx)
 	for (struct vp_data_source *d = vp_g.sources; d; d = d->next)
 		n++;
 	struct vp_data_source **list = calloc(n ? n : 1, sizeof(*list));
+	if (!list)
+		vp_log_error("%s: out of memory: data sources not registered",
+			     s->addr);
 	n = 0;
 	for (struct vp_data_source *d = vp_g.sources; d && list; d = d->next)
 		list[n++] = d;
@@ -647,11 +681,6 @@ static void sys_connect(void *ctx)
 	for (size_t i = 0; i < n; i++)
 		register_ds(s, list[i]);
 	free(list);
-	if (vp_ipc_client_invoke(s->client, "GetAsyncCommand", NULL, 0, -1,
-				 on_async_command, s, &err) < 0) {
-		sys_disconnect(s, err.msg);
-		return;
-	}
 	atomic_store(&vp_g.connected, true);
 }
 
@@ -698,6 +727,8 @@ static void sys_disconnect(struct vp_system *s, const char *why)
 
 /* ---------------------------------------------------------------- thread */
 
+static void stop_task(void *ctx);
+
 static void *producer_thread(void *arg)
 {
 	struct vp_system *s = arg;
@@ -708,6 +739,8 @@ static void *producer_thread(void *arg)
 	 * the commits only this thread sends. */
 	vp_thread_state()->no_stall = true;
 	vp_loop_run(s->loop);
+	if (atomic_load(&s->stop_unposted))
+		stop_task(s);
 	return NULL;
 }
 
@@ -735,11 +768,14 @@ int vp_system_start(const struct vp_init_args *args)
 		free(s);
 		return -1;
 	}
+	/* The loop lives in the application: out of memory fails a call,
+	 * never the process. */
+	vp_loop_set_soft(s->loop);
 	vp_g.sys = s;
-	vp_loop_post(s->loop, sys_connect, s);
-	if (pthread_create(&s->thread, NULL, producer_thread, s) != 0) {
+	if (vp_loop_post(s->loop, sys_connect, s) < 0 ||
+	    pthread_create(&s->thread, NULL, producer_thread, s) != 0) {
 		vp_log_error("vp_init: cannot start the "
-				"producer thread");
+				"producer thread (or out of memory)");
 		vp_g.sys = NULL;
 		vp_loop_free(s->loop);
 		free(s->addr);
@@ -769,7 +805,14 @@ void vp_system_flush(void)
 	pthread_mutex_lock(&s->flush_mu);
 	uint64_t want = ++s->flush_asked;
 	pthread_mutex_unlock(&s->flush_mu);
-	vp_loop_post_threadsafe(s->loop, flush_task, s);
+	if (vp_loop_post_threadsafe(s->loop, flush_task, s) < 0) {
+		/* Count it as done, or the next flush waits for it. */
+		vp_log_error("vp_flush: out of memory");
+		pthread_mutex_lock(&s->flush_mu);
+		s->flush_done++;
+		pthread_mutex_unlock(&s->flush_mu);
+		return;
+	}
 
 	struct timespec deadline;
 	clock_gettime(CLOCK_REALTIME, &deadline);
@@ -798,12 +841,22 @@ static void stop_task(void *ctx)
 	vp_loop_quit(s->loop);
 }
 
+/* The way to stop that needs no memory: quit the loop, and the producer
+ * thread runs stop_task after it (producer_thread). */
+static void post_stop(struct vp_system *s)
+{
+	if (vp_loop_post_threadsafe(s->loop, stop_task, s) == 0)
+		return;
+	atomic_store(&s->stop_unposted, true);
+	vp_loop_quit(s->loop);
+}
+
 void vp_system_stop(void)
 {
 	struct vp_system *s = vp_g.sys;
 	if (!s)
 		return;
-	vp_loop_post_threadsafe(s->loop, stop_task, s);
+	post_stop(s);
 	if (s->thread_started)
 		pthread_join(s->thread, NULL);
 	vp_g.sys = NULL;

@@ -34,6 +34,7 @@
 
 #include "perfetto_fields.h"
 #include "sdk_internal.h"
+#include "vp_alloc.h"
 
 static struct vp_category *g_cat_head, *g_cat_tail;
 static uint32_t g_cat_count;
@@ -237,16 +238,20 @@ void vp_te_config_free(struct vp_te_config *c)
 	free(c);
 }
 
-static bool list_add(char ***list, size_t *n, const char *s, size_t len)
+/* Appends a copy of s[0..len) to c's enabled or disabled list; false if
+ * memory ran out (the list is as it was). */
+static bool list_add(struct vp_te_config *c, bool disabled, const char *s,
+		     size_t len)
 {
-	char **l = realloc(*list, (*n + 1) * sizeof(*l));
-	if (!l)
+	char ***list = disabled ? &c->disabled : &c->enabled;
+	size_t *n = disabled ? &c->n_disabled : &c->n_enabled;
+	size_t *cap = disabled ? &c->cap_disabled : &c->cap_enabled;
+	char *d = strndup(s, len);
+	if (!d || vp_grow((void **)list, cap, *n + 1, sizeof(**list)) < 0) {
+		free(d);
 		return false;
-	*list = l;
-	l[*n] = strndup(s, len);
-	if (!l[*n])
-		return false;
-	(*n)++;
+	}
+	(*list)[(*n)++] = d;
 	return true;
 }
 
@@ -269,11 +274,11 @@ struct vp_te_config *vp_te_config_from_ds_config(const uint8_t *cfg,
 				continue;
 			bool ok = true;
 			if (tf.num == TEC_ENABLED_CATEGORIES)
-				ok = list_add(&c->enabled, &c->n_enabled,
-					      (const char *)tf.data, tf.len);
+				ok = list_add(c, false, (const char *)tf.data,
+					      tf.len);
 			else if (tf.num == TEC_DISABLED_CATEGORIES)
-				ok = list_add(&c->disabled, &c->n_disabled,
-					      (const char *)tf.data, tf.len);
+				ok = list_add(c, true, (const char *)tf.data,
+					      tf.len);
 			if (!ok) {
 				vp_te_config_free(c);
 				return NULL;
@@ -299,18 +304,16 @@ struct vp_te_config *vp_te_config_from_list(const char *list)
 		while (len && (s[len - 1] == ' ' || s[len - 1] == '\t'))
 			len--;
 		if (len && s[0] == '-')
-			ok = len > 1 ? list_add(&c->disabled, &c->n_disabled,
-						s + 1, len - 1)
-				     : true;
+			ok = len > 1 ? list_add(c, true, s + 1, len - 1) : true;
 		else if (len)
-			ok = list_add(&c->enabled, &c->n_enabled, s, len);
+			ok = list_add(c, false, s, len);
 		p += n;
 		if (*p == ',')
 			p++;
 	}
 	/* Nothing enabled explicitly: everything but what is disabled. */
 	if (ok && c->n_enabled == 0)
-		ok = list_add(&c->enabled, &c->n_enabled, "*", 1);
+		ok = list_add(c, false, "*", 1);
 	if (!ok) {
 		vp_te_config_free(c);
 		return NULL;
@@ -596,6 +599,16 @@ static inline uint64_t intern_str(struct vp_writer *w, struct vp_intern *t,
 	return iid;
 }
 
+/* An event lost for want of memory: counted as a drop, the next packet
+ * says previous_packet_dropped, and the sequence's incremental state is
+ * emitted again (what this event interned never reached the trace). */
+static void te_drop_oom(struct vp_writer *w)
+{
+	w->dropped_packets++;
+	w->prev_dropped = true;
+	w->lost_state = true;
+}
+
 static void te_emit_slot(int slot, struct vp_category *cat,
 			 enum vp_event_type type, const char *name,
 			 uint64_t ts, const struct vp_arg *args, size_t n_args)
@@ -630,7 +643,8 @@ static void te_emit_slot(int slot, struct vp_category *cat,
 			te_bound += B_LEN_HDR + (a->v.s ? strlen(a->v.s) : 6);
 	}
 	if (VP_UNLIKELY(w->lost_state)) {
-		vp_writer_unlock(w); /* out of memory interning */
+		te_drop_oom(w); /* out of memory interning */
+		vp_writer_unlock(w);
 		return;
 	}
 	size_t id_bound = 0;
@@ -643,6 +657,7 @@ static void te_emit_slot(int slot, struct vp_category *cat,
 	uint8_t *out = direct ? w->wptr + VP_FRAGMENT_LEN_SIZE
 			      : vp_writer_scratch(w, bound);
 	if (!out) {
+		te_drop_oom(w);
 		vp_writer_unlock(w);
 		return;
 	}
@@ -752,8 +767,10 @@ static void te_counter_slot(int slot, struct vp_category *cat,
 		uint8_t *s = vp_writer_scratch(w, 64 + nl);
 		struct nest td, cd;
 		uuid = counter_uuid(cat, name);
-		if (!s)
+		if (!s) {
+			te_drop_oom(w);
 			goto out;
+		}
 		uint8_t *p = put_vfield(s, TP_TIMESTAMP, ts);
 		p = nest_begin(p, TP_TRACK_DESCRIPTOR, 40 + nl, &td);
 		p = put_vfield(p, TD_UUID, uuid);
@@ -773,8 +790,10 @@ static void te_counter_slot(int slot, struct vp_category *cat,
 		      VP_FRAGMENT_LEN_SIZE + bound;
 	uint8_t *out = direct ? w->wptr + VP_FRAGMENT_LEN_SIZE
 			      : vp_writer_scratch(w, bound);
-	if (!out)
+	if (!out) {
+		te_drop_oom(w);
 		goto out;
+	}
 	struct nest ten;
 	uint8_t *p = put_vfield(out, TP_TIMESTAMP, ts);
 	if (VP_UNLIKELY(w->prev_dropped)) {

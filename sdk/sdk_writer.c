@@ -41,6 +41,7 @@
 
 #include "event_loop.h"
 #include "sdk_internal.h"
+#include "vp_alloc.h"
 
 #define VP_RETRY_EVERY_DROPS 32u
 #define VP_RETRY_EVERY_NS 1000000ull
@@ -222,16 +223,9 @@ void vp_writer_free(struct vp_writer *w)
 
 uint8_t *vp_writer_scratch(struct vp_writer *w, size_t n)
 {
-	if (w->scratch_cap < n) {
-		size_t cap = w->scratch_cap ? w->scratch_cap : 1024;
-		while (cap < n)
-			cap *= 2;
-		uint8_t *p = realloc(w->scratch, cap);
-		if (!p)
-			return NULL;
-		w->scratch = p;
-		w->scratch_cap = cap;
-	}
+	/* At least 1 KiB, so small packets do not grow it step by step. */
+	if (VP_GROW(w->scratch, w->scratch_cap, n < 1024 ? 1024 : n) < 0)
+		return NULL;
 	return w->scratch;
 }
 
@@ -482,16 +476,9 @@ static void commit_queue_push(struct vp_writer *w)
 		.size = w->smb_chunk.size,
 	};
 	pthread_mutex_lock(&vp_g.commit_mu);
-	if (vp_g.commit_len == vp_g.commit_cap) {
-		size_t cap = vp_g.commit_cap ? 2 * vp_g.commit_cap : 64;
-		struct vp_commit_entry *q =
-			realloc(vp_g.commit_q, cap * sizeof(*q));
-		if (!q) {
-			pthread_mutex_unlock(&vp_g.commit_mu);
-			return; /* the service scrapes it, or it is lost */
-		}
-		vp_g.commit_q = q;
-		vp_g.commit_cap = cap;
+	if (VP_GROW(vp_g.commit_q, vp_g.commit_cap, vp_g.commit_len + 1) < 0) {
+		pthread_mutex_unlock(&vp_g.commit_mu);
+		return; /* the service scrapes it, or it is lost */
 	}
 	vp_g.commit_q[vp_g.commit_len++] = e;
 	size_t total = vp_g.smb.num_pages *
@@ -588,17 +575,30 @@ static bool writer_write_2(struct vp_writer *w, const uint8_t *a, size_t na,
 bool vp_writer_write_packet(struct vp_writer *w, const uint8_t *p, size_t len,
 			    uint64_t now_ns)
 {
-	/* TracePacket.previous_packet_dropped = 1, appended. */
+	/* Fields appended to the packet: TracePacket.previous_packet_dropped
+	 * = 1 after a drop, and first_packet_on_sequence = true on the
+	 * writer's first packet, as Perfetto's TraceWriter writes it.  (Track
+	 * events set the latter in their own first packet.) */
 	static const uint8_t dropped[] = {0xd0, 0x02, 0x01};
+	static const uint8_t first[] = {0xb8, 0x05, 0x01};
+	uint8_t extra[sizeof(dropped) + sizeof(first)];
+	size_t n = 0;
 
 	if (w->prev_dropped && w->chunk) {
 		w->prev_dropped = false;
-		return writer_write_2(w, p, len, dropped, sizeof(dropped),
-				      now_ns);
+		memcpy(extra + n, dropped, sizeof(dropped));
+		n += sizeof(dropped);
+	}
+	if (!w->ever_written) {
+		memcpy(extra + n, first, sizeof(first));
+		n += sizeof(first);
 	}
 	/* (If the writer recovers from a drop inside this call, the next
 	 * packet carries the flag.) */
-	return writer_write_2(w, p, len, NULL, 0, now_ns);
+	if (!writer_write_2(w, p, len, n ? extra : NULL, n, now_ns))
+		return false;
+	w->ever_written = true;
+	return true;
 }
 
 /* ---------------------------------------------------- control threads */

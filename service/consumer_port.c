@@ -18,6 +18,7 @@
 #include "vp_version.h"
 
 #include "perfetto/ipc/consumer_port.pb-c.h"
+#include "vp_alloc.h"
 
 static struct vp_consumer *consumer_of(struct vp_ipc_conn *conn)
 {
@@ -52,9 +53,7 @@ static void send_enable_reply(struct vp_consumer *c, uint64_t req,
 	r.error = (char *)error;
 	size_t n = perfetto__protos__enable_tracing_response__get_packed_size(
 		&r);
-	uint8_t *out = malloc(n ? n : 1);
-	if (!out)
-		abort();
+	uint8_t *out = vp_xmalloc(n);
 	perfetto__protos__enable_tracing_response__pack(&r, out);
 	vp_ipc_conn_reply(c->conn, req, true, false, out, n, -1);
 	free(out);
@@ -670,9 +669,7 @@ static void send_clone_reply(struct vp_consumer *c, uint64_t req,
 	}
 	size_t n = perfetto__protos__clone_session_response__get_packed_size(
 		&r);
-	uint8_t *out = malloc(n ? n : 1);
-	if (!out)
-		abort();
+	uint8_t *out = vp_xmalloc(n);
 	perfetto__protos__clone_session_response__pack(&r, out);
 	vp_ipc_conn_reply(c->conn, req, true, false, out, n, -1);
 	free(out);
@@ -783,9 +780,7 @@ static void m_clone_session(void *ctx, struct vp_ipc_conn *conn,
 static void on_connect(void *ctx, struct vp_ipc_conn *conn)
 {
 	struct vp_service *s = ctx;
-	struct vp_consumer *c = calloc(1, sizeof(*c));
-	if (!c)
-		abort();
+	struct vp_consumer *c = vp_xcalloc(1, sizeof(*c));
 	const struct vp_ipc_peer *peer = vp_ipc_conn_peer(conn);
 	c->svc = s;
 	c->conn = conn;

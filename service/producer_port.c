@@ -19,6 +19,7 @@
 
 #include "perfetto/ipc/ipc.pb-c.h"
 #include "perfetto/ipc/producer_port.pb-c.h"
+#include "vp_alloc.h"
 
 static struct vp_producer *producer_of(struct vp_ipc_conn *conn)
 {
@@ -67,19 +68,9 @@ static void send_cmd(struct vp_producer *p, const struct pb_buf *cmd, int fd)
 		vp_ipc_conn_close(p->conn);
 		return;
 	}
-	if (p->n_queue == p->cap_queue) {
-		size_t cap = p->cap_queue ? p->cap_queue * 2 : 8;
-		struct vp_async_cmd *q =
-			realloc(p->queue, cap * sizeof(*q));
-		if (!q)
-			abort();
-		p->queue = q;
-		p->cap_queue = cap;
-	}
+	VP_XGROW(p->queue, p->cap_queue, p->n_queue + 1);
 	struct vp_async_cmd *c = &p->queue[p->n_queue++];
-	c->data = malloc(cmd->len ? cmd->len : 1);
-	if (!c->data)
-		abort();
+	c->data = vp_xmalloc(cmd->len);
 	memcpy(c->data, cmd->data, cmd->len);
 	c->len = cmd->len;
 	c->fd = fd;
@@ -234,9 +225,7 @@ static void on_connect(void *ctx, struct vp_ipc_conn *conn)
 		vp_ipc_conn_close(conn);
 		return;
 	}
-	struct vp_producer *p = calloc(1, sizeof(*p));
-	if (!p)
-		abort();
+	struct vp_producer *p = vp_xcalloc(1, sizeof(*p));
 	const struct vp_ipc_peer *peer = vp_ipc_conn_peer(conn);
 	p->svc = s;
 	p->conn = conn;
@@ -513,9 +502,7 @@ static void keep_descriptor(struct vp_svc_ds *d, const uint8_t *args,
 		if (f.num != RDS_DATA_SOURCE_DESCRIPTOR || f.wt != PB_WT_LEN)
 			continue;
 		free(d->descriptor);
-		d->descriptor = malloc(f.len ? f.len : 1);
-		if (!d->descriptor)
-			abort();
+		d->descriptor = vp_xmalloc(f.len);
 		memcpy(d->descriptor, f.data, f.len);
 		d->descriptor_len = f.len;
 	}
@@ -574,14 +561,7 @@ static void m_register_data_source(void *ctx, struct vp_ipc_conn *conn,
 			m, NULL);
 		return;
 	}
-	if (p->n_ds == p->cap_ds) {
-		size_t cap = p->cap_ds ? p->cap_ds * 2 : 4;
-		struct vp_svc_ds *v = realloc(p->ds, cap * sizeof(*v));
-		if (!v)
-			abort();
-		p->ds = v;
-		p->cap_ds = cap;
-	}
+	VP_XGROW(p->ds, p->cap_ds, p->n_ds + 1);
 	struct vp_svc_ds *d = &p->ds[p->n_ds++];
 	memset(d, 0, sizeof(*d));
 	d->name = vp_svc_strndup(dd->name, SVC_MAX_NAME);

@@ -13,19 +13,13 @@
 
 #include "service.h"
 #include "vp_log.h"
+#include "vp_alloc.h"
 
 /* ---- small helpers ----------------------------------------------------- */
 
 void vp_ptrvec_push(struct vp_ptrvec *pv, void *p)
 {
-	if (pv->n == pv->cap) {
-		size_t cap = pv->cap ? pv->cap * 2 : 8;
-		void **v = realloc(pv->v, cap * sizeof(*v));
-		if (!v)
-			abort();
-		pv->v = v;
-		pv->cap = cap;
-	}
+	VP_XGROW(pv->v, pv->cap, pv->n + 1);
 	pv->v[pv->n++] = p;
 }
 
@@ -51,10 +45,7 @@ void vp_ptrvec_free(struct vp_ptrvec *pv)
 
 char *vp_svc_strndup(const char *s, size_t max)
 {
-	char *d = strndup(s ? s : "", max);
-	if (!d)
-		abort();
-	return d;
+	return vp_xstrndup(s ? s : "", max);
 }
 
 uint64_t vp_svc_clock_ns(int clk)
@@ -104,12 +95,8 @@ uint32_t vp_svc_machine_id(struct vp_service *s, const char *key)
 	for (size_t i = 0; i < s->n_machines; i++)
 		if (strcmp(s->machines[i].key, key) == 0)
 			return s->machines[i].id;
-	struct vp_machine *m =
-		realloc(s->machines, (s->n_machines + 1) * sizeof(*m));
-	if (!m)
-		abort();
-	s->machines = m;
-	m = &s->machines[s->n_machines++];
+	VP_XGROW(s->machines, s->cap_machines, s->n_machines + 1);
+	struct vp_machine *m = &s->machines[s->n_machines++];
 	snprintf(m->key, sizeof(m->key), "%s", key);
 	m->id = s->next_machine_id++;
 	return m->id;
@@ -289,9 +276,7 @@ void vp_service_shutdown(struct vp_service *s, void (*done)(void *ctx),
 	s->t_shutdown = vp_loop_timer(s->loop, 8000, 0, shutdown_timeout, s);
 	/* Disabling may free nothing, but iterate over a copy anyway. */
 	size_t n = s->sessions.n;
-	struct vp_session **copy = calloc(n ? n : 1, sizeof(*copy));
-	if (!copy)
-		abort();
+	struct vp_session **copy = vp_xcalloc(n, sizeof(*copy));
 	memcpy(copy, s->sessions.v, n * sizeof(*copy));
 	for (size_t i = 0; i < n; i++) {
 		if (!vp_session_alive(s, copy[i]))

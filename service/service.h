@@ -439,7 +439,7 @@ struct vp_service {
 	uint32_t next_sequence_id;
 	uint32_t next_machine_id;
 	struct vp_machine *machines;
-	size_t n_machines;
+	size_t n_machines, cap_machines;
 	uint8_t *scratch; /* VP_SMB_MAX_PAGE_SIZE: chunk copies */
 	struct vp_service_stats stats;
 	/* Shutdown. */

@@ -23,6 +23,7 @@
 #include "service.h"
 
 #include "perfetto/ipc/consumer_port.pb-c.h"
+#include "vp_alloc.h"
 
 static void session_finalize(struct vp_session *sess);
 static void session_stop_phase(struct vp_session *sess);
@@ -120,9 +121,7 @@ static void forget_write_permissions(struct vp_service *s)
 static bool regex_full_match(const char *pattern, const char *name)
 {
 	size_t n = strlen(pattern);
-	char *anchored = malloc(n + 5);
-	if (!anchored)
-		abort();
+	char *anchored = vp_xmalloc(n + 5);
 	snprintf(anchored, n + 5, "^(%s)$", pattern);
 	regex_t re;
 	bool ok = false;
@@ -209,9 +208,7 @@ static void pack_instance_config(struct vp_session *sess, size_t cfg_index,
 	dc->tracing_session_id = sess->id;
 	inst->config_len =
 		perfetto__protos__data_source_config__get_packed_size(dc);
-	inst->config = malloc(inst->config_len ? inst->config_len : 1);
-	if (!inst->config)
-		abort();
+	inst->config = vp_xmalloc(inst->config_len);
 	perfetto__protos__data_source_config__pack(dc, inst->config);
 	*dc = saved;
 }
@@ -229,9 +226,7 @@ static void add_instance(struct vp_session *sess, size_t cfg_index,
 			 struct vp_producer *p, const struct vp_svc_ds *ds)
 {
 	struct vp_service *s = sess->svc;
-	struct vp_ds_instance *inst = calloc(1, sizeof(*inst));
-	if (!inst)
-		abort();
+	struct vp_ds_instance *inst = vp_xcalloc(1, sizeof(*inst));
 	inst->id = s->next_instance_id++;
 	inst->session = sess;
 	inst->producer = p;
@@ -419,20 +414,14 @@ void vp_session_flush(struct vp_session *sess, uint32_t timeout_ms,
 		      vp_flush_done_fn done, void *ctx, uint64_t arg)
 {
 	struct vp_service *s = sess->svc;
-	struct vp_flush *f = calloc(1, sizeof(*f));
-	if (!f)
-		abort();
+	struct vp_flush *f = vp_xcalloc(1, sizeof(*f));
 	f->id = s->next_flush_id++;
 	f->session = sess;
 	f->done = done;
 	f->ctx = ctx;
 	f->arg = arg;
-	f->pending = calloc(sess->instances.n ? sess->instances.n : 1,
-			    sizeof(*f->pending));
-	uint64_t *ids = calloc(sess->instances.n ? sess->instances.n : 1,
-			       sizeof(*ids));
-	if (!f->pending || !ids)
-		abort();
+	f->pending = vp_xcalloc(sess->instances.n, sizeof(*f->pending));
+	uint64_t *ids = vp_xcalloc(sess->instances.n, sizeof(*ids));
 	sess->flushes_requested++;
 	s->stats.flushes_requested++;
 	vp_ptrvec_push(&sess->flushes, f);
@@ -590,11 +579,8 @@ static void on_clear_incremental(void *ctx)
 	struct vp_session *sess = ctx;
 	if (sess->state != SESS_STARTED)
 		return;
-	uint64_t *ids = calloc(sess->instances.n ? sess->instances.n : 1,
-			       sizeof(*ids));
-	bool *done = calloc(sess->instances.n ? sess->instances.n : 1, 1);
-	if (!ids || !done)
-		abort();
+	uint64_t *ids = vp_xcalloc(sess->instances.n, sizeof(*ids));
+	bool *done = vp_xcalloc(sess->instances.n, 1);
 	for (size_t i = 0; i < sess->instances.n; i++) {
 		struct vp_ds_instance *first = sess->instances.v[i];
 		if (done[i] || !first->producer)
@@ -1054,18 +1040,14 @@ static int create_buffers(struct vp_session *sess, struct vp_error *err)
 {
 	struct vp_service *s = sess->svc;
 	const Perfetto__Protos__TraceConfig *cfg = sess->cfg;
-	sess->bufs = calloc(cfg->n_buffers, sizeof(*sess->bufs));
-	if (!sess->bufs)
-		abort();
+	sess->bufs = vp_xcalloc(cfg->n_buffers, sizeof(*sess->bufs));
 	for (size_t i = 0; i < cfg->n_buffers; i++) {
 		const Perfetto__Protos__TraceConfig__BufferConfig *bc =
 			cfg->buffers[i];
 		uint16_t id = alloc_buffer_id(s);
 		if (id == 0)
 			return vp_errorf(err, "out of buffer ids");
-		struct vp_svc_buffer *b = calloc(1, sizeof(*b));
-		if (!b)
-			abort();
+		struct vp_svc_buffer *b = vp_xcalloc(1, sizeof(*b));
 		enum vp_fill_policy pol =
 			bc->has_fill_policy &&
 				bc->fill_policy ==
@@ -1126,15 +1108,11 @@ int vp_session_create(struct vp_service *s, struct vp_consumer *c,
 				 "descriptor came with EnableTracing");
 	}
 
-	struct vp_session *sess = calloc(1, sizeof(*sess));
-	if (!sess)
-		abort();
+	struct vp_session *sess = vp_xcalloc(1, sizeof(*sess));
 	sess->svc = s;
 	sess->id = s->next_session_id++;
 	sess->cfg = cfg;
-	sess->cfg_raw = malloc(raw_len ? raw_len : 1);
-	if (!sess->cfg_raw)
-		abort();
+	sess->cfg_raw = vp_xmalloc(raw_len);
 	memcpy(sess->cfg_raw, raw, raw_len);
 	sess->cfg_raw_len = raw_len;
 	sess->file_fd = -1;
@@ -1194,15 +1172,11 @@ int vp_session_clone(struct vp_session *src, struct vp_consumer *c,
 						       src->cfg_raw);
 	if (!cfg)
 		return vp_errorf(err, "out of memory");
-	struct vp_session *sess = calloc(1, sizeof(*sess));
-	if (!sess)
-		abort();
+	struct vp_session *sess = vp_xcalloc(1, sizeof(*sess));
 	sess->svc = s;
 	sess->id = s->next_session_id++;
 	sess->cfg = cfg;
-	sess->cfg_raw = malloc(src->cfg_raw_len ? src->cfg_raw_len : 1);
-	if (!sess->cfg_raw)
-		abort();
+	sess->cfg_raw = vp_xmalloc(src->cfg_raw_len);
 	memcpy(sess->cfg_raw, src->cfg_raw, src->cfg_raw_len);
 	sess->cfg_raw_len = src->cfg_raw_len;
 	sess->file_fd = -1;
@@ -1219,14 +1193,10 @@ int vp_session_clone(struct vp_session *src, struct vp_consumer *c,
 	sess->start_realtime_ns = src->start_realtime_ns;
 	sess->effective_flush_ms = src->effective_flush_ms;
 	vp_ptrvec_push(&s->sessions, sess);
-	sess->bufs = calloc(src->n_bufs ? src->n_bufs : 1, sizeof(*sess->bufs));
-	if (!sess->bufs)
-		abort();
+	sess->bufs = vp_xcalloc(src->n_bufs, sizeof(*sess->bufs));
 	for (size_t i = 0; i < src->n_bufs; i++) {
 		uint16_t id = alloc_buffer_id(s);
-		struct vp_svc_buffer *b = calloc(1, sizeof(*b));
-		if (!b)
-			abort();
+		struct vp_svc_buffer *b = vp_xcalloc(1, sizeof(*b));
 		b->tb = id ? vp_trace_buffer_clone(src->bufs[i]->tb) : NULL;
 		if (!b->tb) {
 			free(b);

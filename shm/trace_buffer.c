@@ -29,11 +29,11 @@
  */
 #include "trace_buffer.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "shm_abi.h"
+#include "vp_alloc.h"
 #include "u64map.h"
 
 #define NONE UINT32_MAX
@@ -93,7 +93,8 @@ struct vp_trace_buffer {
 	size_t used;     /* bytes of unfreed records */
 
 	struct tb_seq *seqs;
-	uint32_t n_seqs, cap_seqs;
+	uint32_t n_seqs;
+	size_t cap_seqs;
 	uint32_t free_seq;
 	struct u64map seq_map; /* (producer_id << 16 | writer_id) -> slot */
 	uint32_t read_seq;     /* slot the read pass is on */
@@ -229,6 +230,10 @@ static struct tb_seq *seq_find(struct vp_trace_buffer *tb,
 	return &tb->seqs[slot];
 }
 
+/* A free sequence slot, or NONE when out of memory.  The buffer runs in
+ * vtraced, whose producers choose how many writers they have, and in the
+ * SDK's in-process backend: neither may stop for it, the chunk is
+ * discarded instead (vp_trace_buffer_copy_chunk). */
 static uint32_t seq_new_slot(struct vp_trace_buffer *tb)
 {
 	if (tb->free_seq != NONE) {
@@ -236,16 +241,10 @@ static uint32_t seq_new_slot(struct vp_trace_buffer *tb)
 		tb->free_seq = tb->seqs[slot].next_free;
 		return slot;
 	}
-	if (tb->n_seqs == tb->cap_seqs) {
-		uint32_t cap = tb->cap_seqs ? tb->cap_seqs * 2 : 16;
-		struct tb_seq *s = realloc(tb->seqs, cap * sizeof(*s));
-		if (!s) {
-			fprintf(stderr, "out of memory (%u sequences)\n", cap);
-			abort();
-		}
-		tb->seqs = s;
-		tb->cap_seqs = cap;
-	}
+	if (tb->n_seqs >= NONE - 1 ||
+	    VP_GROW(tb->seqs, tb->cap_seqs, tb->n_seqs + 1) < 0 ||
+	    u64map_reserve(&tb->seq_map, 1) < 0)
+		return NONE;
 	return tb->n_seqs++;
 }
 
@@ -257,6 +256,8 @@ static struct tb_seq *seq_get(struct vp_trace_buffer *tb,
 	if (seq)
 		return seq;
 	uint32_t slot = seq_new_slot(tb);
+	if (slot == NONE)
+		return NULL;
 	seq = &tb->seqs[slot];
 	memset(seq, 0, sizeof(*seq));
 	seq->head = seq->tail = NONE;
@@ -605,6 +606,10 @@ int vp_trace_buffer_copy_chunk(struct vp_trace_buffer *tb,
 	if (!parse_chunk(tb, chunk, len, complete, &c))
 		return -1;
 	struct tb_seq *seq = seq_get(tb, producer_id, c.writer_id);
+	if (!seq) {
+		tb->st.chunks_discarded++; /* out of memory */
+		return -1;
+	}
 	if (meta)
 		seq->meta = *meta;
 	seq->gone = false; /* the producer id is in use again */
@@ -730,6 +735,19 @@ static inline void put_bytes(struct pb_buf *out, const uint8_t *p, size_t n)
 	pb_put_raw_reserved(out, p, n);
 }
 
+/* Makes room for a packet of n bytes in out.  False when a soft pb_buf
+ * (the SDK's in-process backend) has no memory for it: the packet is
+ * dropped as a loss, which the next one of its sequence reports, and out
+ * is usable again for the next. */
+static bool packet_room(struct tb_seq *seq, struct pb_buf *out, size_t n)
+{
+	if (pb_buf_reserve(out, n))
+		return true;
+	seq->lost = true;
+	out->failed = false; /* handled: this packet is not handed out */
+	return false;
+}
+
 /* Checks that the packet starting with the last fragment of r (len bytes)
  * can be joined: the next chunks follow by id, continue the packet, and
  * are readable, up to one whose first fragment ends it (*end).  *total is
@@ -790,15 +808,17 @@ static int read_multi(struct vp_trace_buffer *tb, struct tb_seq *seq,
 		return -1;
 	}
 	tb->st.readaheads_succeeded++;
-	pb_buf_reserve(out, total);
-	put_bytes(out, rec_payload(r) + doff, len);
+	bool room = packet_room(seq, out, total);
+	if (room)
+		put_bytes(out, rec_payload(r) + doff, len);
 	uint32_t off = r->next;
 	seq_release_done(tb, seq, r);
 	for (;;) {
 		struct tb_rec *n = rec_at(tb, off);
 		uint32_t d = 0, l = 0, next = n->next;
 		frag_at(rec_payload(n), n->payload_len, 0, &d, &l);
-		put_bytes(out, rec_payload(n) + d, l);
+		if (room)
+			put_bytes(out, rec_payload(n) + d, l);
 		rec_start(seq, n);
 		n->frags_read = 1;
 		n->read_off = d + l;
@@ -810,7 +830,7 @@ static int read_multi(struct vp_trace_buffer *tb, struct tb_seq *seq,
 		seq_release_done(tb, seq, n);
 		off = next;
 	}
-	if (!total)
+	if (!total || !room)
 		return -1;
 	emit_info(tb, seq, info);
 	return 1;
@@ -866,16 +886,17 @@ static int seq_read(struct vp_trace_buffer *tb, struct tb_seq *seq,
 		}
 		r->frags_read++;
 		r->read_off = doff + len;
-		if (len) {
-			pb_buf_reserve(out, len);
+		bool got = len && packet_room(seq, out, len);
+		if (got) {
 			put_bytes(out, rec_payload(r) + doff, len);
 			emit_info(tb, seq, info);
 		}
 		if (rec_done(seq, r))
 			seq_release_done(tb, seq, r);
-		if (len)
+		if (got)
 			return 1;
-		/* A zero-length fragment is padding. */
+		/* A zero-length fragment is padding (or a packet dropped for
+		 * want of memory). */
 	}
 	return 0;
 }
@@ -927,6 +948,8 @@ int vp_trace_buffer_new(struct vp_trace_buffer **out, size_t size,
 	if (size > MAX_RING)
 		return vp_errorf(err, "trace buffer: %zu bytes is over the "
 				 "limit of %zu", size, MAX_RING & ~(size_t)4095);
+	/* An error, not an abort: the size is a consumer's (vtraced refuses
+	 * the session) or an application's (vp_init fails). */
 	struct vp_trace_buffer *tb = calloc(1, sizeof(*tb));
 	if (!tb)
 		return vp_errorf(err, "trace buffer: out of memory");
@@ -957,6 +980,8 @@ void vp_trace_buffer_free(struct vp_trace_buffer *tb)
 
 struct vp_trace_buffer *vp_trace_buffer_clone(const struct vp_trace_buffer *tb)
 {
+	/* NULL, not an abort: a consumer's CloneSession fails, vtraced and
+	 * the session cloned go on. */
 	struct vp_trace_buffer *c = malloc(sizeof(*c));
 	if (!c)
 		return NULL;

@@ -3,9 +3,11 @@
  */
 #include "pb_wire.h"
 
-#include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "vp_alloc.h"
 
 void pb_reader_init(struct pb_reader *r, const void *buf, size_t len)
 {
@@ -138,36 +140,48 @@ const char *pb_err_str(enum pb_err e)
 
 void pb_buf_init(struct pb_buf *b)
 {
-	b->data = NULL;
-	b->len = 0;
-	b->cap = 0;
+	*b = (struct pb_buf){0};
+}
+
+void pb_buf_init_soft(struct pb_buf *b)
+{
+	*b = (struct pb_buf){.soft = true};
 }
 
 void pb_buf_free(struct pb_buf *b)
 {
+	bool soft = b->soft;
 	free(b->data);
-	pb_buf_init(b);
+	*b = (struct pb_buf){.soft = soft};
 }
 
-void pb_buf_grow(struct pb_buf *b, size_t extra)
+bool pb_buf_grow(struct pb_buf *b, size_t extra)
 {
 	size_t cap = b->cap ? b->cap : 256;
-	while (cap - b->len < extra)
+	while (cap - b->len < extra) {
+		if (cap > SIZE_MAX / 2) {
+			cap = SIZE_MAX;
+			goto fail;
+		}
 		cap *= 2;
-	uint8_t *d = realloc(b->data, cap);
-	if (!d) {
-		fprintf(stderr, "out of memory (%zu bytes)\n", cap);
-		abort();
 	}
+	uint8_t *d = realloc(b->data, cap);
+	if (!d)
+		goto fail;
 	b->data = d;
 	b->cap = cap;
+	return true;
+fail:
+	if (!b->soft)
+		vp_oom(cap);
+	b->failed = true;
+	return false;
 }
 
 void pb_put_raw(struct pb_buf *b, const void *p, size_t len)
 {
-	if (!len)
+	if (!len || !pb_buf_reserve(b, len))
 		return;
-	pb_buf_reserve(b, len);
 	pb_put_raw_reserved(b, p, len);
 }
 
@@ -214,7 +228,8 @@ void pb_put_string(struct pb_buf *b, uint32_t num, const char *s)
 size_t pb_begin_nested(struct pb_buf *b, uint32_t num)
 {
 	pb_put_tag(b, num, PB_WT_LEN);
-	pb_buf_reserve(b, PB_NESTED_HOLE);
+	if (!pb_buf_reserve(b, PB_NESTED_HOLE))
+		return b->len; /* failed: pb_end_nested does nothing */
 	size_t mark = b->len;
 	b->len += PB_NESTED_HOLE;
 	return mark;
@@ -222,6 +237,8 @@ size_t pb_begin_nested(struct pb_buf *b, uint32_t num)
 
 void pb_end_nested(struct pb_buf *b, size_t mark)
 {
+	if (b->failed)
+		return; /* the message is dropped whole; its marks may be off */
 	size_t body = mark + PB_NESTED_HOLE;
 	size_t len = b->len - body;
 	uint8_t tmp[PB_MAX_VARINT_LEN];

@@ -207,24 +207,41 @@ static inline uint64_t pb_zigzag_encode(int64_t v)
 
 /* ---- writer ----------------------------------------------------------- */
 
-/* A growable output buffer.  Allocation failure aborts the process (as in
- * Redis): every caller would otherwise have to unwind a half-built message. */
+/* A growable output buffer.  In the tools, allocation failure aborts the
+ * process (base/vp_alloc.h): every caller would otherwise have to unwind
+ * a half-built message.  A buffer of the SDK (and of the IPC client it
+ * links) is made with pb_buf_init_soft(): there a failed allocation sets
+ * `failed`, the writes after it that do not fit are skipped, and the
+ * caller checks pb_buf_failed() before using the bytes (a message left
+ * half-built is dropped, never sent). */
 struct pb_buf {
 	uint8_t *data;
 	size_t len;
 	size_t cap;
+	bool soft;   /* fail with `failed` instead of aborting */
+	bool failed; /* since the last reset: a write was lost */
 };
 
 void pb_buf_init(struct pb_buf *b);
+void pb_buf_init_soft(struct pb_buf *b);
 void pb_buf_free(struct pb_buf *b);
-static inline void pb_buf_reset(struct pb_buf *b) { b->len = 0; }
-/* Grows the buffer (the rare case of pb_buf_reserve). */
-void pb_buf_grow(struct pb_buf *b, size_t extra);
+static inline void pb_buf_reset(struct pb_buf *b)
+{
+	b->len = 0;
+	b->failed = false;
+}
+static inline bool pb_buf_failed(const struct pb_buf *b) { return b->failed; }
+/* Grows the buffer (the rare case of pb_buf_reserve).  False only for a
+ * soft buffer, which is then marked failed. */
+bool pb_buf_grow(struct pb_buf *b, size_t extra);
 
-PB_INLINE void pb_buf_reserve(struct pb_buf *b, size_t extra)
+/* Makes room for extra bytes; false (soft buffers only) when there is
+ * none: the caller must not write. */
+PB_INLINE bool pb_buf_reserve(struct pb_buf *b, size_t extra)
 {
 	if (b->cap - b->len < extra)
-		pb_buf_grow(b, extra);
+		return pb_buf_grow(b, extra);
+	return true;
 }
 
 /* Encodes v at p (which must have room for 10 bytes); returns bytes used. */
@@ -254,7 +271,8 @@ PB_INLINE void pb_put_raw_reserved(struct pb_buf *b, const void *p, size_t len)
 
 PB_INLINE void pb_put_raw_varint(struct pb_buf *b, uint64_t v)
 {
-	pb_buf_reserve(b, PB_MAX_VARINT_LEN);
+	if (!pb_buf_reserve(b, PB_MAX_VARINT_LEN))
+		return;
 	b->len += pb_encode_varint(b->data + b->len, v);
 }
 
@@ -265,7 +283,8 @@ PB_INLINE void pb_put_tag(struct pb_buf *b, uint32_t num, enum pb_wiretype wt)
 
 PB_INLINE void pb_put_varint(struct pb_buf *b, uint32_t num, uint64_t v)
 {
-	pb_buf_reserve(b, 2 * PB_MAX_VARINT_LEN);
+	if (!pb_buf_reserve(b, 2 * PB_MAX_VARINT_LEN))
+		return;
 	b->len += pb_encode_varint(b->data + b->len, ((uint64_t)num << 3));
 	b->len += pb_encode_varint(b->data + b->len, v);
 }

@@ -15,51 +15,51 @@
 /* MeminfoCounters by value (the values named as protos/ names them): the
  * /proc/meminfo key (Perfetto's mapping; the Android-only values past
  * CmaFree have none) and the counter name Perfetto's trace processor
- * gives the value. */
+ * (v58) gives the value: the /proc key itself, and names of Perfetto's
+ * own for the others. */
 static const struct {
 	const char *proc;
 	const char *counter;
 } meminfo_names[] = {
-	[MEMINFO_UNSPECIFIED] = { NULL, "mem.unspecified" },
-	[MEMINFO_MEM_TOTAL] = { "MemTotal", "mem.total" },
-	[MEMINFO_MEM_FREE] = { "MemFree", "mem.free" },
-	[MEMINFO_MEM_AVAILABLE] = { "MemAvailable", "mem.available" },
-	[MEMINFO_BUFFERS] = { "Buffers", "mem.buffers" },
-	[MEMINFO_CACHED] = { "Cached", "mem.cached" },
-	[MEMINFO_SWAP_CACHED] = { "SwapCached", "mem.swap_cached" },
-	[MEMINFO_ACTIVE] = { "Active", "mem.active" },
-	[MEMINFO_INACTIVE] = { "Inactive", "mem.inactive" },
-	[MEMINFO_ACTIVE_ANON] = { "Active(anon)", "mem.active_anon" },
-	[MEMINFO_INACTIVE_ANON] = { "Inactive(anon)", "mem.inactive_anon" },
-	[MEMINFO_ACTIVE_FILE] = { "Active(file)", "mem.active_file" },
-	[MEMINFO_INACTIVE_FILE] = { "Inactive(file)", "mem.inactive_file" },
-	[MEMINFO_UNEVICTABLE] = { "Unevictable", "mem.unevictable" },
-	[MEMINFO_MLOCKED] = { "Mlocked", "mem.mlocked" },
-	[MEMINFO_SWAP_TOTAL] = { "SwapTotal", "mem.swap_total" },
-	[MEMINFO_SWAP_FREE] = { "SwapFree", "mem.swap_free" },
-	[MEMINFO_DIRTY] = { "Dirty", "mem.dirty" },
-	[MEMINFO_WRITEBACK] = { "Writeback", "mem.writeback" },
-	[MEMINFO_ANON_PAGES] = { "AnonPages", "mem.anon_pages" },
-	[MEMINFO_MAPPED] = { "Mapped", "mem.mapped" },
-	[MEMINFO_SHMEM] = { "Shmem", "mem.shmem" },
-	[MEMINFO_SLAB] = { "Slab", "mem.slab" },
-	[MEMINFO_SLAB_RECLAIMABLE] = { "SReclaimable", "mem.slab_reclaimable" },
-	[MEMINFO_SLAB_UNRECLAIMABLE] = { "SUnreclaim",
-					 "mem.slab_unreclaimable" },
-	[MEMINFO_KERNEL_STACK] = { "KernelStack", "mem.kernel_stack" },
-	[MEMINFO_PAGE_TABLES] = { "PageTables", "mem.page_tables" },
-	[MEMINFO_COMMIT_LIMIT] = { "CommitLimit", "mem.commit_limit" },
-	[MEMINFO_COMMITED_AS] = { "Committed_AS", "mem.committed_as" },
-	[MEMINFO_VMALLOC_TOTAL] = { "VmallocTotal", "mem.vmalloc_total" },
-	[MEMINFO_VMALLOC_USED] = { "VmallocUsed", "mem.vmalloc_used" },
-	[MEMINFO_VMALLOC_CHUNK] = { "VmallocChunk", "mem.vmalloc_chunk" },
-	[MEMINFO_CMA_TOTAL] = { "CmaTotal", "mem.cma_total" },
-	[MEMINFO_CMA_FREE] = { "CmaFree", "mem.cma_free" },
-	[MEMINFO_GPU] = { NULL, "mem.gpu" },
-	[MEMINFO_ZRAM] = { NULL, "mem.zram" },
-	[MEMINFO_MISC] = { NULL, "mem.misc" },
-	[MEMINFO_ION_HEAP] = { NULL, "mem.ion_heap" },
-	[MEMINFO_ION_HEAP_POOL] = { NULL, "mem.ion_heap_pool" },
+	[MEMINFO_UNSPECIFIED] = { NULL, "MemUnspecified" },
+	[MEMINFO_MEM_TOTAL] = { "MemTotal", "MemTotal" },
+	[MEMINFO_MEM_FREE] = { "MemFree", "MemFree" },
+	[MEMINFO_MEM_AVAILABLE] = { "MemAvailable", "MemAvailable" },
+	[MEMINFO_BUFFERS] = { "Buffers", "Buffers" },
+	[MEMINFO_CACHED] = { "Cached", "Cached" },
+	[MEMINFO_SWAP_CACHED] = { "SwapCached", "SwapCached" },
+	[MEMINFO_ACTIVE] = { "Active", "Active" },
+	[MEMINFO_INACTIVE] = { "Inactive", "Inactive" },
+	[MEMINFO_ACTIVE_ANON] = { "Active(anon)", "Active(anon)" },
+	[MEMINFO_INACTIVE_ANON] = { "Inactive(anon)", "Inactive(anon)" },
+	[MEMINFO_ACTIVE_FILE] = { "Active(file)", "Active(file)" },
+	[MEMINFO_INACTIVE_FILE] = { "Inactive(file)", "Inactive(file)" },
+	[MEMINFO_UNEVICTABLE] = { "Unevictable", "Unevictable" },
+	[MEMINFO_MLOCKED] = { "Mlocked", "Mlocked" },
+	[MEMINFO_SWAP_TOTAL] = { "SwapTotal", "SwapTotal" },
+	[MEMINFO_SWAP_FREE] = { "SwapFree", "SwapFree" },
+	[MEMINFO_DIRTY] = { "Dirty", "Dirty" },
+	[MEMINFO_WRITEBACK] = { "Writeback", "Writeback" },
+	[MEMINFO_ANON_PAGES] = { "AnonPages", "AnonPages" },
+	[MEMINFO_MAPPED] = { "Mapped", "Mapped" },
+	[MEMINFO_SHMEM] = { "Shmem", "Shmem" },
+	[MEMINFO_SLAB] = { "Slab", "Slab" },
+	[MEMINFO_SLAB_RECLAIMABLE] = { "SReclaimable", "SReclaimable" },
+	[MEMINFO_SLAB_UNRECLAIMABLE] = { "SUnreclaim", "SUnreclaim" },
+	[MEMINFO_KERNEL_STACK] = { "KernelStack", "KernelStack" },
+	[MEMINFO_PAGE_TABLES] = { "PageTables", "PageTables" },
+	[MEMINFO_COMMIT_LIMIT] = { "CommitLimit", "CommitLimit" },
+	[MEMINFO_COMMITED_AS] = { "Committed_AS", "Committed_AS" },
+	[MEMINFO_VMALLOC_TOTAL] = { "VmallocTotal", "VmallocTotal" },
+	[MEMINFO_VMALLOC_USED] = { "VmallocUsed", "VmallocUsed" },
+	[MEMINFO_VMALLOC_CHUNK] = { "VmallocChunk", "VmallocChunk" },
+	[MEMINFO_CMA_TOTAL] = { "CmaTotal", "CmaTotal" },
+	[MEMINFO_CMA_FREE] = { "CmaFree", "CmaFree" },
+	[MEMINFO_GPU] = { NULL, "Gpu" },
+	[MEMINFO_ZRAM] = { NULL, "Zram" },
+	[MEMINFO_MISC] = { NULL, "Misc" },
+	[MEMINFO_ION_HEAP] = { NULL, "ION_heap" },
+	[MEMINFO_ION_HEAP_POOL] = { NULL, "ION_heap_pool" },
 };
 
 _Static_assert(SYS_STATS_MEMINFO_MAX_KEY == MEMINFO_COUNTERS_MAX,
@@ -99,7 +99,7 @@ const char *sys_stats_vmstat_proc_name(uint32_t key)
 const char *sys_stats_vmstat_counter_name(uint32_t key)
 {
 	if (key == 0)
-		return "unspecified";
+		return "VmstatUnspecified";
 	return sys_stats_vmstat_proc_name(key);
 }
 

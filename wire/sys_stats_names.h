@@ -6,7 +6,9 @@
  *
  * MeminfoCounters values have two names: the /proc/meminfo key
  * ("SReclaimable") and the counter name Perfetto's trace processor gives
- * them ("mem.slab_reclaimable").  VmstatCounters values have one: the
+ * them: since Perfetto v50 or so, the same, "SReclaimable" (older versions
+ * said "mem.slab_reclaimable"); Android-only values have no /proc key but
+ * a counter name ("Gpu").  VmstatCounters values have one: the
  * /proc/vmstat key, which is also the counter name.
  */
 #ifndef VP_SYS_STATS_NAMES_H
@@ -23,14 +25,14 @@
 /* The /proc/meminfo key of a MeminfoCounters value; NULL for 0, for the
  * Android-only values that have no /proc/meminfo line, and out of range. */
 const char *sys_stats_meminfo_proc_name(uint32_t key);
-/* The counter name of a MeminfoCounters value ("mem.total"; 0 is
- * "mem.unspecified"); NULL out of range. */
+/* The counter name of a MeminfoCounters value ("MemTotal"; 0 is
+ * "MemUnspecified"); NULL out of range. */
 const char *sys_stats_meminfo_counter_name(uint32_t key);
 /* The /proc/vmstat key of a VmstatCounters value; NULL for 0 and out of
  * range. */
 const char *sys_stats_vmstat_proc_name(uint32_t key);
 /* The counter name of a VmstatCounters value (its /proc key; 0 is
- * "unspecified"); NULL out of range. */
+ * "VmstatUnspecified"); NULL out of range. */
 const char *sys_stats_vmstat_counter_name(uint32_t key);
 
 /* The value whose /proc key is the n bytes at s (not NUL-terminated), or

@@ -109,11 +109,11 @@ CFG
 		"select count(*) from (select t.id from counter c join process_counter_track t on c.track_id = t.id where t.name = 'mem.virt' group by t.id having count(*) >= 3)" 1
 	expect_ge "poll: oom_score_adj counters" "$t" \
 		"select count(*) from process_counter_track where name = 'oom_score_adj'" 1
-	expect "poll: mem.total equals /proc/meminfo's MemTotal" "$t" \
-		"select distinct cast(value / 1024 as int) from counter c join counter_track t on c.track_id = t.id where t.name = 'mem.total'" \
+	expect "poll: MemTotal equals /proc/meminfo's MemTotal" "$t" \
+		"select distinct cast(value / 1024 as int) from counter c join counter_track t on c.track_id = t.id where t.name = 'MemTotal'" \
 		"$memtotal_kb"
-	expect_ge "poll: mem.total sampled more than once" "$t" \
-		"select count(*) from counter c join counter_track t on c.track_id = t.id where t.name = 'mem.total'" 3
+	expect_ge "poll: MemTotal sampled more than once" "$t" \
+		"select count(*) from counter c join counter_track t on c.track_id = t.id where t.name = 'MemTotal'" 3
 	expect_ge "poll: vmstat counters" "$t" \
 		"select count(*) from counter_track where name = 'nr_free_pages'" 1
 	expect "poll: cpu.times.user_ns for every cpu" "$t" \
@@ -195,10 +195,10 @@ CFG
 	expect "scan: pid 1" "$t" "select count(*) from process where pid = 1" 1
 	expect "scan: no memory counters without polling" "$t" \
 		"select count(*) from process_counter_track where name like 'mem.%'" 0
-	expect_ge "scan: mem.free sampled" "$t" \
-		"select count(*) from counter c join counter_track t on c.track_id = t.id where t.name = 'mem.free'" 2
+	expect_ge "scan: MemFree sampled" "$t" \
+		"select count(*) from counter c join counter_track t on c.track_id = t.id where t.name = 'MemFree'" 2
 	expect "scan: the meminfo filter" "$t" \
-		"select count(*) from counter_track where name = 'mem.total'" 0
+		"select count(*) from counter_track where name = 'MemTotal'" 0
 	expect "scan: the stat filter (no forks)" "$t" \
 		"select count(*) from counter_track where name = 'num_forks'" 0
 	expect_ge "scan: cpu times" "$t" \

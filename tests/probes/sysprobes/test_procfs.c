@@ -213,12 +213,12 @@ static void test_meminfo(void **state)
 	assert_null(sys_stats_meminfo_proc_name(0));
 	assert_null(sys_stats_meminfo_proc_name(34)); /* MEM_GPU: Android */
 	assert_null(sys_stats_meminfo_proc_name(1000));
-	/* The processor's names for the same values. */
+	/* The processor's names for the same values, as Perfetto v58's. */
 	assert_string_equal(sys_stats_meminfo_counter_name(23),
-			    "mem.slab_reclaimable");
+			    "SReclaimable");
 	assert_string_equal(sys_stats_meminfo_counter_name(0),
-			    "mem.unspecified");
-	assert_string_equal(sys_stats_meminfo_counter_name(34), "mem.gpu");
+			    "MemUnspecified");
+	assert_string_equal(sys_stats_meminfo_counter_name(34), "Gpu");
 	assert_null(sys_stats_meminfo_counter_name(39));
 	/* A key with a NUL inside is not a prefix match. */
 	assert_int_equal(sys_stats_meminfo_key("Slab\0xyz", 8), 0);
@@ -260,7 +260,8 @@ static void test_vmstat(void **state)
 	assert_string_equal(sys_stats_vmstat_counter_name(30),
 			    "workingset_refault");
 	assert_null(sys_stats_vmstat_proc_name(0));
-	assert_string_equal(sys_stats_vmstat_counter_name(0), "unspecified");
+	assert_string_equal(sys_stats_vmstat_counter_name(0),
+			    "VmstatUnspecified");
 	assert_null(sys_stats_vmstat_counter_name(189));
 }
 

@@ -1,0 +1,1 @@
+SELECT ts, value FROM counter ORDER BY ts;
