@@ -37,6 +37,7 @@
 #include "tp_sort.h"
 #include "tp_stats.h"
 #include "tp_syscalls.h"
+#include "tp_kslices.h"
 #include "tp_memevents.h"
 #include "tp_tracks.h"
 
@@ -582,6 +583,8 @@ static uint32_t raw_row(struct tp_ctx *ctx, int64_t ts, tp_str name,
 	tp_set_str(t, TP_FTRACE_EVENT_name, row, name);
 	tp_set_int(t, TP_FTRACE_EVENT_cpu, row, cpu);
 	tp_set_int(t, TP_FTRACE_EVENT_utid, row, utid);
+	/* Perfetto's column is never NULL: 0 until the event has flags. */
+	tp_set_int(t, TP_FTRACE_EVENT_common_flags, row, 0);
 	tp_set_int(t, TP_FTRACE_EVENT_ucpu, row, ucpu_of(ctx, machine, cpu));
 	tp_set_machine(t, TP_FTRACE_EVENT_machine_id, row, machine);
 	return row;
@@ -1746,10 +1749,13 @@ static void parse_event(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 					  flags);
 			}
 		}
-		/* Needs the interned kernel symbols of the packet. */
+		/* These need the interned kernel symbols of the packet. */
 		if (f.num == FE_SCHED_BLOCKED_REASON && !raw_only)
 			parse_blocked_reason(ctx, h.machine, h.gen, f.data,
 					     f.len);
+		if (!raw_only && tp_kslice_parse(ctx, ts, h.cpu, h.machine, pid,
+						 h.gen, f.num, f.data, f.len))
+			continue;
 		parse_typed(ctx, ts, h.cpu, h.machine, pid, f.num, f.data,
 			    f.len, raw_only);
 	}
