@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "perfetto_fields.h"
+#include "tp_args.h"
 #include "tp_ctx.h"
 #include "tp_memevents.h"
 #include "tp_procs.h"
@@ -22,17 +23,21 @@
 #include "tp_tracks.h"
 #include "vp_alloc.h"
 
-/* A counter row waiting for its track. */
+enum pending_kind { PC_MEMORY, PC_OOM_SCORE_ADJ, PC_MM_EVENT };
+
+/* A counter row waiting for its track.  The strings are static. */
 struct pending {
 	uint32_t row;
 	uint32_t utid;
-	tp_str type;  /* the process track's type */
-	tp_str name;  /* the track's name */
+	uint8_t kind;
+	const char *key;    /* PC_MEMORY: its key; PC_MM_EVENT: the type */
+	const char *metric; /* PC_MM_EVENT: count, max_lat, avg_lat */
 };
 
 struct tp_memevents {
 	struct pending *v;
 	uint32_t n, cap;
+	struct tp_args_builder b;
 };
 
 struct tp_memevents *tp_memevents_new(void)
@@ -41,6 +46,7 @@ struct tp_memevents *tp_memevents_new(void)
 
 	if (!m)
 		abort();
+	tp_args_builder_init(&m->b);
 	return m;
 }
 
@@ -49,12 +55,44 @@ void tp_memevents_free(struct tp_memevents *m)
 	if (!m)
 		return;
 	free(m->v);
+	tp_args_builder_free(&m->b);
 	free(m);
 }
 
-void tp_process_counter_for_thread(struct tp_ctx *ctx, uint32_t utid,
-				   const char *type, tp_str name, int64_t ts,
-				   double value)
+uint32_t tp_process_counter_track(struct tp_ctx *ctx, uint32_t machine,
+				  const char *type, int64_t id, tp_str name,
+				  const char *k1, const char *v1,
+				  const char *k2, const char *v2)
+{
+	struct tp_args_builder *b = &ctx->memevents->b;
+	struct tp_track_spec s;
+	bool thread = strstr(type, "_thread_fallback") != NULL;
+	tp_str k = tp_s(ctx, thread ? "utid" : "upid");
+
+	tp_track_spec_init(&s, machine);
+	s.name = name;
+	s.type = tp_s(ctx, type);
+	s.event_type = tp_s(ctx, "counter");
+	if (thread)
+		s.utid = id;
+	else
+		s.upid = id;
+	tp_args_builder_reset(b);
+	tp_args_add_int(b, k, k, id);
+	if (k1) {
+		k = tp_s(ctx, k1);
+		tp_args_add_str(b, k, k, tp_s(ctx, v1));
+	}
+	if (k2) {
+		k = tp_s(ctx, k2);
+		tp_args_add_str(b, k, k, tp_s(ctx, v2));
+	}
+	s.dimension_arg_set_id = tp_args_commit(ctx, b);
+	return tp_track_intern(ctx, &s);
+}
+
+static void push(struct tp_ctx *ctx, uint32_t utid, enum pending_kind kind,
+		 const char *key, const char *metric, int64_t ts, double value)
 {
 	struct tp_memevents *m = ctx->memevents;
 
@@ -66,9 +104,16 @@ void tp_process_counter_for_thread(struct tp_ctx *ctx, uint32_t utid,
 	m->v[m->n++] = (struct pending){
 		.row = tp_counter_add(ctx, 0, ts, value, -1),
 		.utid = utid,
-		.type = tp_s(ctx, type),
-		.name = name,
+		.kind = (uint8_t)kind,
+		.key = key,
+		.metric = metric,
 	};
+}
+
+void tp_process_memory_for_thread(struct tp_ctx *ctx, uint32_t utid,
+				  const char *key, int64_t ts, double value)
+{
+	push(ctx, utid, PC_MEMORY, key, NULL, ts, value);
 }
 
 /* ---- oom_score_adj_update, mm_event_record ---------------------------- */
@@ -88,10 +133,8 @@ static void oom_score_adj(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
 		else if (f.num == OSA_PID && f.wt == PB_WT_VARINT)
 			pid = (uint32_t)f.val;
 	}
-	tp_process_counter_for_thread(ctx, tp_thread_get(ctx, machine, pid),
-				      "oom_score_adj",
-				      tp_s(ctx, "oom_score_adj"), ts,
-				      (double)adj);
+	push(ctx, tp_thread_get(ctx, machine, pid), PC_OOM_SCORE_ADJ, NULL,
+	     NULL, ts, (double)adj);
 }
 
 static const char *mm_event_type(uint64_t type)
@@ -108,7 +151,6 @@ static void mm_event_record(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
 	struct pb_reader r;
 	struct pb_field f;
 	uint64_t type = 0, count = 0, max_lat = 0, avg_lat = 0;
-	char name[96];
 
 	pb_reader_init(&r, data, len);
 	while (pb_next(&r, &f)) {
@@ -129,14 +171,9 @@ static void mm_event_record(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
 		tp_stat_inc(ctx, "mm_unknown_type");
 		return;
 	}
-	const char *metric[] = { "count", "max_lat", "avg_lat" };
-	uint64_t v[] = { count, max_lat, avg_lat };
-	for (unsigned i = 0; i < 3; i++) {
-		snprintf(name, sizeof name, "mem.mm.%s.%s", t, metric[i]);
-		tp_process_counter_for_thread(ctx, utid, "mm_event",
-					      tp_s(ctx, name), ts,
-					      (double)v[i]);
-	}
+	push(ctx, utid, PC_MM_EVENT, t, "count", ts, (double)count);
+	push(ctx, utid, PC_MM_EVENT, t, "max_lat", ts, (double)max_lat);
+	push(ctx, utid, PC_MM_EVENT, t, "avg_lat", ts, (double)avg_lat);
 }
 
 bool tp_memevent_parse(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
@@ -157,31 +194,48 @@ bool tp_memevent_parse(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
 
 /* ---- end of trace ----------------------------------------------------- */
 
+/* The track of a pending row: its thread's process's, else its thread's
+ * (a "*_thread_fallback" type). */
+static uint32_t pending_track(struct tp_ctx *ctx, const struct pending *p)
+{
+	struct tp_table *tt = tp_tab(ctx, TP_T_THREAD);
+	uint32_t machine = (uint32_t)tp_get_int(tt, TP_THREAD_machine_id,
+						p->utid);
+	bool known = !tp_is_null(tt, TP_THREAD_upid, p->utid);
+	int64_t id = known ? tp_get_int(tt, TP_THREAD_upid, p->utid) : p->utid;
+	char name[96];
+
+	switch (p->kind) {
+	case PC_MEMORY:
+		snprintf(name, sizeof name, "mem.%s", p->key);
+		return tp_process_counter_track(
+			ctx, machine,
+			known ? "process_memory"
+			      : "process_memory_thread_fallback",
+			id, tp_s(ctx, name), "process_memory_key", p->key,
+			NULL, NULL);
+	case PC_OOM_SCORE_ADJ:
+		return tp_process_counter_track(
+			ctx, machine,
+			known ? "oom_score_adj" : "oom_score_adj_thread_fallback",
+			id, tp_s(ctx, "oom_score_adj"), NULL, NULL, NULL, NULL);
+	default:
+		snprintf(name, sizeof name, "mem.mm.%s.%s", p->key, p->metric);
+		return tp_process_counter_track(
+			ctx, machine,
+			known ? "mm_event" : "mm_event_thread_fallback", id,
+			tp_s(ctx, name), "mm_event_type", p->key,
+			"mm_event_metric", p->metric);
+	}
+}
+
 void tp_memevents_finish(struct tp_ctx *ctx)
 {
 	struct tp_memevents *m = ctx->memevents;
-	struct tp_table *tt = tp_tab(ctx, TP_T_THREAD);
 	struct tp_table *ct = tp_tab(ctx, TP_T_COUNTER);
-	char type[64];
 
-	for (uint32_t i = 0; i < m->n; i++) {
-		const struct pending *p = &m->v[i];
-		struct tp_track_spec s;
-		tp_track_spec_init(&s, (uint32_t)tp_get_int(
-					       tt, TP_THREAD_machine_id, p->utid));
-		s.name = p->name;
-		s.event_type = tp_s(ctx, "counter");
-		if (!tp_is_null(tt, TP_THREAD_upid, p->utid)) {
-			s.type = p->type;
-			s.upid = tp_get_int(tt, TP_THREAD_upid, p->utid);
-		} else {
-			snprintf(type, sizeof type, "%s_thread_fallback",
-				 tp_str_get(ctx->pool, p->type));
-			s.type = tp_s(ctx, type);
-			s.utid = p->utid;
-		}
-		tp_set_int(ct, TP_COUNTER_track_id, p->row,
-			   tp_track_intern(ctx, &s));
-	}
+	for (uint32_t i = 0; i < m->n; i++)
+		tp_set_int(ct, TP_COUNTER_track_id, m->v[i].row,
+			   pending_track(ctx, &m->v[i]));
 	m->n = 0;
 }

@@ -104,12 +104,8 @@ static void fields_decode(struct fields *f, const uint8_t *p, size_t n)
 static void push_process_counter(struct tp_ctx *ctx, int64_t ts, double v,
 				 uint32_t utid, const char *key)
 {
-	char name[64];
-
 	/* the track process_stats' memory counters use too */
-	snprintf(name, sizeof(name), "mem.%s", key);
-	tp_process_counter_for_thread(ctx, utid, "process_memory",
-				      tp_s(ctx, name), ts, v);
+	tp_process_memory_for_thread(ctx, utid, key, ts, v);
 }
 
 /* Perfetto's ProcessTracker::IsThreadAlive: not ended, its process not

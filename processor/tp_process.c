@@ -13,6 +13,7 @@
 
 #include "tp_args.h"
 #include "tp_clock.h"
+#include "tp_memevents.h"
 #include "tp_process.h"
 #include "tp_procs.h"
 #include "tp_sort.h"
@@ -314,18 +315,36 @@ static const char *smaps_key(uint32_t num)
 	}
 }
 
+/* A process_stats counter.  Tracks of one type are told apart by a key,
+ * the name without its prefix (mem.rss.file: process_memory_key
+ * rss.file), as Perfetto's blueprints have them; the rss_stat ftrace
+ * events share the process_memory ones. */
 static void process_counter(struct tp_ctx *ctx, uint32_t machine,
 			    uint32_t upid, const char *type, const char *name,
 			    int64_t ts, double v)
 {
-	struct tp_track_spec s;
+	static const struct {
+		const char *type, *dim, *prefix;
+	} keys[] = {
+		{ "process_memory", "process_memory_key", "mem." },
+		{ "smaps", "smaps_key", "mem.smaps." },
+		{ "proc_stat_runtime", "proc_stat_runtime_key", "runtime." },
+	};
+	const char *dim = NULL, *key = NULL;
 
-	tp_track_spec_init(&s, machine);
-	s.name = tp_s(ctx, name);
-	s.type = tp_s(ctx, type);
-	s.event_type = tp_s(ctx, "counter");
-	s.upid = upid;
-	tp_counter_add(ctx, tp_track_intern(ctx, &s), ts, v, -1);
+	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+		size_t n = strlen(keys[i].prefix);
+		if (!strcmp(type, keys[i].type) &&
+		    !strncmp(name, keys[i].prefix, n)) {
+			dim = keys[i].dim;
+			key = name + n;
+		}
+	}
+	tp_counter_add(ctx,
+		       tp_process_counter_track(ctx, machine, type, upid,
+						tp_s(ctx, name), dim, key,
+						NULL, NULL),
+		       ts, v, -1);
 }
 
 static void stats_process(struct tp_ctx *ctx, int64_t ts, uint32_t machine,

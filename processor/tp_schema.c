@@ -155,8 +155,6 @@ const char tp_schema_views_sql[] =
 	"CREATE VIEW cpu AS SELECT ucpu AS id, ucpu, cpu, cluster_id,"
 	" processor, machine_id, capacity, arg_set_id FROM __intrinsic_cpu"
 	" ORDER BY ucpu;\n"
-	"CREATE VIEW cpu_freq AS SELECT id, ucpu, freq"
-	" FROM __intrinsic_cpu_freq;\n"
 	"CREATE VIEW cpu_available_frequencies AS SELECT id, ucpu AS cpu, freq,"
 	" ucpu FROM __intrinsic_cpu_freq;\n"
 	/* sched, thread_state and ftrace_event show ucpu as cpu, as

@@ -116,8 +116,8 @@
 	X(CPU, machine_id, INT) X(CPU, capacity, INT) X(CPU, arg_set_id, INT)
 
 /* __intrinsic_cpu_freq: one row per frequency a cpu_info packet lists for
- * a cpu (ucpu is the cpu's id); the views cpu_freq and
- * cpu_available_frequencies read it. */
+ * a cpu (ucpu is the cpu's id); the view cpu_available_frequencies reads
+ * it. */
 #define TP_CPU_FREQ_COLS(X) X(CPU_FREQ, ucpu, INT) X(CPU_FREQ, freq, INT)
 
 /* vcpu: which host thread runs each guest CPU (tp_vcpu.c).  One row per
