@@ -24,6 +24,7 @@
 #include "tp_slicefn.h"
 #include "tp_slicelayout.h"
 #include "tp_stdlib.h"
+#include "tp_metafn.h"
 #include "tp_toftrace.h"
 
 /* What the SQL functions of one connection need; owned by the connection
@@ -227,6 +228,8 @@ static int register_functions(sqlite3 *db, struct tp_query_state *st)
 						NULL);
 	if (rc == SQLITE_OK)
 		rc = tp_toftrace_register(db, st->ctx);
+	if (rc == SQLITE_OK)
+		rc = tp_metafn_register(db, st->ctx);
 	if (rc != SQLITE_OK)
 		return rc;
 	return sqlite3_create_function_v2(db, "__vp_table_name", 1,
