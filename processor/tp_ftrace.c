@@ -72,6 +72,8 @@ struct ftrace_machine {
 	int64_t latest_start;
 	bool soft_drop_known;    /* computed at the first parsed event */
 	int64_t soft_drop_before;
+	int64_t drop_before;     /* events before: not even ftrace_event */
+	bool preserve_buffer;    /* FtraceStats.preserve_ftrace_buffer */
 	uint8_t seen_first[MAX_CPUS / 8];
 	struct cpu_sched *cpus;
 	uint32_t ncpus;
@@ -562,15 +564,51 @@ static void tokenize_bundle(struct tp_ctx *ctx, const struct tp_packet *pkt,
 /* ---- parse: common pieces -------------------------------------------- */
 
 /* Events before the latest start of valid data go to ftrace_event only. */
+/* The drop thresholds, fixed at the first parsed event (of any cpu), as
+ * Perfetto does: events before tracing started (tracing_started_ns; none
+ * when the kernel buffer was preserved from before) are dropped, counted
+ * in ftrace_packet_before_tracing_start; events before every cpu's data
+ * is valid (ftrace_latest_data_start_ns, at least the first) only go to
+ * ftrace_event. */
+static void drop_thresholds(struct tp_ctx *ctx, struct ftrace_machine *m,
+			    uint32_t machine)
+{
+	int64_t started = 0;
+
+	if (m->soft_drop_known)
+		return;
+	m->soft_drop_known = true;
+	if (!m->preserve_buffer &&
+	    tp_meta_get_int(ctx, "tracing_started_ns", machine, &started))
+		m->drop_before = started;
+	m->soft_drop_before = m->has_start ? m->latest_start : 0;
+	if (m->soft_drop_before < m->drop_before)
+		m->soft_drop_before = m->drop_before;
+}
+
+/* True (counting it) if the event at ts predates the start of tracing. */
+static bool hard_dropped(struct tp_ctx *ctx, uint32_t machine, int64_t ts)
+{
+	struct ftrace_machine *m = fmach(ctx, machine);
+
+	drop_thresholds(ctx, m, machine);
+	if (ts >= m->drop_before)
+		return false;
+	tp_stat_add(ctx, "ftrace_packet_before_tracing_start", machine, -1, 1);
+	return true;
+}
+
 static bool soft_dropped(struct tp_ctx *ctx, uint32_t machine, int64_t ts)
 {
 	struct ftrace_machine *m = fmach(ctx, machine);
 
-	if (!m->soft_drop_known) {
-		m->soft_drop_known = true;
-		m->soft_drop_before = m->has_start ? m->latest_start : 0;
-	}
+	drop_thresholds(ctx, m, machine);
 	return ts < m->soft_drop_before;
+}
+
+void tp_ftrace_preserve_buffer(struct tp_ctx *ctx, uint32_t machine)
+{
+	fmach(ctx, machine)->preserve_buffer = true;
 }
 
 static uint32_t raw_row(struct tp_ctx *ctx, int64_t ts, tp_str name,
@@ -1040,6 +1078,8 @@ static void parse_cswitch(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 	if (len != sizeof e)
 		return;
 	memcpy(&e, p, sizeof e);
+	if (hard_dropped(ctx, e.machine, ts))
+		return;
 	bool raw_only = soft_dropped(ctx, e.machine, ts);
 	struct cpu_sched *cs = cpu_sched(ctx, e.machine, e.cpu);
 	uint32_t next_utid = thread_named(ctx, e.machine, e.next_pid,
@@ -1084,6 +1124,8 @@ static void parse_cwaking(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 	if (len != sizeof e)
 		return;
 	memcpy(&e, p, sizeof e);
+	if (hard_dropped(ctx, e.machine, ts))
+		return;
 	bool raw_only = soft_dropped(ctx, e.machine, ts);
 	struct cpu_sched *cs = cpu_sched(ctx, e.machine, e.cpu);
 	if (cs->last_utid == NONE32) {
@@ -1729,6 +1771,8 @@ static void parse_event(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 			has_flags = true;
 		}
 	}
+	if (hard_dropped(ctx, h.machine, ts))
+		return;
 	bool raw_only = soft_dropped(ctx, h.machine, ts);
 	pb_reader_init(&r, p, len);
 	while (pb_next(&r, &f)) {

@@ -1404,6 +1404,9 @@ static void parse_ftrace_stats(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	while (pb_next(&r, &g)) {
 		if (g.num == FS_CPU_STATS && g.wt == PB_WT_LEN) {
 			parse_ftrace_cpu_stats(ctx, pkt, &g, end);
+		} else if (g.num == FS_PRESERVE_FTRACE_BUFFER &&
+			   g.wt == PB_WT_VARINT && g.val) {
+			tp_ftrace_preserve_buffer(ctx, pkt->machine);
 		} else if (g.num == FS_FTRACE_PARSE_ERRORS) {
 			struct pb_packed_iter it;
 			uint64_t v;
