@@ -683,8 +683,7 @@ static void raw_typed(struct tp_ctx *ctx, const struct ft_event_desc *d,
 		tp_str key = tp_s(ctx, ef->name);
 		if (f.wt == PB_WT_VARINT && kernel_fn_field(d->event, ef->name)) {
 			/* The symbol's name when the trace has it. */
-			tp_str sym = tp_interned_str(ctx, gen, ID_KERNEL_SYMBOLS,
-						     f.val, INTERNED_STRING_STR);
+			tp_str sym = tp_kernel_symbol(ctx, gen, f.val);
 			if (sym) {
 				tp_args_add_str(b, key, key, sym);
 				continue;
@@ -829,8 +828,7 @@ static void parse_blocked_reason(struct tp_ctx *ctx, uint32_t machine,
 		return;
 	/* io_wait is set even when absent (false), as Perfetto reads it. */
 	tp_set_int(t, TP_THREAD_STATE_io_wait, row, io_wait);
-	tp_str fn = tp_interned_str(ctx, gen, ID_KERNEL_SYMBOLS,
-				    (uint32_t)caller, INTERNED_STRING_STR);
+	tp_str fn = tp_kernel_symbol(ctx, gen, (uint32_t)caller);
 	if (fn)
 		tp_set_str(t, TP_THREAD_STATE_blocked_function, row, fn);
 }
@@ -1639,13 +1637,16 @@ static void parse_irq(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,
 		break;
 	}
 	case FE_IRQ_HANDLER_EXIT: {
+		uint32_t track = irq_track(ctx, machine, false, cpu);
 		tp_str k = tp_s(ctx, "ret");
+		/* An exit with no open slice writes no args either. */
+		if (tp_slice_top(ctx, track) < 0)
+			break;
 		tp_args_builder_init(&b);
 		tp_args_add_str(&b, k, k,
 				tp_s(ctx, i32(m, IRQ_EXIT_RET) == 1 ? "handled"
 							 : "unhandled"));
-		tp_slice_end(ctx, irq_track(ctx, machine, false, cpu), ts, irq,
-			     0, tp_args_commit(ctx, &b));
+		tp_slice_end(ctx, track, ts, irq, 0, tp_args_commit(ctx, &b));
 		tp_args_builder_free(&b);
 		break;
 	}
@@ -1654,11 +1655,13 @@ static void parse_irq(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,
 			     0, -1);
 		break;
 	case FE_SOFTIRQ_EXIT: {
+		uint32_t track = irq_track(ctx, machine, true, cpu);
 		tp_str k = tp_s(ctx, "vec");
+		if (tp_slice_top(ctx, track) < 0)
+			break;
 		tp_args_builder_init(&b);
 		tp_args_add_int(&b, k, k, (uint32_t)u64(m, SOFTIRQ_EXIT_VEC));
-		tp_slice_end(ctx, irq_track(ctx, machine, true, cpu), ts, irq,
-			     0, tp_args_commit(ctx, &b));
+		tp_slice_end(ctx, track, ts, irq, 0, tp_args_commit(ctx, &b));
 		tp_args_builder_free(&b);
 		break;
 	}

@@ -28,6 +28,7 @@
 #include "tp_procs.h"
 #include "tp_seq.h"
 #include "tp_slices.h"
+#include "tp_stats.h"
 #include "tp_tracks.h"
 
 /* The last varint field num of a payload, 0 if absent. */
@@ -123,12 +124,21 @@ static void block_io(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
 	if (start)
 		tp_slice_begin(ctx, track, ts, 0, name,
 			       sector_args(ctx, sector));
-	else
+	else if (tp_slice_top(ctx, track) >= 0) /* args only for a slice */
 		tp_slice_end(ctx, track, ts, 0, name,
 			     sector_args(ctx, sector));
 }
 
 /* ---- function graph --------------------------------------------------- */
+
+tp_str tp_kernel_symbol(struct tp_ctx *ctx, uint32_t gen, uint64_t iid)
+{
+	tp_str s = tp_interned_str(ctx, gen, ID_KERNEL_SYMBOLS, iid,
+				   INTERNED_STRING_STR);
+	if (!s)
+		tp_stat_inc(ctx, "interned_data_tokenizer_errors");
+	return s;
+}
 
 static uint32_t funcgraph_track(struct tp_ctx *ctx, uint32_t machine,
 				uint32_t cpu, int64_t pid)
@@ -163,8 +173,7 @@ static void funcgraph(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,
 		      const uint8_t *data, size_t len)
 {
 	uint64_t fn = varint_field(data, len, entry ? FGE_FUNC : FGX_FUNC);
-	tp_str name = tp_interned_str(ctx, gen, ID_KERNEL_SYMBOLS, fn,
-				      INTERNED_STRING_STR);
+	tp_str name = tp_kernel_symbol(ctx, gen, fn);
 	char buf[32];
 
 	if (!name) {

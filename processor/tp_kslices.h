@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tp_db.h"
+
 struct tp_ctx;
 
 /* One event (id: its FtraceEvent field, data: the payload, pid: the
@@ -19,5 +21,10 @@ struct tp_ctx;
 bool tp_kslice_parse(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,
 		     uint32_t machine, int64_t pid, uint32_t gen, uint32_t id,
 		     const uint8_t *data, size_t len);
+
+/* The kernel symbol interned as iid in generation gen, or 0 when the
+ * trace has none: counted in interned_data_tokenizer_errors, as Perfetto
+ * counts every lookup of an interned message that fails. */
+tp_str tp_kernel_symbol(struct tp_ctx *ctx, uint32_t gen, uint64_t iid);
 
 #endif

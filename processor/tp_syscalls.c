@@ -208,8 +208,11 @@ void tp_syscall_exit(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
 			return;
 		*w = 0;
 	}
-	tp_slice_end(ctx, tp_track_thread(ctx, utid), ts, 0, name,
-		     tp_args_commit(ctx, &s->b));
+	uint32_t track = tp_track_thread(ctx, utid);
+	/* The return value is an arg of the slice it ends: none without. */
+	tp_slice_end(ctx, track, ts, 0, name,
+		     tp_slice_top(ctx, track) < 0 ? -1
+						  : tp_args_commit(ctx, &s->b));
 }
 
 void tp_syscall_print(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
