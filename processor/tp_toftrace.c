@@ -224,6 +224,46 @@ static void put_buf(const struct event *e, const struct tp_arg *a)
 	put(e->out, s, n);
 }
 
+static void put_u32(const struct event *e, const struct tp_arg *a)
+{
+	putf(e->out, "%" PRIu32, (uint32_t)a->i);
+}
+
+static void put_hex3(const struct event *e, const struct tp_arg *a)
+{
+	putf(e->out, "%03" PRIx64, (uint64_t)a->i);
+}
+
+static void put_hex4(const struct event *e, const struct tp_arg *a)
+{
+	putf(e->out, "%04" PRIx64, (uint64_t)a->i);
+}
+
+/* An i2c message's bytes, " [0a-1b-...]", at most 64 as the kernel's
+ * printf prints them. */
+static void put_i2c_buf(const struct event *e, const struct tp_arg *a)
+{
+	const char *s = tp_str_get(e->ctx->pool, a->s);
+	size_t n = s ? tp_str_len(e->ctx->pool, a->s) : 0;
+
+	puts_(e->out, " [");
+	for (size_t i = 0; i < n && i < 64; i++)
+		putf(e->out, i ? "-%02x" : "%02x", (unsigned char)s[i]);
+	puts_(e->out, "]");
+}
+
+/* i2c-ADAPTER #MSG a=ADDR f=FLAGS l=LEN of the i2c message events. */
+static void i2c_msg(const struct event *e)
+{
+	puts_(e->out, " i2c-");
+	value(e, "adapter_nr", NULL);
+	puts_(e->out, " #");
+	value(e, "msg_nr", NULL);
+	field_as(e, "addr", "a", put_hex3);
+	field_as(e, "flags", "f", put_hex4);
+	field_as(e, "len", "l", NULL);
+}
+
 /* type|pid|name|value of the *_tracing_mark_write events. */
 static void mark_write(const struct event *e, const char *type,
 		       const char *name)
@@ -321,6 +361,34 @@ static bool special(const struct event *e, const char *name)
 		field(e, "comm");
 	} else if (!strcmp(name, "hrtimer_expire_entry")) {
 		field_as(e, "function", NULL, put_kernel_fn);
+	} else if (!strcmp(name, "binder_transaction")) {
+		puts_(l, " transaction=");
+		value(e, "debug_id", put_u32);
+		puts_(l, " dest_node=");
+		value(e, "target_node", put_u32);
+		puts_(l, " dest_proc=");
+		value(e, "to_proc", NULL);
+		puts_(l, " dest_thread=");
+		value(e, "to_thread", NULL);
+		puts_(l, " reply=");
+		value(e, "reply", NULL);
+		puts_(l, " flags=0x");
+		value(e, "flags", put_hex);
+		puts_(l, " code=0x");
+		value(e, "code", put_hex);
+	} else if (!strcmp(name, "binder_transaction_received")) {
+		puts_(l, " transaction=");
+		value(e, "debug_id", put_u32);
+	} else if (!strcmp(name, "i2c_read")) {
+		i2c_msg(e);
+	} else if (!strcmp(name, "i2c_write") || !strcmp(name, "i2c_reply")) {
+		i2c_msg(e);
+		value(e, "buf", put_i2c_buf);
+	} else if (!strcmp(name, "i2c_result")) {
+		puts_(l, " i2c-");
+		value(e, "adapter_nr", NULL);
+		field_as(e, "nr_msgs", "n", NULL);
+		field_as(e, "ret", "ret", NULL);
 	} else {
 		return false;
 	}

@@ -16,7 +16,7 @@ import os
 import sys
 
 # FieldDescriptorProto.Type -> enum ft_field_type
-STR_TYPES = {9}
+STR_TYPES = {9, 12}                          # string bytes
 # bool and enum values are signed integers in Perfetto's ftrace_event args.
 INT_TYPES = {3, 5, 8, 14, 15, 16, 17, 18}  # int64 int32 bool enum sfixed* sint*
 UINT_TYPES = {4, 6, 7, 13}                 # uint64 fixed* uint32
