@@ -1184,7 +1184,7 @@ static void parse_newtask(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
 		if (tp_thread_find(ctx, machine, new_tid, &main_utid))
 			tp_thread_set_name_prio(ctx, main_utid, comm,
 						TP_NAME_PRIO_FTRACE);
-		tp_process_set_name(ctx, upid, comm);
+		tp_process_set_name_prio(ctx, upid, comm, TP_PNAME_SYSTEM);
 		source_utid = tp_thread_get(ctx, machine, source_tid);
 		new_utid = tp_thread_get(ctx, machine, new_tid);
 		/* The forking thread's process, when it is known. */
@@ -1214,7 +1214,7 @@ static void parse_rename(struct tp_ctx *ctx, uint32_t machine,
 		return;
 	uint32_t upid = (uint32_t)tp_get_int(tt, TP_THREAD_upid, utid);
 	if (tp_get_int(tp_tab(ctx, TP_T_PROCESS), TP_PROCESS_pid, upid) == tid)
-		tp_process_set_name(ctx, upid, comm);
+		tp_process_set_name_prio(ctx, upid, comm, TP_PNAME_SYSTEM);
 }
 
 /* ---- atrace ----------------------------------------------------------- */
@@ -2031,9 +2031,10 @@ static void gk_process_tree(struct tp_ctx *ctx, uint32_t machine,
 		uint32_t pupid = tp_process_get_no_thread(ctx, machine, ppid);
 		uint32_t upid = tp_process_get_no_thread(ctx, machine, pid);
 		tp_process_set_parent(ctx, upid, pupid);
-		tp_process_set_name(ctx, upid,
-				    tp_intern(ctx->pool, (const char *)cmd,
-					      nlen));
+		tp_process_set_name_prio(ctx, upid,
+					 tp_intern(ctx->pool, (const char *)cmd,
+						   nlen),
+					 TP_PNAME_SYSTEM);
 		tp_process_set_cmdline(ctx, upid,
 				       tp_intern(ctx->pool, (const char *)cmd,
 						 cmdlen));
@@ -2108,7 +2109,8 @@ static void parse_generic(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 		uint32_t upid = (uint32_t)tp_get_int(tt, TP_THREAD_upid, utid);
 		if (tp_get_int(tp_tab(ctx, TP_T_PROCESS), TP_PROCESS_pid,
 			       upid) == tid)
-			tp_process_set_name(ctx, upid, comm);
+			tp_process_set_name_prio(ctx, upid, comm,
+						 TP_PNAME_SYSTEM);
 		break;
 	}
 	case TP_GENERIC_KERNEL_PROCESS_TREE:

@@ -174,9 +174,10 @@ static void tree_process(struct tp_ctx *ctx, uint32_t machine,
 	uint32_t upid = tp_process_get(ctx, machine, pid);
 	struct tp_table *pt = tp_tab(ctx, TP_T_PROCESS);
 	tp_process_set_parent(ctx, upid, pupid);
-	tp_process_set_name(ctx, upid,
-			    tp_intern(ctx->pool, (const char *)argv0,
-				      argv0_len));
+	tp_process_set_name_prio(ctx, upid,
+				 tp_intern(ctx->pool, (const char *)argv0,
+					   argv0_len),
+				 TP_PNAME_SYSTEM);
 	tp_process_set_cmdline(ctx, upid,
 			       tp_intern(ctx->pool, joined, joined_len));
 	if (is_comm) {

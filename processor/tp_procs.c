@@ -54,6 +54,8 @@ struct tp_procs {
 	uint32_t nlists, caplists;
 	uint8_t *name_prio; /* per utid */
 	uint32_t cap_prio;
+	uint8_t *pname_prio; /* per upid, TP_PNAME_* + 1 (0: no name yet) */
+	uint32_t cap_pprio;
 	struct assoc *pending;
 	uint32_t npending, cappending;
 	struct parent_assoc *parents;
@@ -213,6 +215,7 @@ void tp_procs_free(struct tp_procs *p)
 	free(p->lists);
 	free(p->machines);
 	free(p->name_prio);
+	free(p->pname_prio);
 	free(p->pending);
 	free(p->parents);
 	tp_args_builder_free(&p->args);
@@ -486,10 +489,31 @@ uint32_t tp_process_new(struct tp_ctx *ctx, uint32_t machine, int64_t pid,
 	return upid;
 }
 
+void tp_process_set_name_prio(struct tp_ctx *ctx, uint32_t upid, tp_str name,
+			      uint8_t prio)
+{
+	struct tp_procs *p = ctx->procs;
+
+	if (!name || upid >= processes(ctx)->nrows)
+		return;
+	if (upid >= p->cap_pprio) {
+		uint32_t n = p->cap_pprio ? p->cap_pprio : 64;
+		while (n <= upid)
+			n *= 2;
+		p->pname_prio = vp_xrealloc(p->pname_prio, n);
+		memset(p->pname_prio + p->cap_pprio, 0, n - p->cap_pprio);
+		p->cap_pprio = n;
+	}
+	/* Stored + 1 so that any first name wins. */
+	if (prio + 1 < p->pname_prio[upid])
+		return;
+	tp_set_str(processes(ctx), TP_PROCESS_name, upid, name);
+	p->pname_prio[upid] = (uint8_t)(prio + 1);
+}
+
 void tp_process_set_name(struct tp_ctx *ctx, uint32_t upid, tp_str name)
 {
-	if (upid < processes(ctx)->nrows)
-		tp_set_str(processes(ctx), TP_PROCESS_name, upid, name);
+	tp_process_set_name_prio(ctx, upid, name, TP_PNAME_DESCRIPTOR);
 }
 
 void tp_process_set_cmdline(struct tp_ctx *ctx, uint32_t upid, tp_str cmdline)
