@@ -36,6 +36,9 @@
 #include "tp_slices.h"
 #include "tp_sort.h"
 #include "tp_stats.h"
+#include "tp_syscalls.h"
+#include "tp_kslices.h"
+#include "tp_memevents.h"
 #include "tp_tracks.h"
 
 /* Field numbers and enum values (TracePacket, FtraceEventBundle,
@@ -59,14 +62,22 @@ struct cpu_sched {
 	uint32_t pending_row; /* open sched row, NONE32 if none */
 };
 
+/* A cpu's sorter streams, as Perfetto has them: typed events, and the
+ * compact_sched switches and wakings, each a stream of its own. */
+enum ft_stream { FT_STREAM_EVENTS, FT_STREAM_SWITCH, FT_STREAM_WAKING,
+		 FT_NSTREAMS };
+
 struct ftrace_machine {
 	bool has_start;          /* ftrace_latest_data_start_ns known */
 	int64_t latest_start;
 	bool soft_drop_known;    /* computed at the first parsed event */
 	int64_t soft_drop_before;
+	int64_t drop_before;     /* events before: not even ftrace_event */
+	bool preserve_buffer;    /* FtraceStats.preserve_ftrace_buffer */
 	uint8_t seen_first[MAX_CPUS / 8];
 	struct cpu_sched *cpus;
 	uint32_t ncpus;
+	uint32_t nstreams[FT_NSTREAMS]; /* sorter lanes made, per kind */
 };
 
 /* Thread state rows of a thread (Perfetto's ThreadStateTracker). */
@@ -78,6 +89,7 @@ struct ts_rows {
 struct ev_hdr {
 	uint32_t cpu;
 	uint32_t machine;
+	uint32_t gen; /* the packet's interning generation */
 };
 
 struct cswitch {
@@ -122,6 +134,27 @@ static struct ftrace_machine *fmach(struct tp_ctx *ctx, uint32_t machine)
 		s->nmachines = n;
 	}
 	return &s->machines[machine];
+}
+
+static uint64_t stream_key(uint32_t machine, enum ft_stream k, uint32_t cpu)
+{
+	return TP_QUEUE_FTRACE | (uint64_t)k << 56 | (uint64_t)machine << 32 |
+	       cpu;
+}
+
+/* The sorter queue of a cpu's stream.  Perfetto makes a kind's stream for
+ * a cpu, and for every lower cpu that has none yet, in cpu order, the
+ * first time the cpu has an event of that kind; the order streams were
+ * made in breaks timestamp ties, so it is kept here. */
+static uint32_t stream_queue(struct tp_ctx *ctx, uint32_t machine,
+			     enum ft_stream k, uint32_t cpu)
+{
+	struct ftrace_machine *m = fmach(ctx, machine);
+
+	while (cpu < MAX_CPUS && m->nstreams[k] <= cpu)
+		tp_sort_lane(ctx->sorter,
+			     stream_key(machine, k, m->nstreams[k]++));
+	return tp_sort_lane(ctx->sorter, stream_key(machine, k, cpu));
 }
 
 static struct cpu_sched *cpu_sched(struct tp_ctx *ctx, uint32_t machine,
@@ -282,12 +315,10 @@ static void push_event(struct tp_ctx *ctx, const struct tp_packet *pkt,
 		s->scratch_cap = need * 2;
 		s->scratch = xrealloc(s->scratch, s->scratch_cap);
 	}
-	struct ev_hdr h = { cpu, pkt->machine };
+	struct ev_hdr h = { cpu, pkt->machine, pkt->gen };
 	memcpy(s->scratch, &h, sizeof h);
 	memcpy(s->scratch + sizeof h, data, len);
-	uint32_t q = tp_sort_queue(ctx->sorter,
-				   TP_QUEUE_FTRACE |
-					   (uint64_t)pkt->machine << 32 | cpu);
+	uint32_t q = stream_queue(ctx, pkt->machine, FT_STREAM_EVENTS, cpu);
 	tp_sort_push(ctx->sorter, q, ts, s->kind_event, s->scratch, need);
 }
 
@@ -361,9 +392,8 @@ static void compact_sched(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	for (unsigned i = 0; i < CSCHED_NCOLS; i++)
 		bad |= cols[i].bad;
 
-	uint32_t q = tp_sort_queue(ctx->sorter,
-				   TP_QUEUE_FTRACE |
-					   (uint64_t)pkt->machine << 32 | cpu);
+	/* Each kind's stream is made by its first event. */
+	uint32_t qs = NONE32, qw = NONE32;
 
 	/* sched_switch columns */
 	size_t n = cols[CSCHED_SWITCH_TIMESTAMP].n;
@@ -401,7 +431,10 @@ static void compact_sched(struct tp_ctx *ctx, const struct tp_packet *pkt,
 		e.next_comm = strs[ci];
 		if (!tp_to_trace_time(ctx, pkt, clock, acc, &ts))
 			break;
-		tp_sort_push(ctx->sorter, q, ts, s->kind_cswitch, &e, sizeof e);
+		if (qs == NONE32)
+			qs = stream_queue(ctx, pkt->machine, FT_STREAM_SWITCH,
+					  cpu);
+		tp_sort_push(ctx->sorter, qs, ts, s->kind_cswitch, &e, sizeof e);
 	}
 
 	/* sched_waking columns */
@@ -443,7 +476,10 @@ static void compact_sched(struct tp_ctx *ctx, const struct tp_packet *pkt,
 		}
 		if (!tp_to_trace_time(ctx, pkt, clock, acc, &ts))
 			break;
-		tp_sort_push(ctx->sorter, q, ts, s->kind_cwaking, &e, sizeof e);
+		if (qw == NONE32)
+			qw = stream_queue(ctx, pkt->machine, FT_STREAM_WAKING,
+					  cpu);
+		tp_sort_push(ctx->sorter, qw, ts, s->kind_cwaking, &e, sizeof e);
 	}
 
 	if (bad)
@@ -528,15 +564,51 @@ static void tokenize_bundle(struct tp_ctx *ctx, const struct tp_packet *pkt,
 /* ---- parse: common pieces -------------------------------------------- */
 
 /* Events before the latest start of valid data go to ftrace_event only. */
+/* The drop thresholds, fixed at the first parsed event (of any cpu), as
+ * Perfetto does: events before tracing started (tracing_started_ns; none
+ * when the kernel buffer was preserved from before) are dropped, counted
+ * in ftrace_packet_before_tracing_start; events before every cpu's data
+ * is valid (ftrace_latest_data_start_ns, at least the first) only go to
+ * ftrace_event. */
+static void drop_thresholds(struct tp_ctx *ctx, struct ftrace_machine *m,
+			    uint32_t machine)
+{
+	int64_t started = 0;
+
+	if (m->soft_drop_known)
+		return;
+	m->soft_drop_known = true;
+	if (!m->preserve_buffer &&
+	    tp_meta_get_int(ctx, "tracing_started_ns", machine, &started))
+		m->drop_before = started;
+	m->soft_drop_before = m->has_start ? m->latest_start : 0;
+	if (m->soft_drop_before < m->drop_before)
+		m->soft_drop_before = m->drop_before;
+}
+
+/* True (counting it) if the event at ts predates the start of tracing. */
+static bool hard_dropped(struct tp_ctx *ctx, uint32_t machine, int64_t ts)
+{
+	struct ftrace_machine *m = fmach(ctx, machine);
+
+	drop_thresholds(ctx, m, machine);
+	if (ts >= m->drop_before)
+		return false;
+	tp_stat_add(ctx, "ftrace_packet_before_tracing_start", machine, -1, 1);
+	return true;
+}
+
 static bool soft_dropped(struct tp_ctx *ctx, uint32_t machine, int64_t ts)
 {
 	struct ftrace_machine *m = fmach(ctx, machine);
 
-	if (!m->soft_drop_known) {
-		m->soft_drop_known = true;
-		m->soft_drop_before = m->has_start ? m->latest_start : 0;
-	}
+	drop_thresholds(ctx, m, machine);
 	return ts < m->soft_drop_before;
+}
+
+void tp_ftrace_preserve_buffer(struct tp_ctx *ctx, uint32_t machine)
+{
+	fmach(ctx, machine)->preserve_buffer = true;
 }
 
 static uint32_t raw_row(struct tp_ctx *ctx, int64_t ts, tp_str name,
@@ -549,6 +621,8 @@ static uint32_t raw_row(struct tp_ctx *ctx, int64_t ts, tp_str name,
 	tp_set_str(t, TP_FTRACE_EVENT_name, row, name);
 	tp_set_int(t, TP_FTRACE_EVENT_cpu, row, cpu);
 	tp_set_int(t, TP_FTRACE_EVENT_utid, row, utid);
+	/* Perfetto's column is never NULL: 0 until the event has flags. */
+	tp_set_int(t, TP_FTRACE_EVENT_common_flags, row, 0);
 	tp_set_int(t, TP_FTRACE_EVENT_ucpu, row, ucpu_of(ctx, machine, cpu));
 	tp_set_machine(t, TP_FTRACE_EVENT_machine_id, row, machine);
 	return row;
@@ -565,10 +639,32 @@ static void raw_args_commit(struct tp_ctx *ctx, uint32_t row,
 }
 
 /* The event's fields as args, named by the ftrace event table. */
+/* Whether field `field` of event `event` holds a kernel function's
+ * address, which the trace may symbolize through interned kernel_symbols
+ * (Perfetto's list of such fields). */
+static bool kernel_fn_field(const char *event, const char *field)
+{
+	static const char *const fields[][2] = {
+		{ "sched_blocked_reason", "caller" },
+		{ "workqueue_queue_work", "function" },
+		{ "workqueue_activate_work", "function" },
+		{ "workqueue_execute_start", "function" },
+		{ "workqueue_execute_end", "function" },
+		{ "funcgraph_entry", "func" },
+		{ "funcgraph_exit", "func" },
+		{ "mm_shrink_slab_start", "shrink" },
+		{ "hrtimer_expire_entry", "function" },
+	};
+	for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+		if (!strcmp(field, fields[i][1]) && !strcmp(event, fields[i][0]))
+			return true;
+	return false;
+}
+
 static void raw_typed(struct tp_ctx *ctx, const struct ft_event_desc *d,
 		      int64_t ts, uint32_t cpu, uint32_t machine, uint32_t utid,
-		      const uint8_t *data, size_t len, bool has_flags,
-		      uint32_t flags)
+		      uint32_t gen, const uint8_t *data, size_t len,
+		      bool has_flags, uint32_t flags)
 {
 	struct tp_args_builder *b = &st(ctx)->args;
 	struct pb_reader r;
@@ -585,6 +681,14 @@ static void raw_typed(struct tp_ctx *ctx, const struct ft_event_desc *d,
 		if (!ef)
 			continue;
 		tp_str key = tp_s(ctx, ef->name);
+		if (f.wt == PB_WT_VARINT && kernel_fn_field(d->event, ef->name)) {
+			/* The symbol's name when the trace has it. */
+			tp_str sym = tp_kernel_symbol(ctx, gen, f.val);
+			if (sym) {
+				tp_args_add_str(b, key, key, sym);
+				continue;
+			}
+		}
 		if (ef->type == FT_FIELD_STR && f.wt == PB_WT_LEN)
 			tp_args_add_str(b, key, key,
 					tp_intern(ctx->pool,
@@ -608,8 +712,10 @@ static uint32_t *ts_last(struct tp_ctx *ctx, uint32_t utid)
 		while (n <= utid)
 			n *= 2;
 		s->ts_last = xrealloc(s->ts_last, n * sizeof *s->ts_last);
+		s->ts_blocked = xrealloc(s->ts_blocked,
+					 n * sizeof *s->ts_blocked);
 		for (uint32_t i = s->nts; i < n; i++)
-			s->ts_last[i] = NONE32;
+			s->ts_last[i] = s->ts_blocked[i] = NONE32;
 		s->nts = n;
 	}
 	return &s->ts_last[utid];
@@ -685,6 +791,46 @@ static void ts_open(struct tp_ctx *ctx, int64_t ts, uint32_t utid,
 			tp_set_int(t, TP_THREAD_STATE_waker_id, row, wrow);
 	}
 	*ts_last(ctx, utid) = row;
+	/* Running forgets the blocked row; runnable keeps it. */
+	if (state_running(ctx, state))
+		st(ctx)->ts_blocked[utid] = NONE32;
+	else if (state_blocked(ctx, state))
+		st(ctx)->ts_blocked[utid] = row;
+}
+
+/* sched_blocked_reason: why the thread's latest blocked state blocked
+ * (io_wait, and the kernel function, an interned kernel symbol). */
+static void parse_blocked_reason(struct tp_ctx *ctx, uint32_t machine,
+				 uint32_t gen, const uint8_t *data, size_t len)
+{
+	struct tp_table *t = tp_tab(ctx, TP_T_THREAD_STATE);
+	struct pb_reader r;
+	struct pb_field f;
+	int64_t pid = 0;
+	uint64_t caller = 0;
+	bool io_wait = false;
+
+	pb_reader_init(&r, data, len);
+	while (pb_next(&r, &f)) {
+		if (f.wt != PB_WT_VARINT)
+			continue;
+		if (f.num == SBR_PID)
+			pid = (int32_t)f.val;
+		else if (f.num == SBR_CALLER)
+			caller = f.val;
+		else if (f.num == SBR_IO_WAIT)
+			io_wait = f.val != 0;
+	}
+	uint32_t utid = tp_thread_get(ctx, machine, pid);
+	uint32_t row = *ts_last(ctx, utid) == NONE32 ? NONE32
+						      : st(ctx)->ts_blocked[utid];
+	if (row == NONE32)
+		return;
+	/* io_wait is set even when absent (false), as Perfetto reads it. */
+	tp_set_int(t, TP_THREAD_STATE_io_wait, row, io_wait);
+	tp_str fn = tp_kernel_symbol(ctx, gen, (uint32_t)caller);
+	if (fn)
+		tp_set_str(t, TP_THREAD_STATE_blocked_function, row, fn);
 }
 
 static void ts_switch(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,
@@ -739,9 +885,8 @@ static int kernel_version(struct tp_ctx *ctx, uint32_t machine)
 	return major * 1000 + minor;
 }
 
-/* Perfetto's TaskState text for a raw prev_state, whose upper bits depend
- * on the kernel version. */
-static tp_str task_state(struct tp_ctx *ctx, uint32_t machine, int64_t raw64)
+size_t tp_task_state_text(struct tp_ctx *ctx, uint32_t machine,
+			  int64_t raw64, char sep, char *buf)
 {
 	enum {
 		S = 1, D = 2, T = 4, t = 8, X = 16, Z = 32, P = 64, x = 128,
@@ -759,7 +904,6 @@ static tp_str task_state(struct tp_ctx *ctx, uint32_t machine, int64_t raw64)
 	uint32_t raw = (uint16_t)raw64;
 	uint32_t parsed = raw & 0x3f;
 	int ver = kernel_version(ctx, machine);
-	char buf[24];
 	size_t n = 0;
 
 	if (ver >= 4014) {
@@ -787,18 +931,34 @@ static tp_str task_state(struct tp_ctx *ctx, uint32_t machine, int64_t raw64)
 		if (raw & (ver >= 4008 ? 0x1000u : 0x800u))
 			parsed |= PREEMPT;
 	}
-	if (parsed & INVALID) {
-		tp_stat_inc(ctx, "task_state_invalid");
+	if (parsed & INVALID)
 		return 0;
-	}
 	if ((parsed & ~(uint32_t)PREEMPT) == 0) {
 		buf[n++] = 'R';
 		if (parsed & PREEMPT)
 			buf[n++] = '+';
 	} else {
-		for (size_t i = 0; i < sizeof atoms / sizeof atoms[0]; i++)
-			if (parsed & atoms[i].flag)
-				buf[n++] = atoms[i].c;
+		for (size_t i = 0; i < sizeof atoms / sizeof atoms[0]; i++) {
+			if (!(parsed & atoms[i].flag))
+				continue;
+			if (sep && n)
+				buf[n++] = sep;
+			buf[n++] = atoms[i].c;
+		}
+	}
+	return n;
+}
+
+/* Perfetto's TaskState text for a raw prev_state, 0 (counted in
+ * task_state_invalid) when the bits make no state. */
+static tp_str task_state(struct tp_ctx *ctx, uint32_t machine, int64_t raw64)
+{
+	char buf[TP_TASK_STATE_MAX];
+	size_t n = tp_task_state_text(ctx, machine, raw64, 0, buf);
+
+	if (!n) {
+		tp_stat_inc(ctx, "task_state_invalid");
+		return 0;
 	}
 	return tp_intern(ctx->pool, buf, n);
 }
@@ -916,6 +1076,8 @@ static void parse_cswitch(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 	if (len != sizeof e)
 		return;
 	memcpy(&e, p, sizeof e);
+	if (hard_dropped(ctx, e.machine, ts))
+		return;
 	bool raw_only = soft_dropped(ctx, e.machine, ts);
 	struct cpu_sched *cs = cpu_sched(ctx, e.machine, e.cpu);
 	uint32_t next_utid = thread_named(ctx, e.machine, e.next_pid,
@@ -960,6 +1122,8 @@ static void parse_cwaking(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 	if (len != sizeof e)
 		return;
 	memcpy(&e, p, sizeof e);
+	if (hard_dropped(ctx, e.machine, ts))
+		return;
 	bool raw_only = soft_dropped(ctx, e.machine, ts);
 	struct cpu_sched *cs = cpu_sched(ctx, e.machine, e.cpu);
 	if (cs->last_utid == NONE32) {
@@ -1020,15 +1184,11 @@ static void parse_newtask(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
 		if (tp_thread_find(ctx, machine, new_tid, &main_utid))
 			tp_thread_set_name_prio(ctx, main_utid, comm,
 						TP_NAME_PRIO_FTRACE);
-		tp_process_set_name(ctx, upid, comm);
+		tp_process_set_name_prio(ctx, upid, comm, TP_PNAME_SYSTEM);
 		source_utid = tp_thread_get(ctx, machine, source_tid);
-		struct tp_table *tt = tp_tab(ctx, TP_T_THREAD);
-		if (!tp_is_null(tt, TP_THREAD_upid, source_utid))
-			tp_process_set_parent(
-				ctx, upid,
-				(uint32_t)tp_get_int(tt, TP_THREAD_upid,
-						     source_utid));
 		new_utid = tp_thread_get(ctx, machine, new_tid);
+		/* The forking thread's process, when it is known. */
+		tp_process_parent_thread(ctx, upid, source_utid);
 		ts_open(ctx, ts, new_utid, st(ctx)->s_runnable, -1, machine,
 			source_utid, 0);
 		return;
@@ -1054,7 +1214,7 @@ static void parse_rename(struct tp_ctx *ctx, uint32_t machine,
 		return;
 	uint32_t upid = (uint32_t)tp_get_int(tt, TP_THREAD_upid, utid);
 	if (tp_get_int(tp_tab(ctx, TP_T_PROCESS), TP_PROCESS_pid, upid) == tid)
-		tp_process_set_name(ctx, upid, comm);
+		tp_process_set_name_prio(ctx, upid, comm, TP_PNAME_SYSTEM);
 }
 
 /* ---- atrace ----------------------------------------------------------- */
@@ -1477,13 +1637,16 @@ static void parse_irq(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,
 		break;
 	}
 	case FE_IRQ_HANDLER_EXIT: {
+		uint32_t track = irq_track(ctx, machine, false, cpu);
 		tp_str k = tp_s(ctx, "ret");
+		/* An exit with no open slice writes no args either. */
+		if (tp_slice_top(ctx, track) < 0)
+			break;
 		tp_args_builder_init(&b);
 		tp_args_add_str(&b, k, k,
 				tp_s(ctx, i32(m, IRQ_EXIT_RET) == 1 ? "handled"
 							 : "unhandled"));
-		tp_slice_end(ctx, irq_track(ctx, machine, false, cpu), ts, irq,
-			     0, tp_args_commit(ctx, &b));
+		tp_slice_end(ctx, track, ts, irq, 0, tp_args_commit(ctx, &b));
 		tp_args_builder_free(&b);
 		break;
 	}
@@ -1492,11 +1655,13 @@ static void parse_irq(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,
 			     0, -1);
 		break;
 	case FE_SOFTIRQ_EXIT: {
+		uint32_t track = irq_track(ctx, machine, true, cpu);
 		tp_str k = tp_s(ctx, "vec");
+		if (tp_slice_top(ctx, track) < 0)
+			break;
 		tp_args_builder_init(&b);
 		tp_args_add_int(&b, k, k, (uint32_t)u64(m, SOFTIRQ_EXIT_VEC));
-		tp_slice_end(ctx, irq_track(ctx, machine, true, cpu), ts, irq,
-			     0, tp_args_commit(ctx, &b));
+		tp_slice_end(ctx, track, ts, irq, 0, tp_args_commit(ctx, &b));
 		tp_args_builder_free(&b);
 		break;
 	}
@@ -1536,7 +1701,15 @@ static void parse_typed(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,
 		parse_rename(ctx, machine, &m);
 		break;
 	case FE_PRINT:
+		/* The write(2) that printed this marker ends here. */
+		tp_syscall_print(ctx, ts, machine, pid);
 		parse_print(ctx, ts, machine, pid, &m);
+		break;
+	case FE_SYS_ENTER:
+		tp_syscall_enter(ctx, ts, machine, pid, data, len);
+		break;
+	case FE_SYS_EXIT:
+		tp_syscall_exit(ctx, ts, machine, pid, data, len);
 		break;
 	case FE_TRACING_MARK_WRITE:
 	case FE_SDE_TRACING_MARK_WRITE:
@@ -1568,7 +1741,9 @@ static void parse_typed(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,
 		parse_irq(ctx, ts, cpu, machine, id, &m);
 		break;
 	default:
-		tp_memory_ftrace(ctx, ts, machine, pid, id, data, len);
+		if (!tp_memory_ftrace(ctx, ts, machine, pid, id, data, len))
+			tp_memevent_parse(ctx, ts, machine, pid, id, data,
+					  len);
 		break;
 	}
 }
@@ -1599,6 +1774,8 @@ static void parse_event(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 			has_flags = true;
 		}
 	}
+	if (hard_dropped(ctx, h.machine, ts))
+		return;
 	bool raw_only = soft_dropped(ctx, h.machine, ts);
 	pb_reader_init(&r, p, len);
 	while (pb_next(&r, &f)) {
@@ -1615,9 +1792,17 @@ static void parse_event(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 				uint32_t utid = tp_thread_get(ctx, h.machine,
 							      pid);
 				raw_typed(ctx, d, ts, h.cpu, h.machine, utid,
-					  f.data, f.len, has_flags, flags);
+					  h.gen, f.data, f.len, has_flags,
+					  flags);
 			}
 		}
+		/* These need the interned kernel symbols of the packet. */
+		if (f.num == FE_SCHED_BLOCKED_REASON && !raw_only)
+			parse_blocked_reason(ctx, h.machine, h.gen, f.data,
+					     f.len);
+		if (!raw_only && tp_kslice_parse(ctx, ts, h.cpu, h.machine, pid,
+						 h.gen, f.num, f.data, f.len))
+			continue;
 		parse_typed(ctx, ts, h.cpu, h.machine, pid, f.num, f.data,
 			    f.len, raw_only);
 	}
@@ -1846,9 +2031,10 @@ static void gk_process_tree(struct tp_ctx *ctx, uint32_t machine,
 		uint32_t pupid = tp_process_get_no_thread(ctx, machine, ppid);
 		uint32_t upid = tp_process_get_no_thread(ctx, machine, pid);
 		tp_process_set_parent(ctx, upid, pupid);
-		tp_process_set_name(ctx, upid,
-				    tp_intern(ctx->pool, (const char *)cmd,
-					      nlen));
+		tp_process_set_name_prio(ctx, upid,
+					 tp_intern(ctx->pool, (const char *)cmd,
+						   nlen),
+					 TP_PNAME_SYSTEM);
 		tp_process_set_cmdline(ctx, upid,
 				       tp_intern(ctx->pool, (const char *)cmd,
 						 cmdlen));
@@ -1923,7 +2109,8 @@ static void parse_generic(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 		uint32_t upid = (uint32_t)tp_get_int(tt, TP_THREAD_upid, utid);
 		if (tp_get_int(tp_tab(ctx, TP_T_PROCESS), TP_PROCESS_pid,
 			       upid) == tid)
-			tp_process_set_name(ctx, upid, comm);
+			tp_process_set_name_prio(ctx, upid, comm,
+						 TP_PNAME_SYSTEM);
 		break;
 	}
 	case TP_GENERIC_KERNEL_PROCESS_TREE:
@@ -1976,7 +2163,7 @@ bool tp_ftrace_tokenize(struct tp_ctx *ctx, const struct tp_packet *pkt,
 
 void tp_ftrace_finish(struct tp_ctx *ctx)
 {
-	(void)ctx;
+	tp_memevents_finish(ctx);
 }
 
 void tp_ftrace_free(struct tp_ctx *ctx)
@@ -1989,6 +2176,7 @@ void tp_ftrace_free(struct tp_ctx *ctx)
 		free(s->machines[i].cpus);
 	free(s->machines);
 	free(s->ts_last);
+	free(s->ts_blocked);
 	free(s->gk_hanging);
 	free(s->scratch);
 	tp_args_builder_free(&s->args);

@@ -41,6 +41,8 @@
 #include "tp_slices.h"
 #include "tp_sort.h"
 #include "tp_stats.h"
+#include "tp_syscalls.h"
+#include "tp_memevents.h"
 #include "tp_tracks.h"
 #include "trace_io.h"
 
@@ -90,6 +92,8 @@ struct tp_ctx *tp_ctx_new(void)
 	ctx->tracks = tp_tracks_new();
 	ctx->slices = tp_slices_new();
 	ctx->flows = tp_flows_new();
+	ctx->syscalls = tp_syscalls_new();
+	ctx->memevents = tp_memevents_new();
 	ctx->states = tp_states_new();
 	u64map_init(&ctx->machines);
 	ctx->seqs = tp_seqs_new();
@@ -129,6 +133,8 @@ void tp_ctx_free(struct tp_ctx *ctx)
 	tp_tracks_free(ctx->tracks);
 	tp_slices_free(ctx->slices);
 	tp_flows_free(ctx->flows);
+	tp_syscalls_free(ctx->syscalls);
+	tp_memevents_free(ctx->memevents);
 	tp_states_free(ctx->states);
 	tp_procs_free(ctx->procs);
 	for (unsigned i = 0; i < TP_T_COUNT; i++)
@@ -571,7 +577,6 @@ static void load_finish(struct tp_ctx *ctx)
 	ctx->sorting_done = true;
 	tp_te_finish(ctx);
 	tp_ftrace_finish(ctx);
-	tp_memory_finish(ctx);
 	tp_system_finish(ctx);
 	tp_vcpu_build(ctx, L(ctx)->opts ? L(ctx)->opts->vcpu_assign : NULL);
 	tp_diag_finish(ctx);

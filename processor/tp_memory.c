@@ -24,7 +24,7 @@
  * go to the emitting thread.
  *
  * The per-process counters are written at once but get their track when
- * the parse is over (tp_memory_finish), as Perfetto resolves them: the
+ * the parse is over, as Perfetto resolves them (tp_memevents.h): the
  * process of the thread as known at the end of the trace, else a
  * per-thread fallback track.
  */
@@ -38,23 +38,15 @@
 #include "tp_args.h"
 #include "tp_compress.h"
 #include "tp_ctx.h"
+#include "tp_memevents.h"
 #include "tp_procs.h"
 #include "tp_slices.h"
 #include "tp_stats.h"
 #include "tp_tracks.h"
 #include "u64map.h"
 
-/* A counter value waiting for its process track. */
-struct pending {
-	uint32_t row;     /* counter row */
-	uint32_t utid;
-	const char *key;  /* process memory key: "rss.file", "dmabuf_rss" */
-};
-
 struct tp_memory {
 	struct u64map mm_owner; /* machine << 32 | mm_id -> utid + 1 (0: none) */
-	struct pending *pending;
-	size_t npending, cappending;
 };
 
 struct tp_memory *tp_memory_new(void)
@@ -71,7 +63,6 @@ void tp_memory_free(struct tp_memory *m)
 	if (!m)
 		return;
 	u64map_free(&m->mm_owner);
-	free(m->pending);
 	free(m);
 }
 
@@ -113,18 +104,8 @@ static void fields_decode(struct fields *f, const uint8_t *p, size_t n)
 static void push_process_counter(struct tp_ctx *ctx, int64_t ts, double v,
 				 uint32_t utid, const char *key)
 {
-	struct tp_memory *m = ctx->memory;
-	/* track 0 until tp_memory_finish knows the process */
-	uint32_t row = tp_counter_add(ctx, 0, ts, v, -1);
-	if (m->npending == m->cappending) {
-		m->cappending = m->cappending ? m->cappending * 2 : 64;
-		void *p = realloc(m->pending,
-				  m->cappending * sizeof(*m->pending));
-		if (!p)
-			abort();
-		m->pending = p;
-	}
-	m->pending[m->npending++] = (struct pending){ row, utid, key };
+	/* the track process_stats' memory counters use too */
+	tp_process_memory_for_thread(ctx, utid, key, ts, v);
 }
 
 /* Perfetto's ProcessTracker::IsThreadAlive: not ended, its process not
@@ -399,34 +380,3 @@ _Static_assert(RSS_MM_ID < NF && RSST_SIZE < NF && IHG_TOTAL_ALLOCATED < NF &&
 		       IS_TOTAL_ALLOCATED < NF && DHS_TOTAL_ALLOCATED < NF &&
 		       DRS_RSS < NF,
 	       "fields_decode keeps the fields these events use");
-
-void tp_memory_finish(struct tp_ctx *ctx)
-{
-	struct tp_memory *m = ctx->memory;
-	struct tp_table *t = tp_tab(ctx, TP_T_THREAD);
-	struct tp_table *c = tp_tab(ctx, TP_T_COUNTER);
-	if (!m)
-		return;
-	for (size_t i = 0; i < m->npending; i++) {
-		const struct pending *p = &m->pending[i];
-		struct tp_track_spec s;
-		char name[64];
-		uint32_t machine =
-			(uint32_t)tp_get_int(t, TP_THREAD_machine_id, p->utid);
-		tp_track_spec_init(&s, machine);
-		snprintf(name, sizeof(name), "mem.%s", p->key);
-		s.name = tp_s(ctx, name);
-		s.event_type = tp_s(ctx, "counter");
-		if (!tp_is_null(t, TP_THREAD_upid, p->utid)) {
-			/* the track process_stats' memory counters use too */
-			s.type = tp_s(ctx, "process_memory");
-			s.upid = tp_get_int(t, TP_THREAD_upid, p->utid);
-		} else {
-			s.type = tp_s(ctx, "process_memory_thread_fallback");
-			s.utid = p->utid;
-		}
-		tp_set_int(c, TP_COUNTER_track_id, p->row,
-			   tp_track_intern(ctx, &s));
-	}
-	m->npending = 0;
-}

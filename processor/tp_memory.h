@@ -20,7 +20,4 @@ bool tp_memory_ftrace(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
 		      int64_t pid, uint32_t id, const uint8_t *data,
 		      size_t len);
 
-/* After the parse: gives the per-process counters their tracks. */
-void tp_memory_finish(struct tp_ctx *ctx);
-
 #endif

@@ -33,6 +33,10 @@ void tp_ftrace_init(struct tp_ctx *ctx);
 bool tp_ftrace_tokenize(struct tp_ctx *ctx, const struct tp_packet *pkt,
 			const struct pb_field *f);
 void tp_ftrace_finish(struct tp_ctx *ctx);
+/* The machine's ftrace kept its kernel buffer from before tracing started
+ * (FtraceStats.preserve_ftrace_buffer): its events before the start are
+ * kept too. */
+void tp_ftrace_preserve_buffer(struct tp_ctx *ctx, uint32_t machine);
 void tp_ftrace_free(struct tp_ctx *ctx);
 
 /* sys_stats, system_info, trace_stats, trace_config, service_event,

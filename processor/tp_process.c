@@ -11,7 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tp_args.h"
 #include "tp_clock.h"
+#include "tp_memevents.h"
 #include "tp_process.h"
 #include "tp_procs.h"
 #include "tp_sort.h"
@@ -61,14 +63,52 @@ static size_t find_from(const uint8_t *p, size_t n, size_t from, char ch)
 	return n;
 }
 
+/* The length of a kworker's name without the workqueue the kernel appends
+ * to it when it is read from procfs (kworker/45:2-mm_percpu_wq is worker
+ * kworker/45:2 that last ran work of mm_percpu_wq, a transient detail);
+ * len for any other name. */
+static size_t kworker_len(const uint8_t *name, size_t len)
+{
+	if (len < 8 || memcmp(name, "kworker/", 8) != 0)
+		return len;
+	size_t a = find_from(name, len, 8, '+');
+	size_t b = find_from(name, len, 8, '-');
+	return a < b ? a : b;
+}
+
+/* The pids of kthreadd's children in one process_tree packet: their main
+ * threads' names drop the workqueue too. */
+struct kthreads {
+	int64_t *pids;
+	size_t n, cap;
+};
+
+static void kthreads_add(struct kthreads *k, int64_t pid)
+{
+	if (k->n == k->cap) {
+		k->cap = k->cap ? k->cap * 2 : 16;
+		k->pids = vp_xrealloc(k->pids, k->cap * sizeof *k->pids);
+	}
+	k->pids[k->n++] = pid;
+}
+
+static bool kthreads_has(const struct kthreads *k, int64_t pid)
+{
+	for (size_t i = 0; i < k->n; i++)
+		if (k->pids[i] == pid)
+			return true;
+	return false;
+}
+
 static void tree_process(struct tp_ctx *ctx, uint32_t machine,
-			 const uint8_t *data, size_t len)
+			 struct kthreads *kt, const uint8_t *data, size_t len)
 {
 	struct pb_reader r;
 	struct pb_field f;
 	struct cmdline c;
 	int64_t pid = 0, ppid = 0;
 	bool has_uid = false, has_start = false, is_comm = false;
+	bool has_kthread = false, is_kthread = false;
 	uint64_t uid = 0, start = 0;
 
 	memset(&c, 0, sizeof c);
@@ -96,6 +136,10 @@ static void tree_process(struct tp_ctx *ctx, uint32_t machine,
 		case PTP_CMDLINE_IS_COMM:
 			is_comm = f.val != 0;
 			break;
+		case PTP_IS_KTHREAD:
+			has_kthread = true;
+			is_kthread = f.val != 0;
+			break;
 		default:
 			break;
 		}
@@ -110,11 +154,8 @@ static void tree_process(struct tp_ctx *ctx, uint32_t machine,
 	const char *joined = c.buf;
 	size_t joined_len = c.len;
 	/* kworker/45:2-mm_percpu_wq: keep the worker, drop the queue. */
-	if (ppid == KTHREADD_PID && argv0_len > 8 &&
-	    memcmp(argv0, "kworker/", 8) == 0) {
-		size_t a = find_from(argv0, argv0_len, 8, '+');
-		size_t b = find_from(argv0, argv0_len, 8, '-');
-		size_t d = a < b ? a : b;
+	if (ppid == KTHREADD_PID) {
+		size_t d = kworker_len(argv0, argv0_len);
 		if (d < argv0_len) {
 			argv0_len = d;
 			joined = (const char *)argv0;
@@ -125,18 +166,18 @@ static void tree_process(struct tp_ctx *ctx, uint32_t machine,
 	if (c.nargs == 1)
 		argv0_len = find_from(argv0, argv0_len, 0, ' ');
 
+	if (ppid == KTHREADD_PID)
+		kthreads_add(kt, pid);
+	/* Another parent than before is a reparenting, not a new process:
+	 * only sched_process_free ends a pid's process. */
 	uint32_t pupid = tp_process_get(ctx, machine, ppid);
 	uint32_t upid = tp_process_get(ctx, machine, pid);
 	struct tp_table *pt = tp_tab(ctx, TP_T_PROCESS);
-	if (!tp_is_null(pt, TP_PROCESS_parent_upid, upid) &&
-	    tp_get_int(pt, TP_PROCESS_parent_upid, upid) != pupid) {
-		/* Another parent: the pid was reused. */
-		upid = tp_process_new(ctx, machine, pid, 0, false);
-	}
 	tp_process_set_parent(ctx, upid, pupid);
-	tp_process_set_name(ctx, upid,
-			    tp_intern(ctx->pool, (const char *)argv0,
-				      argv0_len));
+	tp_process_set_name_prio(ctx, upid,
+				 tp_intern(ctx->pool, (const char *)argv0,
+					   argv0_len),
+				 TP_PNAME_SYSTEM);
 	tp_process_set_cmdline(ctx, upid,
 			       tp_intern(ctx->pool, joined, joined_len));
 	if (is_comm) {
@@ -149,6 +190,7 @@ static void tree_process(struct tp_ctx *ctx, uint32_t machine,
 		uint32_t u = (uint32_t)uid;
 		tp_set_int(pt, TP_PROCESS_uid, upid, u);
 		tp_set_int(pt, TP_PROCESS_android_appid, upid, u % 100000);
+		tp_set_int(pt, TP_PROCESS_android_user_id, upid, u / 100000);
 	}
 	if (has_start && tp_is_null(pt, TP_PROCESS_start_ts, upid)) {
 		int64_t ts;
@@ -158,11 +200,20 @@ static void tree_process(struct tp_ctx *ctx, uint32_t machine,
 		else
 			tp_stat_add(ctx, "clock_sync_failure", machine, -1, 1);
 	}
+	/* Linux v6.4+ says whether it is a kernel thread. */
+	if (has_kthread) {
+		struct tp_arg a = { 0 };
+		a.flat_key = a.key = tp_s(ctx, "is_kthread");
+		a.type = TP_ARG_BOOL;
+		a.i = is_kthread;
+		tp_process_add_arg(ctx, upid, &a);
+	}
 	free(c.buf);
 }
 
 static void tree_thread(struct tp_ctx *ctx, uint32_t machine,
-			const uint8_t *data, size_t len)
+			const struct kthreads *kt, const uint8_t *data,
+			size_t len)
 {
 	struct pb_reader r;
 	struct pb_field f;
@@ -184,6 +235,8 @@ static void tree_thread(struct tp_ctx *ctx, uint32_t machine,
 		}
 	}
 	uint32_t utid = tp_thread_update(ctx, machine, tid, tgid);
+	if (has_name && tid == tgid && kthreads_has(kt, tid))
+		name_len = kworker_len(name, name_len);
 	if (has_name) {
 		tp_thread_set_name_prio(ctx, utid,
 					tp_intern(ctx->pool,
@@ -198,6 +251,7 @@ static void parse_tree(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 	struct proc_hdr h;
 	struct pb_reader r;
 	struct pb_field f;
+	struct kthreads kt = { 0 };
 
 	(void)ts;
 	if (len < sizeof h)
@@ -208,11 +262,12 @@ static void parse_tree(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 	pb_reader_init(&r, p, len);
 	while (pb_next(&r, &f))
 		if (f.num == PT_PROCESSES && f.wt == PB_WT_LEN)
-			tree_process(ctx, h.machine, f.data, f.len);
+			tree_process(ctx, h.machine, &kt, f.data, f.len);
 	pb_reader_init(&r, p, len);
 	while (pb_next(&r, &f))
 		if (f.num == PT_THREADS && f.wt == PB_WT_LEN)
-			tree_thread(ctx, h.machine, f.data, f.len);
+			tree_thread(ctx, h.machine, &kt, f.data, f.len);
+	free(kt.pids);
 }
 
 /* ---- process_stats ---------------------------------------------------- */
@@ -261,18 +316,36 @@ static const char *smaps_key(uint32_t num)
 	}
 }
 
+/* A process_stats counter.  Tracks of one type are told apart by a key,
+ * the name without its prefix (mem.rss.file: process_memory_key
+ * rss.file), as Perfetto's blueprints have them; the rss_stat ftrace
+ * events share the process_memory ones. */
 static void process_counter(struct tp_ctx *ctx, uint32_t machine,
 			    uint32_t upid, const char *type, const char *name,
 			    int64_t ts, double v)
 {
-	struct tp_track_spec s;
+	static const struct {
+		const char *type, *dim, *prefix;
+	} keys[] = {
+		{ "process_memory", "process_memory_key", "mem." },
+		{ "smaps", "smaps_key", "mem.smaps." },
+		{ "proc_stat_runtime", "proc_stat_runtime_key", "runtime." },
+	};
+	const char *dim = NULL, *key = NULL;
 
-	tp_track_spec_init(&s, machine);
-	s.name = tp_s(ctx, name);
-	s.type = tp_s(ctx, type);
-	s.event_type = tp_s(ctx, "counter");
-	s.upid = upid;
-	tp_counter_add(ctx, tp_track_intern(ctx, &s), ts, v, -1);
+	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+		size_t n = strlen(keys[i].prefix);
+		if (!strcmp(type, keys[i].type) &&
+		    !strncmp(name, keys[i].prefix, n)) {
+			dim = keys[i].dim;
+			key = name + n;
+		}
+	}
+	tp_counter_add(ctx,
+		       tp_process_counter_track(ctx, machine, type, upid,
+						tp_s(ctx, name), dim, key,
+						NULL, NULL),
+		       ts, v, -1);
 }
 
 static void stats_process(struct tp_ctx *ctx, int64_t ts, uint32_t machine,

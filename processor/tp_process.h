@@ -8,6 +8,7 @@
 #define VP_TP_PROCESS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "tp_args.h"
@@ -23,6 +24,8 @@ struct tp_ftrace_state {
 	struct ftrace_machine *machines;
 	uint32_t nmachines;
 	uint32_t *ts_last; /* per utid: its latest thread_state row */
+	uint32_t *ts_blocked; /* per utid: its latest blocked row, until it
+			       * runs again (sched_blocked_reason fills it) */
 	uint32_t nts;
 	struct cpu_sched *gk_hanging; /* per utid: a generic kernel sched
 				       * slice waiting for its end state */
@@ -43,6 +46,14 @@ enum {
 	TP_NAME_PRIO_DESCRIPTOR = 3,
 	TP_NAME_PRIO_CONSTANT = 4,
 };
+
+/* The text of a raw sched_switch prev_state (its upper bits depend on
+ * the machine's kernel version): "R", "R+", or the letters of its flags
+ * with sep between them (none if sep is 0).  Returns its length, 0 when
+ * the bits make no valid state.  buf holds TP_TASK_STATE_MAX bytes. */
+#define TP_TASK_STATE_MAX 32
+size_t tp_task_state_text(struct tp_ctx *ctx, uint32_t machine,
+			  int64_t raw, char sep, char *buf);
 
 void tp_thread_set_name_prio(struct tp_ctx *ctx, uint32_t utid, tp_str name,
 			     uint8_t prio);

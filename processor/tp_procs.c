@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tp_args.h"
 #include "tp_ctx.h"
 #include "tp_procs.h"
 #include "tp_process.h"
@@ -40,6 +41,12 @@ struct assoc {
 /* u64map has no erase: a pid mapped to this has no current process. */
 #define NO_UPID 0xffffffffu
 
+/* A process forked by a thread whose process is not known yet: its
+ * parent is set once that thread is bound. */
+struct parent_assoc {
+	uint32_t parent_utid, child_upid;
+};
+
 struct tp_procs {
 	struct proc_machine *machines;
 	uint32_t nmachines;
@@ -47,8 +54,13 @@ struct tp_procs {
 	uint32_t nlists, caplists;
 	uint8_t *name_prio; /* per utid */
 	uint32_t cap_prio;
+	uint8_t *pname_prio; /* per upid, TP_PNAME_* + 1 (0: no name yet) */
+	uint32_t cap_pprio;
 	struct assoc *pending;
 	uint32_t npending, cappending;
+	struct parent_assoc *parents;
+	uint32_t nparents, capparents;
+	struct tp_args_builder args; /* process args being merged */
 };
 
 
@@ -183,6 +195,7 @@ struct tp_procs *tp_procs_new(struct tp_ctx *ctx)
 	p->machines = vp_xrealloc(NULL, sizeof *p->machines);
 	memset(p->machines, 0, sizeof *p->machines);
 	p->nmachines = 1;
+	tp_args_builder_init(&p->args);
 	init_machine(ctx, p, 0);
 	return p;
 }
@@ -202,7 +215,10 @@ void tp_procs_free(struct tp_procs *p)
 	free(p->lists);
 	free(p->machines);
 	free(p->name_prio);
+	free(p->pname_prio);
 	free(p->pending);
+	free(p->parents);
+	tp_args_builder_free(&p->args);
 	free(p);
 }
 
@@ -298,20 +314,39 @@ static void bind_thread(struct tp_ctx *ctx, uint32_t utid, uint32_t upid)
 	tp_set_int(t, TP_THREAD_is_main_thread, utid, tid == pid);
 }
 
+/* The processes forked by utid before its process was known get upid as
+ * their parent. */
+static void resolve_parents(struct tp_ctx *ctx, uint32_t utid, uint32_t upid)
+{
+	struct tp_procs *p = ctx->procs;
+
+	for (uint32_t i = 0; i < p->nparents;) {
+		if (p->parents[i].parent_utid != utid) {
+			i++;
+			continue;
+		}
+		tp_set_int(processes(ctx), TP_PROCESS_parent_upid,
+			   p->parents[i].child_upid, upid);
+		p->parents[i] = p->parents[--p->nparents];
+	}
+}
+
 /* Binds every thread pending an association with utid (transitively) to
- * upid.  Iterative: each resolved pair is removed, so this ends. */
+ * upid, and gives the processes those threads forked their parent.
+ * Iterative: each resolved pair is removed, so this ends. */
 static void resolve_pending(struct tp_ctx *ctx, uint32_t utid, uint32_t upid)
 {
 	struct tp_procs *p = ctx->procs;
 	uint32_t *work = NULL, nwork = 0, capwork = 0;
 
-	if (!p->npending)
+	if (!p->npending && !p->nparents)
 		return;
 	work = vp_xrealloc(NULL, 8 * sizeof *work);
 	capwork = 8;
 	work[nwork++] = utid;
 	while (nwork) {
 		uint32_t u = work[--nwork];
+		resolve_parents(ctx, u, upid);
 		for (uint32_t i = 0; i < p->npending;) {
 			uint32_t other;
 			if (p->pending[i].a == u)
@@ -454,10 +489,31 @@ uint32_t tp_process_new(struct tp_ctx *ctx, uint32_t machine, int64_t pid,
 	return upid;
 }
 
+void tp_process_set_name_prio(struct tp_ctx *ctx, uint32_t upid, tp_str name,
+			      uint8_t prio)
+{
+	struct tp_procs *p = ctx->procs;
+
+	if (!name || upid >= processes(ctx)->nrows)
+		return;
+	if (upid >= p->cap_pprio) {
+		uint32_t n = p->cap_pprio ? p->cap_pprio : 64;
+		while (n <= upid)
+			n *= 2;
+		p->pname_prio = vp_xrealloc(p->pname_prio, n);
+		memset(p->pname_prio + p->cap_pprio, 0, n - p->cap_pprio);
+		p->cap_pprio = n;
+	}
+	/* Stored + 1 so that any first name wins. */
+	if (prio + 1 < p->pname_prio[upid])
+		return;
+	tp_set_str(processes(ctx), TP_PROCESS_name, upid, name);
+	p->pname_prio[upid] = (uint8_t)(prio + 1);
+}
+
 void tp_process_set_name(struct tp_ctx *ctx, uint32_t upid, tp_str name)
 {
-	if (upid < processes(ctx)->nrows)
-		tp_set_str(processes(ctx), TP_PROCESS_name, upid, name);
+	tp_process_set_name_prio(ctx, upid, name, TP_PNAME_DESCRIPTOR);
 }
 
 void tp_process_set_cmdline(struct tp_ctx *ctx, uint32_t upid, tp_str cmdline)
@@ -469,9 +525,56 @@ void tp_process_set_cmdline(struct tp_ctx *ctx, uint32_t upid, tp_str cmdline)
 void tp_process_set_parent(struct tp_ctx *ctx, uint32_t upid,
 			   uint32_t parent_upid)
 {
-	if (upid < processes(ctx)->nrows)
+	struct tp_table *pt = processes(ctx);
+
+	if (upid >= pt->nrows)
+		return;
+	/* A different parent later is the process being reparented (its
+	 * parent died): the first parent says more, so it stays. */
+	if (tp_is_null(pt, TP_PROCESS_parent_upid, upid))
+		tp_set_int(pt, TP_PROCESS_parent_upid, upid, parent_upid);
+	else if (tp_get_int(pt, TP_PROCESS_parent_upid, upid) != parent_upid)
+		tp_stat_inc(ctx, "process_tracker_parent_pid_changed");
+}
+
+void tp_process_parent_thread(struct tp_ctx *ctx, uint32_t upid,
+			      uint32_t parent_utid)
+{
+	struct tp_procs *p = ctx->procs;
+	struct tp_table *t = threads(ctx);
+
+	if (upid >= processes(ctx)->nrows || parent_utid >= t->nrows)
+		return;
+	if (!tp_is_null(t, TP_THREAD_upid, parent_utid)) {
 		tp_set_int(processes(ctx), TP_PROCESS_parent_upid, upid,
-			   parent_upid);
+			   tp_get_int(t, TP_THREAD_upid, parent_utid));
+		return;
+	}
+	if (p->nparents == p->capparents) {
+		p->capparents = p->capparents ? p->capparents * 2 : 16;
+		p->parents = vp_xrealloc(p->parents,
+					 p->capparents * sizeof *p->parents);
+	}
+	p->parents[p->nparents++] = (struct parent_assoc){ parent_utid, upid };
+}
+
+void tp_process_add_arg(struct tp_ctx *ctx, uint32_t upid,
+			const struct tp_arg *a)
+{
+	struct tp_args_builder *b = &ctx->procs->args;
+	struct tp_table *pt = processes(ctx);
+	int64_t id;
+
+	if (upid >= pt->nrows)
+		return;
+	tp_args_builder_reset(b);
+	if (!tp_is_null(pt, TP_PROCESS_arg_set_id, upid))
+		tp_args_load(ctx, tp_get_int(pt, TP_PROCESS_arg_set_id, upid),
+			     b);
+	tp_args_add(b, a);
+	id = tp_args_commit(ctx, b);
+	if (id >= 0)
+		tp_set_int(pt, TP_PROCESS_arg_set_id, upid, id);
 }
 
 /* ---- names and ends --------------------------------------------------- */

@@ -52,9 +52,32 @@ bool tp_process_find(struct tp_ctx *ctx, uint32_t machine, int64_t pid,
 /* A new process row for pid (pid reuse); its main thread too. */
 uint32_t tp_process_new(struct tp_ctx *ctx, uint32_t machine, int64_t pid,
 			int64_t start_ts, bool has_start_ts);
+/* Process name sources, weakest first (Perfetto's ProcessNamePriority):
+ * a name replaces one of the same or a weaker source only. */
+enum {
+	TP_PNAME_OTHER = 0,
+	TP_PNAME_CHROME_LABEL = 1,
+	TP_PNAME_DESCRIPTOR = 2,
+	TP_PNAME_CHROME_LABEL_RENDERER = 3,
+	TP_PNAME_SYSTEM = 4, /* process tree, ftrace comm of the main thread */
+};
+void tp_process_set_name_prio(struct tp_ctx *ctx, uint32_t upid, tp_str name,
+			      uint8_t prio);
+/* A name from a track descriptor (TP_PNAME_DESCRIPTOR). */
 void tp_process_set_name(struct tp_ctx *ctx, uint32_t upid, tp_str name);
 void tp_process_set_cmdline(struct tp_ctx *ctx, uint32_t upid, tp_str cmdline);
+/* Sets the parent if the process has none yet; a different one later is
+ * a reparenting (counted in process_tracker_parent_pid_changed), not a
+ * new process. */
 void tp_process_set_parent(struct tp_ctx *ctx, uint32_t upid,
 			   uint32_t parent_upid);
+/* The parent is parent_utid's process: now if that thread is bound to
+ * one, else as soon as it is. */
+void tp_process_parent_thread(struct tp_ctx *ctx, uint32_t upid,
+			      uint32_t parent_utid);
+struct tp_arg;
+/* Adds (or replaces) one arg of the process's arg set. */
+void tp_process_add_arg(struct tp_ctx *ctx, uint32_t upid,
+			const struct tp_arg *a);
 
 #endif

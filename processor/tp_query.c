@@ -24,6 +24,8 @@
 #include "tp_slicefn.h"
 #include "tp_slicelayout.h"
 #include "tp_stdlib.h"
+#include "tp_metafn.h"
+#include "tp_toftrace.h"
 
 /* What the SQL functions of one connection need; owned by the connection
  * (freed by the destructor of EXTRACT_ARG). */
@@ -224,6 +226,10 @@ static int register_functions(sqlite3 *db, struct tp_query_state *st)
 		rc = sqlite3_create_function_v2(db, "trace_dur", 0, SQLITE_UTF8,
 						st, trace_dur_fn, NULL, NULL,
 						NULL);
+	if (rc == SQLITE_OK)
+		rc = tp_toftrace_register(db, st->ctx);
+	if (rc == SQLITE_OK)
+		rc = tp_metafn_register(db, st->ctx);
 	if (rc != SQLITE_OK)
 		return rc;
 	return sqlite3_create_function_v2(db, "__vp_table_name", 1,

@@ -24,6 +24,7 @@ static const struct tp_coldef ftrace_event_cols[] = {
 	TP_FTRACE_EVENT_COLS(TP_COL_DEF)};
 static const struct tp_coldef flow_cols[] = {TP_FLOW_COLS(TP_COL_DEF)};
 static const struct tp_coldef cpu_cols[] = {TP_CPU_COLS(TP_COL_DEF)};
+static const struct tp_coldef cpu_freq_cols[] = {TP_CPU_FREQ_COLS(TP_COL_DEF)};
 static const struct tp_coldef state_cols[] = {TP_STATE_COLS(TP_COL_DEF)};
 static const struct tp_coldef vcpu_cols[] = {TP_VCPU_COLS(TP_COL_DEF)};
 static const struct tp_coldef vcpu_state_cols[] = {
@@ -58,6 +59,8 @@ static const struct {
 			       N(ftrace_event_cols)},
 	[TP_T_FLOW] = {"flow", flow_cols, N(flow_cols)},
 	[TP_T_CPU] = {"__intrinsic_cpu", cpu_cols, N(cpu_cols)},
+	[TP_T_CPU_FREQ] = {"__intrinsic_cpu_freq", cpu_freq_cols,
+			   N(cpu_freq_cols)},
 	[TP_T_STATE] = {"__intrinsic_state", state_cols, N(state_cols)},
 	[TP_T_VCPU] = {"vcpu", vcpu_cols, N(vcpu_cols)},
 	[TP_T_VCPU_STATE] = {"vcpu_state", vcpu_state_cols,
@@ -152,6 +155,8 @@ const char tp_schema_views_sql[] =
 	"CREATE VIEW cpu AS SELECT ucpu AS id, ucpu, cpu, cluster_id,"
 	" processor, machine_id, capacity, arg_set_id FROM __intrinsic_cpu"
 	" ORDER BY ucpu;\n"
+	"CREATE VIEW cpu_available_frequencies AS SELECT id, ucpu AS cpu, freq,"
+	" ucpu FROM __intrinsic_cpu_freq;\n"
 	/* sched, thread_state and ftrace_event show ucpu as cpu, as
 	 * Perfetto does (equal to cpu on the host); join cpu USING (ucpu)
 	 * for a remote machine's cpu number and machine_id. */

@@ -47,7 +47,8 @@
 	X(PROCESS, upid, ALIAS) X(PROCESS, pid, INT) X(PROCESS, name, STR)  \
 	X(PROCESS, start_ts, INT) X(PROCESS, end_ts, INT)                   \
 	X(PROCESS, parent_upid, INT) X(PROCESS, uid, INT)                   \
-	X(PROCESS, android_appid, INT) X(PROCESS, cmdline, STR)             \
+	X(PROCESS, android_appid, INT) X(PROCESS, android_user_id, INT)     \
+	X(PROCESS, cmdline, STR)                                            \
 	X(PROCESS, arg_set_id, INT) X(PROCESS, machine_id, INT)
 
 /* __intrinsic_args; the args view adds display_value. value_type is one of
@@ -114,6 +115,11 @@
 	X(CPU, ucpu, INT) X(CPU, cpu, INT) X(CPU, cluster_id, INT) X(CPU, processor, STR)     \
 	X(CPU, machine_id, INT) X(CPU, capacity, INT) X(CPU, arg_set_id, INT)
 
+/* __intrinsic_cpu_freq: one row per frequency a cpu_info packet lists for
+ * a cpu (ucpu is the cpu's id); the view cpu_available_frequencies reads
+ * it. */
+#define TP_CPU_FREQ_COLS(X) X(CPU_FREQ, ucpu, INT) X(CPU_FREQ, freq, INT)
+
 /* vcpu: which host thread runs each guest CPU (tp_vcpu.c).  One row per
  * (guest machine, cpu, host thread); a vCPU whose thread changed has a
  * row for each, with the span the mapping held (start_ts NULL: from the
@@ -175,6 +181,7 @@ enum { TP_THREAD_STATE_COLS(TP_COL_ENUM) TP_THREAD_STATE_NCOLS };
 enum { TP_FTRACE_EVENT_COLS(TP_COL_ENUM) TP_FTRACE_EVENT_NCOLS };
 enum { TP_FLOW_COLS(TP_COL_ENUM) TP_FLOW_NCOLS };
 enum { TP_CPU_COLS(TP_COL_ENUM) TP_CPU_NCOLS };
+enum { TP_CPU_FREQ_COLS(TP_COL_ENUM) TP_CPU_FREQ_NCOLS };
 enum { TP_STATE_COLS(TP_COL_ENUM) TP_STATE_NCOLS };
 enum { TP_VCPU_COLS(TP_COL_ENUM) TP_VCPU_NCOLS };
 enum { TP_VCPU_STATE_COLS(TP_COL_ENUM) TP_VCPU_STATE_NCOLS };
@@ -199,6 +206,7 @@ enum tp_table_id {
 	TP_T_FTRACE_EVENT,
 	TP_T_FLOW,
 	TP_T_CPU,
+	TP_T_CPU_FREQ,
 	TP_T_STATE,
 	TP_T_VCPU,
 	TP_T_VCPU_STATE,

@@ -242,16 +242,15 @@ int64_t tp_slice_end(struct tp_ctx *ctx, uint32_t track, int64_t ts,
 {
 	struct slice_stack *st = stack_of(ctx->slices, track, false);
 
-	if (!st) {
-		tp_stat_inc(ctx, "misplaced_end_event");
+	/* No open slice to end (it began before the trace, say): ignored,
+	 * as Perfetto's SliceTracker does; misplaced_end_event only counts
+	 * the slices an end cuts short (maybe_close_stack). */
+	if (!st)
 		return -1;
-	}
 	maybe_close_stack(ctx, st, ts, -1);
 	int64_t i = find_open(ctx, st, category, name);
-	if (i < 0) {
-		tp_stat_inc(ctx, "misplaced_end_event");
+	if (i < 0)
 		return -1;
-	}
 	struct slice_entry *e = &st->v[i];
 	uint32_t id = e->id;
 	set_dur(ctx, e, ts);

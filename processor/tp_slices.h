@@ -2,8 +2,8 @@
  * tp_slices.h - builds slices from begin / end / instant / complete events
  * on a track, keeping a stack per track (depth, parent_id), as Perfetto's
  * SliceTracker does.  Events must arrive in timestamp order (the parse
- * stage).  An end with no open slice counts misplaced_end_event; slices
- * still open at the end of the trace keep dur -1.
+ * stage).  An end with no open slice is ignored (no stat, as Perfetto);
+ * slices still open at the end of the trace keep dur -1.
  */
 #ifndef VP_TP_SLICES_H
 #define VP_TP_SLICES_H

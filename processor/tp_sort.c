@@ -7,6 +7,16 @@
  * Most queues are already in timestamp order; one that is not gets decoded,
  * sorted by (ts, push order) and re-encoded before the merge.  The merge
  * keeps a binary heap of queue heads.
+ *
+ * The merge breaks ties as Perfetto's sorter does.  Perfetto keeps one
+ * queue for all packets and one per ftrace cpu stream, numbered in the
+ * order they were made, and repeatedly takes the queue whose first event
+ * is the earliest (the lowest number on a tie), then all its events up to
+ * the earliest first event of the other queues, that one included.  Here
+ * the packet sequences' queues together are Perfetto's packet queue
+ * (rank 0: among them, push order decides), and each queue made with
+ * tp_sort_lane() is one of its numbered queues (rank = its number): once
+ * one is taken it goes on, on equal timestamps too, up to that bound.
  */
 #include "tp_sort.h"
 
@@ -31,6 +41,7 @@ struct chunk {
 };
 
 struct queue {
+	uint32_t rank;     /* 0: a packet sequence; else tp_sort_lane order */
 	struct chunk *head, *tail;
 	int64_t last_ts;   /* of the last pushed event */
 	uint64_t last_seq; /* push order of the last pushed event */
@@ -56,6 +67,7 @@ struct tp_sorter {
 	tp_parse_fn fns[MAX_KINDS + 1];
 	unsigned nkinds;
 	uint64_t seq;       /* push order counter */
+	uint32_t nlanes;    /* ranks given */
 	uint64_t events;    /* pending */
 	size_t bytes;
 };
@@ -95,6 +107,15 @@ uint8_t tp_sort_register(struct tp_sorter *s, tp_parse_fn fn)
 		abort(); /* a programming error, not bad input */
 	s->fns[s->nkinds] = fn;
 	return (uint8_t)s->nkinds++;
+}
+
+uint32_t tp_sort_lane(struct tp_sorter *s, uint64_t key)
+{
+	uint32_t n = s->nq, q = tp_sort_queue(s, key);
+
+	if (q == n) /* made now */
+		s->q[q].rank = ++s->nlanes;
+	return q;
 }
 
 uint32_t tp_sort_queue(struct tp_sorter *s, uint64_t key)
@@ -290,11 +311,16 @@ static void queue_sort(struct tp_sorter *s, struct queue *q)
 	}
 }
 
-/* Heap of queue indices ordered by their head event. */
+/* Heap of queue indices ordered by their head event: its timestamp, then
+ * the queue's rank, then push order. */
 static bool head_less(const struct tp_sorter *s, uint32_t a, uint32_t b)
 {
 	const struct queue *x = &s->q[a], *y = &s->q[b];
-	return x->h_ts < y->h_ts || (x->h_ts == y->h_ts && x->h_seq < y->h_seq);
+	if (x->h_ts != y->h_ts)
+		return x->h_ts < y->h_ts;
+	if (x->rank != y->rank)
+		return x->rank < y->rank;
+	return x->h_seq < y->h_seq;
 }
 
 static void heap_down(const struct tp_sorter *s, uint32_t *h, uint32_t n,
@@ -335,10 +361,25 @@ void tp_sort_drain(struct tp_sorter *s, struct tp_ctx *ctx,
 		heap_down(s, heap, n, i);
 	while (n) {
 		struct queue *q = &s->q[heap[0]];
-		s->fns[q->h_kind](ctx, q->h_ts, q->h_payload, q->h_len);
-		if (progress && (++done & 0xfffff) == 0)
-			progress(ctx, (double)done / (double)(total ? total : 1));
-		if (!reader_next(s, q))
+		/* A lane goes on up to the earliest head of the others (the
+		 * smaller of the root's children); the packet queues take one
+		 * event at a time, their order being the heap's. */
+		int64_t bound = INT64_MIN;
+		if (q->rank) {
+			bound = INT64_MAX;
+			for (uint32_t c = 1; c <= 2 && c < n; c++)
+				if (s->q[heap[c]].h_ts < bound)
+					bound = s->q[heap[c]].h_ts;
+		}
+		bool more;
+		do {
+			s->fns[q->h_kind](ctx, q->h_ts, q->h_payload, q->h_len);
+			if (progress && (++done & 0xfffff) == 0)
+				progress(ctx, (double)done /
+						      (double)(total ? total : 1));
+			more = reader_next(s, q);
+		} while (more && q->h_ts <= bound);
+		if (!more)
 			heap[0] = heap[--n];
 		heap_down(s, heap, n, 0);
 	}

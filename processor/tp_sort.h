@@ -33,6 +33,12 @@ uint8_t tp_sort_register(struct tp_sorter *s, tp_parse_fn fn);
 #define TP_QUEUE_FTRACE (1ull << 63)
 uint32_t tp_sort_queue(struct tp_sorter *s, uint64_t key);
 
+/* The same for a queue that stands for one of Perfetto's numbered sorter
+ * queues (an ftrace cpu's stream): it gets the next rank when made, which
+ * breaks timestamp ties with the other queues as Perfetto's order of
+ * making them does (see tp_sort.c). */
+uint32_t tp_sort_lane(struct tp_sorter *s, uint64_t key);
+
 void tp_sort_push(struct tp_sorter *s, uint32_t queue, int64_t ts,
 		  uint8_t kind, const void *payload, size_t len);
 

@@ -29,6 +29,7 @@
 #include "tp_slices.h"
 #include "tp_sort.h"
 #include "tp_stats.h"
+#include "tp_syscalls.h"
 #include "tp_tracks.h"
 
 /* TracePacket field numbers (TP_*) are in perfetto_fields.h. */
@@ -755,6 +756,10 @@ static void parse_utsname(struct tp_ctx *ctx, const struct tp_packet *pkt,
 			v[g.num] = str_of(ctx, &g);
 	uint32_t row = 0;
 	bool have_row = machine_row(ctx, pkt->machine, &row);
+	if (v[UTS_MACHINE])
+		tp_syscalls_set_arch(ctx, pkt->machine,
+				     tp_str_get(ctx->pool, v[UTS_MACHINE]),
+				     tp_str_len(ctx->pool, v[UTS_MACHINE]));
 	for (unsigned i = UTS_SYSNAME; i <= UTS_MACHINE; i++) {
 		tp_str s = v[i] ? v[i] : tp_intern(ctx->pool, "", 0);
 		tp_meta_set_str(ctx, meta[i], pkt->machine,
@@ -920,6 +925,7 @@ struct cpu_desc {
 	bool has_freq;
 	int64_t arg_set;
 	uint32_t cluster;
+	struct pb_field msg; /* the Cpu message, read again for its freqs */
 };
 
 /* Feature bits of CpuInfo.Cpu.features this version knows. */
@@ -961,7 +967,9 @@ static int64_t cpu_args(struct tp_ctx *ctx, const struct pb_field *arm,
 					  cpu_feature_names[i]);
 			tp_args_add_bool(b, k, k, true);
 		}
-		if (features >> NELEM(cpu_feature_names)) {
+		/* The whole bitmap too, so bits this version has no name
+		 * for stay queryable. */
+		if (features) {
 			tp_str k = tp_s(ctx, "cpu_features.raw_bitmap");
 			tp_args_add_uint(b, k, k, features);
 		}
@@ -980,6 +988,7 @@ static void parse_one_cpu(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	bool has_features = false;
 	memset(c, 0, sizeof(*c));
 	c->arg_set = -1;
+	c->msg = *f;
 	pb_reader_init(&r, f->data, f->len);
 	while (pb_next(&r, &g)) {
 		if (g.num == CPU_PROCESSOR && g.wt == PB_WT_LEN) {
@@ -1013,8 +1022,37 @@ static void parse_one_cpu(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	if (has_features && features >> NELEM(cpu_feature_names))
 		tp_stat_add(ctx, "cpu_info_unknown_cpu_features", pkt->machine,
 			    -1, 1);
-	if (arm || has_features)
+	if (arm || (has_features && features))
 		c->arg_set = cpu_args(ctx, arm, features, has_features);
+}
+
+/* One __intrinsic_cpu_freq row per frequency the cpu lists, in order. */
+static void add_cpu_freqs(struct tp_ctx *ctx, const struct cpu_desc *c,
+			  int64_t ucpu)
+{
+	struct tp_table *t = tp_tab(ctx, TP_T_CPU_FREQ);
+	struct pb_reader r;
+	struct pb_field g;
+	pb_reader_init(&r, c->msg.data, c->msg.len);
+	while (pb_next(&r, &g)) {
+		struct pb_packed_iter it;
+		uint64_t v;
+		if (g.num != CPU_FREQUENCIES)
+			continue;
+		if (g.wt == PB_WT_VARINT) {
+			uint32_t row = tp_table_add_row(t);
+			tp_set_int(t, TP_CPU_FREQ_ucpu, row, ucpu);
+			tp_set_int(t, TP_CPU_FREQ_freq, row, (uint32_t)g.val);
+		} else if (g.wt == PB_WT_LEN) {
+			pb_packed_init(&it, g.data, g.len);
+			while (pb_packed_next(&it, &v)) {
+				uint32_t row = tp_table_add_row(t);
+				tp_set_int(t, TP_CPU_FREQ_ucpu, row, ucpu);
+				tp_set_int(t, TP_CPU_FREQ_freq, row,
+					   (uint32_t)v);
+			}
+		}
+	}
 }
 
 /* Cluster ids: cpus ranked by capacity when every cpu has one, else by
@@ -1083,6 +1121,7 @@ static void parse_cpu_info(struct tp_ctx *ctx, const struct tp_packet *pkt,
 			tp_set_int(t, TP_CPU_capacity, row, c[i].capacity);
 		if (c[i].arg_set >= 0)
 			tp_set_int(t, TP_CPU_arg_set_id, row, c[i].arg_set);
+		add_cpu_freqs(ctx, &c[i], tp_cpu_ucpu(ctx, pkt->machine, i));
 	}
 	free(c);
 }
@@ -1365,6 +1404,9 @@ static void parse_ftrace_stats(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	while (pb_next(&r, &g)) {
 		if (g.num == FS_CPU_STATS && g.wt == PB_WT_LEN) {
 			parse_ftrace_cpu_stats(ctx, pkt, &g, end);
+		} else if (g.num == FS_PRESERVE_FTRACE_BUFFER &&
+			   g.wt == PB_WT_VARINT && g.val) {
+			tp_ftrace_preserve_buffer(ctx, pkt->machine);
 		} else if (g.num == FS_FTRACE_PARSE_ERRORS) {
 			struct pb_packed_iter it;
 			uint64_t v;

@@ -16,9 +16,9 @@
 
 /* A payload field's kind, from its type in protos/. */
 enum ft_field_type {
-	FT_FIELD_STR,  /* string */
-	FT_FIELD_INT,  /* int32, int64, sint*, sfixed* */
-	FT_FIELD_UINT, /* uint32, uint64, fixed*, bool */
+	FT_FIELD_STR,  /* string, bytes */
+	FT_FIELD_INT,  /* int32, int64, sint*, sfixed*, bool, enum */
+	FT_FIELD_UINT, /* uint32, uint64, fixed* */
 };
 
 /* Uses of an event (ft_event_desc.uses). */

@@ -16,9 +16,10 @@ import os
 import sys
 
 # FieldDescriptorProto.Type -> enum ft_field_type
-STR_TYPES = {9}
-INT_TYPES = {3, 5, 15, 16, 17, 18}         # int64 int32 sfixed* sint*
-UINT_TYPES = {4, 6, 7, 8, 13}              # uint64 fixed* bool uint32
+STR_TYPES = {9, 12}                          # string bytes
+# bool and enum values are signed integers in Perfetto's ftrace_event args.
+INT_TYPES = {3, 5, 8, 14, 15, 16, 17, 18}  # int64 int32 bool enum sfixed* sint*
+UINT_TYPES = {4, 6, 7, 13}                 # uint64 fixed* uint32
 USES = {'probes': 'FT_USE_PROBES', 'tp': 'FT_USE_PROCESSOR'}
 COMPACT = {'switch': 'FT_EVENT_COMPACT_SWITCH',
            'waking': 'FT_EVENT_COMPACT_WAKING'}

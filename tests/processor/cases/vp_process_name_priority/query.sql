@@ -1,0 +1,1 @@
+SELECT upid, pid, name FROM process ORDER BY upid;
