@@ -408,8 +408,11 @@ static bool eval_fast(const struct cm_map *m, cm_q16 xq, uint64_t *out,
 	return true;
 }
 
-/* cm_map_ts_ovf step by step. */
-static uint64_t map_steps(struct cm_map *m, uint64_t guest_ns, bool *ovf)
+/* cm_map_ts_ovf step by step.  Out of line: the span's path then saves
+ * no registers for it. */
+static __attribute__((noinline)) uint64_t map_steps(struct cm_map *m,
+						     uint64_t guest_ns,
+						     bool *ovf)
 {
 	cm_q16 gq;
 	uint64_t out;
@@ -448,7 +451,7 @@ static i128 min_i128(i128 a, i128 b)
  * shifts in a row are one, (dq * slope_q + (c << 16)) >> (shift + 16).
  * [qlo, qhi] keeps every step where the general code neither clamps nor
  * changes segment, and dq within 64 bits. */
-static void span_prepare(struct cm_map *m)
+static __attribute__((noinline)) void span_prepare(struct cm_map *m)
 {
 	struct cm_span *s = &m->span;
 	const struct cm_fit *gf = m->guest, *hf = m->host;
@@ -513,8 +516,8 @@ static void span_prepare(struct cm_map *m)
 
 /* cm_map_ts_ovf through m->span; false (nothing changed) when y is not
  * one of the inputs it covers. */
-static bool span_map(const struct cm_map *m, uint64_t y, uint64_t *out,
-		     bool *ovf)
+static inline bool span_map(const struct cm_map *m, uint64_t y,
+			    uint64_t *out, bool *ovf)
 {
 	const struct cm_span *s = &m->span;
 
@@ -534,16 +537,38 @@ static bool span_map(const struct cm_map *m, uint64_t y, uint64_t *out,
 	return true;
 }
 
+/* cm_map_ts_ovf when the span does not cover guest_ns. */
+static uint64_t map_outside_span(struct cm_map *m, uint64_t guest_ns,
+				 bool *ovf)
+{
+	uint64_t out = map_steps(m, guest_ns, ovf);
+
+	if (!m->span.built || m->span.g != m->hint_g || m->span.h != m->hint_h)
+		span_prepare(m);
+	return out;
+}
+
 uint64_t cm_map_ts_ovf(struct cm_map *m, uint64_t guest_ns, bool *ovf)
 {
 	uint64_t out;
 
 	if (span_map(m, guest_ns, &out, ovf))
 		return out;
-	out = map_steps(m, guest_ns, ovf);
-	if (!m->span.built || m->span.g != m->hint_g || m->span.h != m->hint_h)
-		span_prepare(m);
-	return out;
+	return map_outside_span(m, guest_ns, ovf);
+}
+
+size_t cm_map_ts_many(struct cm_map *m, const uint64_t *in, uint64_t *out,
+		      size_t n)
+{
+	size_t n_ovf = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		bool ovf = false;
+		if (!span_map(m, in[i], &out[i], &ovf))
+			out[i] = map_outside_span(m, in[i], &ovf);
+		n_ovf += ovf;
+	}
+	return n_ovf;
 }
 
 

@@ -128,6 +128,10 @@ uint64_t cm_map_ts(struct cm_map *m, uint64_t guest_ns);
 /* The same, setting *ovf (never clearing it) when the result, or a step
  * on the way, fell outside 0 .. UINT64_MAX and was clamped. */
 uint64_t cm_map_ts_ovf(struct cm_map *m, uint64_t guest_ns, bool *ovf);
+/* cm_map_ts_ovf for in[0..n), in order, into out[]; returns how many of
+ * them it would have set *ovf for. */
+size_t cm_map_ts_many(struct cm_map *m, const uint64_t *in, uint64_t *out,
+		      size_t n);
 
 /* Error bound of cm_map_ts(guest_ns), ns: both fits' cm_fit_error_ns
  * (residuals + extrapolation) plus the cross map's uncertainty, the larger

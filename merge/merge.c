@@ -401,6 +401,28 @@ static bool map_guest(void *ctx, uint32_t clock, uint64_t in, uint64_t *out)
 	return true;
 }
 
+/* map_guest for n times of one clock: the fitted map's loop when the
+ * clock has one, else map_guest time by time. */
+static void map_guest_many(void *ctx, uint32_t clock, const uint64_t *in,
+			   uint64_t *out, bool *ok, size_t n)
+{
+	struct guest_map *m = ctx;
+	struct cm_map *cm = NULL;
+
+	if (!m->manual && clock == BUILTIN_CLOCK_BOOTTIME && m->have_boot)
+		cm = &m->boot;
+	else if (!m->manual && clock == BUILTIN_CLOCK_MONOTONIC &&
+		 m->have_mono)
+		cm = &m->mono;
+	if (!cm) {
+		for (size_t i = 0; i < n; i++)
+			ok[i] = map_guest(ctx, clock, in[i], &out[i]);
+		return;
+	}
+	m->overflow += cm_map_ts_many(cm, in, out, n);
+	memset(ok, 1, n * sizeof(*ok));
+}
+
 /* --onto guest: host time -> the chosen guest's time, through the chosen
  * guest's fits and counter relation backwards (cm_map_inv_ts).  The host
  * clock of the axis (res->clock) goes through from_target, the host's
@@ -1243,10 +1265,12 @@ static int rewrite_guest(const struct merge_opts *o, size_t i,
 		abort();
 	for (unsigned t = 0; t < nt; t++) {
 		rw_map_fn fn = NULL;
+		rw_map_many_fn many = NULL;
 		void *ctx = NULL;
 		if (gmt) {
 			gmt[t] = *gm;
 			fn = map_guest;
+			many = map_guest_many;
 			ctx = &gmt[t];
 		} else if (vmt) {
 			vmt[t].to_host = *gm;
@@ -1258,6 +1282,7 @@ static int rewrite_guest(const struct merge_opts *o, size_t i,
 			.path = g->path,
 			.map = fn,
 			.map_ctx = ctx,
+			.map_many = many,
 			.target_clock = res->clock,
 			.trace_clock = gd->trace_clock,
 			.seq_offset = g->seq_offset,

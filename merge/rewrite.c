@@ -183,6 +183,19 @@ static void count_unmapped(struct rewriter *rw)
 		rw->st.ts_unmapped++;
 }
 
+/* map_clock for n times of one clock (no map: none is mapped). */
+static void map_clock_many(struct rewriter *rw, uint32_t clock,
+			   const uint64_t *in, uint64_t *out, bool *ok,
+			   size_t n)
+{
+	if (rw->cfg.map && rw->cfg.map_many) {
+		rw->cfg.map_many(rw->cfg.map_ctx, clock, in, out, ok, n);
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		ok[i] = map_clock(rw, clock, in[i], &out[i]);
+}
+
 /* a / u rounded to nearest, for signed a and u >= 1 */
 static __int128 div_round(__int128 a, uint64_t u)
 {
@@ -792,6 +805,48 @@ static void map_delta_value(struct rewriter *rw, struct delta_list *d,
 	d->out = o;
 }
 
+/* Times of a packed delta list mapped per batch, so that a list of
+ * thousands costs a call per DELTA_BATCH of them. */
+#define DELTA_BATCH 64
+
+/* map_delta_value for each element of a packed list (as a LEN payload);
+ * returns false on a malformed element, after the ones before it. */
+static bool map_delta_packed(struct rewriter *rw, struct delta_list *d,
+			     const uint8_t *data, size_t len,
+			     struct pb_buf *out)
+{
+	struct pb_packed_iter it;
+	uint64_t in[DELTA_BATCH], mapped[DELTA_BATCH], v;
+	bool ok[DELTA_BATCH];
+	size_t n;
+
+	pb_packed_init(&it, data, len);
+	do {
+		for (n = 0; n < DELTA_BATCH && pb_packed_next(&it, &v); n++)
+			in[n] = d->in += v;
+		map_clock_many(rw, BUILTIN_CLOCK_BOOTTIME, in, mapped, ok, n);
+		/* at most ten bytes per delta */
+		pb_buf_reserve(out, n * PB_MAX_VARINT_LEN);
+		for (size_t i = 0; i < n; i++) {
+			uint64_t o = mapped[i];
+			if (!ok[i]) {
+				count_unmapped(rw);
+				o = in[i]; /* keep the list's relative spacing */
+			} else {
+				rw->st.ts_compact++;
+			}
+			if (o < d->out) {
+				rw->st.clamped++;
+				o = d->out;
+			}
+			out->len += pb_encode_varint(out->data + out->len,
+						     o - d->out);
+			d->out = o;
+		}
+	} while (n == DELTA_BATCH);
+	return !it.bad;
+}
+
 /* A list of pids (or, with cpus, of cpu numbers), packed or not. */
 static void put_id_list(struct rewriter *rw, struct pb_buf *out,
 			const struct pb_field *f, bool cpus)
@@ -832,14 +887,11 @@ static int rewrite_compact_sched(struct rewriter *rw, struct pb_buf *out,
 				pb_put_tag(out, f.num, PB_WT_VARINT);
 				map_delta_value(rw, d, f.val, out, true);
 			} else if (f.wt == PB_WT_LEN) {
-				struct pb_packed_iter it;
-				uint64_t v;
 				size_t m2 = pb_begin_nested(out, f.num);
-				pb_packed_init(&it, f.data, f.len);
-				while (pb_packed_next(&it, &v))
-					map_delta_value(rw, d, v, out, true);
+				bool good = map_delta_packed(rw, d, f.data,
+							     f.len, out);
 				pb_end_nested(out, m2);
-				if (it.bad) {
+				if (!good) {
 					e.r.err = PB_ERR_VARINT;
 					e.r.err_off = (size_t)(f.data - e.r.base);
 					return bad(rw, &e.r, "compact_sched timestamps");

@@ -381,10 +381,42 @@ static size_t compare_maps(struct rng *r, const struct cm_fit *gf,
 	}
 	compare_edges(&m, &ref);
 	uint64_t y = gf->nseg ? gf->seg[0].y_first - 1000000 : 0;
+	uint64_t *in = calloc(count, sizeof(*in));
+	uint64_t *want = calloc(count, sizeof(*want));
+	uint64_t *got = calloc(count, sizeof(*got));
+	assert_true(in && want && got);
 	for (size_t i = 0; i < count; i++) {
-		y = next_input(r, gf, y);
+		y = in[i] = next_input(r, gf, y);
 		clamped += compare_one(&m, &ref, y);
 	}
+
+	/* cm_map_ts_many, in batches of any size, gives the same times and
+	 * counts the same overflows */
+	struct cm_map many;
+	cm_map_init(&many, gf, c, hf);
+	cm_map_init(&ref, gf, c, hf);
+	if (seg_off) {
+		cm_map_set_segment_offsets(&many, seg_off, gf->nseg);
+		cm_map_set_segment_offsets(&ref, seg_off, gf->nseg);
+	}
+	size_t n_ovf = 0, ref_ovf = 0;
+	for (size_t i = 0; i < count; i++) {
+		bool o = false;
+		want[i] = ref_map_ts_ovf(&ref, in[i], &o);
+		ref_ovf += o;
+	}
+	for (size_t i = 0; i < count;) {
+		size_t b = 1 + rng_below(r, 100);
+		if (b > count - i)
+			b = count - i;
+		n_ovf += cm_map_ts_many(&many, in + i, got + i, b);
+		i += b;
+	}
+	assert_memory_equal(got, want, count * sizeof(*got));
+	assert_int_equal(n_ovf, ref_ovf);
+	free(in);
+	free(want);
+	free(got);
 	return clamped;
 }
 
