@@ -1000,15 +1000,27 @@ static int read_packet_info(struct rewriter *rw, const uint8_t *pkt,
 			    size_t len, struct packet_info *pi)
 {
 	struct pb_reader r;
-	struct pb_field f;
+	struct pb_field spare;
 
-	memset(pi, 0, offsetof(struct packet_info, fields));
+	/* defaults and snapshot are read only when have_defaults and
+	 * have_snapshot say so */
+	pi->seq_id = 0;
+	pi->have_ts = pi->have_clock = pi->cleared = false;
+	pi->ts = 0;
+	pi->clock = 0;
+	pi->have_defaults = pi->have_snapshot = pi->compressed = false;
 	pi->n_fields = 0;
 	pb_reader_init(&r, pkt, len);
-	while (pb_next(&r, &f)) {
+	for (;;) {
+		/* Decoded straight into its slot: a copy of a field just
+		 * written would wait for the stores to be forwarded. */
+		struct pb_field *fp = pi->n_fields < MAX_PACKET_FIELDS
+					      ? &pi->fields[pi->n_fields]
+					      : &spare;
+		if (!pb_next(&r, fp))
+			break;
+		const struct pb_field f = *fp;
 		bool v = f.wt == PB_WT_VARINT, l = f.wt == PB_WT_LEN;
-		if (pi->n_fields < MAX_PACKET_FIELDS)
-			pi->fields[pi->n_fields] = f;
 		pi->n_fields++;
 		switch (f.num) {
 		case TP_TRUSTED_PACKET_SEQUENCE_ID:
