@@ -142,6 +142,15 @@ struct worker_arg {
 	unsigned t;
 };
 
+/* The thread of a sequence: never the leader, whose reading, copying and
+ * emitting cost about as much as handling the packets (so a share of the
+ * sequences made it the slowest thread); stateless packets let it help
+ * where there is time. */
+static unsigned seq_owner(uint32_t seq_id, unsigned n)
+{
+	return 1 + partition_owner(seq_id, n - 1);
+}
+
 /* The thread that owns a record: packets of sequence state by sequence id,
  * stateless packets whichever thread has the least to do in this window,
  * everything else (and anything malformed, which the leader then reports)
@@ -161,11 +170,11 @@ static unsigned owner_of(const struct partition_job *job,
 		while (pb_next(&r, &f))
 			if (f.num == TP_TRUSTED_PACKET_SEQUENCE_ID &&
 			    f.wt == PB_WT_VARINT)
-				return partition_owner((uint32_t)f.val, n);
+				return seq_owner((uint32_t)f.val, n);
 		return 0;
 	}
 	if (!job->stateless(rec->data, rec->len, &seq))
-		return partition_owner(seq, n);
+		return seq_owner(seq, n);
 	/* The leader also reads, copies and emits: its bytes weigh more. */
 	unsigned best = 0;
 	size_t best_load = load[0] + load[0] / 2;
