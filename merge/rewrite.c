@@ -820,30 +820,43 @@ static bool map_delta_packed(struct rewriter *rw, struct delta_list *d,
 	bool ok[DELTA_BATCH];
 	size_t n;
 
+	/* The running values and counts live in locals: the bytes written
+	 * through out->data might alias them, which would make the compiler
+	 * store and reload them for every byte. */
+	uint64_t acc = d->in, prev = d->out;
+	uint64_t n_mapped = 0, n_unmapped = 0, n_clamped = 0;
+
 	pb_packed_init(&it, data, len);
 	do {
 		for (n = 0; n < DELTA_BATCH && pb_packed_next(&it, &v); n++)
-			in[n] = d->in += v;
+			in[n] = acc += v;
 		map_clock_many(rw, BUILTIN_CLOCK_BOOTTIME, in, mapped, ok, n);
 		/* at most ten bytes per delta */
 		pb_buf_reserve(out, n * PB_MAX_VARINT_LEN);
+		uint8_t *p = out->data + out->len;
 		for (size_t i = 0; i < n; i++) {
 			uint64_t o = mapped[i];
 			if (!ok[i]) {
-				count_unmapped(rw);
+				n_unmapped++;
 				o = in[i]; /* keep the list's relative spacing */
 			} else {
-				rw->st.ts_compact++;
+				n_mapped++;
 			}
-			if (o < d->out) {
-				rw->st.clamped++;
-				o = d->out;
+			if (o < prev) {
+				n_clamped++;
+				o = prev;
 			}
-			out->len += pb_encode_varint(out->data + out->len,
-						     o - d->out);
-			d->out = o;
+			p += pb_encode_varint(p, o - prev);
+			prev = o;
 		}
+		out->len = (size_t)(p - out->data);
 	} while (n == DELTA_BATCH);
+	d->in = acc;
+	d->out = prev;
+	rw->st.ts_compact += n_mapped;
+	if (rw->cfg.map) /* count_unmapped's rule */
+		rw->st.ts_unmapped += n_unmapped;
+	rw->st.clamped += n_clamped;
 	return !it.bad;
 }
 
