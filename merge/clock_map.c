@@ -516,11 +516,9 @@ static __attribute__((noinline)) void span_prepare(struct cm_map *m)
 
 /* cm_map_ts_ovf through m->span; false (nothing changed) when y is not
  * one of the inputs it covers. */
-static inline bool span_map(const struct cm_map *m, uint64_t y,
+static inline bool span_map(const struct cm_span *s, uint64_t y,
 			    uint64_t *out, bool *ovf)
 {
-	const struct cm_span *s = &m->span;
-
 	if (!s->ok || y < s->ylo || y > s->yhi)
 		return false;
 	int64_t dy = (int64_t)(y - s->y_ref);
@@ -552,7 +550,7 @@ uint64_t cm_map_ts_ovf(struct cm_map *m, uint64_t guest_ns, bool *ovf)
 {
 	uint64_t out;
 
-	if (span_map(m, guest_ns, &out, ovf))
+	if (span_map(&m->span, guest_ns, &out, ovf))
 		return out;
 	return map_outside_span(m, guest_ns, ovf);
 }
@@ -561,11 +559,16 @@ size_t cm_map_ts_many(struct cm_map *m, const uint64_t *in, uint64_t *out,
 		      size_t n)
 {
 	size_t n_ovf = 0;
+	/* a copy: stores to out[] might alias m->span, whose fields would
+	 * then be loaded again for every time */
+	struct cm_span s = m->span;
 
 	for (size_t i = 0; i < n; i++) {
 		bool ovf = false;
-		if (!span_map(m, in[i], &out[i], &ovf))
+		if (!span_map(&s, in[i], &out[i], &ovf)) {
 			out[i] = map_outside_span(m, in[i], &ovf);
+			s = m->span;
+		}
 		n_ovf += ovf;
 	}
 	return n_ovf;
