@@ -1032,43 +1032,42 @@ static int read_packet_info(struct rewriter *rw, const uint8_t *pkt,
 					      : &spare;
 		if (!pb_next(&r, fp))
 			break;
-		const struct pb_field f = *fp;
-		bool v = f.wt == PB_WT_VARINT, l = f.wt == PB_WT_LEN;
+		bool v = fp->wt == PB_WT_VARINT, l = fp->wt == PB_WT_LEN;
 		pi->n_fields++;
-		switch (f.num) {
+		switch (fp->num) {
 		case TP_TRUSTED_PACKET_SEQUENCE_ID:
 			if (v)
-				pi->seq_id = (uint32_t)f.val;
+				pi->seq_id = (uint32_t)fp->val;
 			break;
 		case TP_TIMESTAMP:
 			if (v) {
 				pi->have_ts = true;
-				pi->ts = f.val;
+				pi->ts = fp->val;
 			}
 			break;
 		case TP_TIMESTAMP_CLOCK_ID:
 			if (v) {
 				pi->have_clock = true;
-				pi->clock = (uint32_t)f.val;
+				pi->clock = (uint32_t)fp->val;
 			}
 			break;
 		case TP_SEQUENCE_FLAGS:
-			if (v && (f.val & SEQ_INCREMENTAL_STATE_CLEARED))
+			if (v && (fp->val & SEQ_INCREMENTAL_STATE_CLEARED))
 				pi->cleared = true;
 			break;
 		case TP_INCREMENTAL_STATE_CLEARED:
-			if (v && f.val)
+			if (v && fp->val)
 				pi->cleared = true;
 			break;
 		case TP_TRACE_PACKET_DEFAULTS:
 			if (l) {
-				pi->defaults = f;
+				pi->defaults = *fp;
 				pi->have_defaults = true;
 			}
 			break;
 		case TP_CLOCK_SNAPSHOT:
 			if (l) {
-				pi->snapshot = f;
+				pi->snapshot = *fp;
 				pi->have_snapshot = true;
 			}
 			break;
@@ -1173,73 +1172,76 @@ int rewrite_packet(struct rewriter *rw, const uint8_t *pkt, size_t len,
 	bool again = pi.n_fields > MAX_PACKET_FIELDS; /* decode a second time */
 	pb_reader_init(&r, pkt, len);
 	for (size_t k = 0;; k++) {
+		/* read in place: a copy of a whole field just decoded would
+		 * wait for the decode's stores to be forwarded */
+		const struct pb_field *fp = &f;
 		if (again ? !pb_next(&r, &f) : k == pi.n_fields)
 			break;
 		if (!again)
-			f = pi.fields[k];
-		bool v = f.wt == PB_WT_VARINT, l = f.wt == PB_WT_LEN;
+			fp = &pi.fields[k];
+		bool v = fp->wt == PB_WT_VARINT, l = fp->wt == PB_WT_LEN;
 		int rc = 0;
-		switch (f.num) {
+		switch (fp->num) {
 		case TP_TIMESTAMP:
 			if (!v || !ts_ok)
 				continue;
-			flush_run(out, &run, f.start);
-			pb_put_varint(out, f.num, new_ts);
+			flush_run(out, &run, fp->start);
+			pb_put_varint(out, fp->num, new_ts);
 			break;
 		case TP_TIMESTAMP_CLOCK_ID:
 			if (!v || !relabel)
 				continue;
-			flush_run(out, &run, f.start);
-			pb_put_varint(out, f.num, cfg->target_clock);
+			flush_run(out, &run, fp->start);
+			pb_put_varint(out, fp->num, cfg->target_clock);
 			relabel = false; /* done in place */
 			break;
 		case TP_TRUSTED_PACKET_SEQUENCE_ID:
-			if (!v || !f.val || !cfg->seq_offset)
+			if (!v || !fp->val || !cfg->seq_offset)
 				continue;
-			flush_run(out, &run, f.start);
-			pb_put_varint(out, f.num,
-				      (uint32_t)f.val + cfg->seq_offset);
+			flush_run(out, &run, fp->start);
+			pb_put_varint(out, fp->num,
+				      (uint32_t)fp->val + cfg->seq_offset);
 			break;
 		case TP_MACHINE_ID:
 			if (!cfg->machine_id)
 				continue;
-			flush_run(out, &run, f.start); /* replaced below */
+			flush_run(out, &run, fp->start); /* replaced below */
 			break;
 		case TP_CLOCK_SNAPSHOT:
 			if (!l)
 				continue;
-			flush_run(out, &run, f.start);
-			rc = rewrite_snapshot(rw, out, &f);
+			flush_run(out, &run, fp->start);
+			rc = rewrite_snapshot(rw, out, fp);
 			break;
 		case TP_TRACK_EVENT:
-			if (!l || !track_event_changes(rw, &f))
+			if (!l || !track_event_changes(rw, fp))
 				continue;
-			flush_run(out, &run, f.start);
-			rc = rewrite_track_event(rw, q, out, &f);
+			flush_run(out, &run, fp->start);
+			rc = rewrite_track_event(rw, q, out, fp);
 			break;
 		case TP_THREAD_DESCRIPTOR:
 			if (!l)
 				continue;
-			flush_run(out, &run, f.start);
-			rc = rewrite_thread_descriptor(rw, q, out, &f);
+			flush_run(out, &run, fp->start);
+			rc = rewrite_thread_descriptor(rw, q, out, fp);
 			break;
 		case TP_FTRACE_EVENTS:
 			if (!l)
 				continue;
-			flush_run(out, &run, f.start);
-			rc = rewrite_ftrace_bundle(rw, out, &f);
+			flush_run(out, &run, fp->start);
+			rc = rewrite_ftrace_bundle(rw, out, fp);
 			break;
 		case TP_TRUSTED_PID:
 			if (!cfg->remap_ids || !v)
 				continue;
-			flush_run(out, &run, f.start);
-			put_pid(out, f.num, map_pid(rw, f.val));
+			flush_run(out, &run, fp->start);
+			put_pid(out, fp->num, map_pid(rw, fp->val));
 			break;
 		case TP_PROCESS_DESCRIPTOR:
 			if (!cfg->remap_ids || !l)
 				continue;
-			flush_run(out, &run, f.start);
-			rc = remap_pid_msg(rw, out, &f, process_pid_fields,
+			flush_run(out, &run, fp->start);
+			rc = remap_pid_msg(rw, out, fp, process_pid_fields,
 					   "process_descriptor");
 			break;
 		case TP_PROCESS_TREE: {
@@ -1250,8 +1252,8 @@ int rewrite_packet(struct rewriter *rw, const uint8_t *pkt, size_t len,
 				{PT_PROCESSES, procs}, {PT_THREADS, threads}};
 			if (!cfg->remap_ids || !l)
 				continue;
-			flush_run(out, &run, f.start);
-			rc = remap_pid_lists(rw, out, &f, lists, 2, "process_tree");
+			flush_run(out, &run, fp->start);
+			rc = remap_pid_lists(rw, out, fp, lists, 2, "process_tree");
 			break;
 		}
 		case TP_PROCESS_STATS: {
@@ -1259,28 +1261,28 @@ int rewrite_packet(struct rewriter *rw, const uint8_t *pkt, size_t len,
 			static const struct pid_list lists[] = {{PS_PROCESSES, procs}};
 			if (!cfg->remap_ids || !l)
 				continue;
-			flush_run(out, &run, f.start);
-			rc = remap_pid_lists(rw, out, &f, lists, 1, "process_stats");
+			flush_run(out, &run, fp->start);
+			rc = remap_pid_lists(rw, out, fp, lists, 1, "process_stats");
 			break;
 		}
 		case TP_TRACK_DESCRIPTOR:
 			if (!cfg->remap_ids || !l)
 				continue;
-			flush_run(out, &run, f.start);
-			rc = rewrite_track_descriptor(rw, out, &f);
+			flush_run(out, &run, fp->start);
+			rc = rewrite_track_descriptor(rw, out, fp);
 			break;
 		case TP_TRACE_PACKET_DEFAULTS:
 			if (!cfg->remap_ids || !l)
 				continue;
-			flush_run(out, &run, f.start);
-			rc = rewrite_defaults(rw, out, &f);
+			flush_run(out, &run, fp->start);
+			rc = rewrite_defaults(rw, out, fp);
 			break;
 		default:
 			continue;
 		}
 		if (rc < 0)
 			return -1;
-		run = f.end;
+		run = fp->end;
 	}
 	if (r.err)
 		return bad(rw, &r, "packet");
