@@ -932,14 +932,15 @@ static int rewrite_fn(void *ctx, const uint8_t *pkt, size_t len, uint64_t off,
 {
 	struct rewrite_ctx *c = ctx;
 	size_t start = c->out->len;
-	size_t mark = pb_begin_nested(c->out, TRACE_PACKET_FIELD);
+	/* the rewritten packet is about as long as the input */
+	struct pb_sized mark = pb_begin_sized(c->out, TRACE_PACKET_FIELD, len);
 	int rc = rewrite_packet(c->rw, pkt, len, off, c->out, err);
 
 	if (rc != 0) {
 		c->out->len = start; /* -1, or 1: compressed_packets */
 		return rc;
 	}
-	pb_end_nested(c->out, mark);
+	pb_end_sized(c->out, mark);
 	return 0;
 }
 

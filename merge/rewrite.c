@@ -141,14 +141,14 @@ struct msg_edit {
 	struct pb_reader r;
 	struct pb_buf *out;
 	const uint8_t *run, *end;
-	size_t mark;
+	struct pb_sized mark; /* the edit is about as long as the input */
 };
 
 static void edit_begin(struct msg_edit *e, struct pb_buf *out,
 		       const struct pb_field *outer)
 {
 	e->out = out;
-	e->mark = pb_begin_nested(out, outer->num);
+	e->mark = pb_begin_sized(out, outer->num, outer->len);
 	e->run = outer->data;
 	e->end = outer->data + outer->len;
 	pb_reader_init(&e->r, outer->data, outer->len);
@@ -165,7 +165,7 @@ static int edit_end(struct rewriter *rw, struct msg_edit *e, const char *what)
 	if (e->r.err)
 		return bad(rw, &e->r, what);
 	flush_run(e->out, &e->run, e->end);
-	pb_end_nested(e->out, e->mark);
+	pb_end_sized(e->out, e->mark);
 	return 0;
 }
 
@@ -900,10 +900,11 @@ static int rewrite_compact_sched(struct rewriter *rw, struct pb_buf *out,
 				pb_put_tag(out, f.num, PB_WT_VARINT);
 				map_delta_value(rw, d, f.val, out, true);
 			} else if (f.wt == PB_WT_LEN) {
-				size_t m2 = pb_begin_nested(out, f.num);
+				struct pb_sized m2 =
+					pb_begin_sized(out, f.num, f.len);
 				bool good = map_delta_packed(rw, d, f.data,
 							     f.len, out);
-				pb_end_nested(out, m2);
+				pb_end_sized(out, m2);
 				if (!good) {
 					e.r.err = PB_ERR_VARINT;
 					e.r.err_off = (size_t)(f.data - e.r.base);
