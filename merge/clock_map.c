@@ -6,6 +6,8 @@
  * direction R(h) = (h * ratio) >> frac_bits is exactly what KVM computes;
  * the inverse is an exact rounded division, except in cm_map_ts, which
  * multiplies by a 60-bit reciprocal prepared once by cm_map_init.
+ * cm_map_ts takes shortcuts for the common case (the hot path below) that
+ * give the same bits as its steps one by one.
  */
 #include "clock_map.h"
 
@@ -342,7 +344,8 @@ void cm_map_set_segment_offsets(struct cm_map *m, const int64_t *offset,
  * simple one (another segment, a value to clamp, a difference beyond
  * 64 bits) they answer false before they change anything, and the general
  * code does the step: the results are the same bits either way
- * (tests/merge/test_clock_model.c compares them). */
+ * (tests/merge/test_map_exact.c compares them).  Faster still, the span
+ * (span_prepare) composes the three steps for one pair of segments. */
 
 static bool fits_i64(i128 v)
 {
