@@ -6,6 +6,8 @@
  * direction R(h) = (h * ratio) >> frac_bits is exactly what KVM computes;
  * the inverse is an exact rounded division, except in cm_map_ts, which
  * multiplies by a 60-bit reciprocal prepared once by cm_map_init.
+ * cm_map_ts takes shortcuts for the common case (the hot path below) that
+ * give the same bits as its steps one by one.
  */
 #include "clock_map.h"
 
@@ -309,8 +311,12 @@ static cm_q16 guest_to_host_q(const struct cm_map *m, cm_q16 gq,
 	i128 di = dq >> CM_Q_BITS;
 	i128 df = dq & (((i128)1 << CM_Q_BITS) - 1);
 	i128 k = (i128)m->g2h_q;
-	return ((di * k) >> (m->g2h_shift - CM_Q_BITS)) +
-	       ((df * k) >> m->g2h_shift);
+	/* the same product, one 64 x 64 multiply when di allows */
+	i128 dik = di >= INT64_MIN && di <= INT64_MAX
+			   ? (i128)(int64_t)di * (int64_t)m->g2h_q
+			   : di * k;
+	i128 dfk = (i128)(int64_t)df * (int64_t)m->g2h_q;
+	return (dik >> (m->g2h_shift - CM_Q_BITS)) + (dfk >> m->g2h_shift);
 }
 
 uint64_t cm_map_ts(struct cm_map *m, uint64_t guest_ns)
@@ -324,18 +330,253 @@ void cm_map_set_segment_offsets(struct cm_map *m, const int64_t *offset,
 {
 	m->seg_offset = offset;
 	m->n_seg_offset = n;
+	m->span.built = m->span.ok = false;
 }
 
-uint64_t cm_map_ts_ovf(struct cm_map *m, uint64_t guest_ns, bool *ovf)
+/* ---- the hot path of cm_map_ts ---------------------------------------------
+ *
+ * A merge maps tens of millions of timestamps, nearly all in the segments
+ * the previous one used.  The two functions below do what
+ * cm_fit_invert_q16_ovf and cm_fit_eval_q16_ovf do in that case, with the
+ * same formulas, but multiply 64 by 64 bits where the general code
+ * multiplies 128 by 128 (the operands' values are the same, so are the
+ * products) and without a call per step.  Whenever the case is not the
+ * simple one (another segment, a value to clamp, a difference beyond
+ * 64 bits) they answer false before they change anything, and the general
+ * code does the step: the results are the same bits either way
+ * (tests/merge/test_map_exact.c compares them).  Faster still, the span
+ * (span_prepare) composes the three steps for one pair of segments. */
+
+static bool fits_i64(i128 v)
 {
-	cm_q16 gq = cm_fit_invert_q16_ovf(m->guest, guest_ns, &m->hint_g, ovf);
+	return v >= INT64_MIN && v <= INT64_MAX;
+}
+
+/* cm_fit_invert_q16_ovf(m->guest, y, &m->hint_g, ...) when the hinted
+ * segment's fitted range holds y, or the fit has only that segment
+ * (seg_for_y then keeps the hint), and the result needs no clamping. */
+static bool invert_fast(const struct cm_map *m, uint64_t y, cm_q16 *out)
+{
+	const struct cm_fit *f = m->guest;
+
+	if (!f || m->hint_g >= f->nseg)
+		return false;
+	const struct cm_segment *g = &f->seg[m->hint_g];
+	if (f->nseg > 1 && (y < g->y_first || y > g->y_last))
+		return false;
+	i128 dy = (i128)y - (i128)g->y_ref;
+	if (!fits_i64(dy))
+		return false;
+	unsigned sh = g->ishift - CM_Q_BITS;
+	i128 p = (i128)(int64_t)dy * g->inv_q + g->xoff_q +
+		 ((i128)1 << (sh - 1));
+	i128 xq = ((i128)g->x_ref << CM_Q_BITS) + (p >> sh);
+	if (xq < 0 || xq > ((i128)UINT64_MAX << CM_Q_BITS))
+		return false;
+	*out = xq;
+	return true;
+}
+
+/* cm_fit_eval_q16_ovf(m->host, xq, &m->hint_h, ovf) when xq needs no
+ * clamping and the hinted segment is the one used for its whole counter
+ * (seg_for_x then keeps the hint). */
+static bool eval_fast(const struct cm_map *m, cm_q16 xq, uint64_t *out,
+		      bool *ovf)
+{
+	const struct cm_fit *f = m->host;
+	size_t h = m->hint_h;
+
+	if (!f || h >= f->nseg || xq < 0 ||
+	    xq > ((i128)UINT64_MAX << CM_Q_BITS))
+		return false;
+	uint64_t x = (uint64_t)(xq >> CM_Q_BITS);
+	const struct cm_segment *g = &f->seg[h];
+	if ((h > 0 && x < g->x_first) ||
+	    (h + 1 < f->nseg && x >= f->seg[h + 1].x_first))
+		return false;
+	i128 dq = xq - ((i128)g->x_ref << CM_Q_BITS);
+	i128 di = dq >> CM_Q_BITS;
+	if (!fits_i64(di))
+		return false;
+	int64_t df = (int64_t)(dq & (((i128)1 << CM_Q_BITS) - 1));
+	i128 p = (i128)(int64_t)di * g->slope_q +
+		 (((i128)df * g->slope_q) >> CM_Q_BITS) + g->yfrac_q +
+		 ((i128)1 << (g->shift - 1));
+	i128 y = (i128)g->y_ref + (p >> g->shift);
+	if (y < 0 || y > (i128)UINT64_MAX) {
+		*ovf = true;
+		y = y < 0 ? 0 : (i128)UINT64_MAX;
+	}
+	*out = (uint64_t)y;
+	return true;
+}
+
+/* cm_map_ts_ovf step by step.  Out of line: the span's path then saves
+ * no registers for it. */
+static __attribute__((noinline)) uint64_t map_steps(struct cm_map *m,
+						     uint64_t guest_ns,
+						     bool *ovf)
+{
+	cm_q16 gq;
+	uint64_t out;
+
+	if (!invert_fast(m, guest_ns, &gq))
+		gq = cm_fit_invert_q16_ovf(m->guest, guest_ns, &m->hint_g, ovf);
 	/* The segment the inversion used (hint_g) says which offset. */
 	int64_t off = m->seg_offset && m->hint_g < m->n_seg_offset
 			      ? m->seg_offset[m->hint_g]
 			      : m->cross->offset;
-	return cm_fit_eval_q16_ovf(m->host, guest_to_host_q(m, gq, off),
-				   &m->hint_h, ovf);
+	cm_q16 hq = guest_to_host_q(m, gq, off);
+	if (!eval_fast(m, hq, &out, ovf))
+		out = cm_fit_eval_q16_ovf(m->host, hq, &m->hint_h, ovf);
+	return out;
 }
+
+static i128 max_i128(i128 a, i128 b)
+{
+	return a > b ? a : b;
+}
+
+static i128 min_i128(i128 a, i128 b)
+{
+	return a < b ? a : b;
+}
+
+/* Prepares m->span for the segments the hints name: the composition of
+ *   q1 = (dy * inv_q + xoff) >> ishift              (guest inversion,
+ *        xq = (x_ref << 16) + q1)
+ *   hq = xq - (offset << 16)                        (ratio 1)
+ *   y  = y_ref_h + ((dq * slope_q + yfrac) >> shift) (host evaluation,
+ *        dq = hq - (x_ref_h << 16) = q1 + k)
+ * The host step is cm_fit_eval_q16_seg's di * slope_q + ((df * slope_q)
+ * >> 16) + c with di = dq >> 16, df = dq & 0xffff: di * slope_q is a
+ * whole number, so that sum is (dq * slope_q) >> 16 + c, and two floored
+ * shifts in a row are one, (dq * slope_q + (c << 16)) >> (shift + 16).
+ * [qlo, qhi] keeps every step where the general code neither clamps nor
+ * changes segment, and dq within 64 bits. */
+static __attribute__((noinline)) void span_prepare(struct cm_map *m)
+{
+	struct cm_span *s = &m->span;
+	const struct cm_fit *gf = m->guest, *hf = m->host;
+
+	/* tried for these segments, even when it fails */
+	s->built = true;
+	s->g = m->hint_g;
+	s->h = m->hint_h;
+	s->ok = false;
+	if (!m->identity || !gf || !hf || m->hint_g >= gf->nseg ||
+	    m->hint_h >= hf->nseg)
+		return;
+	const struct cm_segment *g = &gf->seg[m->hint_g];
+	const struct cm_segment *h = &hf->seg[m->hint_h];
+	const i128 q = (i128)1 << CM_Q_BITS;
+	const i128 qmax = (i128)UINT64_MAX * q;
+	const i128 half63 = (i128)1 << 63;
+
+	/* the inputs seg_for_y gives this segment without a search, and for
+	 * which y - y_ref fits in 64 bits */
+	i128 ylo = gf->nseg > 1 ? g->y_first : 0;
+	i128 yhi = gf->nseg > 1 ? g->y_last : (i128)UINT64_MAX;
+	ylo = max_i128(ylo, (i128)g->y_ref - half63);
+	yhi = min_i128(yhi, (i128)g->y_ref + half63 - 1);
+	if (ylo > yhi)
+		return;
+
+	int64_t off = m->seg_offset && m->hint_g < m->n_seg_offset
+			      ? m->seg_offset[m->hint_g]
+			      : m->cross->offset;
+	i128 xg = (i128)g->x_ref * q, o = (i128)off * q;
+	i128 xh = (i128)h->x_ref * q;
+	/* xq in [0, qmax], hq in [0, qmax], hq's whole counter in segment
+	 * h's range, dq in 64 bits */
+	i128 lo = max_i128(-xg, o - xg), hi = min_i128(qmax - xg, qmax + o - xg);
+	if (m->hint_h > 0)
+		lo = max_i128(lo, (i128)h->x_first * q + o - xg);
+	if (m->hint_h + 1 < hf->nseg)
+		hi = min_i128(hi, (i128)hf->seg[m->hint_h + 1].x_first * q - 1 +
+					  o - xg);
+	i128 k = xg - o - xh;
+	lo = max_i128(lo, (i128)INT64_MIN - k);
+	hi = min_i128(hi, (i128)INT64_MAX - k);
+	if (lo > hi)
+		return;
+
+	s->ylo = (uint64_t)ylo;
+	s->yhi = (uint64_t)yhi;
+	s->y_ref = g->y_ref;
+	s->inv_q = g->inv_q;
+	s->ishift = g->ishift - CM_Q_BITS;
+	s->xoff = (i128)g->xoff_q + ((i128)1 << (s->ishift - 1));
+	s->qlo = lo;
+	s->qhi = hi;
+	s->k = k;
+	s->slope_q = h->slope_q;
+	s->shift = h->shift + CM_Q_BITS;
+	s->yfrac = ((i128)h->yfrac_q + ((i128)1 << (h->shift - 1))) * q;
+	s->y_host = h->y_ref;
+	s->ok = true;
+}
+
+/* cm_map_ts_ovf through m->span; false (nothing changed) when y is not
+ * one of the inputs it covers. */
+static inline bool span_map(const struct cm_span *s, uint64_t y,
+			    uint64_t *out, bool *ovf)
+{
+	if (!s->ok || y < s->ylo || y > s->yhi)
+		return false;
+	int64_t dy = (int64_t)(y - s->y_ref);
+	i128 q1 = ((i128)dy * s->inv_q + s->xoff) >> s->ishift;
+	if (q1 < s->qlo || q1 > s->qhi)
+		return false;
+	int64_t dq = (int64_t)(q1 + s->k);
+	i128 r = (i128)s->y_host + (((i128)dq * s->slope_q + s->yfrac) >> s->shift);
+	if (r < 0 || r > (i128)UINT64_MAX) {
+		*ovf = true;
+		r = r < 0 ? 0 : (i128)UINT64_MAX;
+	}
+	*out = (uint64_t)r;
+	return true;
+}
+
+/* cm_map_ts_ovf when the span does not cover guest_ns. */
+static uint64_t map_outside_span(struct cm_map *m, uint64_t guest_ns,
+				 bool *ovf)
+{
+	uint64_t out = map_steps(m, guest_ns, ovf);
+
+	if (!m->span.built || m->span.g != m->hint_g || m->span.h != m->hint_h)
+		span_prepare(m);
+	return out;
+}
+
+uint64_t cm_map_ts_ovf(struct cm_map *m, uint64_t guest_ns, bool *ovf)
+{
+	uint64_t out;
+
+	if (span_map(&m->span, guest_ns, &out, ovf))
+		return out;
+	return map_outside_span(m, guest_ns, ovf);
+}
+
+size_t cm_map_ts_many(struct cm_map *m, const uint64_t *in, uint64_t *out,
+		      size_t n)
+{
+	size_t n_ovf = 0;
+	/* a copy: stores to out[] might alias m->span, whose fields would
+	 * then be loaded again for every time */
+	struct cm_span s = m->span;
+
+	for (size_t i = 0; i < n; i++) {
+		bool ovf = false;
+		if (!span_map(&s, in[i], &out[i], &ovf)) {
+			out[i] = map_outside_span(m, in[i], &ovf);
+			s = m->span;
+		}
+		n_ovf += ovf;
+	}
+	return n_ovf;
+}
+
 
 double cm_map_error_ns(const struct cm_map *m, uint64_t guest_ns)
 {

@@ -75,6 +75,21 @@ uint64_t cm_cross_guest_to_host(const struct cm_cross *c, uint64_t guest_cycles)
  * clamped to [0, UINT64_MAX]. */
 uint64_t cm_cross_host_to_guest(const struct cm_cross *c, uint64_t host_cycles);
 
+/* The whole of cm_map_ts within the segments it last used (guest segment
+ * g, host segment h), with a ratio of 1, prepared so that one timestamp
+ * costs two multiplications and a few comparisons.  Valid for inputs in
+ * [ylo, yhi] whose intermediate counter q1 lies in [qlo, qhi]: there it
+ * gives the same bits as the steps one by one. */
+struct cm_span {
+	bool built, ok; /* tried for segments g and h; usable */
+	size_t g, h;
+	uint64_t ylo, yhi, y_ref;
+	int64_t inv_q, slope_q;
+	unsigned ishift, shift;
+	cm_q16 xoff, qlo, qhi, k, yfrac;
+	uint64_t y_host;
+};
+
 struct cm_map {
 	const struct cm_fit *guest;
 	const struct cm_cross *cross;
@@ -92,6 +107,8 @@ struct cm_map {
 	 * NULL: cross->offset throughout */
 	const int64_t *seg_offset;
 	size_t n_seg_offset;
+	/* cm_map_ts's shortcut through one pair of segments (clock_map.c) */
+	struct cm_span span;
 };
 
 /* The fits and cross map must outlive m and not change after this call. */
@@ -111,6 +128,10 @@ uint64_t cm_map_ts(struct cm_map *m, uint64_t guest_ns);
 /* The same, setting *ovf (never clearing it) when the result, or a step
  * on the way, fell outside 0 .. UINT64_MAX and was clamped. */
 uint64_t cm_map_ts_ovf(struct cm_map *m, uint64_t guest_ns, bool *ovf);
+/* cm_map_ts_ovf for in[0..n), in order, into out[]; returns how many of
+ * them it would have set *ovf for. */
+size_t cm_map_ts_many(struct cm_map *m, const uint64_t *in, uint64_t *out,
+		      size_t n);
 
 /* Error bound of cm_map_ts(guest_ns), ns: both fits' cm_fit_error_ns
  * (residuals + extrapolation) plus the cross map's uncertainty, the larger

@@ -180,20 +180,17 @@ static int inflate_payload(const char *path, uint64_t off, const uint8_t *p,
 	return 0;
 }
 
-/* Calls fn for the packet.  When fn answers 1 (the packet carries
- * compressed_packets), inflates them and calls fn for each packet inside;
- * inner packets report the outer packet's offset. */
-static int each_packet(const char *path, const uint8_t *pkt, size_t len,
-		       uint64_t off, struct pb_buf *scratch,
-		       struct inflate_budget *budget, packet_fn fn,
-		       void *ctx, struct vp_error *err)
+/* Inflates the compressed_packets of a packet and calls fn for each
+ * packet inside; inner packets report the outer packet's offset. */
+static int each_inner_packet(const char *path, const uint8_t *pkt,
+			     size_t len, uint64_t off, struct pb_buf *scratch,
+			     struct inflate_budget *budget, packet_fn fn,
+			     void *ctx, struct vp_error *err)
 {
 	struct pb_reader r;
 	struct pb_field f;
-	int rc = fn(ctx, pkt, len, off, err);
+	int rc;
 
-	if (rc <= 0)
-		return rc;
 	pb_reader_init(&r, pkt, len);
 	while (pb_next(&r, &f)) {
 		if (f.num != TP_COMPRESSED_PACKETS || f.wt != PB_WT_LEN)
@@ -223,6 +220,21 @@ static int each_packet(const char *path, const uint8_t *pkt, size_t len,
 					 pb_err_str(ir.err));
 	}
 	return 0;
+}
+
+/* Calls fn for the packet.  When fn answers 1 (the packet carries
+ * compressed_packets), calls it for each packet inside. */
+static int each_packet(const char *path, const uint8_t *pkt, size_t len,
+		       uint64_t off, struct pb_buf *scratch,
+		       struct inflate_budget *budget, packet_fn fn,
+		       void *ctx, struct vp_error *err)
+{
+	int rc = fn(ctx, pkt, len, off, err);
+
+	if (rc <= 0)
+		return rc;
+	return each_inner_packet(path, pkt, len, off, scratch, budget, fn,
+				 ctx, err);
 }
 
 static int scan_fn(void *ctx, const uint8_t *pkt, size_t len, uint64_t off,
@@ -260,11 +272,18 @@ static int scan_record(void *ctx, const uint8_t *raw, size_t raw_len,
 {
 	struct scan_ctx *c = ctx;
 
-	if (field == TRACE_PACKET_FIELD && wt == PB_WT_LEN &&
-	    each_packet(c->path, data, len, off, &c->scratch, &c->budget,
-			scan_fn, c->sc, err) < 0)
-		return -1;
-	shrink_buf(&c->scratch);
+	/* each_packet with the scanner called directly: a call less per
+	 * packet */
+	if (field == TRACE_PACKET_FIELD && wt == PB_WT_LEN) {
+		int rc = sync_scan_packet(c->sc, data, len, off, err);
+		if (rc > 0)
+			rc = each_inner_packet(c->path, data, len, off,
+					       &c->scratch, &c->budget, scan_fn,
+					       c->sc, err);
+		if (rc < 0)
+			return -1;
+		shrink_buf(&c->scratch);
+	}
 	if (c->copy)
 		pb_put_raw(out, raw, raw_len);
 	return 0;
@@ -290,7 +309,7 @@ static int scan_file(const char *path, struct sync_scanner **out,
 		.ctx = {&c},
 		.sink = copy_to ? sink_writer : NULL,
 		.sink_ctx = copy_to,
-		.progress = progress_cb,
+		.progress = pg->on ? progress_cb : NULL, /* a call per record */
 		.progress_ctx = pg,
 		.cancel = cancel,
 	};
@@ -399,6 +418,28 @@ static bool map_guest(void *ctx, uint32_t clock, uint64_t in, uint64_t *out)
 		return false;
 	m->overflow += ovf;
 	return true;
+}
+
+/* map_guest for n times of one clock: the fitted map's loop when the
+ * clock has one, else map_guest time by time. */
+static void map_guest_many(void *ctx, uint32_t clock, const uint64_t *in,
+			   uint64_t *out, bool *ok, size_t n)
+{
+	struct guest_map *m = ctx;
+	struct cm_map *cm = NULL;
+
+	if (!m->manual && clock == BUILTIN_CLOCK_BOOTTIME && m->have_boot)
+		cm = &m->boot;
+	else if (!m->manual && clock == BUILTIN_CLOCK_MONOTONIC &&
+		 m->have_mono)
+		cm = &m->mono;
+	if (!cm) {
+		for (size_t i = 0; i < n; i++)
+			ok[i] = map_guest(ctx, clock, in[i], &out[i]);
+		return;
+	}
+	m->overflow += cm_map_ts_many(cm, in, out, n);
+	memset(ok, 1, n * sizeof(*ok));
 }
 
 /* --onto guest: host time -> the chosen guest's time, through the chosen
@@ -891,14 +932,15 @@ static int rewrite_fn(void *ctx, const uint8_t *pkt, size_t len, uint64_t off,
 {
 	struct rewrite_ctx *c = ctx;
 	size_t start = c->out->len;
-	size_t mark = pb_begin_nested(c->out, TRACE_PACKET_FIELD);
+	/* the rewritten packet is about as long as the input */
+	struct pb_sized mark = pb_begin_sized(c->out, TRACE_PACKET_FIELD, len);
 	int rc = rewrite_packet(c->rw, pkt, len, off, c->out, err);
 
 	if (rc != 0) {
 		c->out->len = start; /* -1, or 1: compressed_packets */
 		return rc;
 	}
-	pb_end_nested(c->out, mark);
+	pb_end_sized(c->out, mark);
 	return 0;
 }
 
@@ -1011,7 +1053,7 @@ static int rewrite_file(const char *path, unsigned threads,
 		.stateless = rewrite_packet_stateless,
 		.sink = sink_writer,
 		.sink_ctx = w,
-		.progress = progress_cb,
+		.progress = pg->on ? progress_cb : NULL, /* a call per record */
 		.progress_ctx = pg,
 		.cancel = cancel,
 	};
@@ -1243,10 +1285,12 @@ static int rewrite_guest(const struct merge_opts *o, size_t i,
 		abort();
 	for (unsigned t = 0; t < nt; t++) {
 		rw_map_fn fn = NULL;
+		rw_map_many_fn many = NULL;
 		void *ctx = NULL;
 		if (gmt) {
 			gmt[t] = *gm;
 			fn = map_guest;
+			many = map_guest_many;
 			ctx = &gmt[t];
 		} else if (vmt) {
 			vmt[t].to_host = *gm;
@@ -1258,6 +1302,7 @@ static int rewrite_guest(const struct merge_opts *o, size_t i,
 			.path = g->path,
 			.map = fn,
 			.map_ctx = ctx,
+			.map_many = many,
 			.target_clock = res->clock,
 			.trace_clock = gd->trace_clock,
 			.seq_offset = g->seq_offset,

@@ -7,10 +7,10 @@
  * windows of at most PARTITION_WINDOW_BYTES (or PARTITION_WINDOW_RECORDS
  * records), notes every record's owner, handles its own records into its
  * output of the window and copies each worker's into that worker's input;
- * the workers handle their inputs while the leader reads on.  Each record's
- * output is one blob (framed as a length-delimited field 1, which pb_next()
- * reads back), so the leader can interleave the threads' outputs back into
- * file order before it hands the window to the sink.  At most `slots`
+ * the workers handle their inputs while the leader reads on.  Each thread
+ * notes the length of each record's output, so the leader can interleave
+ * the threads' outputs back into file order before it hands the window to
+ * the sink, a run of consecutive records of one thread at a time.  At most `slots`
  * windows are in flight: the leader waits for the oldest before it fills
  * another, which is the back-pressure that bounds memory.
  */
@@ -51,16 +51,17 @@ static void shrink(struct pb_buf *b)
 	}
 }
 
-/* Runs fn on a record, its output framed as one blob in buf. */
+/* Runs fn on a record, appending its output to buf; with out_len, notes
+ * the output's length there. */
 static int run_record(const struct partition_job *job, void *ctx,
 		      const struct trace_record *rec, struct pb_buf *buf,
-		      bool framed, struct vp_error *err)
+		      size_t *out_len, struct vp_error *err)
 {
-	size_t mark = framed ? pb_begin_nested(buf, TRACE_PACKET) : 0;
+	size_t before = buf->len;
 	int rc = job->fn(ctx, rec->raw, rec->raw_len, rec->field, rec->wt,
 			 rec->data, rec->len, rec->data_offset, buf, err);
-	if (framed)
-		pb_end_nested(buf, mark);
+	if (out_len)
+		*out_len = buf->len - before;
 	return rc;
 }
 
@@ -83,7 +84,7 @@ static int run_single(const struct partition_job *job, struct vp_error *err,
 			break;
 		}
 		pb_buf_reset(&out);
-		if (run_record(job, job->ctx[0], &rec, &out, false, err) < 0) {
+		if (run_record(job, job->ctx[0], &rec, &out, NULL, err) < 0) {
 			rc = -1;
 			break;
 		}
@@ -111,9 +112,11 @@ enum { FREE, READY, DONE };
 /* One thread's share of a window, on cache lines of its own. */
 struct share {
 	struct pb_buf in;       /* worker's records, each framed (t >= 1) */
-	struct pb_buf out;      /* output, one blob per record */
+	struct pb_buf out;      /* output of its records, one after another */
 	uint64_t *offs;         /* payload offsets of the records in `in` */
 	size_t n_in;
+	size_t *out_len;        /* length of each record's output in `out` */
+	size_t n_out;
 	bool failed;
 	struct vp_error err;
 } __attribute__((aligned(128)));
@@ -142,6 +145,15 @@ struct worker_arg {
 	unsigned t;
 };
 
+/* The thread of a sequence: never the leader, whose reading, copying and
+ * emitting cost about as much as handling the packets (so a share of the
+ * sequences made it the slowest thread); stateless packets let it help
+ * where there is time. */
+static unsigned seq_owner(uint32_t seq_id, unsigned n)
+{
+	return 1 + partition_owner(seq_id, n - 1);
+}
+
 /* The thread that owns a record: packets of sequence state by sequence id,
  * stateless packets whichever thread has the least to do in this window,
  * everything else (and anything malformed, which the leader then reports)
@@ -161,14 +173,16 @@ static unsigned owner_of(const struct partition_job *job,
 		while (pb_next(&r, &f))
 			if (f.num == TP_TRUSTED_PACKET_SEQUENCE_ID &&
 			    f.wt == PB_WT_VARINT)
-				return partition_owner((uint32_t)f.val, n);
+				return seq_owner((uint32_t)f.val, n);
 		return 0;
 	}
 	if (!job->stateless(rec->data, rec->len, &seq))
-		return partition_owner(seq, n);
-	/* The leader also reads, copies and emits: its bytes weigh more. */
+		return seq_owner(seq, n);
+	/* The leader also reads, copies and emits, which costs it about
+	 * twice what handling a share of the bytes does (ftrace bundles,
+	 * two threads): its bytes weigh three times. */
 	unsigned best = 0;
-	size_t best_load = load[0] + load[0] / 2;
+	size_t best_load = 3 * load[0];
 	for (unsigned t = 1; t < n; t++)
 		if (load[t] < best_load) {
 			best = t;
@@ -187,6 +201,7 @@ static void work_share(const struct partition_job *job, unsigned t,
 	size_t k = 0;
 
 	pb_buf_reset(&s->out);
+	s->n_out = 0;
 	s->failed = false;
 	pb_reader_init(&r, s->in.data, s->in.len);
 	while (pb_next(&r, &f)) {
@@ -201,12 +216,14 @@ static void work_share(const struct partition_job *job, unsigned t,
 		tr.len = rec.len;
 		tr.raw = f.data;
 		tr.raw_len = f.len;
-		tr.data_offset = s->offs[k++];
+		tr.data_offset = s->offs[k];
 		tr.offset = tr.data_offset;
-		if (run_record(job, job->ctx[t], &tr, &s->out, true, &s->err) < 0) {
+		if (run_record(job, job->ctx[t], &tr, &s->out, &s->out_len[k],
+			       &s->err) < 0) {
 			s->failed = true;
 			return;
 		}
+		s->n_out = ++k;
 	}
 }
 
@@ -225,10 +242,12 @@ static void *worker_main(void *arg)
 		pthread_mutex_unlock(&pl->mu);
 		if (!go)
 			return NULL;
-		if (w->sh[t].n_in)
+		if (w->sh[t].n_in) {
 			work_share(pl->job, t, &w->sh[t]);
-		else
+		} else {
 			pb_buf_reset(&w->sh[t].out);
+			w->sh[t].n_out = 0;
+		}
 		pthread_mutex_lock(&pl->mu);
 		if (--w->pending == 0) {
 			w->state = DONE;
@@ -238,23 +257,42 @@ static void *worker_main(void *arg)
 	}
 }
 
-/* Interleaves the threads' outputs of a finished window into the sink. */
+/* Interleaves the threads' outputs of a finished window into the sink:
+ * the outputs of consecutive records of one thread lie one after another
+ * in its buffer, and go to the sink together. */
 static int emit_window(const struct pool *pl, struct window *w,
 		       struct vp_error *err)
 {
 	const struct partition_job *job = pl->job;
-	struct pb_reader r[PARTITION_MAX_THREADS];
-	struct pb_field f;
+	size_t pos[PARTITION_MAX_THREADS], next[PARTITION_MAX_THREADS];
+	const uint8_t *run = NULL;
+	size_t run_len = 0;
 
-	for (unsigned t = 0; t < pl->n; t++)
-		pb_reader_init(&r[t], w->sh[t].out.data, w->sh[t].out.len);
-	for (size_t i = 0; i < w->count; i++) {
-		if (!pb_next(&r[w->owners[i]], &f))
-			return vp_errorf(err, "%s: internal error: window out of "
-					 "step", job->path);
-		if (job->sink && f.len &&
-		    job->sink(job->sink_ctx, f.data, f.len, err) < 0)
+	memset(pos, 0, pl->n * sizeof(pos[0]));
+	memset(next, 0, pl->n * sizeof(next[0]));
+	for (size_t i = 0; i <= w->count; i++) {
+		unsigned t = i < w->count ? w->owners[i] : 0;
+		const struct share *s = &w->sh[t];
+		const uint8_t *p = NULL;
+		size_t len = 0;
+		if (i < w->count) {
+			if (next[t] >= s->n_out ||
+			    s->out_len[next[t]] > s->out.len - pos[t])
+				return vp_errorf(err, "%s: internal error: "
+						 "window out of step", job->path);
+			len = s->out_len[next[t]++];
+			p = s->out.data + pos[t];
+			pos[t] += len;
+			if (run && p == run + run_len) {
+				run_len += len;
+				continue;
+			}
+		}
+		if (job->sink && run_len &&
+		    job->sink(job->sink_ctx, run, run_len, err) < 0)
 			return -1;
+		run = p;
+		run_len = len;
 	}
 	return 0;
 }
@@ -286,6 +324,7 @@ static int finish_window(struct pool *pl, struct window *w,
 		shrink(&w->sh[t].in);
 		shrink(&w->sh[t].out);
 		w->sh[t].n_in = 0;
+		w->sh[t].n_out = 0;
 		w->sh[t].failed = false;
 	}
 	w->count = 0;
@@ -304,6 +343,7 @@ static void pool_free(struct pool *pl)
 			pb_buf_free(&w->sh[t].in);
 			pb_buf_free(&w->sh[t].out);
 			free(w->sh[t].offs);
+			free(w->sh[t].out_len);
 		}
 		free(w->sh);
 	}
@@ -347,6 +387,8 @@ static int run_many(const struct partition_job *job, struct vp_error *err,
 			if (t)
 				w->sh[t].offs = vp_xcalloc(PARTITION_WINDOW_RECORDS,
 							sizeof(uint64_t));
+			w->sh[t].out_len = vp_xcalloc(PARTITION_WINDOW_RECORDS,
+						      sizeof(size_t));
 		}
 	}
 	for (unsigned t = 1; t < pl.n; t++) {
@@ -381,8 +423,9 @@ static int run_many(const struct partition_job *job, struct vp_error *err,
 			load[owner] += rec.raw_len;
 			if (owner == 0) {
 				if (run_record(job, job->ctx[0], &rec, &s->out,
-					       true, err) < 0)
+					       &s->out_len[s->n_out], err) < 0)
 					rc = -1;
+				s->n_out++;
 			} else {
 				s->offs[s->n_in++] = rec.data_offset;
 				pb_put_bytes(&s->in, TRACE_PACKET, rec.raw,

@@ -4,12 +4,14 @@
  *
  * Everything the merge keeps per packet stream (interning, clocks, legacy
  * timestamps) is per sequence, so packets of different sequences can be
- * handled apart: thread k owns the sequences that hash to k and keeps
- * their state.  Packets whose handling reads or writes no sequence state
- * (the job's `stateless` says which: an ftrace bundle, say) may go to any
- * thread; they are spread by bytes, so one busy sequence does not leave
- * the other threads idle.  The first thread reads the file, peeks at each
- * packet and hands the others their packets window by window.
+ * handled apart: each sequence is owned by one thread, by a hash of its
+ * id, which keeps its state.  Packets whose handling reads or writes no
+ * sequence state (the job's `stateless` says which: an ftrace bundle,
+ * say) may go to any thread; they are spread by bytes, so one busy
+ * sequence does not leave the other threads idle.  The first thread reads
+ * the file, peeks at each packet and hands the others their packets
+ * window by window; that costs it about as much as handling them, so it
+ * owns no sequence and takes only stateless packets.
  *
  * Memory is bounded by bytes, not records: a window closes at
  * PARTITION_WINDOW_BYTES of input (or PARTITION_WINDOW_RECORDS records),
@@ -73,7 +75,8 @@ struct partition_job {
 int partition_run(const struct partition_job *job, struct vp_error *err,
 		  int *io_error);
 
-/* The owner of a sequence among n threads. */
+/* A hash of a sequence id onto n threads, 0 .. n - 1 (with several
+ * threads, a sequence's owner is 1 + partition_owner(id, n - 1)). */
 unsigned partition_owner(uint32_t seq_id, unsigned n);
 
 #endif

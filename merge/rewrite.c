@@ -141,14 +141,14 @@ struct msg_edit {
 	struct pb_reader r;
 	struct pb_buf *out;
 	const uint8_t *run, *end;
-	size_t mark;
+	struct pb_sized mark; /* the edit is about as long as the input */
 };
 
 static void edit_begin(struct msg_edit *e, struct pb_buf *out,
 		       const struct pb_field *outer)
 {
 	e->out = out;
-	e->mark = pb_begin_nested(out, outer->num);
+	e->mark = pb_begin_sized(out, outer->num, outer->len);
 	e->run = outer->data;
 	e->end = outer->data + outer->len;
 	pb_reader_init(&e->r, outer->data, outer->len);
@@ -165,7 +165,7 @@ static int edit_end(struct rewriter *rw, struct msg_edit *e, const char *what)
 	if (e->r.err)
 		return bad(rw, &e->r, what);
 	flush_run(e->out, &e->run, e->end);
-	pb_end_nested(e->out, e->mark);
+	pb_end_sized(e->out, e->mark);
 	return 0;
 }
 
@@ -181,6 +181,19 @@ static void count_unmapped(struct rewriter *rw)
 {
 	if (rw->cfg.map)
 		rw->st.ts_unmapped++;
+}
+
+/* map_clock for n times of one clock (no map: none is mapped). */
+static void map_clock_many(struct rewriter *rw, uint32_t clock,
+			   const uint64_t *in, uint64_t *out, bool *ok,
+			   size_t n)
+{
+	if (rw->cfg.map && rw->cfg.map_many) {
+		rw->cfg.map_many(rw->cfg.map_ctx, clock, in, out, ok, n);
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		ok[i] = map_clock(rw, clock, in[i], &out[i]);
 }
 
 /* a / u rounded to nearest, for signed a and u >= 1 */
@@ -792,6 +805,61 @@ static void map_delta_value(struct rewriter *rw, struct delta_list *d,
 	d->out = o;
 }
 
+/* Times of a packed delta list mapped per batch, so that a list of
+ * thousands costs a call per DELTA_BATCH of them. */
+#define DELTA_BATCH 64
+
+/* map_delta_value for each element of a packed list (as a LEN payload);
+ * returns false on a malformed element, after the ones before it. */
+static bool map_delta_packed(struct rewriter *rw, struct delta_list *d,
+			     const uint8_t *data, size_t len,
+			     struct pb_buf *out)
+{
+	struct pb_packed_iter it;
+	uint64_t in[DELTA_BATCH], mapped[DELTA_BATCH], v;
+	bool ok[DELTA_BATCH];
+	size_t n;
+
+	/* The running values and counts live in locals: the bytes written
+	 * through out->data might alias them, which would make the compiler
+	 * store and reload them for every byte. */
+	uint64_t acc = d->in, prev = d->out;
+	uint64_t n_mapped = 0, n_unmapped = 0, n_clamped = 0;
+
+	pb_packed_init(&it, data, len);
+	do {
+		for (n = 0; n < DELTA_BATCH && pb_packed_next(&it, &v); n++)
+			in[n] = acc += v;
+		map_clock_many(rw, BUILTIN_CLOCK_BOOTTIME, in, mapped, ok, n);
+		/* at most ten bytes per delta */
+		pb_buf_reserve(out, n * PB_MAX_VARINT_LEN);
+		uint8_t *p = out->data + out->len;
+		for (size_t i = 0; i < n; i++) {
+			uint64_t o = mapped[i];
+			if (!ok[i]) {
+				n_unmapped++;
+				o = in[i]; /* keep the list's relative spacing */
+			} else {
+				n_mapped++;
+			}
+			if (o < prev) {
+				n_clamped++;
+				o = prev;
+			}
+			p += pb_encode_varint(p, o - prev);
+			prev = o;
+		}
+		out->len = (size_t)(p - out->data);
+	} while (n == DELTA_BATCH);
+	d->in = acc;
+	d->out = prev;
+	rw->st.ts_compact += n_mapped;
+	if (rw->cfg.map) /* count_unmapped's rule */
+		rw->st.ts_unmapped += n_unmapped;
+	rw->st.clamped += n_clamped;
+	return !it.bad;
+}
+
 /* A list of pids (or, with cpus, of cpu numbers), packed or not. */
 static void put_id_list(struct rewriter *rw, struct pb_buf *out,
 			const struct pb_field *f, bool cpus)
@@ -832,14 +900,12 @@ static int rewrite_compact_sched(struct rewriter *rw, struct pb_buf *out,
 				pb_put_tag(out, f.num, PB_WT_VARINT);
 				map_delta_value(rw, d, f.val, out, true);
 			} else if (f.wt == PB_WT_LEN) {
-				struct pb_packed_iter it;
-				uint64_t v;
-				size_t m2 = pb_begin_nested(out, f.num);
-				pb_packed_init(&it, f.data, f.len);
-				while (pb_packed_next(&it, &v))
-					map_delta_value(rw, d, v, out, true);
-				pb_end_nested(out, m2);
-				if (it.bad) {
+				struct pb_sized m2 =
+					pb_begin_sized(out, f.num, f.len);
+				bool good = map_delta_packed(rw, d, f.data,
+							     f.len, out);
+				pb_end_sized(out, m2);
+				if (!good) {
 					e.r.err = PB_ERR_VARINT;
 					e.r.err_off = (size_t)(f.data - e.r.base);
 					return bad(rw, &e.r, "compact_sched timestamps");
@@ -948,50 +1014,61 @@ static int read_packet_info(struct rewriter *rw, const uint8_t *pkt,
 			    size_t len, struct packet_info *pi)
 {
 	struct pb_reader r;
-	struct pb_field f;
+	struct pb_field spare;
 
-	memset(pi, 0, offsetof(struct packet_info, fields));
+	/* defaults and snapshot are read only when have_defaults and
+	 * have_snapshot say so */
+	pi->seq_id = 0;
+	pi->have_ts = pi->have_clock = pi->cleared = false;
+	pi->ts = 0;
+	pi->clock = 0;
+	pi->have_defaults = pi->have_snapshot = pi->compressed = false;
 	pi->n_fields = 0;
 	pb_reader_init(&r, pkt, len);
-	while (pb_next(&r, &f)) {
-		bool v = f.wt == PB_WT_VARINT, l = f.wt == PB_WT_LEN;
-		if (pi->n_fields < MAX_PACKET_FIELDS)
-			pi->fields[pi->n_fields] = f;
+	for (;;) {
+		/* Decoded straight into its slot: a copy of a field just
+		 * written would wait for the stores to be forwarded. */
+		struct pb_field *fp = pi->n_fields < MAX_PACKET_FIELDS
+					      ? &pi->fields[pi->n_fields]
+					      : &spare;
+		if (!pb_next(&r, fp))
+			break;
+		bool v = fp->wt == PB_WT_VARINT, l = fp->wt == PB_WT_LEN;
 		pi->n_fields++;
-		switch (f.num) {
+		switch (fp->num) {
 		case TP_TRUSTED_PACKET_SEQUENCE_ID:
 			if (v)
-				pi->seq_id = (uint32_t)f.val;
+				pi->seq_id = (uint32_t)fp->val;
 			break;
 		case TP_TIMESTAMP:
 			if (v) {
 				pi->have_ts = true;
-				pi->ts = f.val;
+				pi->ts = fp->val;
 			}
 			break;
 		case TP_TIMESTAMP_CLOCK_ID:
 			if (v) {
 				pi->have_clock = true;
-				pi->clock = (uint32_t)f.val;
+				pi->clock = (uint32_t)fp->val;
 			}
 			break;
 		case TP_SEQUENCE_FLAGS:
-			if (v && (f.val & SEQ_INCREMENTAL_STATE_CLEARED))
+			if (v && (fp->val & SEQ_INCREMENTAL_STATE_CLEARED))
 				pi->cleared = true;
 			break;
 		case TP_INCREMENTAL_STATE_CLEARED:
-			if (v && f.val)
+			if (v && fp->val)
 				pi->cleared = true;
 			break;
 		case TP_TRACE_PACKET_DEFAULTS:
 			if (l) {
-				pi->defaults = f;
+				pi->defaults = *fp;
 				pi->have_defaults = true;
 			}
 			break;
 		case TP_CLOCK_SNAPSHOT:
 			if (l) {
-				pi->snapshot = f;
+				pi->snapshot = *fp;
 				pi->have_snapshot = true;
 			}
 			break;
@@ -1096,73 +1173,76 @@ int rewrite_packet(struct rewriter *rw, const uint8_t *pkt, size_t len,
 	bool again = pi.n_fields > MAX_PACKET_FIELDS; /* decode a second time */
 	pb_reader_init(&r, pkt, len);
 	for (size_t k = 0;; k++) {
+		/* read in place: a copy of a whole field just decoded would
+		 * wait for the decode's stores to be forwarded */
+		const struct pb_field *fp = &f;
 		if (again ? !pb_next(&r, &f) : k == pi.n_fields)
 			break;
 		if (!again)
-			f = pi.fields[k];
-		bool v = f.wt == PB_WT_VARINT, l = f.wt == PB_WT_LEN;
+			fp = &pi.fields[k];
+		bool v = fp->wt == PB_WT_VARINT, l = fp->wt == PB_WT_LEN;
 		int rc = 0;
-		switch (f.num) {
+		switch (fp->num) {
 		case TP_TIMESTAMP:
 			if (!v || !ts_ok)
 				continue;
-			flush_run(out, &run, f.start);
-			pb_put_varint(out, f.num, new_ts);
+			flush_run(out, &run, fp->start);
+			pb_put_varint(out, fp->num, new_ts);
 			break;
 		case TP_TIMESTAMP_CLOCK_ID:
 			if (!v || !relabel)
 				continue;
-			flush_run(out, &run, f.start);
-			pb_put_varint(out, f.num, cfg->target_clock);
+			flush_run(out, &run, fp->start);
+			pb_put_varint(out, fp->num, cfg->target_clock);
 			relabel = false; /* done in place */
 			break;
 		case TP_TRUSTED_PACKET_SEQUENCE_ID:
-			if (!v || !f.val || !cfg->seq_offset)
+			if (!v || !fp->val || !cfg->seq_offset)
 				continue;
-			flush_run(out, &run, f.start);
-			pb_put_varint(out, f.num,
-				      (uint32_t)f.val + cfg->seq_offset);
+			flush_run(out, &run, fp->start);
+			pb_put_varint(out, fp->num,
+				      (uint32_t)fp->val + cfg->seq_offset);
 			break;
 		case TP_MACHINE_ID:
 			if (!cfg->machine_id)
 				continue;
-			flush_run(out, &run, f.start); /* replaced below */
+			flush_run(out, &run, fp->start); /* replaced below */
 			break;
 		case TP_CLOCK_SNAPSHOT:
 			if (!l)
 				continue;
-			flush_run(out, &run, f.start);
-			rc = rewrite_snapshot(rw, out, &f);
+			flush_run(out, &run, fp->start);
+			rc = rewrite_snapshot(rw, out, fp);
 			break;
 		case TP_TRACK_EVENT:
-			if (!l || !track_event_changes(rw, &f))
+			if (!l || !track_event_changes(rw, fp))
 				continue;
-			flush_run(out, &run, f.start);
-			rc = rewrite_track_event(rw, q, out, &f);
+			flush_run(out, &run, fp->start);
+			rc = rewrite_track_event(rw, q, out, fp);
 			break;
 		case TP_THREAD_DESCRIPTOR:
 			if (!l)
 				continue;
-			flush_run(out, &run, f.start);
-			rc = rewrite_thread_descriptor(rw, q, out, &f);
+			flush_run(out, &run, fp->start);
+			rc = rewrite_thread_descriptor(rw, q, out, fp);
 			break;
 		case TP_FTRACE_EVENTS:
 			if (!l)
 				continue;
-			flush_run(out, &run, f.start);
-			rc = rewrite_ftrace_bundle(rw, out, &f);
+			flush_run(out, &run, fp->start);
+			rc = rewrite_ftrace_bundle(rw, out, fp);
 			break;
 		case TP_TRUSTED_PID:
 			if (!cfg->remap_ids || !v)
 				continue;
-			flush_run(out, &run, f.start);
-			put_pid(out, f.num, map_pid(rw, f.val));
+			flush_run(out, &run, fp->start);
+			put_pid(out, fp->num, map_pid(rw, fp->val));
 			break;
 		case TP_PROCESS_DESCRIPTOR:
 			if (!cfg->remap_ids || !l)
 				continue;
-			flush_run(out, &run, f.start);
-			rc = remap_pid_msg(rw, out, &f, process_pid_fields,
+			flush_run(out, &run, fp->start);
+			rc = remap_pid_msg(rw, out, fp, process_pid_fields,
 					   "process_descriptor");
 			break;
 		case TP_PROCESS_TREE: {
@@ -1173,8 +1253,8 @@ int rewrite_packet(struct rewriter *rw, const uint8_t *pkt, size_t len,
 				{PT_PROCESSES, procs}, {PT_THREADS, threads}};
 			if (!cfg->remap_ids || !l)
 				continue;
-			flush_run(out, &run, f.start);
-			rc = remap_pid_lists(rw, out, &f, lists, 2, "process_tree");
+			flush_run(out, &run, fp->start);
+			rc = remap_pid_lists(rw, out, fp, lists, 2, "process_tree");
 			break;
 		}
 		case TP_PROCESS_STATS: {
@@ -1182,28 +1262,28 @@ int rewrite_packet(struct rewriter *rw, const uint8_t *pkt, size_t len,
 			static const struct pid_list lists[] = {{PS_PROCESSES, procs}};
 			if (!cfg->remap_ids || !l)
 				continue;
-			flush_run(out, &run, f.start);
-			rc = remap_pid_lists(rw, out, &f, lists, 1, "process_stats");
+			flush_run(out, &run, fp->start);
+			rc = remap_pid_lists(rw, out, fp, lists, 1, "process_stats");
 			break;
 		}
 		case TP_TRACK_DESCRIPTOR:
 			if (!cfg->remap_ids || !l)
 				continue;
-			flush_run(out, &run, f.start);
-			rc = rewrite_track_descriptor(rw, out, &f);
+			flush_run(out, &run, fp->start);
+			rc = rewrite_track_descriptor(rw, out, fp);
 			break;
 		case TP_TRACE_PACKET_DEFAULTS:
 			if (!cfg->remap_ids || !l)
 				continue;
-			flush_run(out, &run, f.start);
-			rc = rewrite_defaults(rw, out, &f);
+			flush_run(out, &run, fp->start);
+			rc = rewrite_defaults(rw, out, fp);
 			break;
 		default:
 			continue;
 		}
 		if (rc < 0)
 			return -1;
-		run = f.end;
+		run = fp->end;
 	}
 	if (r.err)
 		return bad(rw, &r, "packet");

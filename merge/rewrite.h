@@ -37,6 +37,13 @@
  * when the clock can't be mapped (the value is then left as it was). */
 typedef bool (*rw_map_fn)(void *ctx, uint32_t clock_id, uint64_t in_ns,
 			  uint64_t *out_ns);
+/* The same for n times of one clock at once, in order (a map may keep
+ * state from one time to the next): ok[i] is what the map would have
+ * returned for in[i].  For the long delta lists of compact_sched, where a
+ * call per time costs as much as the mapping. */
+typedef void (*rw_map_many_fn)(void *ctx, uint32_t clock_id,
+			       const uint64_t *in_ns, uint64_t *out_ns,
+			       bool *ok, size_t n);
 
 struct rewrite_cfg {
 	const char *path;       /* input file, for messages */
@@ -44,6 +51,7 @@ struct rewrite_cfg {
 				 * whose axis the output is on); nothing is
 				 * then counted as unmapped */
 	void *map_ctx;
+	rw_map_many_fn map_many; /* NULL: map, one time after the other */
 	uint32_t target_clock;  /* clock of the output axis, which the mapped
 				 * values are on */
 	uint32_t trace_clock;   /* the input's primary trace clock */

@@ -312,5 +312,43 @@ static inline size_t pb_varint_size(uint64_t v)
 	return n;
 }
 
+/* A nested LEN field whose length is about known in advance (a message
+ * re-encoded with small changes): the hole left for the length is as
+ * long as the guess's varint, so pb_end_sized() slides the body only when
+ * the real length's varint is longer or shorter.  The bytes written are
+ * pb_begin_nested()'s and pb_end_nested()'s. */
+struct pb_sized {
+	size_t mark; /* where the length goes */
+	size_t hole; /* bytes left for it */
+};
+
+PB_INLINE struct pb_sized pb_begin_sized(struct pb_buf *b, uint32_t num,
+					 size_t guess)
+{
+	struct pb_sized s;
+
+	pb_put_tag(b, num, PB_WT_LEN);
+	s.hole = pb_varint_size(guess);
+	pb_buf_reserve(b, s.hole);
+	s.mark = b->len;
+	b->len += s.hole;
+	return s;
+}
+
+PB_INLINE void pb_end_sized(struct pb_buf *b, struct pb_sized s)
+{
+	size_t body = s.mark + s.hole;
+	size_t len = b->len - body;
+	size_t n = pb_varint_size(len);
+
+	if (n != s.hole) {
+		if (n > s.hole)
+			pb_buf_reserve(b, n - s.hole);
+		memmove(b->data + s.mark + n, b->data + body, len);
+		b->len = s.mark + n + len;
+	}
+	pb_encode_varint(b->data + s.mark, len);
+}
+
 
 #endif

@@ -182,8 +182,10 @@ static int read_big(struct trace_reader *r, struct trace_record *rec,
 int trace_reader_next(struct trace_reader *r, struct trace_record *rec,
 		      struct vp_error *err)
 {
-	free(r->big);
-	r->big = NULL;
+	if (r->big) { /* rare: no call to free() for every record */
+		free(r->big);
+		r->big = NULL;
+	}
 
 	if (r->fill - r->head < RECORD_HEADER_MAX && refill(r, err) < 0)
 		return -1;

@@ -526,10 +526,115 @@ static void test_malformed_offsets(void **state)
 	rewriter_free(rw);
 }
 
+/* A map that leaves some times unmapped and sends some back in time, so
+ * that compact_sched lists meet every case: mapped, unmapped, clamped. */
+static bool odd_map(void *ctx, uint32_t clock, uint64_t in, uint64_t *out)
+{
+	(void)ctx;
+	if (clock != BUILTIN_CLOCK_BOOTTIME || in % 7 == 3)
+		return false;
+	*out = in % 11 == 5 ? in / 2 : host_boot(in);
+	return true;
+}
+
+static void odd_map_many(void *ctx, uint32_t clock, const uint64_t *in,
+			 uint64_t *out, bool *ok, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		ok[i] = odd_map(ctx, clock, in[i], &out[i]);
+}
+
+/* Long compact_sched lists rewritten through map_many (in batches) give
+ * the bytes and counts of the map taken one time after the other. */
+static void test_compact_sched_many(void **state)
+{
+	(void)state;
+	struct rewrite_cfg cfg = {
+		.path = "guest.pb",
+		.map = odd_map,
+		.target_clock = BUILTIN_CLOCK_BOOTTIME,
+		.trace_clock = BUILTIN_CLOCK_BOOTTIME,
+		.machine_id = 7,
+	};
+	struct rewriter *one = rewriter_new(&cfg);
+	cfg.map_many = odd_map_many;
+	struct rewriter *many = rewriter_new(&cfg);
+	struct pb_buf in, a, b;
+	uint64_t seed = 1;
+
+	pb_buf_init(&in);
+	pb_buf_init(&a);
+	pb_buf_init(&b);
+	for (size_t len = 0; len < 300; len += 1 + len / 3) {
+		pb_buf_reset(&in);
+		size_t m = pb_begin_nested(&in, TP_FTRACE_EVENTS);
+		size_t cs = pb_begin_nested(&in, FB_COMPACT_SCHED);
+		for (int list = 0; list < 2; list++) {
+			size_t p = pb_begin_nested(&in, list ? CSCHED_WAKING_TIMESTAMP
+							     : CSCHED_SWITCH_TIMESTAMP);
+			for (size_t i = 0; i < len; i++) {
+				seed = seed * 6364136223846793005ull + 1;
+				pb_put_raw_varint(&in, i ? (seed >> 40) % 100000
+							 : 6000000000ull);
+			}
+			pb_end_nested(&in, p);
+		}
+		pb_end_nested(&in, cs);
+		pb_end_nested(&in, m);
+		rewrite(one, &in, &a);
+		rewrite(many, &in, &b);
+		assert_int_equal(a.len, b.len);
+		assert_memory_equal(a.data, b.data, a.len);
+
+		/* each output delta as the rule says: the mapped time, the
+		 * input's own when unmapped, never before the previous */
+		struct pb_field fb = sub(in.data, in.len, TP_FTRACE_EVENTS, 0);
+		struct pb_field ci = sub(fb.data, fb.len, FB_COMPACT_SCHED, 0);
+		fb = sub(a.data, a.len, TP_FTRACE_EVENTS, 0);
+		struct pb_field co = sub(fb.data, fb.len, FB_COMPACT_SCHED, 0);
+		for (int list = 0; list < 2 && len; list++) {
+			uint32_t num = list ? CSCHED_WAKING_TIMESTAMP
+					    : CSCHED_SWITCH_TIMESTAMP;
+			struct pb_field li = sub(ci.data, ci.len, num, 0);
+			struct pb_field lo = sub(co.data, co.len, num, 0);
+			struct pb_packed_iter ii, io;
+			uint64_t v, w, abs_in = 0, prev = 0;
+			pb_packed_init(&ii, li.data, li.len);
+			pb_packed_init(&io, lo.data, lo.len);
+			while (pb_packed_next(&ii, &v)) {
+				uint64_t o;
+				abs_in += v;
+				if (!odd_map(NULL, BUILTIN_CLOCK_BOOTTIME, abs_in,
+					     &o))
+					o = abs_in;
+				if (o < prev)
+					o = prev;
+				assert_true(pb_packed_next(&io, &w));
+				assert_int_equal(w, o - prev);
+				prev = o;
+			}
+			assert_false(pb_packed_next(&io, &w));
+		}
+	}
+	const struct rewrite_stats *s1 = rewriter_stats(one);
+	const struct rewrite_stats *s2 = rewriter_stats(many);
+	assert_true(s1->ts_compact > 1000 && s1->ts_unmapped > 100 &&
+		    s1->clamped > 100);
+	assert_int_equal(s1->ts_compact, s2->ts_compact);
+	assert_int_equal(s1->ts_unmapped, s2->ts_unmapped);
+	assert_int_equal(s1->clamped, s2->clamped);
+	pb_buf_free(&in);
+	pb_buf_free(&a);
+	pb_buf_free(&b);
+	rewriter_free(one);
+	rewriter_free(many);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_packet_timestamp_and_identity),
+		cmocka_unit_test(test_compact_sched_many),
 		cmocka_unit_test(test_monotonic_relabelled),
 		cmocka_unit_test(test_scoped_clocks),
 		cmocka_unit_test(test_legacy_us),

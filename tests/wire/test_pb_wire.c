@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "pb_wire.h"
@@ -191,12 +192,53 @@ static void test_empty(void **state)
 	assert_int_equal(r.err, PB_OK);
 }
 
+/* pb_begin_sized/pb_end_sized write what pb_begin_nested/pb_end_nested
+ * write, whatever the guess: bodies and guesses around every varint
+ * length boundary, nested in another field. */
+static void test_sized_nesting(void **state)
+{
+	(void)state;
+	static const size_t sizes[] = {0, 1, 126, 127, 128, 129, 16383,
+				       16384, 16385, 70000};
+	const size_t n = sizeof(sizes) / sizeof(sizes[0]);
+	struct pb_buf a, b;
+	uint8_t *body = malloc(70000);
+
+	assert_non_null(body);
+	for (size_t i = 0; i < 70000; i++)
+		body[i] = (uint8_t)(i * 7);
+	pb_buf_init(&a);
+	pb_buf_init(&b);
+	for (size_t i = 0; i < n; i++) {
+		for (size_t g = 0; g < n; g++) {
+			pb_buf_reset(&a);
+			pb_buf_reset(&b);
+			pb_put_varint(&a, 1, 5);
+			pb_put_varint(&b, 1, 5);
+			size_t ma = pb_begin_nested(&a, 3);
+			struct pb_sized mb = pb_begin_sized(&b, 3, sizes[g]);
+			pb_put_raw(&a, body, sizes[i]);
+			pb_put_raw(&b, body, sizes[i]);
+			pb_end_nested(&a, ma);
+			pb_end_sized(&b, mb);
+			pb_put_varint(&a, 2, 9);
+			pb_put_varint(&b, 2, 9);
+			assert_int_equal(a.len, b.len);
+			assert_memory_equal(a.data, b.data, a.len);
+		}
+	}
+	pb_buf_free(&a);
+	pb_buf_free(&b);
+	free(body);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_varint_roundtrip),
 		cmocka_unit_test(test_varint_overlong),
 		cmocka_unit_test(test_writer_and_scanner),
+		cmocka_unit_test(test_sized_nesting),
 		cmocka_unit_test(test_malformed),
 		cmocka_unit_test(test_packed_truncated),
 		cmocka_unit_test(test_empty),
