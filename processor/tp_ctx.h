@@ -107,6 +107,7 @@ struct tp_packet {
 	int32_t trusted_uid;
 	uint32_t seq_flags;  /* TracePacket.sequence_flags */
 	bool first_on_sequence;
+	bool has_seq_id;     /* trusted_packet_sequence_id was there (even 0) */
 	bool incremental_state_cleared;
 	bool needs_incremental_state; /* and the sequence has lost it */
 };

@@ -1084,7 +1084,8 @@ static void parse_cswitch(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 					  e.next_comm);
 
 	if (cs->last_utid == NONE32) {
-		tp_stat_inc(ctx, "compact_sched_switch_skipped");
+		tp_stat_add(ctx, "compact_sched_switch_skipped", e.machine, -1,
+			    1);
 		cs->last_pid = e.next_pid;
 		cs->last_utid = next_utid;
 		cs->last_prio = e.next_prio;
@@ -1127,7 +1128,8 @@ static void parse_cwaking(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 	bool raw_only = soft_dropped(ctx, e.machine, ts);
 	struct cpu_sched *cs = cpu_sched(ctx, e.machine, e.cpu);
 	if (cs->last_utid == NONE32) {
-		tp_stat_inc(ctx, "compact_sched_waking_skipped");
+		tp_stat_add(ctx, "compact_sched_waking_skipped", e.machine, -1,
+			    1);
 		return;
 	}
 	uint32_t row = raw_row(ctx, ts, tp_s(ctx, "sched_waking"), e.cpu,

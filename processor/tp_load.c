@@ -363,6 +363,7 @@ static void load_packet(struct tp_ctx *ctx, const uint8_t *data, size_t len,
 		case TP_TRUSTED_PACKET_SEQUENCE_ID:
 			if (v && f.val <= UINT32_MAX)
 				seq_id = (uint32_t)f.val;
+			pkt.has_seq_id = v;
 			break;
 		case TP_SEQUENCE_FLAGS:
 			if (v)
@@ -489,7 +490,12 @@ static void load_packet(struct tp_ctx *ctx, const uint8_t *data, size_t len,
 		}
 	}
 
-	if (interned) {
+	/* Perfetto reads interned data, like track events, only from packets
+	 * that name their sequence. */
+	if (interned && !pkt.has_seq_id) {
+		tp_stat_add(ctx, "interned_data_missing_sequence_id", pkt.machine,
+			    -1, 1);
+	} else if (interned) {
 		if (pkt.seq)
 			tp_seq_intern_data(ctx, pkt.gen, interned, interned_len);
 		else

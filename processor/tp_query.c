@@ -77,6 +77,8 @@ static void compute_bounds(struct tp_query_state *st)
 		   &end);
 	bounds_add(tp_tab(c, TP_T_THREAD_STATE), TP_THREAD_STATE_ts,
 		   TP_THREAD_STATE_dur, &start, &end);
+	bounds_add(tp_tab(c, TP_T_STATE), TP_STATE_ts, TP_STATE_dur, &start,
+		   &end);
 	if (start == INT64_MAX) {
 		start = 0;
 		end = 0;

@@ -868,6 +868,12 @@ bool tp_te_tokenize(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	}
 	switch (f->num) {
 	case TP_TRACK_EVENT:
+		/* Dropped without a sequence id, as Perfetto drops them. */
+		if (!pkt->has_seq_id) {
+			tp_stat_add(ctx, "track_event_missing_sequence_id",
+				    pkt->machine, -1, 1);
+			return true;
+		}
 		if (!pkt->seq) {
 			tp_stat_inc(ctx, "track_event_tokenizer_errors");
 			return true;
@@ -878,6 +884,11 @@ bool tp_te_tokenize(struct tp_ctx *ctx, const struct tp_packet *pkt,
 		tokenize_track_descriptor(ctx, pkt, f->data, f->len);
 		return true;
 	case TP_THREAD_DESCRIPTOR:
+		if (!pkt->has_seq_id) {
+			tp_stat_add(ctx, "thread_descriptor_missing_sequence_id",
+				    pkt->machine, -1, 1);
+			return true;
+		}
 		tokenize_thread_descriptor(ctx, pkt, f->data, f->len);
 		return true;
 	case TP_PROCESS_DESCRIPTOR:
