@@ -239,6 +239,7 @@ case "${1:-demo}" in
   build) build build ;;
   bench) build build && python3 tests/bench/merge_bench.py "${@:2}" &&
          python3 tests/bench/tp_bench.py --bin-dir build &&
+         { python3 tests/bench/tp_vs_perfetto.py --build build || true; } &&
          bash tests/bench/sdk_bench.sh build &&
          bash tests/bench/service_bench.sh build ;;
   fuzz) fuzz "${2:-60}" ;;
