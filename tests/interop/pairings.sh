@@ -84,6 +84,16 @@ count_both() {
 	fi
 }
 
+# no_errors TRACE: Perfetto's processor finds no error or data loss in it
+# (where it is built).
+no_errors() {
+	[ -n "$TPS" ] || return 0
+	local errs
+	errs=$("$TPS" -Q "select name || '=' || value from stats where severity in ('error', 'data_loss') and value > 0" "$1" 2>/dev/null | tail -n +2 | tr -d '"' | tr '\n' ' ')
+	check "Perfetto's processor finds no error in $(basename "$1") (${errs:-none})" \
+		test -z "$errs"
+}
+
 TE_CFG=$D/te.txt
 cat >"$TE_CFG" <<'CFG'
 buffers { size_kb: 8192 }
@@ -264,4 +274,8 @@ if [ -n "$ftrace_ok" ]; then
 	check "the same system counters (traced_probes: $a; vtraced_probes: $b)" \
 		test "$a" = "$b"
 fi
+for t in "$D"/t_sdk_ours.pb "$D"/t_sdk_theirs.pb "$D"/v_detach.pb \
+	"$D"/v_probes.pb "$D"/v_ours.pb "$D"/t_probes.pb; do
+	[ -f "$t" ] && no_errors "$t"
+done
 e2e_finish pairings
