@@ -416,6 +416,8 @@ static int find_guest(struct run *r, struct guest *g, struct vp_error *err)
 		return 0;
 	}
 	const char *p = o->qemu_chardev;
+	if (!p) /* (the options guarantee one; said for the compiler too) */
+		return vp_errorf(err, "no address given for the guest");
 	if (stat(p, &st) == 0 && S_ISDIR(st.st_mode)) {
 		snprintf(g->addr.control, PATH_MAX, "%s/control.sock", p);
 		snprintf(g->addr.sync, PATH_MAX, "%s/sync.sock", p);

@@ -284,8 +284,10 @@ static int listen_unix(const char *addr, struct sock_addr *sa,
 		return -1;
 	}
 	if (is_path && chmod(addr, 0666) < 0) {
-		vp_errorf(err, "socket address \"%s\": chmod 0666: %s", addr,
-			  strerror(errno));
+		/* The path as bound (sun_path holds a copy): gcc with UBSan
+		 * otherwise warns that addr might be NULL on this path. */
+		vp_errorf(err, "socket address \"%s\": chmod 0666: %s",
+			  sa->u.un.sun_path, strerror(errno));
 		close(fd);
 		unlink(addr);
 		return -1;
