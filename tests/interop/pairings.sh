@@ -164,16 +164,21 @@ record_probes() {
 	return $rc
 }
 
+# probe_checks LABEL TRACE: what a recording of the probes must hold.
+probe_checks() {
+	count_both "$2" "select count(*) > 100 from sched"
+	check "$1: sched rows" test "$N" = 1
+	count_both "$2" "select count(*) > 10 from process"
+	check "$1: processes" test "$N" = 1
+	count_both "$2" \
+		"select count(*) > 0 from counter join counter_track t on t.id = track_id where t.name = 'MemTotal'"
+	check "$1: memory counters" test "$N" = 1
+}
+
 if [ -n "$ftrace_ok" ]; then
 	record_probes "$D/t" "$PROBES" "$D/t_probes.pb" "$CONSUMER"
 	check "traced + vtraced_probes + our consumer: a trace" test $? = 0
-	count_both "$D/t_probes.pb" "select count(*) > 100 from sched"
-	check "traced + vtraced_probes: sched rows" test "$N" = 1
-	count_both "$D/t_probes.pb" "select count(*) > 10 from process"
-	check "traced + vtraced_probes: processes" test "$N" = 1
-	count_both "$D/t_probes.pb" \
-		"select count(*) > 0 from counter join counter_track t on t.id = track_id where t.name = 'MemTotal'"
-	check "traced + vtraced_probes: memory counters" test "$N" = 1
+	probe_checks "traced + vtraced_probes" "$D/t_probes.pb"
 else
 	echo "SKIP (ftrace pairings): $ftrace_why"
 fi
@@ -184,13 +189,7 @@ start_ours "$D/v" || fail "vtraced did not start"
 if [ -n "$ftrace_ok" ]; then
 	record_probes "$D/v" "$PB/traced_probes" "$D/v_probes.pb" "$PB/perfetto"
 	check "vtraced + traced_probes + Perfetto's client: a trace" test $? = 0
-	count_both "$D/v_probes.pb" "select count(*) > 100 from sched"
-	check "vtraced + traced_probes: sched rows" test "$N" = 1
-	count_both "$D/v_probes.pb" "select count(*) > 10 from process"
-	check "vtraced + traced_probes: processes" test "$N" = 1
-	count_both "$D/v_probes.pb" \
-		"select count(*) > 0 from counter join counter_track t on t.id = track_id where t.name = 'MemTotal'"
-	check "vtraced + traced_probes: memory counters" test "$N" = 1
+	probe_checks "vtraced + traced_probes" "$D/v_probes.pb"
 fi
 
 # ---- vtraced with Perfetto's client, detached and attached again ------------
