@@ -579,9 +579,13 @@ static void gpufreq_value(struct tp_ctx *ctx, const struct tp_packet *pkt,
 {
 	(void)i;
 	dim_reset(ctx);
+	/* Perfetto counts every value as gpu 0's; its ugpu is the row of
+	 * its gpu table, and gpu 0 is the only gpu this processor knows, so
+	 * the first row: 0. */
+	dim_uint(ctx, "ugpu", 0);
 	dim_uint(ctx, "gpu", 0);
 	uint32_t t = dim_counter_track(ctx, pkt->machine, "gpu_frequency",
-				       tp_s(ctx, "gpufreq"), NULL);
+				       tp_s(ctx, "gpufreq"), "kHz");
 	tp_counter_add(ctx, t, pkt->ts, (double)v, -1);
 }
 
