@@ -484,7 +484,9 @@ static void load_packet(struct tp_ctx *ctx, const uint8_t *data, size_t len,
 		if ((pkt.seq_flags & SEQ_NEEDS_INCREMENTAL_STATE) &&
 		    !s->incremental_valid) {
 			s->packets_needing_state_dropped++;
-			tp_stat_add(ctx, "tokenizer_skipped_packets",
+			/* Perfetto logs the skip under its own stat. */
+			tp_stat_add(ctx, "packet_skipped_seq_needs_"
+					 "incremental_state_invalid",
 				    pkt.machine, -1, 1);
 			return;
 		}
