@@ -1373,6 +1373,36 @@ static uint32_t process_counter_track(struct tp_ctx *ctx, uint32_t machine,
 	return tp_track_intern(ctx, &s);
 }
 
+/* The global counter track Perfetto promotes an atrace counter to, or
+ * NONE32: ScreenState goes to the screen's own track (the one
+ * initial_display_state feeds), battery_stats.* to a battery_stats track
+ * keyed by the counter's name; neither belongs to the writer's process. */
+static uint32_t global_counter_track(struct tp_ctx *ctx, uint32_t machine,
+				     tp_str name)
+{
+	const char *n = tp_str_get(ctx->pool, name);
+	struct tp_args_builder dims;
+	struct tp_track_spec s;
+	uint32_t track;
+
+	if (!strcmp(n, "ScreenState"))
+		return tp_track_counter(ctx, machine, tp_s(ctx, "screen_state"),
+					name, -1, 0);
+	if (strncmp(n, "battery_stats.", strlen("battery_stats.")))
+		return NONE32;
+	tp_args_builder_init(&dims);
+	tp_args_add_str(&dims, tp_s(ctx, "counter_key"),
+			tp_s(ctx, "counter_key"), name);
+	tp_track_spec_init(&s, machine);
+	s.name = name;
+	s.type = tp_s(ctx, "battery_stats");
+	s.event_type = tp_s(ctx, "counter");
+	s.dimension_arg_set_id = tp_args_commit(ctx, &dims);
+	track = tp_track_intern(ctx, &s);
+	tp_args_builder_free(&dims);
+	return track;
+}
+
 static void sys_point(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
 		      int64_t pid, const struct sys_point *p)
 {
@@ -1421,6 +1451,12 @@ static void sys_point(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
 	}
 	case 'C': {
 		int64_t u = -1;
+		uint32_t global = name ? global_counter_track(ctx, machine, name)
+				       : NONE32;
+		if (global != NONE32) {
+			tp_counter_add(ctx, global, ts, (double)p->value, -1);
+			break;
+		}
 		if (p->tgid != 0)
 			u = tp_process_get(ctx, machine, p->tgid);
 		uint32_t track = process_counter_track(ctx, machine, u, name);
