@@ -37,6 +37,7 @@
 #include "tp_sort.h"
 #include "tp_stats.h"
 #include "tp_syscalls.h"
+#include "tp_binder.h"
 #include "tp_kslices.h"
 #include "tp_memevents.h"
 #include "tp_tracks.h"
@@ -1847,6 +1848,9 @@ static void parse_event(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 					     f.len);
 		if (!raw_only && tp_kslice_parse(ctx, ts, h.cpu, h.machine, pid,
 						 h.gen, f.num, f.data, f.len))
+			continue;
+		if (!raw_only && tp_binder_parse(ctx, ts, h.machine, pid, f.num,
+						 f.data, f.len))
 			continue;
 		parse_typed(ctx, ts, h.cpu, h.machine, pid, f.num, f.data,
 			    f.len, raw_only);

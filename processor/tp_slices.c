@@ -260,6 +260,20 @@ int64_t tp_slice_end(struct tp_ctx *ctx, uint32_t track, int64_t ts,
 	return id;
 }
 
+int64_t tp_slice_add_args(struct tp_ctx *ctx, uint32_t track,
+			  tp_str category, tp_str name, int64_t args)
+{
+	struct slice_stack *st = stack_of(ctx->slices, track, false);
+
+	if (!st)
+		return -1;
+	int64_t i = find_open(ctx, st, category, name);
+	if (i < 0)
+		return -1;
+	merge_args(ctx, st->v[i].id, args);
+	return st->v[i].id;
+}
+
 int64_t tp_slice_top(struct tp_ctx *ctx, uint32_t track)
 {
 	struct slice_stack *st = stack_of(ctx->slices, track, false);

@@ -31,6 +31,11 @@ int64_t tp_slice_end(struct tp_ctx *ctx, uint32_t track, int64_t ts,
 uint32_t tp_slice_complete(struct tp_ctx *ctx, uint32_t track, int64_t ts,
 			   int64_t dur, tp_str category, tp_str name,
 			   int64_t arg_set_id);
+/* Merges args (an arg set) into the innermost open slice of the track
+ * with this category and name (Perfetto's SliceTracker::AddArgs);
+ * returns its id, or -1 when none is open. */
+int64_t tp_slice_add_args(struct tp_ctx *ctx, uint32_t track,
+			  tp_str category, tp_str name, int64_t args);
 /* The innermost open slice of a track, or -1. */
 int64_t tp_slice_top(struct tp_ctx *ctx, uint32_t track);
 /* Sets thread_ts / thread_dur of an open slice at begin / end. */
