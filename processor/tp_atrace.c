@@ -63,9 +63,8 @@ void tp_atrace_async(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
 	set_spec(ctx, machine, "atrace_async_slice", upid, name, &s, &dims);
 	if (begin) {
 		uint32_t t = tp_compress_begin(ctx, &s, &dims, cookie, true);
-		if (tp_slice_top(ctx, t) < 0)
-			tp_slice_begin(ctx, t, ts, 0, name,
-				       one_arg(ctx, "cookie", cookie, false));
+		tp_slice_begin_unnestable(ctx, t, ts, name,
+					  one_arg(ctx, "cookie", cookie, false));
 	} else {
 		uint32_t t = tp_compress_end(ctx, &s, &dims, cookie);
 		tp_slice_end(ctx, t, ts, 0, 0, -1);

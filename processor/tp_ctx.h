@@ -44,6 +44,7 @@ struct tp_ftrace_state;
 struct tp_system_state;
 struct tp_syscalls;
 struct tp_memevents;
+struct tp_binder;
 struct tp_diag;
 struct tp_memory;
 struct tp_compress;
@@ -132,6 +133,7 @@ struct tp_ctx {
 	struct tp_system_state *sys;
 	struct tp_syscalls *syscalls; /* tp_syscalls.h */
 	struct tp_memevents *memevents; /* tp_memevents.h */
+	struct tp_binder *binder; /* binder and i2c slices (tp_binder.h) */
 	struct tp_diag *diag;   /* the trace configs' diagnostics (tp_diag.h) */
 	struct tp_memory *memory; /* memory ftrace events (tp_memory.h) */
 	struct tp_compress *compress; /* shared async tracks (tp_compress.h) */

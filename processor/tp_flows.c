@@ -89,6 +89,15 @@ static void insert_flow(struct tp_ctx *ctx, uint64_t id, uint32_t out,
 	}
 }
 
+void tp_flow_link(struct tp_ctx *ctx, uint32_t out, uint32_t in)
+{
+	struct tp_table *t = tp_tab(ctx, TP_T_FLOW);
+	uint32_t row = tp_table_add_row(t);
+
+	tp_set_int(t, TP_FLOW_slice_out, row, out);
+	tp_set_int(t, TP_FLOW_slice_in, row, in);
+}
+
 /* The earlier of the two slices is the source; on a tie the one the flow
  * was at. */
 static void insert_ordered(struct tp_ctx *ctx, uint64_t id, uint32_t prev,

@@ -22,6 +22,9 @@ struct tp_flows *tp_flows_new(void);
 void tp_flows_free(struct tp_flows *f);
 
 bool tp_flow_active(struct tp_ctx *ctx, uint64_t id);
+/* A flow row between two slices, of no flow id (Perfetto's InsertFlow:
+ * binder transactions). */
+void tp_flow_link(struct tp_ctx *ctx, uint32_t out, uint32_t in);
 /* slice < 0: no enclosing slice (counted as flow_no_enclosing_slice). */
 void tp_flow_begin(struct tp_ctx *ctx, uint64_t id, int64_t slice);
 /* A row from the flow's last slice to this one (the earlier slice is the

@@ -37,6 +37,7 @@
 #include "tp_sort.h"
 #include "tp_stats.h"
 #include "tp_syscalls.h"
+#include "tp_binder.h"
 #include "tp_kslices.h"
 #include "tp_memevents.h"
 #include "tp_tracks.h"
@@ -112,6 +113,13 @@ struct cwaking {
 static struct tp_ftrace_state *st(struct tp_ctx *ctx)
 {
 	return ctx->ftrace;
+}
+
+/* Counts one more of a stat on the machine whose events raised it: Perfetto
+ * keeps a machine's stats apart from the other machines'. */
+static void mstat(struct tp_ctx *ctx, uint32_t machine, const char *name)
+{
+	tp_stat_add(ctx, name, machine, -1, 1);
 }
 
 static void *xrealloc(void *p, size_t n)
@@ -300,11 +308,11 @@ static void push_event(struct tp_ctx *ctx, const struct tp_packet *pkt,
 		}
 	}
 	if (!has_ts) {
-		tp_stat_inc(ctx, "ftrace_bundle_tokenizer_errors");
+		mstat(ctx, pkt->machine, "ftrace_bundle_tokenizer_errors");
 		return;
 	}
 	if (!has_id) {
-		tp_stat_inc(ctx, "ftrace_missing_event_id");
+		mstat(ctx, pkt->machine, "ftrace_missing_event_id");
 		return;
 	}
 	if (!tp_to_trace_time(ctx, pkt, clock, (int64_t)raw_ts, &ts))
@@ -483,7 +491,7 @@ static void compact_sched(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	}
 
 	if (bad)
-		tp_stat_inc(ctx, "compact_sched_has_parse_errors");
+		mstat(ctx, pkt->machine, "compact_sched_has_parse_errors");
 	for (unsigned i = 0; i < CSCHED_NCOLS; i++)
 		free(cols[i].v);
 	free(strs);
@@ -526,12 +534,12 @@ static void tokenize_bundle(struct tp_ctx *ctx, const struct tp_packet *pkt,
 
 	msg_decode(&b, data, len);
 	if (!has(&b, FB_CPU)) {
-		tp_stat_inc(ctx, "ftrace_bundle_tokenizer_errors");
+		mstat(ctx, pkt->machine, "ftrace_bundle_tokenizer_errors");
 		return;
 	}
 	uint64_t cpu64 = u64(&b, FB_CPU);
 	if (cpu64 >= MAX_CPUS) {
-		tp_stat_inc(ctx, "ftrace_bundle_tokenizer_errors");
+		mstat(ctx, pkt->machine, "ftrace_bundle_tokenizer_errors");
 		return;
 	}
 	uint32_t cpu = (uint32_t)cpu64;
@@ -540,7 +548,7 @@ static void tokenize_bundle(struct tp_ctx *ctx, const struct tp_packet *pkt,
 			    1);
 	uint32_t clock = (uint32_t)bundle_clock(ctx, pkt, &b, &ok);
 	if (!ok) {
-		tp_stat_inc(ctx, "ftrace_bundle_tokenizer_errors");
+		mstat(ctx, pkt->machine, "ftrace_bundle_tokenizer_errors");
 		return;
 	}
 
@@ -557,7 +565,7 @@ static void tokenize_bundle(struct tp_ctx *ctx, const struct tp_packet *pkt,
 			push_event(ctx, pkt, cpu, clock, f.data, f.len);
 	}
 	if (r.err != PB_OK)
-		tp_stat_inc(ctx, "ftrace_bundle_tokenizer_errors");
+		mstat(ctx, pkt->machine, "ftrace_bundle_tokenizer_errors");
 	first_bundle(ctx, pkt, cpu, clock, &b);
 }
 
@@ -594,7 +602,7 @@ static bool hard_dropped(struct tp_ctx *ctx, uint32_t machine, int64_t ts)
 	drop_thresholds(ctx, m, machine);
 	if (ts >= m->drop_before)
 		return false;
-	tp_stat_add(ctx, "ftrace_packet_before_tracing_start", machine, -1, 1);
+	mstat(ctx, machine, "ftrace_packet_before_tracing_start");
 	return true;
 }
 
@@ -957,7 +965,7 @@ static tp_str task_state(struct tp_ctx *ctx, uint32_t machine, int64_t raw64)
 	size_t n = tp_task_state_text(ctx, machine, raw64, 0, buf);
 
 	if (!n) {
-		tp_stat_inc(ctx, "task_state_invalid");
+		mstat(ctx, machine, "task_state_invalid");
 		return 0;
 	}
 	return tp_intern(ctx->pool, buf, n);
@@ -1054,7 +1062,7 @@ static void parse_sched_switch(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,
 		if (prev_pid == cs->last_pid)
 			sched_close(ctx, cs->pending_row, ts, state);
 		else
-			tp_stat_inc(ctx, "mismatched_sched_switch_tids");
+			mstat(ctx, machine, "mismatched_sched_switch_tids");
 	}
 	prev_utid = thread_named(ctx, machine, prev_pid, prev_comm);
 	raw_sched_switch(ctx, ts, cpu, machine, prev_utid, prev_pid, prev_comm,
@@ -1366,6 +1374,36 @@ static uint32_t process_counter_track(struct tp_ctx *ctx, uint32_t machine,
 	return tp_track_intern(ctx, &s);
 }
 
+/* The global counter track Perfetto promotes an atrace counter to, or
+ * NONE32: ScreenState goes to the screen's own track (the one
+ * initial_display_state feeds), battery_stats.* to a battery_stats track
+ * keyed by the counter's name; neither belongs to the writer's process. */
+static uint32_t global_counter_track(struct tp_ctx *ctx, uint32_t machine,
+				     tp_str name)
+{
+	const char *n = tp_str_get(ctx->pool, name);
+	struct tp_args_builder dims;
+	struct tp_track_spec s;
+	uint32_t track;
+
+	if (!strcmp(n, "ScreenState"))
+		return tp_track_counter(ctx, machine, tp_s(ctx, "screen_state"),
+					name, -1, 0);
+	if (strncmp(n, "battery_stats.", strlen("battery_stats.")))
+		return NONE32;
+	tp_args_builder_init(&dims);
+	tp_args_add_str(&dims, tp_s(ctx, "counter_key"),
+			tp_s(ctx, "counter_key"), name);
+	tp_track_spec_init(&s, machine);
+	s.name = name;
+	s.type = tp_s(ctx, "battery_stats");
+	s.event_type = tp_s(ctx, "counter");
+	s.dimension_arg_set_id = tp_args_commit(ctx, &dims);
+	track = tp_track_intern(ctx, &s);
+	tp_args_builder_free(&dims);
+	return track;
+}
+
 static void sys_point(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
 		      int64_t pid, const struct sys_point *p)
 {
@@ -1414,6 +1452,12 @@ static void sys_point(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
 	}
 	case 'C': {
 		int64_t u = -1;
+		uint32_t global = name ? global_counter_track(ctx, machine, name)
+				       : NONE32;
+		if (global != NONE32) {
+			tp_counter_add(ctx, global, ts, (double)p->value, -1);
+			break;
+		}
 		if (p->tgid != 0)
 			u = tp_process_get(ctx, machine, p->tgid);
 		uint32_t track = process_counter_track(ctx, machine, u, name);
@@ -1436,7 +1480,7 @@ static void parse_print(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
 	size_t len = m->len[PRINT_BUF];
 	if (!parse_sys_point(s, len, &p)) {
 		if (!(len >= 23 && memcmp(s, "trace_event_clock_sync:", 23) == 0))
-			tp_stat_inc(ctx, "systrace_parse_failure");
+			mstat(ctx, machine, "systrace_parse_failure");
 		return;
 	}
 	sys_point(ctx, ts, machine, pid, &p);
@@ -1477,7 +1521,7 @@ static void parse_mark_write(struct tp_ctx *ctx, int64_t ts,
 		break;
 	case FE_SDE_TRACING_MARK_WRITE:
 		if (!has(m, SDE_TRACE_TYPE) && !has(m, SDE_TRACE_BEGIN)) {
-			tp_stat_inc(ctx, "systrace_parse_failure");
+			mstat(ctx, machine, "systrace_parse_failure");
 			return;
 		}
 		kernel_mark(ctx, ts, machine, pid,
@@ -1489,7 +1533,7 @@ static void parse_mark_write(struct tp_ctx *ctx, int64_t ts,
 	case FE_DPU_TRACING_MARK_WRITE:
 	case FE_G2D_TRACING_MARK_WRITE:
 		if (!u64(m, DPU_TYPE)) {
-			tp_stat_inc(ctx, "systrace_parse_failure");
+			mstat(ctx, machine, "systrace_parse_failure");
 			return;
 		}
 		kernel_mark(ctx, ts, machine, pid, (char)u64(m, DPU_TYPE),
@@ -1498,7 +1542,7 @@ static void parse_mark_write(struct tp_ctx *ctx, int64_t ts,
 		break;
 	case FE_MALI_TRACING_MARK_WRITE:
 		if (!u64(m, MALI_TYPE)) {
-			tp_stat_inc(ctx, "systrace_parse_failure");
+			mstat(ctx, machine, "systrace_parse_failure");
 			return;
 		}
 		kernel_mark(ctx, ts, machine, pid, (char)u64(m, MALI_TYPE),
@@ -1785,7 +1829,7 @@ static void parse_event(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 		    f.num == FE_PID)
 			continue;
 		if (!has_pid) {
-			tp_stat_inc(ctx, "ftrace_bundle_tokenizer_errors");
+			mstat(ctx, h.machine, "ftrace_bundle_tokenizer_errors");
 			return;
 		}
 		if (f.num != FE_SCHED_SWITCH) {
@@ -1804,6 +1848,9 @@ static void parse_event(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 					     f.len);
 		if (!raw_only && tp_kslice_parse(ctx, ts, h.cpu, h.machine, pid,
 						 h.gen, f.num, f.data, f.len))
+			continue;
+		if (!raw_only && tp_binder_parse(ctx, ts, h.machine, pid, f.num,
+						 f.data, f.len))
 			continue;
 		parse_typed(ctx, ts, h.cpu, h.machine, pid, f.num, f.data,
 			    f.len, raw_only);
@@ -1864,7 +1911,7 @@ static uint32_t gk_utid(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
 	switch (state) {
 	case GK_CREATED:
 		if (tp_thread_find(ctx, machine, tid, &utid)) {
-			tp_stat_inc(ctx, "generic_task_state_invalid_order");
+			mstat(ctx, machine, "generic_task_state_invalid_order");
 			return NONE32;
 		}
 		utid = tp_thread_new(ctx, machine, tid, ts, true);
@@ -1892,8 +1939,8 @@ static uint32_t gk_utid(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
 			if ((prev && prev == tp_s(ctx, "Z")) ||
 			    (state == GK_RUNNING &&
 			     prev == st(ctx)->s_running && prev)) {
-				tp_stat_inc(ctx,
-					    "generic_task_state_invalid_order");
+				mstat(ctx, machine,
+				      "generic_task_state_invalid_order");
 				return NONE32;
 			}
 		} else {
@@ -1902,7 +1949,7 @@ static uint32_t gk_utid(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
 		tp_thread_set_name_prio(ctx, utid, comm, TP_NAME_PRIO_FTRACE);
 		return utid;
 	default:
-		tp_stat_inc(ctx, "task_state_invalid");
+		mstat(ctx, machine, "task_state_invalid");
 		return NONE32;
 	}
 }
@@ -1931,7 +1978,7 @@ static void gk_push_state(struct tp_ctx *ctx, int64_t ts, uint32_t utid,
 	ts_close(ctx, ts, utid, false);
 	uint32_t last = *ts_last(ctx, utid);
 	if (last != NONE32 && tp_get_int(t, TP_THREAD_STATE_ts, last) == ts)
-		tp_stat_inc(ctx, "generic_task_state_invalid_order");
+		mstat(ctx, machine, "generic_task_state_invalid_order");
 	ts_open(ctx, ts, utid, state, cpu, machine, -1, -1);
 }
 
@@ -2157,7 +2204,8 @@ bool tp_ftrace_tokenize(struct tp_ctx *ctx, const struct tp_packet *pkt,
 		if (f->wt == PB_WT_LEN)
 			tokenize_bundle(ctx, pkt, f->data, f->len);
 		else
-			tp_stat_inc(ctx, "ftrace_bundle_tokenizer_errors");
+			mstat(ctx, pkt->machine,
+			      "ftrace_bundle_tokenizer_errors");
 		return true;
 	}
 	return tp_process_tokenize(ctx, pkt, f);

@@ -43,6 +43,7 @@
 #include "tp_stats.h"
 #include "tp_syscalls.h"
 #include "tp_memevents.h"
+#include "tp_binder.h"
 #include "tp_tracks.h"
 #include "trace_io.h"
 
@@ -94,6 +95,7 @@ struct tp_ctx *tp_ctx_new(void)
 	ctx->flows = tp_flows_new();
 	ctx->syscalls = tp_syscalls_new();
 	ctx->memevents = tp_memevents_new();
+	ctx->binder = tp_binder_new();
 	ctx->states = tp_states_new();
 	u64map_init(&ctx->machines);
 	ctx->seqs = tp_seqs_new();
@@ -135,6 +137,7 @@ void tp_ctx_free(struct tp_ctx *ctx)
 	tp_flows_free(ctx->flows);
 	tp_syscalls_free(ctx->syscalls);
 	tp_memevents_free(ctx->memevents);
+	tp_binder_free(ctx->binder);
 	tp_states_free(ctx->states);
 	tp_procs_free(ctx->procs);
 	for (unsigned i = 0; i < TP_T_COUNT; i++)
@@ -484,7 +487,9 @@ static void load_packet(struct tp_ctx *ctx, const uint8_t *data, size_t len,
 		if ((pkt.seq_flags & SEQ_NEEDS_INCREMENTAL_STATE) &&
 		    !s->incremental_valid) {
 			s->packets_needing_state_dropped++;
-			tp_stat_add(ctx, "tokenizer_skipped_packets",
+			/* Perfetto logs the skip under its own stat. */
+			tp_stat_add(ctx, "packet_skipped_seq_needs_"
+					 "incremental_state_invalid",
 				    pkt.machine, -1, 1);
 			return;
 		}

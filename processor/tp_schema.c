@@ -145,7 +145,8 @@ const char tp_schema_views_sql[] =
 	" string_value, real_value, value_type,"
 	" CASE value_type"
 	"  WHEN 'int' THEN CAST(int_value AS TEXT)"
-	"  WHEN 'uint' THEN CAST(int_value AS TEXT)"
+	/* A uint arg is a uint64 kept in the int column: show it unsigned. */
+	"  WHEN 'uint' THEN printf('%llu', int_value)"
 	"  WHEN 'bool' THEN CASE WHEN int_value THEN 'true' ELSE 'false' END"
 	"  WHEN 'pointer' THEN printf('0x%x', int_value)"
 	"  WHEN 'real' THEN CAST(real_value AS TEXT)"

@@ -28,6 +28,10 @@ struct slice_entry {
 struct slice_stack {
 	struct slice_entry *v;
 	uint32_t n, cap;
+	/* A legacy unnestable track (tp_slice_begin_unnestable): the begins
+	 * it has seen, kept or not, and the last one's time. */
+	bool unnestable;
+	int64_t unnest_begins, unnest_last_ts;
 };
 
 struct tp_slices {
@@ -195,6 +199,19 @@ uint32_t tp_slice_complete(struct tp_ctx *ctx, uint32_t track, int64_t ts,
 	return push_slice(ctx, track, ts, dur, category, name, arg_set_id);
 }
 
+int64_t tp_slice_begin_unnestable(struct tp_ctx *ctx, uint32_t track,
+				  int64_t ts, tp_str name, int64_t arg_set_id)
+{
+	struct slice_stack *st = stack_of(ctx->slices, track, true);
+
+	st->unnestable = true;
+	st->unnest_begins++;
+	st->unnest_last_ts = ts;
+	if (st->n)
+		return -1;
+	return push_slice(ctx, track, ts, -1, 0, name, arg_set_id);
+}
+
 /* The innermost open slice matching category / name (0: any). */
 static int64_t find_open(struct tp_ctx *ctx, struct slice_stack *st,
 			 tp_str category, tp_str name)
@@ -237,6 +254,24 @@ static void merge_args(struct tp_ctx *ctx, uint32_t slice, int64_t end_args)
 		tp_set_int(t, TP_SLICE_arg_set_id, slice, id);
 }
 
+/* What an unnestable track's slice carries when it ends: the track's
+ * begins so far and the time of the last, all of them (Perfetto's
+ * counts are the track's, never reset). */
+static int64_t unnestable_args(struct tp_ctx *ctx,
+			       const struct slice_stack *st)
+{
+	struct tp_args_builder a;
+	tp_str kc = tp_s(ctx, "legacy_unnestable_begin_count");
+	tp_str kt = tp_s(ctx, "legacy_unnestable_last_begin_ts");
+
+	tp_args_builder_init(&a);
+	tp_args_add_int(&a, kc, kc, st->unnest_begins);
+	tp_args_add_int(&a, kt, kt, st->unnest_last_ts);
+	int64_t set = tp_args_commit(ctx, &a);
+	tp_args_builder_free(&a);
+	return set;
+}
+
 int64_t tp_slice_end(struct tp_ctx *ctx, uint32_t track, int64_t ts,
 		     tp_str category, tp_str name, int64_t end_args)
 {
@@ -255,9 +290,25 @@ int64_t tp_slice_end(struct tp_ctx *ctx, uint32_t track, int64_t ts,
 	uint32_t id = e->id;
 	set_dur(ctx, e, ts);
 	merge_args(ctx, id, end_args);
+	if (st->unnestable)
+		merge_args(ctx, id, unnestable_args(ctx, st));
 	if (i == (int64_t)st->n - 1)
 		st->n--;
 	return id;
+}
+
+int64_t tp_slice_add_args(struct tp_ctx *ctx, uint32_t track,
+			  tp_str category, tp_str name, int64_t args)
+{
+	struct slice_stack *st = stack_of(ctx->slices, track, false);
+
+	if (!st)
+		return -1;
+	int64_t i = find_open(ctx, st, category, name);
+	if (i < 0)
+		return -1;
+	merge_args(ctx, st->v[i].id, args);
+	return st->v[i].id;
 }
 
 int64_t tp_slice_top(struct tp_ctx *ctx, uint32_t track)

@@ -21,6 +21,12 @@ void tp_slices_free(struct tp_slices *s);
 /* Opens a slice; returns its id. */
 uint32_t tp_slice_begin(struct tp_ctx *ctx, uint32_t track, int64_t ts,
 			tp_str category, tp_str name, int64_t arg_set_id);
+/* Opens a slice on a legacy unnestable track (atrace's S, as Perfetto's
+ * BeginLegacyUnnestable): none while another is open, but every begin
+ * counts, and each slice the track ends carries the count and the last
+ * begin's time as args.  Returns the slice id or -1. */
+int64_t tp_slice_begin_unnestable(struct tp_ctx *ctx, uint32_t track,
+				  int64_t ts, tp_str name, int64_t arg_set_id);
 /* Closes the innermost open slice of the track.  category / name, when
  * not 0, must match it (Perfetto's rule for ftrace and legacy events) or
  * the end is dropped.  end_args (may be -1) are merged into the slice's
@@ -31,6 +37,11 @@ int64_t tp_slice_end(struct tp_ctx *ctx, uint32_t track, int64_t ts,
 uint32_t tp_slice_complete(struct tp_ctx *ctx, uint32_t track, int64_t ts,
 			   int64_t dur, tp_str category, tp_str name,
 			   int64_t arg_set_id);
+/* Merges args (an arg set) into the innermost open slice of the track
+ * with this category and name (Perfetto's SliceTracker::AddArgs);
+ * returns its id, or -1 when none is open. */
+int64_t tp_slice_add_args(struct tp_ctx *ctx, uint32_t track,
+			  tp_str category, tp_str name, int64_t args);
 /* The innermost open slice of a track, or -1. */
 int64_t tp_slice_top(struct tp_ctx *ctx, uint32_t track);
 /* Sets thread_ts / thread_dur of an open slice at begin / end. */

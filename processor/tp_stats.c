@@ -669,6 +669,16 @@ int64_t tp_stat_get(struct tp_ctx *ctx, const char *name, uint32_t machine,
 	return v ? *v : 0;
 }
 
+bool tp_stat_find(struct tp_ctx *ctx, const char *name, uint32_t machine,
+		  int64_t idx, int64_t *out)
+{
+	int64_t *v = stat_slot(ctx, name, machine, idx, false);
+
+	if (v)
+		*out = *v;
+	return v != NULL;
+}
+
 /* ---- metadata ---------------------------------------------------------- */
 
 static struct meta_val *meta_new(struct tp_stats *s)

@@ -26,6 +26,9 @@ void tp_stat_set(struct tp_ctx *ctx, const char *name, uint32_t machine,
 		 int64_t idx, int64_t value);
 int64_t tp_stat_get(struct tp_ctx *ctx, const char *name, uint32_t machine,
 		    int64_t idx);
+/* Whether the stat was ever set or added to; its value in *out if so. */
+bool tp_stat_find(struct tp_ctx *ctx, const char *name, uint32_t machine,
+		  int64_t idx, int64_t *out);
 static inline void tp_stat_inc(struct tp_ctx *ctx, const char *name)
 {
 	tp_stat_add(ctx, name, 0, -1, 1);

@@ -579,9 +579,13 @@ static void gpufreq_value(struct tp_ctx *ctx, const struct tp_packet *pkt,
 {
 	(void)i;
 	dim_reset(ctx);
+	/* Perfetto counts every value as gpu 0's; its ugpu is the row of
+	 * its gpu table, and gpu 0 is the only gpu this processor knows, so
+	 * the first row: 0. */
+	dim_uint(ctx, "ugpu", 0);
 	dim_uint(ctx, "gpu", 0);
 	uint32_t t = dim_counter_track(ctx, pkt->machine, "gpu_frequency",
-				       tp_s(ctx, "gpufreq"), NULL);
+				       tp_s(ctx, "gpufreq"), "kHz");
 	tp_counter_add(ctx, t, pkt->ts, (double)v, -1);
 }
 
@@ -1368,16 +1372,19 @@ static void parse_ftrace_cpu_stats(struct tp_ctx *ctx,
 	}
 	if (!end)
 		return;
-	/* With both phases, the deltas over the trace. */
+	/* The deltas over the trace, only for a cpu the start of the
+	 * trace counted too (Perfetto's rule: no begin, no delta). */
 	static const unsigned delta_fields[] = {
 		FCS_ENTRIES, FCS_OVERRUN, FCS_COMMIT_OVERRUN, FCS_BYTES_READ,
 		FCS_DROPPED_EVENTS, FCS_READ_EVENTS,
 	};
 	for (unsigned k = 0; k < NELEM(delta_fields); k++) {
 		unsigned i = delta_fields[k];
+		int64_t begin;
 		snprintf(name, sizeof(name), "%s_begin", names[i]);
-		int64_t begin = tp_stat_get(ctx, name, pkt->machine,
-					    (int64_t)cpu);
+		if (!tp_stat_find(ctx, name, pkt->machine, (int64_t)cpu,
+				  &begin))
+			continue;
 		snprintf(name, sizeof(name), "%s_delta", names[i]);
 		tp_stat_set(ctx, name, pkt->machine, (int64_t)cpu,
 			    v[i] - begin);
