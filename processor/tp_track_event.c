@@ -54,8 +54,8 @@
 /* Per-sequence tokenizer state (tp_seq.te). */
 enum { TS_NONE, TS_VALID, TS_INVALID };
 struct te_seq {
-	bool pid_tid_valid;
-	int64_t pid, tid;
+	uint32_t td;     /* the sequence's thread descriptor slot + 1 */
+	uint32_t td_gen; /* the generation that slot belongs to */
 	uint8_t ts_state;
 	int64_t ts_ns, thread_ts_ns, tic;
 	bool defaults_cached;
@@ -66,6 +66,15 @@ struct te_seq {
 	 * sequence sums its own deltas, even on a track uuid shared with
 	 * another sequence. */
 	struct u64map counters;
+};
+
+/* A sequence's thread descriptor within one generation.  Events read it
+ * when parsed, not when tokenized: a descriptor later in the same
+ * generation holds for the events before it too, as Perfetto's shared
+ * incremental state does. */
+struct seq_td {
+	bool valid;
+	int64_t pid, tid;
 };
 
 struct cache_ent {
@@ -100,6 +109,8 @@ struct tp_te_state {
 	struct pending *pending;
 	size_t npending, cappending;
 	uint32_t free_pending; /* free slot list head + 1 */
+	struct seq_td *tds;
+	size_t ntds, captds;
 	struct cache_ent cache[CACHE_SIZE];
 	/* frequent strings */
 	tp_str s_slice, s_counter, s_thread, s_process;
@@ -154,6 +165,7 @@ void tp_te_free(struct tp_ctx *ctx)
 	for (size_t i = 0; i < s->npending; i++)
 		tp_args_builder_free(&s->pending[i].b);
 	free(s->pending);
+	free(s->tds);
 	free(s);
 	ctx->te = NULL;
 }
@@ -309,21 +321,49 @@ static uint32_t thread_upid(struct tp_ctx *ctx, uint32_t utid, bool *ok)
 	return *ok ? (uint32_t)tp_get_int(t, TP_THREAD_upid, utid) : 0;
 }
 
-static void set_seq_thread(struct te_seq *t, const uint8_t *p, size_t len)
+/* The sequence's thread descriptor slot for generation gen: a new
+ * generation starts from the one before's descriptor. */
+static uint32_t seq_td_slot(struct tp_ctx *ctx, struct te_seq *t,
+			    uint32_t gen)
+{
+	struct tp_te_state *s = S(ctx);
+
+	if (t->td && t->td_gen == gen)
+		return t->td - 1;
+	if (s->ntds == s->captds) {
+		s->captds = s->captds ? 2 * s->captds : 64;
+		s->tds = realloc(s->tds, s->captds * sizeof *s->tds);
+		if (!s->tds)
+			abort();
+	}
+	struct seq_td *n = &s->tds[s->ntds];
+	if (t->td)
+		*n = s->tds[t->td - 1];
+	else
+		memset(n, 0, sizeof *n);
+	t->td = (uint32_t)++s->ntds;
+	t->td_gen = gen;
+	return t->td - 1;
+}
+
+static void set_seq_thread(struct tp_ctx *ctx, struct te_seq *t,
+			   uint32_t gen, const uint8_t *p, size_t len)
 {
 	struct pb_reader r;
 	struct pb_field f;
 	int64_t ref = 0, tref = 0, iref = 0;
+	uint32_t slot = seq_td_slot(ctx, t, gen); /* may move tds */
+	struct seq_td *td = &S(ctx)->tds[slot];
 
-	t->pid_tid_valid = true;
-	t->pid = t->tid = 0;
+	td->valid = true;
+	td->pid = td->tid = 0;
 	pb_reader_init(&r, p, len);
 	while (pb_next(&r, &f)) {
 		if (f.wt != PB_WT_VARINT)
 			continue;
 		switch (f.num) {
-		case THD_PID: t->pid = (int32_t)f.val; break;
-		case THD_TID: t->tid = (int64_t)f.val; break;
+		case THD_PID: td->pid = (int32_t)f.val; break;
+		case THD_TID: td->tid = (int64_t)f.val; break;
 		case THD_REFERENCE_TIMESTAMP_US: ref = (int64_t)f.val; break;
 		case THD_REFERENCE_THREAD_TIME_US: tref = (int64_t)f.val; break;
 		case THD_REFERENCE_THREAD_INSTRUCTION_COUNT:
@@ -383,7 +423,8 @@ static void tokenize_track_descriptor(struct tp_ctx *ctx,
 		int64_t pid, tid;
 		tp_te_pid_tid(d.thread, d.thread_len, &hp, &pid, &ht, &tid);
 		if (hp && ht)
-			set_seq_thread(seq_state(pkt->seq), d.thread,
+			set_seq_thread(ctx, seq_state(pkt->seq), pkt->gen,
+				       d.thread,
 				       d.thread_len);
 	}
 	tp_te_reserve(ctx, pkt, &d);
@@ -402,7 +443,7 @@ static void tokenize_thread_descriptor(struct tp_ctx *ctx,
 		tp_stat_inc(ctx, "tokenizer_skipped_packets");
 		return;
 	}
-	set_seq_thread(seq_state(pkt->seq), p, len);
+	set_seq_thread(ctx, seq_state(pkt->seq), pkt->gen, p, len);
 	push_desc(ctx, pkt, DESC_THREAD, p, len);
 }
 
@@ -795,8 +836,8 @@ static void tokenize_track_event(struct tp_ctx *ctx,
 	uint64_t duuid = 0;
 	if (default_uuid(ctx, pkt, t, &duuid))
 		flags |= F_DEFAULT_UUID;
-	if (t->pid_tid_valid)
-		flags |= F_PIDTID;
+	uint32_t td = seq_td_slot(ctx, t, pkt->gen);
+	flags |= F_PIDTID;
 	if (pkt->machine)
 		flags |= F_MACHINE;
 
@@ -824,10 +865,8 @@ static void tokenize_track_event(struct tp_ctx *ctx,
 		pb_put_raw_varint(b, pb_zigzag_encode(thread_ts));
 	if (flags & F_TIC)
 		pb_put_raw_varint(b, pb_zigzag_encode(tic));
-	if (flags & F_PIDTID) {
-		pb_put_raw_varint(b, pb_zigzag_encode(t->pid));
-		pb_put_raw_varint(b, pb_zigzag_encode(t->tid));
-	}
+	if (flags & F_PIDTID)
+		pb_put_raw_varint(b, td);
 	if (flags & F_DEFAULT_UUID)
 		pb_put_raw_varint(b, duuid);
 	if (flags & F_COUNTER)
@@ -1132,9 +1171,11 @@ struct ev {
 	int64_t source_id;
 };
 
-static bool read_header(const uint8_t **pp, const uint8_t *end, struct ev *e)
+static bool read_header(struct tp_ctx *ctx, const uint8_t **pp,
+			const uint8_t *end, struct ev *e)
 {
 	uint64_t v;
+	uint32_t td;
 	const uint8_t *p = *pp;
 
 #define RD(x)                                   \
@@ -1153,8 +1194,16 @@ static bool read_header(const uint8_t **pp, const uint8_t *end, struct ev *e)
 	if (e->flags & F_TIC)
 		RD(e->tic = pb_zigzag_decode(v));
 	if (e->flags & F_PIDTID) {
-		RD(e->pid = pb_zigzag_decode(v));
-		RD(e->tid = pb_zigzag_decode(v));
+		RD(td = (uint32_t)v);
+		if (td >= S(ctx)->ntds)
+			return false;
+		const struct seq_td *d = &S(ctx)->tds[td];
+		if (d->valid) {
+			e->pid = d->pid;
+			e->tid = d->tid;
+		} else {
+			e->flags &= ~(uint32_t)F_PIDTID;
+		}
 	}
 	if (e->flags & F_DEFAULT_UUID)
 		RD(e->default_uuid = v);
@@ -2102,6 +2151,24 @@ static void set_thread(struct tp_ctx *ctx, struct ev *e, uint32_t utid)
 	e->has_upid = ok;
 }
 
+/* An event on a process's or a global descriptor track still names, as
+ * an arg, the thread of its sequence (on a process's track only when
+ * that thread belongs to the process): the thread is made even when the
+ * arg is not kept. */
+static void sequence_passthrough(struct tp_ctx *ctx, struct ev *e,
+				 bool same_process)
+{
+	bool ok;
+
+	if (!(e->flags & F_PIDTID))
+		return;
+	uint32_t utid = tp_thread_update(ctx, e->machine, e->tid, e->pid);
+	if (same_process && (thread_upid(ctx, utid, &ok) != e->upid || !ok))
+		return;
+	e->has_passthrough = true;
+	e->passthrough_utid = utid;
+}
+
 /* Picks the event's track: a descriptor's (*rout, its track made later
  * by event_track_id) or a thread's (*track UINT32_MAX); false when it
  * cannot. */
@@ -2126,6 +2193,9 @@ static bool event_track_for(struct tp_ctx *ctx, struct ev *e, int64_t ts,
 		else if (r->scope == SCOPE_P) {
 			e->has_upid = true;
 			e->upid = r->upid;
+			sequence_passthrough(ctx, e, true);
+		} else {
+			sequence_passthrough(ctx, e, false);
 		}
 		return true;
 	}
@@ -2183,10 +2253,9 @@ static bool legacy_track(struct tp_ctx *ctx, struct ev *e, uint32_t *track)
 		}
 		e->has_source_id = true;
 		*track = legacy_async_track(ctx, e, process_scoped);
-		if (e->has_utid) {
-			e->has_passthrough = true;
-			e->passthrough_utid = e->utid;
-		}
+		/* The event's own thread, or none, replaces the sequence's. */
+		e->has_passthrough = e->has_utid;
+		e->passthrough_utid = e->utid;
 		return true;
 	}
 	if (ph == 'i' || ph == 'I' || ph == 'R') {
@@ -2208,10 +2277,9 @@ static bool legacy_track(struct tp_ctx *ctx, struct ev *e, uint32_t *track)
 		default:
 			return e->has_utid;
 		}
-		if (e->has_utid) {
-			e->has_passthrough = true;
-			e->passthrough_utid = e->utid;
-		}
+		/* The event's own thread, or none, replaces the sequence's. */
+		e->has_passthrough = e->has_utid;
+		e->passthrough_utid = e->utid;
 		e->has_utid = false;
 	}
 	return true;
@@ -2393,7 +2461,7 @@ static void parse_event(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 	const uint8_t *end = p + len;
 
 	memset(&e, 0, sizeof e);
-	if (!read_header(&p, end, &e)) {
+	if (!read_header(ctx, &p, end, &e)) {
 		parser_error(ctx);
 		return;
 	}
