@@ -29,6 +29,7 @@
 #include "pb_wire.h"
 #include "perfetto_fields.h"
 #include "tp_args.h"
+#include "tp_compress.h"
 #include "tp_flows.h"
 #include "tp_ctx.h"
 #include "tp_json.h"
@@ -103,7 +104,7 @@ struct tp_te_state {
 	int64_t roi_start_ns;
 	struct pb_buf buf;
 	struct tp_args_builder b, b2;
-	struct u64map async_tracks;  /* legacy async identity -> track + 1 */
+	struct u64map async_tracks;  /* legacy async id -> its root name */
 	uint32_t *active; /* pending slots in use, most recent last */
 	size_t nactive, capactive;
 	struct pending *pending;
@@ -1921,14 +1922,38 @@ static void parser_error(struct tp_ctx *ctx)
 	tp_stat_inc(ctx, "track_event_parser_errors");
 }
 
+/* The name a legacy async id's tracks keep as their `name` dimension:
+ * the first event's name for that id (within the process when
+ * process-scoped), so that later events of other names share them. */
+static tp_str legacy_async_root_name(struct tp_ctx *ctx, const struct ev *e,
+				     bool process_scoped, uint32_t upid)
+{
+	struct tp_te_state *s = S(ctx);
+	uint64_t h = (uint64_t)e->source_id * 0x9e3779b97f4a7c15ull;
+	h ^= (uint64_t)e->machine * 0xff51afd7ed558ccdull;
+	if (process_scoped)
+		h ^= ((uint64_t)upid + 1) * 0xc4ceb9fe1a85ec53ull;
+	h ^= h >> 31;
+	uint64_t v;
+	if (u64map_get(&s->async_tracks, h, &v))
+		return (tp_str)v;
+	u64map_put(&s->async_tracks, h, e->name_id);
+	return e->name_id;
+}
+
+/* Legacy async events (b/e/n, S/T/p/F) go on compressed tracks made from
+ * their id's scope and root name (and process, when the id is local): a
+ * begin takes a free track of the set, an end the one its id holds. */
 static uint32_t legacy_async_track(struct tp_ctx *ctx, const struct ev *e,
 				   bool process_scoped)
 {
 	struct tp_te_state *s = S(ctx);
 	struct tp_args_builder *b = &s->b2;
-	tp_str scope = e->category_id;
-	tp_str k;
+	int32_t ph = e->le.phase;
+	bool legacy = ph == 'S' || ph == 'T' || ph == 'p' || ph == 'F';
+	tp_str scope = legacy ? e->name_id : e->category_id;
 	uint32_t upid = e->has_upid ? e->upid : 0;
+	tp_str k;
 
 	if (e->le.id_scope) {
 		char buf[KEY_MAX];
@@ -1941,45 +1966,52 @@ static uint32_t legacy_async_track(struct tp_ctx *ctx, const struct ev *e,
 			 (const char *)e->le.id_scope);
 		scope = tp_s(ctx, buf);
 	}
-	uint64_t h = (uint64_t)e->source_id * 0x9e3779b97f4a7c15ull;
-	h ^= ((uint64_t)scope << 32 | e->machine) * 0xff51afd7ed558ccdull;
-	if (process_scoped)
-		h ^= ((uint64_t)upid + 1) * 0xc4ceb9fe1a85ec53ull;
-	h ^= h >> 31;
-	uint64_t v;
-	if (u64map_get(&s->async_tracks, h, &v))
-		return (uint32_t)(v - 1);
+	tp_str root = legacy_async_root_name(ctx, e, process_scoped, upid);
 
 	struct tp_track_spec sp;
 	tp_track_spec_init(&sp, e->machine);
-	sp.type = tp_s(ctx, "legacy_async_event");
+	sp.type = tp_s(ctx, process_scoped ? "legacy_async_process_slice"
+					   : "legacy_async_global_slice");
 	sp.name = e->name_id;
-	if (process_scoped && e->has_upid)
-		sp.upid = e->upid;
 	tp_args_builder_reset(b);
-	if (e->name_id) {
-		k = tp_s(ctx, "name");
-		tp_args_add_str(b, k, k, e->name_id);
-	}
-	if (scope) {
-		k = tp_s(ctx, "scope");
-		tp_args_add_str(b, k, k, scope);
-	}
 	k = tp_s(ctx, "source");
 	tp_args_add_str(b, k, k, tp_s(ctx, "chrome"));
+	k = tp_s(ctx, "trace_id_is_process_scoped");
+	tp_args_add_bool(b, k, k, process_scoped);
+	k = tp_s(ctx, "upid");
+	tp_args_add_uint(b, k, k, upid);
 	if (scope) {
 		k = tp_s(ctx, "source_scope");
 		tp_args_add_str(b, k, k, scope);
 	}
-	k = tp_s(ctx, "trace_id_is_process_scoped");
-	tp_args_add_bool(b, k, k, process_scoped);
-	k = tp_s(ctx, "track_compressor_idx");
-	tp_args_add_int(b, k, k, 0);
-	k = tp_s(ctx, "upid");
-	tp_args_add_int(b, k, k, upid);
 	sp.source_arg_set_id = tp_args_commit(ctx, b);
-	uint32_t track = tp_track_new(ctx, &sp);
-	u64map_put(&s->async_tracks, h, (uint64_t)track + 1);
+
+	struct tp_args_builder dims;
+	tp_args_builder_init(&dims);
+	if (process_scoped) {
+		sp.upid = upid;
+		k = tp_s(ctx, "upid");
+		tp_args_add_uint(&dims, k, k, upid);
+	}
+	if (scope) {
+		k = tp_s(ctx, "scope");
+		tp_args_add_str(&dims, k, k, scope);
+	}
+	if (root) {
+		k = tp_s(ctx, "name");
+		tp_args_add_str(&dims, k, k, root);
+	}
+	uint32_t track;
+	if (ph == 'b' || ph == 'S') {
+		track = tp_compress_begin(ctx, &sp, &dims, e->source_id, false);
+	} else if (ph == 'e' || ph == 'T') {
+		track = tp_compress_end(ctx, &sp, &dims, e->source_id);
+	} else {
+		/* an instant opens and closes on the same track */
+		track = tp_compress_begin(ctx, &sp, &dims, e->source_id, false);
+		tp_compress_end(ctx, &sp, &dims, e->source_id);
+	}
+	tp_args_builder_free(&dims);
 	return track;
 }
 
