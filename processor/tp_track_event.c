@@ -2262,6 +2262,17 @@ static bool is_async_phase(int32_t ph)
 	       ph == 'T' || ph == 'p';
 }
 
+/* The dimension args of a track of one process: its upid. */
+static int64_t upid_dims(struct tp_ctx *ctx, uint32_t upid)
+{
+	struct tp_args_builder *b = &S(ctx)->b2;
+	tp_str k = tp_s(ctx, "upid");
+
+	tp_args_builder_reset(b);
+	tp_args_add_uint(b, k, k, upid);
+	return tp_args_commit(ctx, b);
+}
+
 /* Legacy phases may move the event to another track. */
 static bool legacy_track(struct tp_ctx *ctx, struct ev *e, uint32_t *track)
 {
@@ -2304,6 +2315,7 @@ static bool legacy_track(struct tp_ctx *ctx, struct ev *e, uint32_t *track)
 			tp_track_spec_init(&sp, e->machine);
 			sp.type = tp_s(ctx, "chrome_process_instant");
 			sp.upid = e->upid;
+			sp.dimension_arg_set_id = upid_dims(ctx, e->upid);
 			*track = tp_track_intern(ctx, &sp);
 			break;
 		default:
