@@ -2426,6 +2426,17 @@ static void extra_counters(struct tp_ctx *ctx, const struct ev *e, int64_t ts)
 /* A legacy event's thread time / instruction count (its own fields, not
  * extra counters) is also a value on a counter track of its thread, found
  * again by name and thread. */
+/* The dimension args of a track of one thread: its utid. */
+static int64_t utid_dims(struct tp_ctx *ctx, uint32_t utid)
+{
+	struct tp_args_builder *b = &S(ctx)->b2;
+	tp_str k = tp_s(ctx, "utid");
+
+	tp_args_builder_reset(b);
+	tp_args_add_int(b, k, k, utid);
+	return tp_args_commit(ctx, b);
+}
+
 static void legacy_thread_counter(struct tp_ctx *ctx, const struct ev *e,
 				  const char *type, const char *name,
 				  int64_t ts, int64_t value)
@@ -2437,6 +2448,7 @@ static void legacy_thread_counter(struct tp_ctx *ctx, const struct ev *e,
 	sp.name = tp_s(ctx, name);
 	sp.event_type = S(ctx)->s_counter;
 	sp.utid = e->utid;
+	sp.dimension_arg_set_id = utid_dims(ctx, e->utid);
 	tp_counter_add(ctx, tp_track_intern(ctx, &sp), ts, (double)value, -1);
 }
 
