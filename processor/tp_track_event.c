@@ -2530,6 +2530,13 @@ static void parse_event(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 	resolve_names(ctx, &e);
 	if ((e.has_type && e.type) || e.le.has_phase)
 		note_annotation(ctx, &e);
+	/* Cropping drops every kind of event before the range of interest,
+	 * before it can touch a track or a thread. */
+	if (before_roi(ctx, ts)) {
+		tp_stat_inc(ctx,
+			"track_event_dropped_packets_outside_of_range_of_interest");
+		return;
+	}
 
 	uint32_t track;
 	struct res *r;
@@ -2586,8 +2593,6 @@ static void parse_event(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 	case 'B':
 	case 'b':
 	case 'S':
-		if (before_roi(ctx, ts))
-			return;
 		slice = tp_slice_begin(ctx, track, ts, e.category_id, e.name_id,
 				       -1);
 		if (event_has_args(&e)) {
@@ -2648,8 +2653,6 @@ static void parse_event(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 		break;
 	case 'X': {
 		int64_t dur;
-		if (before_roi(ctx, ts))
-			return;
 		if (mul_overflow_us(e.le.duration_us, &dur) || dur < 0) {
 			parser_error(ctx);
 			return;
@@ -2672,8 +2675,6 @@ static void parse_event(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 	case 'n':
 	case 'T':
 	case 'p':
-		if (before_roi(ctx, ts))
-			return;
 		slice = tp_slice_complete(ctx, track, ts, 0, e.category_id,
 					  e.name_id, event_args(ctx, &e, async));
 		if (e.flags & F_THREAD_TS)
