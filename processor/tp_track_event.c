@@ -35,6 +35,7 @@
 #include "tp_json.h"
 #include "tp_seq.h"
 #include "tp_modules.h"
+#include "tp_process.h"
 #include "tp_procs.h"
 #include "tp_slices.h"
 #include "tp_sort.h"
@@ -1035,17 +1036,99 @@ static void apply_chrome_process(struct tp_ctx *ctx, uint32_t upid,
 					intern_bytes(ctx, f.data, f.len));
 }
 
+/* Chrome's names of its thread types (chrome_enums.ThreadType), as
+ * Perfetto's processor names threads that only give a type. */
+static const char *const chrome_thread_names[] = {
+	[1] = "CrProcessMain",
+	[2] = "ChromeIOThread",
+	[3] = "ThreadPoolBackgroundWorker&",
+	[4] = "ThreadPoolForegroundWorker&",
+	[5] = "ThreadPoolSingleThreadForegroundBlocking&",
+	[6] = "ThreadPoolSingleThreadBackgroundBlocking&",
+	[7] = "ThreadPoolService",
+	[8] = "Compositor",
+	[9] = "VizCompositorThread",
+	[10] = "CompositorTileWorker&",
+	[11] = "ServiceWorkerThread&",
+	[12] = "NetworkService",
+	[13] = "Chrome_ChildIOThread",
+	[14] = "Chrome_IOThread",
+	[15] = "CrBrowserMain",
+	[16] = "CrRendererMain",
+	[17] = "CrUtilityMain",
+	[18] = "CrGpuMain",
+	[19] = "CacheThread_BlockFile",
+	[20] = "Media",
+	[21] = "AudioOutputDevice",
+	[22] = "AudioInputDevice",
+	[23] = "GpuMemoryThread",
+	[24] = "GpuVSyncThread",
+	[25] = "DXVAVideoDecoderThread",
+	[26] = "BrowserWatchdog",
+	[27] = "WebRTC_Network",
+	[28] = "Window owner thread",
+	[29] = "WebRTC_Signaling",
+	[30] = "WebRTC_Worker",
+	[31] = "CrPPAPIMain",
+	[32] = "GpuWatchdog",
+	[33] = "swapper",
+	[34] = "Gamepad polling thread",
+	[35] = "WebCrypto",
+	[36] = "Database thread",
+	[37] = "Proxy Resolver",
+	[38] = "Chrome_DevToolsADBThread",
+	[39] = "NetworkConfigWatcher",
+	[40] = "wasapi_render_thread",
+	[41] = "LoaderLockSampler",
+	[42] = "VSyncThread",
+	[50] = "MemoryInfra",
+	[51] = "StackSamplingProfiler",
+	[52] = "CompositorGpuThread",
+};
+
+/* The name of chrome thread type `type`, 0 for none. */
+static tp_str chrome_thread_name(struct tp_ctx *ctx, uint64_t type)
+{
+	size_t n = sizeof chrome_thread_names / sizeof *chrome_thread_names;
+	if (type >= n || !chrome_thread_names[type])
+		return 0;
+	return tp_s(ctx, chrome_thread_names[type]);
+}
+
+/* A ThreadDescriptor names its thread, or else its legacy chrome thread
+ * type does. */
 static void apply_thread_name(struct tp_ctx *ctx, uint32_t utid,
 			      const uint8_t *p, size_t len)
+{
+	struct pb_reader r;
+	struct pb_field f;
+	tp_str name = 0, type_name = 0;
+
+	pb_reader_init(&r, p, len);
+	while (pb_next(&r, &f)) {
+		if (f.num == THD_THREAD_NAME && f.wt == PB_WT_LEN && f.len)
+			name = intern_bytes(ctx, f.data, f.len);
+		else if (f.num == THD_CHROME_THREAD_TYPE &&
+			 f.wt == PB_WT_VARINT)
+			type_name = chrome_thread_name(ctx, f.val);
+	}
+	tp_thread_set_name(ctx, utid, name ? name : type_name);
+}
+
+/* A ChromeThreadDescriptor's type names the thread, below any name the
+ * descriptor gives. */
+static void apply_chrome_thread(struct tp_ctx *ctx, uint32_t utid,
+				const uint8_t *p, size_t len)
 {
 	struct pb_reader r;
 	struct pb_field f;
 
 	pb_reader_init(&r, p, len);
 	while (pb_next(&r, &f))
-		if (f.num == THD_THREAD_NAME && f.wt == PB_WT_LEN)
-			tp_thread_set_name(ctx, utid,
-					   intern_bytes(ctx, f.data, f.len));
+		if (f.num == CTD_THREAD_TYPE && f.wt == PB_WT_VARINT)
+			tp_thread_set_name_prio(ctx, utid,
+						chrome_thread_name(ctx, f.val),
+						TP_NAME_PRIO_THREAD_TYPE);
 }
 
 static void parse_track_descriptor(struct tp_ctx *ctx, int64_t ts,
@@ -1073,6 +1156,9 @@ static void parse_track_descriptor(struct tp_ctx *ctx, int64_t ts,
 		if (pid != r->pid || tid != r->tid)
 			utid = tp_thread_update(ctx, machine, tid, pid);
 		apply_thread_name(ctx, utid, d.thread, d.thread_len);
+		if (d.chrome_thread)
+			apply_chrome_thread(ctx, utid, d.chrome_thread,
+					    d.chrome_thread_len);
 	}
 	if (d.process && r->kind == RES_PROCESS) {
 		apply_process_descriptor(ctx, r->upid, d.process, d.process_len);
