@@ -2269,6 +2269,18 @@ static void set_thread(struct tp_ctx *ctx, struct ev *e, uint32_t utid)
 	e->has_upid = ok;
 }
 
+/* Perfetto's tids for threads it makes up, unique per process: the pid
+ * in the high 32 bits. */
+static int64_t synthetic_tid(int64_t tid, int64_t pid)
+{
+	return (int64_t)((uint64_t)pid << 32) | tid;
+}
+
+static bool is_synthetic_tid(int64_t tid)
+{
+	return ((uint64_t)tid & 0xffffffff00000000ull) != 0;
+}
+
 /* An event on a process's or a global descriptor track still names, as
  * an arg, the thread of its sequence (on a process's track only when
  * that thread belongs to the process): the thread is made even when the
@@ -2320,16 +2332,25 @@ static bool event_track_for(struct tp_ctx *ctx, struct ev *e, int64_t ts,
 
 	bool pid_tid_valid = (e->flags & F_PIDTID) != 0;
 	bool fallback = (!e->has_track_uuid || !e->has_type) && pid_tid_valid;
-	int64_t pid = e->pid, tid = e->tid;
-	if (e->le.has_pid_override) {
-		pid = e->le.pid_override;
+	int64_t pid = (uint32_t)e->pid, tid = e->tid;
+	if (e->le.has_pid_override)
 		fallback = true;
-	}
-	if (e->le.has_tid_override) {
-		tid = e->le.tid_override;
+	if (e->le.has_tid_override && pid_tid_valid)
 		fallback = true;
-	}
 	if (fallback) {
+		if (e->le.has_pid_override) {
+			/* a thread of its own in that process: pid << 32 | -1,
+			 * which is -1 */
+			pid = (uint32_t)e->le.pid_override;
+			tid = synthetic_tid(-1, pid);
+		}
+		if (e->le.has_tid_override) {
+			tid = (uint32_t)e->le.tid_override;
+			if (is_synthetic_tid(e->tid))
+				tid = synthetic_tid(tid, pid);
+		}
+		if (!pid || !tid)
+			return false; /* 0 is the swapper's */
 		uint32_t utid = tp_thread_update(ctx, e->machine, tid, pid);
 		set_thread(ctx, e, utid);
 		*track = UINT32_MAX; /* the thread's track, made on demand */
