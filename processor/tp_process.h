@@ -43,8 +43,9 @@ enum {
 	TP_NAME_PRIO_OTHER = 0,
 	TP_NAME_PRIO_FTRACE = 1,
 	TP_NAME_PRIO_PROCESS_TREE = 2,
-	TP_NAME_PRIO_DESCRIPTOR = 3,
-	TP_NAME_PRIO_CONSTANT = 4,
+	TP_NAME_PRIO_THREAD_TYPE = 3, /* a descriptor's chrome thread type */
+	TP_NAME_PRIO_DESCRIPTOR = 4,
+	TP_NAME_PRIO_CONSTANT = 5,
 };
 
 /* The text of a raw sched_switch prev_state (its upper bits depend on

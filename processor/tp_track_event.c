@@ -29,11 +29,13 @@
 #include "pb_wire.h"
 #include "perfetto_fields.h"
 #include "tp_args.h"
+#include "tp_compress.h"
 #include "tp_flows.h"
 #include "tp_ctx.h"
 #include "tp_json.h"
 #include "tp_seq.h"
 #include "tp_modules.h"
+#include "tp_process.h"
 #include "tp_procs.h"
 #include "tp_slices.h"
 #include "tp_sort.h"
@@ -54,8 +56,8 @@
 /* Per-sequence tokenizer state (tp_seq.te). */
 enum { TS_NONE, TS_VALID, TS_INVALID };
 struct te_seq {
-	bool pid_tid_valid;
-	int64_t pid, tid;
+	uint32_t td;     /* the sequence's thread descriptor slot + 1 */
+	uint32_t td_gen; /* the generation that slot belongs to */
 	uint8_t ts_state;
 	int64_t ts_ns, thread_ts_ns, tic;
 	bool defaults_cached;
@@ -66,6 +68,15 @@ struct te_seq {
 	 * sequence sums its own deltas, even on a track uuid shared with
 	 * another sequence. */
 	struct u64map counters;
+};
+
+/* A sequence's thread descriptor within one generation.  Events read it
+ * when parsed, not when tokenized: a descriptor later in the same
+ * generation holds for the events before it too, as Perfetto's shared
+ * incremental state does. */
+struct seq_td {
+	bool valid;
+	int64_t pid, tid;
 };
 
 struct cache_ent {
@@ -94,12 +105,14 @@ struct tp_te_state {
 	int64_t roi_start_ns;
 	struct pb_buf buf;
 	struct tp_args_builder b, b2;
-	struct u64map async_tracks;  /* legacy async identity -> track + 1 */
+	struct u64map async_tracks;  /* legacy async id -> its root name */
 	uint32_t *active; /* pending slots in use, most recent last */
 	size_t nactive, capactive;
 	struct pending *pending;
 	size_t npending, cappending;
 	uint32_t free_pending; /* free slot list head + 1 */
+	struct seq_td *tds;
+	size_t ntds, captds;
 	struct cache_ent cache[CACHE_SIZE];
 	/* frequent strings */
 	tp_str s_slice, s_counter, s_thread, s_process;
@@ -154,6 +167,7 @@ void tp_te_free(struct tp_ctx *ctx)
 	for (size_t i = 0; i < s->npending; i++)
 		tp_args_builder_free(&s->pending[i].b);
 	free(s->pending);
+	free(s->tds);
 	free(s);
 	ctx->te = NULL;
 }
@@ -309,21 +323,49 @@ static uint32_t thread_upid(struct tp_ctx *ctx, uint32_t utid, bool *ok)
 	return *ok ? (uint32_t)tp_get_int(t, TP_THREAD_upid, utid) : 0;
 }
 
-static void set_seq_thread(struct te_seq *t, const uint8_t *p, size_t len)
+/* The sequence's thread descriptor slot for generation gen: a new
+ * generation starts from the one before's descriptor. */
+static uint32_t seq_td_slot(struct tp_ctx *ctx, struct te_seq *t,
+			    uint32_t gen)
+{
+	struct tp_te_state *s = S(ctx);
+
+	if (t->td && t->td_gen == gen)
+		return t->td - 1;
+	if (s->ntds == s->captds) {
+		s->captds = s->captds ? 2 * s->captds : 64;
+		s->tds = realloc(s->tds, s->captds * sizeof *s->tds);
+		if (!s->tds)
+			abort();
+	}
+	struct seq_td *n = &s->tds[s->ntds];
+	if (t->td)
+		*n = s->tds[t->td - 1];
+	else
+		memset(n, 0, sizeof *n);
+	t->td = (uint32_t)++s->ntds;
+	t->td_gen = gen;
+	return t->td - 1;
+}
+
+static void set_seq_thread(struct tp_ctx *ctx, struct te_seq *t,
+			   uint32_t gen, const uint8_t *p, size_t len)
 {
 	struct pb_reader r;
 	struct pb_field f;
 	int64_t ref = 0, tref = 0, iref = 0;
+	uint32_t slot = seq_td_slot(ctx, t, gen); /* may move tds */
+	struct seq_td *td = &S(ctx)->tds[slot];
 
-	t->pid_tid_valid = true;
-	t->pid = t->tid = 0;
+	td->valid = true;
+	td->pid = td->tid = 0;
 	pb_reader_init(&r, p, len);
 	while (pb_next(&r, &f)) {
 		if (f.wt != PB_WT_VARINT)
 			continue;
 		switch (f.num) {
-		case THD_PID: t->pid = (int32_t)f.val; break;
-		case THD_TID: t->tid = (int64_t)f.val; break;
+		case THD_PID: td->pid = (int32_t)f.val; break;
+		case THD_TID: td->tid = (int64_t)f.val; break;
 		case THD_REFERENCE_TIMESTAMP_US: ref = (int64_t)f.val; break;
 		case THD_REFERENCE_THREAD_TIME_US: tref = (int64_t)f.val; break;
 		case THD_REFERENCE_THREAD_INSTRUCTION_COUNT:
@@ -383,7 +425,8 @@ static void tokenize_track_descriptor(struct tp_ctx *ctx,
 		int64_t pid, tid;
 		tp_te_pid_tid(d.thread, d.thread_len, &hp, &pid, &ht, &tid);
 		if (hp && ht)
-			set_seq_thread(seq_state(pkt->seq), d.thread,
+			set_seq_thread(ctx, seq_state(pkt->seq), pkt->gen,
+				       d.thread,
 				       d.thread_len);
 	}
 	tp_te_reserve(ctx, pkt, &d);
@@ -402,7 +445,7 @@ static void tokenize_thread_descriptor(struct tp_ctx *ctx,
 		tp_stat_inc(ctx, "tokenizer_skipped_packets");
 		return;
 	}
-	set_seq_thread(seq_state(pkt->seq), p, len);
+	set_seq_thread(ctx, seq_state(pkt->seq), pkt->gen, p, len);
 	push_desc(ctx, pkt, DESC_THREAD, p, len);
 }
 
@@ -795,8 +838,8 @@ static void tokenize_track_event(struct tp_ctx *ctx,
 	uint64_t duuid = 0;
 	if (default_uuid(ctx, pkt, t, &duuid))
 		flags |= F_DEFAULT_UUID;
-	if (t->pid_tid_valid)
-		flags |= F_PIDTID;
+	uint32_t td = seq_td_slot(ctx, t, pkt->gen);
+	flags |= F_PIDTID;
 	if (pkt->machine)
 		flags |= F_MACHINE;
 
@@ -824,10 +867,8 @@ static void tokenize_track_event(struct tp_ctx *ctx,
 		pb_put_raw_varint(b, pb_zigzag_encode(thread_ts));
 	if (flags & F_TIC)
 		pb_put_raw_varint(b, pb_zigzag_encode(tic));
-	if (flags & F_PIDTID) {
-		pb_put_raw_varint(b, pb_zigzag_encode(t->pid));
-		pb_put_raw_varint(b, pb_zigzag_encode(t->tid));
-	}
+	if (flags & F_PIDTID)
+		pb_put_raw_varint(b, td);
 	if (flags & F_DEFAULT_UUID)
 		pb_put_raw_varint(b, duuid);
 	if (flags & F_COUNTER)
@@ -995,17 +1036,99 @@ static void apply_chrome_process(struct tp_ctx *ctx, uint32_t upid,
 					intern_bytes(ctx, f.data, f.len));
 }
 
+/* Chrome's names of its thread types (chrome_enums.ThreadType), as
+ * Perfetto's processor names threads that only give a type. */
+static const char *const chrome_thread_names[] = {
+	[1] = "CrProcessMain",
+	[2] = "ChromeIOThread",
+	[3] = "ThreadPoolBackgroundWorker&",
+	[4] = "ThreadPoolForegroundWorker&",
+	[5] = "ThreadPoolSingleThreadForegroundBlocking&",
+	[6] = "ThreadPoolSingleThreadBackgroundBlocking&",
+	[7] = "ThreadPoolService",
+	[8] = "Compositor",
+	[9] = "VizCompositorThread",
+	[10] = "CompositorTileWorker&",
+	[11] = "ServiceWorkerThread&",
+	[12] = "NetworkService",
+	[13] = "Chrome_ChildIOThread",
+	[14] = "Chrome_IOThread",
+	[15] = "CrBrowserMain",
+	[16] = "CrRendererMain",
+	[17] = "CrUtilityMain",
+	[18] = "CrGpuMain",
+	[19] = "CacheThread_BlockFile",
+	[20] = "Media",
+	[21] = "AudioOutputDevice",
+	[22] = "AudioInputDevice",
+	[23] = "GpuMemoryThread",
+	[24] = "GpuVSyncThread",
+	[25] = "DXVAVideoDecoderThread",
+	[26] = "BrowserWatchdog",
+	[27] = "WebRTC_Network",
+	[28] = "Window owner thread",
+	[29] = "WebRTC_Signaling",
+	[30] = "WebRTC_Worker",
+	[31] = "CrPPAPIMain",
+	[32] = "GpuWatchdog",
+	[33] = "swapper",
+	[34] = "Gamepad polling thread",
+	[35] = "WebCrypto",
+	[36] = "Database thread",
+	[37] = "Proxy Resolver",
+	[38] = "Chrome_DevToolsADBThread",
+	[39] = "NetworkConfigWatcher",
+	[40] = "wasapi_render_thread",
+	[41] = "LoaderLockSampler",
+	[42] = "VSyncThread",
+	[50] = "MemoryInfra",
+	[51] = "StackSamplingProfiler",
+	[52] = "CompositorGpuThread",
+};
+
+/* The name of chrome thread type `type`, 0 for none. */
+static tp_str chrome_thread_name(struct tp_ctx *ctx, uint64_t type)
+{
+	size_t n = sizeof chrome_thread_names / sizeof *chrome_thread_names;
+	if (type >= n || !chrome_thread_names[type])
+		return 0;
+	return tp_s(ctx, chrome_thread_names[type]);
+}
+
+/* A ThreadDescriptor names its thread, or else its legacy chrome thread
+ * type does. */
 static void apply_thread_name(struct tp_ctx *ctx, uint32_t utid,
 			      const uint8_t *p, size_t len)
+{
+	struct pb_reader r;
+	struct pb_field f;
+	tp_str name = 0, type_name = 0;
+
+	pb_reader_init(&r, p, len);
+	while (pb_next(&r, &f)) {
+		if (f.num == THD_THREAD_NAME && f.wt == PB_WT_LEN && f.len)
+			name = intern_bytes(ctx, f.data, f.len);
+		else if (f.num == THD_CHROME_THREAD_TYPE &&
+			 f.wt == PB_WT_VARINT)
+			type_name = chrome_thread_name(ctx, f.val);
+	}
+	tp_thread_set_name(ctx, utid, name ? name : type_name);
+}
+
+/* A ChromeThreadDescriptor's type names the thread, below any name the
+ * descriptor gives. */
+static void apply_chrome_thread(struct tp_ctx *ctx, uint32_t utid,
+				const uint8_t *p, size_t len)
 {
 	struct pb_reader r;
 	struct pb_field f;
 
 	pb_reader_init(&r, p, len);
 	while (pb_next(&r, &f))
-		if (f.num == THD_THREAD_NAME && f.wt == PB_WT_LEN)
-			tp_thread_set_name(ctx, utid,
-					   intern_bytes(ctx, f.data, f.len));
+		if (f.num == CTD_THREAD_TYPE && f.wt == PB_WT_VARINT)
+			tp_thread_set_name_prio(ctx, utid,
+						chrome_thread_name(ctx, f.val),
+						TP_NAME_PRIO_THREAD_TYPE);
 }
 
 static void parse_track_descriptor(struct tp_ctx *ctx, int64_t ts,
@@ -1033,6 +1156,9 @@ static void parse_track_descriptor(struct tp_ctx *ctx, int64_t ts,
 		if (pid != r->pid || tid != r->tid)
 			utid = tp_thread_update(ctx, machine, tid, pid);
 		apply_thread_name(ctx, utid, d.thread, d.thread_len);
+		if (d.chrome_thread)
+			apply_chrome_thread(ctx, utid, d.chrome_thread,
+					    d.chrome_thread_len);
 	}
 	if (d.process && r->kind == RES_PROCESS) {
 		apply_process_descriptor(ctx, r->upid, d.process, d.process_len);
@@ -1132,9 +1258,11 @@ struct ev {
 	int64_t source_id;
 };
 
-static bool read_header(const uint8_t **pp, const uint8_t *end, struct ev *e)
+static bool read_header(struct tp_ctx *ctx, const uint8_t **pp,
+			const uint8_t *end, struct ev *e)
 {
 	uint64_t v;
+	uint32_t td;
 	const uint8_t *p = *pp;
 
 #define RD(x)                                   \
@@ -1153,8 +1281,16 @@ static bool read_header(const uint8_t **pp, const uint8_t *end, struct ev *e)
 	if (e->flags & F_TIC)
 		RD(e->tic = pb_zigzag_decode(v));
 	if (e->flags & F_PIDTID) {
-		RD(e->pid = pb_zigzag_decode(v));
-		RD(e->tid = pb_zigzag_decode(v));
+		RD(td = (uint32_t)v);
+		if (td >= S(ctx)->ntds)
+			return false;
+		const struct seq_td *d = &S(ctx)->tds[td];
+		if (d->valid) {
+			e->pid = d->pid;
+			e->tid = d->tid;
+		} else {
+			e->flags &= ~(uint32_t)F_PIDTID;
+		}
 	}
 	if (e->flags & F_DEFAULT_UUID)
 		RD(e->default_uuid = v);
@@ -1872,14 +2008,38 @@ static void parser_error(struct tp_ctx *ctx)
 	tp_stat_inc(ctx, "track_event_parser_errors");
 }
 
+/* The name a legacy async id's tracks keep as their `name` dimension:
+ * the first event's name for that id (within the process when
+ * process-scoped), so that later events of other names share them. */
+static tp_str legacy_async_root_name(struct tp_ctx *ctx, const struct ev *e,
+				     bool process_scoped, uint32_t upid)
+{
+	struct tp_te_state *s = S(ctx);
+	uint64_t h = (uint64_t)e->source_id * 0x9e3779b97f4a7c15ull;
+	h ^= (uint64_t)e->machine * 0xff51afd7ed558ccdull;
+	if (process_scoped)
+		h ^= ((uint64_t)upid + 1) * 0xc4ceb9fe1a85ec53ull;
+	h ^= h >> 31;
+	uint64_t v;
+	if (u64map_get(&s->async_tracks, h, &v))
+		return (tp_str)v;
+	u64map_put(&s->async_tracks, h, e->name_id);
+	return e->name_id;
+}
+
+/* Legacy async events (b/e/n, S/T/p/F) go on compressed tracks made from
+ * their id's scope and root name (and process, when the id is local): a
+ * begin takes a free track of the set, an end the one its id holds. */
 static uint32_t legacy_async_track(struct tp_ctx *ctx, const struct ev *e,
 				   bool process_scoped)
 {
 	struct tp_te_state *s = S(ctx);
 	struct tp_args_builder *b = &s->b2;
-	tp_str scope = e->category_id;
-	tp_str k;
+	int32_t ph = e->le.phase;
+	bool legacy = ph == 'S' || ph == 'T' || ph == 'p' || ph == 'F';
+	tp_str scope = legacy ? e->name_id : e->category_id;
 	uint32_t upid = e->has_upid ? e->upid : 0;
+	tp_str k;
 
 	if (e->le.id_scope) {
 		char buf[KEY_MAX];
@@ -1892,45 +2052,52 @@ static uint32_t legacy_async_track(struct tp_ctx *ctx, const struct ev *e,
 			 (const char *)e->le.id_scope);
 		scope = tp_s(ctx, buf);
 	}
-	uint64_t h = (uint64_t)e->source_id * 0x9e3779b97f4a7c15ull;
-	h ^= ((uint64_t)scope << 32 | e->machine) * 0xff51afd7ed558ccdull;
-	if (process_scoped)
-		h ^= ((uint64_t)upid + 1) * 0xc4ceb9fe1a85ec53ull;
-	h ^= h >> 31;
-	uint64_t v;
-	if (u64map_get(&s->async_tracks, h, &v))
-		return (uint32_t)(v - 1);
+	tp_str root = legacy_async_root_name(ctx, e, process_scoped, upid);
 
 	struct tp_track_spec sp;
 	tp_track_spec_init(&sp, e->machine);
-	sp.type = tp_s(ctx, "legacy_async_event");
+	sp.type = tp_s(ctx, process_scoped ? "legacy_async_process_slice"
+					   : "legacy_async_global_slice");
 	sp.name = e->name_id;
-	if (process_scoped && e->has_upid)
-		sp.upid = e->upid;
 	tp_args_builder_reset(b);
-	if (e->name_id) {
-		k = tp_s(ctx, "name");
-		tp_args_add_str(b, k, k, e->name_id);
-	}
-	if (scope) {
-		k = tp_s(ctx, "scope");
-		tp_args_add_str(b, k, k, scope);
-	}
 	k = tp_s(ctx, "source");
 	tp_args_add_str(b, k, k, tp_s(ctx, "chrome"));
+	k = tp_s(ctx, "trace_id_is_process_scoped");
+	tp_args_add_bool(b, k, k, process_scoped);
+	k = tp_s(ctx, "upid");
+	tp_args_add_uint(b, k, k, upid);
 	if (scope) {
 		k = tp_s(ctx, "source_scope");
 		tp_args_add_str(b, k, k, scope);
 	}
-	k = tp_s(ctx, "trace_id_is_process_scoped");
-	tp_args_add_bool(b, k, k, process_scoped);
-	k = tp_s(ctx, "track_compressor_idx");
-	tp_args_add_int(b, k, k, 0);
-	k = tp_s(ctx, "upid");
-	tp_args_add_int(b, k, k, upid);
 	sp.source_arg_set_id = tp_args_commit(ctx, b);
-	uint32_t track = tp_track_new(ctx, &sp);
-	u64map_put(&s->async_tracks, h, (uint64_t)track + 1);
+
+	struct tp_args_builder dims;
+	tp_args_builder_init(&dims);
+	if (process_scoped) {
+		sp.upid = upid;
+		k = tp_s(ctx, "upid");
+		tp_args_add_uint(&dims, k, k, upid);
+	}
+	if (scope) {
+		k = tp_s(ctx, "scope");
+		tp_args_add_str(&dims, k, k, scope);
+	}
+	if (root) {
+		k = tp_s(ctx, "name");
+		tp_args_add_str(&dims, k, k, root);
+	}
+	uint32_t track;
+	if (ph == 'b' || ph == 'S') {
+		track = tp_compress_begin(ctx, &sp, &dims, e->source_id, false);
+	} else if (ph == 'e' || ph == 'T') {
+		track = tp_compress_end(ctx, &sp, &dims, e->source_id);
+	} else {
+		/* an instant opens and closes on the same track */
+		track = tp_compress_begin(ctx, &sp, &dims, e->source_id, false);
+		tp_compress_end(ctx, &sp, &dims, e->source_id);
+	}
+	tp_args_builder_free(&dims);
 	return track;
 }
 
@@ -2102,6 +2269,36 @@ static void set_thread(struct tp_ctx *ctx, struct ev *e, uint32_t utid)
 	e->has_upid = ok;
 }
 
+/* Perfetto's tids for threads it makes up, unique per process: the pid
+ * in the high 32 bits. */
+static int64_t synthetic_tid(int64_t tid, int64_t pid)
+{
+	return (int64_t)((uint64_t)pid << 32) | tid;
+}
+
+static bool is_synthetic_tid(int64_t tid)
+{
+	return ((uint64_t)tid & 0xffffffff00000000ull) != 0;
+}
+
+/* An event on a process's or a global descriptor track still names, as
+ * an arg, the thread of its sequence (on a process's track only when
+ * that thread belongs to the process): the thread is made even when the
+ * arg is not kept. */
+static void sequence_passthrough(struct tp_ctx *ctx, struct ev *e,
+				 bool same_process)
+{
+	bool ok;
+
+	if (!(e->flags & F_PIDTID))
+		return;
+	uint32_t utid = tp_thread_update(ctx, e->machine, e->tid, e->pid);
+	if (same_process && (thread_upid(ctx, utid, &ok) != e->upid || !ok))
+		return;
+	e->has_passthrough = true;
+	e->passthrough_utid = utid;
+}
+
 /* Picks the event's track: a descriptor's (*rout, its track made later
  * by event_track_id) or a thread's (*track UINT32_MAX); false when it
  * cannot. */
@@ -2126,22 +2323,34 @@ static bool event_track_for(struct tp_ctx *ctx, struct ev *e, int64_t ts,
 		else if (r->scope == SCOPE_P) {
 			e->has_upid = true;
 			e->upid = r->upid;
+			sequence_passthrough(ctx, e, true);
+		} else {
+			sequence_passthrough(ctx, e, false);
 		}
 		return true;
 	}
 
 	bool pid_tid_valid = (e->flags & F_PIDTID) != 0;
 	bool fallback = (!e->has_track_uuid || !e->has_type) && pid_tid_valid;
-	int64_t pid = e->pid, tid = e->tid;
-	if (e->le.has_pid_override) {
-		pid = e->le.pid_override;
+	int64_t pid = (uint32_t)e->pid, tid = e->tid;
+	if (e->le.has_pid_override)
 		fallback = true;
-	}
-	if (e->le.has_tid_override) {
-		tid = e->le.tid_override;
+	if (e->le.has_tid_override && pid_tid_valid)
 		fallback = true;
-	}
 	if (fallback) {
+		if (e->le.has_pid_override) {
+			/* a thread of its own in that process: pid << 32 | -1,
+			 * which is -1 */
+			pid = (uint32_t)e->le.pid_override;
+			tid = synthetic_tid(-1, pid);
+		}
+		if (e->le.has_tid_override) {
+			tid = (uint32_t)e->le.tid_override;
+			if (is_synthetic_tid(e->tid))
+				tid = synthetic_tid(tid, pid);
+		}
+		if (!pid || !tid)
+			return false; /* 0 is the swapper's */
 		uint32_t utid = tp_thread_update(ctx, e->machine, tid, pid);
 		set_thread(ctx, e, utid);
 		*track = UINT32_MAX; /* the thread's track, made on demand */
@@ -2158,6 +2367,17 @@ static bool is_async_phase(int32_t ph)
 {
 	return ph == 'b' || ph == 'e' || ph == 'n' || ph == 'S' || ph == 'F' ||
 	       ph == 'T' || ph == 'p';
+}
+
+/* The dimension args of a track of one process: its upid. */
+static int64_t upid_dims(struct tp_ctx *ctx, uint32_t upid)
+{
+	struct tp_args_builder *b = &S(ctx)->b2;
+	tp_str k = tp_s(ctx, "upid");
+
+	tp_args_builder_reset(b);
+	tp_args_add_uint(b, k, k, upid);
+	return tp_args_commit(ctx, b);
 }
 
 /* Legacy phases may move the event to another track. */
@@ -2183,10 +2403,9 @@ static bool legacy_track(struct tp_ctx *ctx, struct ev *e, uint32_t *track)
 		}
 		e->has_source_id = true;
 		*track = legacy_async_track(ctx, e, process_scoped);
-		if (e->has_utid) {
-			e->has_passthrough = true;
-			e->passthrough_utid = e->utid;
-		}
+		/* The event's own thread, or none, replaces the sequence's. */
+		e->has_passthrough = e->has_utid;
+		e->passthrough_utid = e->utid;
 		return true;
 	}
 	if (ph == 'i' || ph == 'I' || ph == 'R') {
@@ -2203,15 +2422,15 @@ static bool legacy_track(struct tp_ctx *ctx, struct ev *e, uint32_t *track)
 			tp_track_spec_init(&sp, e->machine);
 			sp.type = tp_s(ctx, "chrome_process_instant");
 			sp.upid = e->upid;
+			sp.dimension_arg_set_id = upid_dims(ctx, e->upid);
 			*track = tp_track_intern(ctx, &sp);
 			break;
 		default:
 			return e->has_utid;
 		}
-		if (e->has_utid) {
-			e->has_passthrough = true;
-			e->passthrough_utid = e->utid;
-		}
+		/* The event's own thread, or none, replaces the sequence's. */
+		e->has_passthrough = e->has_utid;
+		e->passthrough_utid = e->utid;
 		e->has_utid = false;
 	}
 	return true;
@@ -2314,6 +2533,17 @@ static void extra_counters(struct tp_ctx *ctx, const struct ev *e, int64_t ts)
 /* A legacy event's thread time / instruction count (its own fields, not
  * extra counters) is also a value on a counter track of its thread, found
  * again by name and thread. */
+/* The dimension args of a track of one thread: its utid. */
+static int64_t utid_dims(struct tp_ctx *ctx, uint32_t utid)
+{
+	struct tp_args_builder *b = &S(ctx)->b2;
+	tp_str k = tp_s(ctx, "utid");
+
+	tp_args_builder_reset(b);
+	tp_args_add_int(b, k, k, utid);
+	return tp_args_commit(ctx, b);
+}
+
 static void legacy_thread_counter(struct tp_ctx *ctx, const struct ev *e,
 				  const char *type, const char *name,
 				  int64_t ts, int64_t value)
@@ -2325,6 +2555,7 @@ static void legacy_thread_counter(struct tp_ctx *ctx, const struct ev *e,
 	sp.name = tp_s(ctx, name);
 	sp.event_type = S(ctx)->s_counter;
 	sp.utid = e->utid;
+	sp.dimension_arg_set_id = utid_dims(ctx, e->utid);
 	tp_counter_add(ctx, tp_track_intern(ctx, &sp), ts, (double)value, -1);
 }
 
@@ -2393,7 +2624,7 @@ static void parse_event(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 	const uint8_t *end = p + len;
 
 	memset(&e, 0, sizeof e);
-	if (!read_header(&p, end, &e)) {
+	if (!read_header(ctx, &p, end, &e)) {
 		parser_error(ctx);
 		return;
 	}
@@ -2406,6 +2637,13 @@ static void parse_event(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 	resolve_names(ctx, &e);
 	if ((e.has_type && e.type) || e.le.has_phase)
 		note_annotation(ctx, &e);
+	/* Cropping drops every kind of event before the range of interest,
+	 * before it can touch a track or a thread. */
+	if (before_roi(ctx, ts)) {
+		tp_stat_inc(ctx,
+			"track_event_dropped_packets_outside_of_range_of_interest");
+		return;
+	}
 
 	uint32_t track;
 	struct res *r;
@@ -2462,8 +2700,6 @@ static void parse_event(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 	case 'B':
 	case 'b':
 	case 'S':
-		if (before_roi(ctx, ts))
-			return;
 		slice = tp_slice_begin(ctx, track, ts, e.category_id, e.name_id,
 				       -1);
 		if (event_has_args(&e)) {
@@ -2524,8 +2760,6 @@ static void parse_event(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 		break;
 	case 'X': {
 		int64_t dur;
-		if (before_roi(ctx, ts))
-			return;
 		if (mul_overflow_us(e.le.duration_us, &dur) || dur < 0) {
 			parser_error(ctx);
 			return;
@@ -2548,8 +2782,6 @@ static void parse_event(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 	case 'n':
 	case 'T':
 	case 'p':
-		if (before_roi(ctx, ts))
-			return;
 		slice = tp_slice_complete(ctx, track, ts, 0, e.category_id,
 					  e.name_id, event_args(ctx, &e, async));
 		if (e.flags & F_THREAD_TS)
