@@ -240,7 +240,10 @@ static void random_fit(struct rng *r, struct cm_fit *f, size_t nseg,
 			x += d;
 			y += (double)d * rate;
 			s[k * per + i].x = x;
-			s[k * per + i].y = (uint64_t)y + rng_below(r, 200);
+			/* A step back may take y below 0: clamp, as a
+			 * double out of range has no uint64_t value. */
+			s[k * per + i].y = (uint64_t)(y > 0 ? y : 0) +
+					   rng_below(r, 200);
 		}
 	}
 	struct cm_fit_opts o;
