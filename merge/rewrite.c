@@ -18,6 +18,7 @@
 #include "perfetto_fields.h"
 #include "u64map.h"
 #include "seq_table.h"
+#include "trace_model.h"
 
 #define MAX_SCOPED_CLOCKS 8
 
@@ -33,7 +34,7 @@ struct scoped_clock {
 };
 
 struct rw_seq {
-	uint32_t default_clock; /* TracePacketDefaults.timestamp_clock_id */
+	struct vp_seq_state st; /* clears, defaults (trace_model.h) */
 	struct scoped_clock clk[MAX_SCOPED_CLOCKS];
 	size_t n_clk;
 	/* target-clock entry of the sequence's last snapshot, in and out */
@@ -994,115 +995,28 @@ static int rewrite_ftrace_bundle(struct rewriter *rw, struct pb_buf *out,
 
 /* ---- the packet -------------------------------------------------------------- */
 
-/* What the first walk over a packet finds. */
-#define MAX_PACKET_FIELDS 32
-
-struct packet_info {
-	uint32_t seq_id;
-	bool have_ts, have_clock, cleared;
-	uint64_t ts;
-	uint32_t clock;
-	struct pb_field defaults, snapshot;
-	bool have_defaults, have_snapshot, compressed;
-	/* the packet's fields as decoded, so the rewrite needs no second
-	 * decode (unless there are more than MAX_PACKET_FIELDS) */
-	struct pb_field fields[MAX_PACKET_FIELDS];
-	size_t n_fields;
-};
-
-static int read_packet_info(struct rewriter *rw, const uint8_t *pkt,
-			    size_t len, struct packet_info *pi)
-{
-	struct pb_reader r;
-	struct pb_field spare;
-
-	/* defaults and snapshot are read only when have_defaults and
-	 * have_snapshot say so */
-	pi->seq_id = 0;
-	pi->have_ts = pi->have_clock = pi->cleared = false;
-	pi->ts = 0;
-	pi->clock = 0;
-	pi->have_defaults = pi->have_snapshot = pi->compressed = false;
-	pi->n_fields = 0;
-	pb_reader_init(&r, pkt, len);
-	for (;;) {
-		/* Decoded straight into its slot: a copy of a field just
-		 * written would wait for the stores to be forwarded. */
-		struct pb_field *fp = pi->n_fields < MAX_PACKET_FIELDS
-					      ? &pi->fields[pi->n_fields]
-					      : &spare;
-		if (!pb_next(&r, fp))
-			break;
-		bool v = fp->wt == PB_WT_VARINT, l = fp->wt == PB_WT_LEN;
-		pi->n_fields++;
-		switch (fp->num) {
-		case TP_TRUSTED_PACKET_SEQUENCE_ID:
-			if (v)
-				pi->seq_id = (uint32_t)fp->val;
-			break;
-		case TP_TIMESTAMP:
-			if (v) {
-				pi->have_ts = true;
-				pi->ts = fp->val;
-			}
-			break;
-		case TP_TIMESTAMP_CLOCK_ID:
-			if (v) {
-				pi->have_clock = true;
-				pi->clock = (uint32_t)fp->val;
-			}
-			break;
-		case TP_SEQUENCE_FLAGS:
-			if (v && (fp->val & SEQ_INCREMENTAL_STATE_CLEARED))
-				pi->cleared = true;
-			break;
-		case TP_INCREMENTAL_STATE_CLEARED:
-			if (v && fp->val)
-				pi->cleared = true;
-			break;
-		case TP_TRACE_PACKET_DEFAULTS:
-			if (l) {
-				pi->defaults = *fp;
-				pi->have_defaults = true;
-			}
-			break;
-		case TP_CLOCK_SNAPSHOT:
-			if (l) {
-				pi->snapshot = *fp;
-				pi->have_snapshot = true;
-			}
-			break;
-		case TP_COMPRESSED_PACKETS:
-			pi->compressed = l;
-			break;
-		}
-	}
-	return r.err ? bad(rw, &r, "packet") : 0;
-}
-
-static int read_defaults(struct rewriter *rw, struct rw_seq *q,
-			 const struct pb_field *d)
+/* Reports the first malformed byte of a message already known to be. */
+static int bad_message(struct rewriter *rw, const struct vp_span *m,
+		       const char *what)
 {
 	struct pb_reader r;
 	struct pb_field f;
 
-	q->default_clock = 0;
-	pb_reader_init(&r, d->data, d->len);
+	pb_reader_init(&r, m->data, m->len);
 	while (pb_next(&r, &f))
-		if (f.num == TPD_TIMESTAMP_CLOCK_ID && f.wt == PB_WT_VARINT)
-			q->default_clock = (uint32_t)f.val;
-	return r.err ? bad(rw, &r, "trace_packet_defaults") : 0;
+		;
+	return bad(rw, &r, what);
 }
+
+/* ---- timestamps ------------------------------------------------------------ */
 
 /* Decides the packet's new timestamp; *relabel when the packet must say
  * timestamp_clock_id = target from now on. */
 static bool map_packet_ts(struct rewriter *rw, struct rw_seq *q,
-			  const struct packet_info *pi, uint64_t *ts,
+			  const struct vp_packet *pi, uint64_t *ts,
 			  bool *relabel)
 {
-	uint32_t clock = pi->have_clock      ? pi->clock
-			 : q->default_clock ? q->default_clock
-					    : rw->cfg.trace_clock;
+	uint32_t clock = vp_seq_packet_clock(&q->st, pi, rw->cfg.trace_clock);
 	*relabel = false;
 	if (clock >= SCOPED_CLOCK_FIRST &&
 	    clock <= SCOPED_CLOCK_LAST) {
@@ -1136,50 +1050,47 @@ static bool map_packet_ts(struct rewriter *rw, struct rw_seq *q,
 int rewrite_packet(struct rewriter *rw, const uint8_t *pkt, size_t len,
 		   uint64_t off, struct pb_buf *out, struct vp_error *err)
 {
-	struct packet_info pi;
+	struct vp_packet pi;
 	struct pb_reader r;
-	struct pb_field f;
+	struct pb_field spare;
+	const struct pb_field *fp;
 	const struct rewrite_cfg *cfg = &rw->cfg;
 
 	rw->pkt = pkt;
 	rw->pkt_off = off;
 	rw->err = err;
 
-	if (read_packet_info(rw, pkt, len, &pi) < 0)
-		return -1;
+	if (!vp_packet_decode(&pi, pkt, len)) {
+		pb_reader_init(&r, pkt, len);
+		r.err = pi.err;
+		r.err_off = pi.err_off;
+		return bad(rw, &r, "packet");
+	}
 	if (pi.compressed)
 		return 1; /* the caller inflates it and rewrites what is inside */
 	rw->st.packets++;
 	struct rw_seq *q = get_seq(rw, pi.seq_id);
-	if (pi.cleared) {
-		q->default_clock = 0;
+	/* The merge keeps every packet, so of the sequence's events only a
+	 * clear matters here: it ends the legacy time reference too. */
+	unsigned ev = vp_seq_update(&q->st, &pi);
+	if (ev & VP_SEQ_CLEARED)
 		q->have_legacy = false;
-	}
-	if (pi.have_defaults && read_defaults(rw, q, &pi.defaults) < 0)
-		return -1;
-	if (pi.have_snapshot &&
+	if (ev & VP_SEQ_BAD_DEFAULTS)
+		return bad_message(rw, &pi.defaults, "trace_packet_defaults");
+	if (pi.snapshot.data &&
 	    parse_snapshot(rw, q, pi.snapshot.data, pi.snapshot.len) < 0)
 		return -1;
 
 	uint64_t new_ts = pi.ts;
 	bool relabel = false, ts_ok = false;
-	if (pi.have_ts) {
+	if (pi.has_ts) {
 		ts_ok = map_packet_ts(rw, q, &pi, &new_ts, &relabel);
 		if (!ts_ok)
 			count_unmapped(rw);
 	}
 
 	const uint8_t *run = pkt;
-	bool again = pi.n_fields > MAX_PACKET_FIELDS; /* decode a second time */
-	pb_reader_init(&r, pkt, len);
-	for (size_t k = 0;; k++) {
-		/* read in place: a copy of a whole field just decoded would
-		 * wait for the decode's stores to be forwarded */
-		const struct pb_field *fp = &f;
-		if (again ? !pb_next(&r, &f) : k == pi.n_fields)
-			break;
-		if (!again)
-			fp = &pi.fields[k];
+	for (size_t k = 0; vp_packet_field(&pi, &k, &r, &spare, &fp);) {
 		bool v = fp->wt == PB_WT_VARINT, l = fp->wt == PB_WT_LEN;
 		int rc = 0;
 		switch (fp->num) {
@@ -1285,8 +1196,6 @@ int rewrite_packet(struct rewriter *rw, const uint8_t *pkt, size_t len,
 			return -1;
 		run = fp->end;
 	}
-	if (r.err)
-		return bad(rw, &r, "packet");
 	flush_run(out, &run, pkt + len);
 
 	if (relabel) /* the packet had no timestamp_clock_id of its own */

@@ -13,6 +13,7 @@
 #include "perfetto_fields.h"
 #include "u64map.h"
 #include "seq_table.h"
+#include "trace_model.h"
 
 /* Strings the scanner recognises, as literal or interned names. */
 enum key {
@@ -74,6 +75,7 @@ static enum key lookup(enum table t, const uint8_t *s, size_t len)
 
 /* Per-sequence interning: (table, iid) -> key, for known strings only. */
 struct seq {
+	struct vp_seq_state st; /* clears (trace_model.h) */
 	struct u64map interned;
 	size_t n_categories; /* interned categories of ours: cros, vperfetto */
 };
@@ -481,95 +483,55 @@ static void note_ftrace_cpu(struct sync_scanner *s, const uint8_t *p,
 int sync_scan_packet(struct sync_scanner *s, const uint8_t *pkt, size_t len,
 		     uint64_t off, struct vp_error *err)
 {
+	struct vp_packet p;
 	struct pb_reader r;
-	struct pb_field f;
-	uint32_t seq_id = 0;
-	bool cleared = false;
-	uint64_t ts = 0;
-	const uint8_t *te = NULL, *interned_p = NULL, *snap = NULL;
-	size_t te_len = 0, interned_len = 0, snap_len = 0;
+	const uint8_t *te = NULL;
+	size_t te_len = 0;
 
 	s->pkt = pkt;
 	s->pkt_off = off;
 	s->err = err;
-	bool compressed = false;
 
-	pb_reader_init(&r, pkt, len);
-	while (pb_next(&r, &f)) {
-		switch (f.num) {
-		case TP_TRUSTED_PACKET_SEQUENCE_ID:
-			if (f.wt == PB_WT_VARINT)
-				seq_id = (uint32_t)f.val;
-			break;
-		case TP_TIMESTAMP:
-			if (f.wt == PB_WT_VARINT)
-				ts = f.val;
-			break;
-		case TP_SEQUENCE_FLAGS:
-			if (f.wt == PB_WT_VARINT &&
-			    (f.val & SEQ_INCREMENTAL_STATE_CLEARED))
-				cleared = true;
-			break;
-		case TP_INCREMENTAL_STATE_CLEARED:
-			if (f.wt == PB_WT_VARINT && f.val)
-				cleared = true;
-			break;
-		case TP_TRACK_EVENT:
-			if (f.wt == PB_WT_LEN) {
-				te = f.data;
-				te_len = f.len;
-			}
-			break;
-		case TP_INTERNED_DATA:
-			if (f.wt == PB_WT_LEN) {
-				interned_p = f.data;
-				interned_len = f.len;
-			}
-			break;
-		case TP_CLOCK_SNAPSHOT:
-			if (f.wt == PB_WT_LEN) {
-				snap = f.data;
-				snap_len = f.len;
-			}
-			break;
-		case TP_COMPRESSED_PACKETS:
-			compressed = f.wt == PB_WT_LEN;
-			break;
-		case TP_FTRACE_EVENTS:
-			if (f.wt == PB_WT_LEN)
-				note_ftrace_cpu(s, f.data, f.len);
-			break;
-		case TP_MACHINE_ID:
-			if (f.wt == PB_WT_VARINT && f.val > s->d.max_machine_id &&
-			    f.val <= UINT32_MAX)
-				s->d.max_machine_id = (uint32_t)f.val;
-			break;
-		}
-	}
-	if (r.err)
+	if (!vp_packet_envelope(&p, pkt, len)) {
+		pb_reader_init(&r, pkt, len);
+		r.err = p.err;
+		r.err_off = p.err_off;
 		return bad(s, &r, "packet");
-	if (compressed) {
+	}
+	if (p.compressed) {
 		s->d.n_compressed++;
 		return 1; /* the caller inflates it and scans what is inside */
 	}
 	s->d.n_packets++;
+	if (p.has_machine_id && p.machine_id > s->d.max_machine_id)
+		s->d.max_machine_id = p.machine_id;
+	if (p.payload.data && p.payload_num == TP_TRACK_EVENT) {
+		te = p.payload.data;
+		te_len = p.payload.len;
+	} else if (p.payload.data && p.payload_num == TP_FTRACE_EVENTS) {
+		note_ftrace_cpu(s, p.payload.data, p.payload.len);
+	}
 
-	if (seq_id > s->d.max_seq_id)
-		s->d.max_seq_id = seq_id;
-	if (snap && scan_clock_snapshot(s, snap, snap_len) < 0)
+	if (p.seq_id > s->d.max_seq_id)
+		s->d.max_seq_id = p.seq_id;
+	if (p.snapshot.data &&
+	    scan_clock_snapshot(s, p.snapshot.data, p.snapshot.len) < 0)
 		return -1;
-	if (!te && !interned_p && !cleared)
+	if (!te && !p.interned.data && !p.clears_state)
 		return 0;
 
-	struct seq *q = get_seq(s, seq_id);
-	if (cleared) {
+	/* Only the interning matters here: every packet is scanned, also
+	 * one that its sequence's state would skip. */
+	struct seq *q = get_seq(s, p.seq_id);
+	if (vp_seq_update(&q->st, &p) & VP_SEQ_CLEARED) {
 		u64map_clear(&q->interned);
 		q->n_categories = 0;
 	}
-	if (interned_p && scan_interned(s, q, interned_p, interned_len) < 0)
+	if (p.interned.data &&
+	    scan_interned(s, q, p.interned.data, p.interned.len) < 0)
 		return -1;
 	if (te && maybe_ours(q, te, te_len) &&
-	    scan_track_event(s, q, te, te_len, ts) < 0)
+	    scan_track_event(s, q, te, te_len, p.ts) < 0)
 		return -1;
 	return 0;
 }

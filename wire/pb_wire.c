@@ -9,15 +9,6 @@
 
 #include "vp_alloc.h"
 
-void pb_reader_init(struct pb_reader *r, const void *buf, size_t len)
-{
-	r->base = buf;
-	r->p = buf;
-	r->end = pb_ptr_add(buf, len); /* no arithmetic on NULL */
-	r->err = PB_OK;
-	r->err_off = 0;
-}
-
 bool pb_read_varint_slow(const uint8_t **pp, const uint8_t *end,
 			 uint64_t *out)
 {

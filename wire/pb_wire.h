@@ -62,7 +62,6 @@ struct pb_reader {
 	size_t err_off; /* offset of the bad field from base */
 };
 
-void pb_reader_init(struct pb_reader *r, const void *buf, size_t len);
 
 /* The general case of pb_read_varint(). */
 bool pb_read_varint_slow(const uint8_t **p, const uint8_t *end, uint64_t *out);
@@ -159,6 +158,18 @@ const char *pb_err_str(enum pb_err e);
 static inline const uint8_t *pb_ptr_add(const uint8_t *p, size_t n)
 {
 	return n ? p + n : p;
+}
+
+/* Starts a scan of (buf, len).  Inline: a reader made and read at once
+ * would otherwise wait on stores made in another function. */
+static inline void pb_reader_init(struct pb_reader *r, const void *buf,
+				  size_t len)
+{
+	r->base = buf;
+	r->p = buf;
+	r->end = pb_ptr_add(buf, len); /* no arithmetic on NULL */
+	r->err = PB_OK;
+	r->err_off = 0;
 }
 
 /* memcpy() that accepts (NULL, NULL, 0). */
