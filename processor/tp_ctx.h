@@ -28,6 +28,7 @@
 #include "pb_wire.h"
 #include "tp_db.h"
 #include "tp_schema.h"
+#include "trace_model.h"
 #include "u64map.h"
 
 struct tp_sorter;
@@ -75,12 +76,9 @@ struct tp_seq {
 	uint32_t machine;   /* machine table id */
 	uint32_t queue;     /* sorter queue of this sequence */
 	uint32_t gen;       /* current interning generation (tp_load.h) */
-	bool incremental_valid; /* false after loss until the next clear */
-	bool seen_any;
-	uint64_t packets;
-	uint64_t packets_lost; /* packets with previous_packet_dropped */
-	uint64_t packets_needing_state_dropped; /* SEQ_NEEDS_INCREMENTAL_STATE
-						  packets skipped: no state */
+	/* validity, losses, skipped packets, default clock, by Perfetto's
+	 * rules (wire/trace_model.h) */
+	struct vp_seq_state st;
 	/* previous_packet_dropped values, bit by bit (not counting the
 	 * first packet of the sequence, where a loss is expected): NULL
 	 * until a loss, then TP_LOSS_BITS counters */

@@ -1,20 +1,22 @@
 /*
- * tp_load.c - the loader: reads a trace, decodes each packet's envelope and
- * hands its contents to the modules, then runs the sorted parse stage
- * (tp_load.h).  What a sequence keeps between packets (interning,
- * defaults, scoped clocks) is tp_seq.c's.
+ * tp_load.c - the loader: reads a trace, has each packet's envelope decoded
+ * and its sequence's state applied by the trace model the merge shares
+ * (wire/trace_model.h), hands the payload to the modules, then runs the
+ * sorted parse stage (tp_load.h).  What a sequence keeps between packets
+ * for the processor (interning generations, stored defaults, scoped
+ * clocks) is tp_seq.c's.
  *
- * What the envelope covers, as Perfetto's proto tokenizer does:
+ * What the loader does with the envelope, as Perfetto's proto tokenizer:
  *  - trusted_packet_sequence_id -> struct tp_seq (per machine);
- *  - incremental state: SEQ_INCREMENTAL_STATE_CLEARED starts a new
- *    interning generation; SEQ_NEEDS_INCREMENTAL_STATE packets of a
- *    sequence that has no valid state are skipped and counted;
+ *  - the trace model's events: a clear starts a new interning generation
+ *    and resets the track event state; a loss is counted by reason; a
+ *    packet needing state the sequence lost is skipped and counted;
  *  - interned_data, stored per generation as the raw interned messages;
- *  - trace_packet_defaults (timestamp_clock_id, track_event_defaults);
- *  - timestamp + timestamp_clock_id, including sequence-scoped and
- *    incremental clocks, converted to trace time;
+ *  - trace_packet_defaults, stored per generation (track_event_defaults);
+ *  - timestamp in its clock (the packet's, the defaults', BOOTTIME),
+ *    including sequence-scoped and incremental clocks, to trace time;
  *  - clock_snapshot (the clock graph and the clock_snapshot table);
- *  - machine_id, trusted uid / pid, previous_packet_dropped;
+ *  - machine_id, trusted uid / pid;
  *  - compressed_packets, inflated and loaded packet by packet.
  */
 #include "tp_load.h"
@@ -46,9 +48,9 @@
 #include "tp_binder.h"
 #include "tp_tracks.h"
 #include "trace_io.h"
+#include "trace_model.h"
 
 #define MAX_INFLATED (512u << 20) /* one compressed_packets, inflated */
-#define MAX_DATA_FIELDS 8         /* data fields remembered per packet */
 
 struct tp_load_state {
 	const struct tp_load_opts *opts;
@@ -201,44 +203,8 @@ void tp_warn(struct tp_ctx *ctx, const char *fmt, ...)
 
 /* ---- packets ---------------------------------------------------------- */
 
-/* The clock of the packet's timestamp: its own, else the sequence's
- * defaults, else BOOTTIME. */
-static uint32_t packet_clock(struct tp_ctx *ctx, const struct tp_packet *pkt,
-			     bool has_clock, uint32_t clock)
-{
-	uint32_t id;
-
-	if (has_clock)
-		return clock;
-	if (pkt->seq && tp_seq_defaults_clock(ctx, pkt->gen, &id))
-		return id;
-	return BUILTIN_CLOCK_BOOTTIME;
-}
-
 static void load_packet(struct tp_ctx *ctx, const uint8_t *data, size_t len,
 			uint64_t offset);
-
-static bool is_envelope_field(uint32_t num)
-{
-	switch (num) {
-	case TP_TIMESTAMP:
-	case TP_TIMESTAMP_CLOCK_ID:
-	case TP_TRUSTED_PACKET_SEQUENCE_ID:
-	case TP_SEQUENCE_FLAGS:
-	case TP_INCREMENTAL_STATE_CLEARED:
-	case TP_PREVIOUS_PACKET_DROPPED:
-	case TP_FIRST_PACKET_ON_SEQUENCE:
-	case TP_TRUSTED_UID:
-	case TP_TRUSTED_PID:
-	case TP_MACHINE_ID:
-	case TP_INTERNED_DATA:
-	case TP_TRACE_PACKET_DEFAULTS:
-	case TP_CLOCK_SNAPSHOT:
-		return true;
-	default:
-		return false;
-	}
-}
 
 static void compressed_packets(struct tp_ctx *ctx, const uint8_t *data,
 			       size_t len, uint64_t offset)
@@ -325,21 +291,66 @@ static void dispatch_field(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	tp_system_tokenize(ctx, pkt, f);
 }
 
+/* Applies the packet to its sequence's state (trace_model.h), acting on
+ * what that says; false when the packet cannot be read (counted). */
+static bool sequence_state(struct tp_ctx *ctx, struct tp_packet *pkt,
+			   const struct vp_packet *p)
+{
+	struct tp_seq *s = pkt->seq;
+	uint64_t losses = s->st.losses;
+	unsigned ev = vp_seq_update(&s->st, p);
+
+	if (p->first_on_sequence)
+		tp_te_first_packet(ctx, p->seq_id);
+	if (ev & VP_SEQ_NEW_GENERATION)
+		s->gen = tp_seq_new_gen(ctx);
+	if (ev & VP_SEQ_CLEARED) {
+		if (s->clocks)
+			s->clocks->niclocks = 0;
+		tp_te_seq_reset(ctx, s);
+	}
+	if (s->st.losses != losses) { /* previous_packet_dropped's reasons */
+		if (!s->loss_bit_count) {
+			s->loss_bit_count = calloc(TP_LOSS_BITS,
+						   sizeof(*s->loss_bit_count));
+			if (!s->loss_bit_count)
+				abort();
+		}
+		for (unsigned b = 0; b < TP_LOSS_BITS; b++)
+			if (p->previous_packet_dropped >> b & 1)
+				s->loss_bit_count[b]++;
+	}
+	if (ev & VP_SEQ_LOST)
+		tp_te_seq_lost(ctx, s);
+	pkt->gen = s->gen;
+
+	/* Interned data and defaults are taken before the skip below, as
+	 * Perfetto takes them; Perfetto reads interned data, like track
+	 * events, only from packets that name their sequence. */
+	if (p->interned.data && !p->has_seq_id)
+		tp_stat_add(ctx, "interned_data_missing_sequence_id",
+			    pkt->machine, -1, 1);
+	else if (p->interned.data)
+		tp_seq_intern_data(ctx, pkt->gen, p->interned.data,
+				   p->interned.len);
+	if (p->defaults.data)
+		tp_seq_set_defaults(ctx, pkt->gen, p->defaults.data,
+				    p->defaults.len);
+	if (ev & VP_SEQ_SKIP) {
+		/* Perfetto logs the skip under its own stat. */
+		tp_stat_add(ctx, "packet_skipped_seq_needs_"
+				 "incremental_state_invalid",
+			    pkt->machine, -1, 1);
+		return false;
+	}
+	return true;
+}
+
 static void load_packet(struct tp_ctx *ctx, const uint8_t *data, size_t len,
 			uint64_t offset)
 {
 	struct tp_packet pkt;
-	struct pb_reader r;
-	struct pb_field f;
-	bool has_ts = false, has_clock = false;
-	uint32_t seq_id = 0, clock = 0, raw_machine = 0;
-	bool has_sync_marker = false, has_compressed = false;
-	uint64_t dropped = 0;
-	const uint8_t *interned = NULL, *defaults = NULL, *snapshot = NULL;
-	size_t interned_len = 0, defaults_len = 0, snapshot_len = 0;
-
-	struct pb_field data_fields[MAX_DATA_FIELDS];
-	unsigned ndata = 0;
+	struct vp_packet p;
 
 	memset(&pkt, 0, sizeof(pkt));
 	pkt.data = data;
@@ -347,171 +358,38 @@ static void load_packet(struct tp_ctx *ctx, const uint8_t *data, size_t len,
 	pkt.offset = offset;
 	ctx->packets++;
 
-	pb_reader_init(&r, data, len);
-	while (pb_next(&r, &f)) {
-		bool v = f.wt == PB_WT_VARINT;
-		switch (f.num) {
-		case TP_TIMESTAMP:
-			if (v) {
-				pkt.raw_ts = (int64_t)f.val;
-				has_ts = true;
-			}
-			break;
-		case TP_TIMESTAMP_CLOCK_ID:
-			if (v && f.val <= UINT32_MAX) {
-				clock = (uint32_t)f.val;
-				has_clock = true;
-			}
-			break;
-		case TP_TRUSTED_PACKET_SEQUENCE_ID:
-			if (v && f.val <= UINT32_MAX)
-				seq_id = (uint32_t)f.val;
-			pkt.has_seq_id = v;
-			break;
-		case TP_SEQUENCE_FLAGS:
-			if (v)
-				pkt.seq_flags = (uint32_t)f.val;
-			break;
-		case TP_INCREMENTAL_STATE_CLEARED:
-			if (v && f.val)
-				pkt.incremental_state_cleared = true;
-			break;
-		case TP_PREVIOUS_PACKET_DROPPED:
-			if (v)
-				dropped = f.val;
-			break;
-		case TP_FIRST_PACKET_ON_SEQUENCE:
-			if (v && f.val)
-				pkt.first_on_sequence = true;
-			break;
-		case TP_TRUSTED_UID:
-			if (v) {
-				pkt.trusted_uid = (int32_t)f.val;
-				pkt.has_trusted_uid = true;
-			}
-			break;
-		case TP_TRUSTED_PID:
-			if (v) {
-				pkt.trusted_pid = (int32_t)f.val;
-				pkt.has_trusted_pid = true;
-			}
-			break;
-		case TP_MACHINE_ID:
-			if (v && f.val <= UINT32_MAX)
-				raw_machine = (uint32_t)f.val;
-			break;
-		case TP_INTERNED_DATA:
-			if (f.wt == PB_WT_LEN) {
-				interned = f.data;
-				interned_len = f.len;
-			}
-			break;
-		case TP_TRACE_PACKET_DEFAULTS:
-			if (f.wt == PB_WT_LEN) {
-				defaults = f.data;
-				defaults_len = f.len;
-			}
-			break;
-		case TP_CLOCK_SNAPSHOT:
-			if (f.wt == PB_WT_LEN) {
-				snapshot = f.data;
-				snapshot_len = f.len;
-			}
-			break;
-		case TP_SYNCHRONIZATION_MARKER:
-			has_sync_marker = true;
-			if (ndata < MAX_DATA_FIELDS)
-				data_fields[ndata] = f;
-			ndata++;
-			break;
-		case TP_COMPRESSED_PACKETS:
-			has_compressed = true;
-			if (ndata < MAX_DATA_FIELDS)
-				data_fields[ndata] = f;
-			ndata++;
-			break;
-		default:
-			if (ndata < MAX_DATA_FIELDS)
-				data_fields[ndata] = f;
-			ndata++;
-			break;
-		}
-	}
-	if (r.err != PB_OK) {
+	if (!vp_packet_decode(&p, data, len)) {
 		tp_stat_inc(ctx, "packet_decode_errors");
 		tp_warn(ctx, "byte offset %llu: malformed packet (%s at packet "
 			     "byte %zu); packet skipped",
-			(unsigned long long)offset, pb_err_str(r.err), r.err_off);
+			(unsigned long long)offset, pb_err_str(p.err),
+			p.err_off);
 		return;
 	}
-
-	pkt.machine = tp_packet_machine(ctx, raw_machine,
-					!has_sync_marker && !has_compressed);
+	pkt.raw_ts = (int64_t)p.ts;
+	pkt.has_seq_id = p.has_seq_id;
+	pkt.seq_flags = p.seq_flags;
+	pkt.incremental_state_cleared = p.clears_state;
+	pkt.first_on_sequence = p.first_on_sequence;
+	pkt.trusted_uid = p.trusted_uid;
+	pkt.has_trusted_uid = p.has_trusted_uid;
+	pkt.trusted_pid = p.trusted_pid;
+	pkt.has_trusted_pid = p.has_trusted_pid;
+	pkt.machine = tp_packet_machine(ctx, p.machine_id,
+					!p.sync_marker && !p.compressed);
 	/* Every packet is on a sequence: 0 when it names none, as Perfetto's
 	 * reader has it (interned data and track events work there too). */
-	{
-		struct tp_seq *s = tp_seq_get(ctx, pkt.machine, seq_id);
-		pkt.seq = s;
-		pkt.queue = s->queue;
-		if (pkt.first_on_sequence)
-			tp_te_first_packet(ctx, (uint32_t)seq_id);
-		if (pkt.incremental_state_cleared ||
-		    (pkt.seq_flags & SEQ_INCREMENTAL_STATE_CLEARED)) {
-			if (s->seen_any)
-				s->gen = tp_seq_new_gen(ctx);
-			s->incremental_valid = true;
-			if (s->clocks)
-				s->clocks->niclocks = 0;
-			tp_te_seq_reset(ctx, s);
-		}
-		if (dropped && s->seen_any) {
-			s->packets_lost++;
-			if (!s->loss_bit_count) {
-				s->loss_bit_count = calloc(
-					TP_LOSS_BITS, sizeof(*s->loss_bit_count));
-				if (!s->loss_bit_count)
-					abort();
-			}
-			for (unsigned b = 0; b < TP_LOSS_BITS; b++)
-				if (dropped >> b & 1)
-					s->loss_bit_count[b]++;
-			s->incremental_valid = pkt.incremental_state_cleared ||
-					       (pkt.seq_flags &
-						SEQ_INCREMENTAL_STATE_CLEARED);
-			if (!s->incremental_valid)
-				tp_te_seq_lost(ctx, s);
-		}
-		s->seen_any = true;
-		s->packets++;
-		pkt.gen = s->gen;
-		if ((pkt.seq_flags & SEQ_NEEDS_INCREMENTAL_STATE) &&
-		    !s->incremental_valid) {
-			s->packets_needing_state_dropped++;
-			/* Perfetto logs the skip under its own stat. */
-			tp_stat_add(ctx, "packet_skipped_seq_needs_"
-					 "incremental_state_invalid",
-				    pkt.machine, -1, 1);
-			return;
-		}
-	}
+	pkt.seq = tp_seq_get(ctx, pkt.machine, p.seq_id);
+	pkt.queue = pkt.seq->queue;
+	if (!sequence_state(ctx, &pkt, &p))
+		return;
 
-	/* Perfetto reads interned data, like track events, only from packets
-	 * that name their sequence. */
-	if (interned && !pkt.has_seq_id) {
-		tp_stat_add(ctx, "interned_data_missing_sequence_id", pkt.machine,
-			    -1, 1);
-	} else if (interned) {
-		if (pkt.seq)
-			tp_seq_intern_data(ctx, pkt.gen, interned, interned_len);
-		else
-			tp_stat_inc(ctx, "interned_data_tokenizer_errors");
-	}
-	if (defaults && pkt.seq)
-		tp_seq_set_defaults(ctx, pkt.gen, defaults, defaults_len);
-	if (snapshot)
-		tp_seq_clock_snapshot(ctx, &pkt, snapshot, snapshot_len);
-	if (has_ts) {
-		pkt.clock_id = packet_clock(ctx, &pkt, has_clock, clock);
+	if (p.snapshot.data)
+		tp_seq_clock_snapshot(ctx, &pkt, p.snapshot.data,
+				      p.snapshot.len);
+	if (p.has_ts) {
+		pkt.clock_id = vp_seq_packet_clock(&pkt.seq->st, &p,
+						   BUILTIN_CLOCK_BOOTTIME);
 		if (!tp_seq_packet_time(ctx, &pkt))
 			return; /* counted as clock_sync_failure */
 		if (!ctx->have_ts || pkt.ts < ctx->first_ts)
@@ -523,17 +401,13 @@ static void load_packet(struct tp_ctx *ctx, const uint8_t *data, size_t len,
 	pkt.needs_incremental_state =
 		(pkt.seq_flags & SEQ_NEEDS_INCREMENTAL_STATE) != 0;
 
-	/* The data fields, each to the module that knows it (scanned again
-	 * only in the rare packet with more than MAX_DATA_FIELDS of them). */
-	if (ndata <= MAX_DATA_FIELDS) {
-		for (unsigned i = 0; i < ndata; i++)
-			dispatch_field(ctx, &pkt, &data_fields[i]);
-		return;
-	}
-	pb_reader_init(&r, data, len);
-	while (pb_next(&r, &f))
-		if (!is_envelope_field(f.num))
-			dispatch_field(ctx, &pkt, &f);
+	/* The payload, each field to the module that knows it. */
+	struct pb_reader r;
+	struct pb_field spare;
+	const struct pb_field *f;
+	for (size_t i = 0; vp_packet_field(&p, &i, &r, &spare, &f);)
+		if (!vp_packet_is_envelope(f->num))
+			dispatch_field(ctx, &pkt, f);
 }
 
 /* ---- driving the load ------------------------------------------------- */

@@ -23,8 +23,6 @@ struct gen {
 	unsigned nmaps;
 	uint64_t defaults_off; /* TracePacketDefaults in the arena */
 	uint32_t defaults_len;
-	bool defaults_has_clock; /* its timestamp_clock_id, decoded once */
-	uint32_t defaults_clock;
 	struct u64map str_cache; /* tp_interned_str() results */
 };
 
@@ -251,19 +249,9 @@ void tp_seq_set_defaults(struct tp_ctx *ctx, uint32_t gen,
 	if (len > UINT32_MAX)
 		return;
 	struct gen *g = &ls->gens[gen];
-	struct pb_reader r;
-	struct pb_field f;
 	g->defaults_off = ls->arena.len;
 	g->defaults_len = (uint32_t)len;
-	g->defaults_has_clock = false;
 	pb_put_raw(&ls->arena, data, len);
-	pb_reader_init(&r, data, len);
-	while (pb_next(&r, &f))
-		if (f.num == TPD_TIMESTAMP_CLOCK_ID && f.wt == PB_WT_VARINT &&
-		    f.val <= UINT32_MAX) {
-			g->defaults_has_clock = true;
-			g->defaults_clock = (uint32_t)f.val;
-		}
 }
 
 /* ---- clocks ----------------------------------------------------------- */
@@ -407,16 +395,6 @@ void tp_seq_clock_snapshot(struct tp_ctx *ctx, struct tp_packet *pkt,
 		tp_set_int(t, TP_CLOCK_SNAPSHOT_snapshot_id, row, snap);
 		tp_set_machine(t, TP_CLOCK_SNAPSHOT_machine_id, row, pkt->machine);
 	}
-}
-
-bool tp_seq_defaults_clock(struct tp_ctx *ctx, uint32_t gen,
-			   uint32_t *clock_id)
-{
-	struct tp_seqs *ls = S(ctx);
-	if (gen >= ls->ngens || !ls->gens[gen].defaults_has_clock)
-		return false;
-	*clock_id = ls->gens[gen].defaults_clock;
-	return true;
 }
 
 /* Resolves pkt->raw_ts (in pkt->clock_id) into pkt->ts. */

@@ -39,12 +39,10 @@ uint32_t tp_seq_new_gen(struct tp_ctx *ctx);
 /* Stores an InternedData message's entries in generation gen. */
 void tp_seq_intern_data(struct tp_ctx *ctx, uint32_t gen,
 			const uint8_t *data, size_t len);
-/* Stores TracePacketDefaults as generation gen's defaults. */
+/* Stores TracePacketDefaults as generation gen's defaults (for
+ * track_event_defaults; the default clock is the sequence's st). */
 void tp_seq_set_defaults(struct tp_ctx *ctx, uint32_t gen,
 			 const uint8_t *data, size_t len);
-/* The timestamp_clock_id of generation gen's defaults, if they set one. */
-bool tp_seq_defaults_clock(struct tp_ctx *ctx, uint32_t gen,
-			   uint32_t *clock_id);
 /* A ClockSnapshot on pkt: the clock graph, the sequence's scoped and
  * incremental clocks, the clock_snapshot table. */
 void tp_seq_clock_snapshot(struct tp_ctx *ctx, struct tp_packet *pkt,

@@ -1277,7 +1277,7 @@ static void parse_writer_stats(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	if (!seq)
 		return;
 	tp_stat_add(ctx, "traced_buf_sequence_packet_loss", pkt->machine, buf,
-		    (int64_t)seq->packets_lost);
+		    (int64_t)seq->st.losses);
 	/* previous_packet_dropped is a bit mask: bit 0 says "something was
 	 * lost", the next bits say why. */
 	for (size_t i = 0; i < NELEM(loss_cause_stats) &&
@@ -1289,8 +1289,8 @@ static void parse_writer_stats(struct tp_ctx *ctx, const struct tp_packet *pkt,
 				    pkt->machine, buf,
 				    (int64_t)seq->loss_bit_count[b]);
 	}
-	if (seq->packets > 0 &&
-	    seq->packets_needing_state_dropped == seq->packets)
+	if (seq->st.packets > 0 &&
+	    seq->st.skipped == seq->st.packets)
 		tp_stat_add(ctx, "traced_buf_incremental_sequences_dropped",
 			    pkt->machine, buf, 1);
 }

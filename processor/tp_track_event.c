@@ -420,7 +420,7 @@ static void tokenize_track_descriptor(struct tp_ctx *ctx,
 		tp_stat_inc(ctx, "track_descriptor_missing_uuid");
 		return;
 	}
-	if (d.thread && pkt->seq && pkt->seq->incremental_valid) {
+	if (d.thread && pkt->seq && pkt->seq->st.valid) {
 		bool hp, ht;
 		int64_t pid, tid;
 		tp_te_pid_tid(d.thread, d.thread_len, &hp, &pid, &ht, &tid);
@@ -441,7 +441,7 @@ static void tokenize_thread_descriptor(struct tp_ctx *ctx,
 		tp_stat_inc(ctx, "track_event_tokenizer_errors");
 		return;
 	}
-	if (!pkt->seq->incremental_valid) {
+	if (!pkt->seq->st.valid) {
 		tp_stat_inc(ctx, "tokenizer_skipped_packets");
 		return;
 	}

@@ -6,6 +6,8 @@
 
 #include <string.h>
 
+#include "perfetto_fields.h"
+
 
 bool vp_packet_is_envelope(uint32_t num)
 {
@@ -60,6 +62,8 @@ envelope_field(struct vp_packet *p, const struct pb_field *f)
 			p->seq_flags = (uint32_t)f->val;
 			if (f->val & SEQ_INCREMENTAL_STATE_CLEARED)
 				p->clears_state = true;
+			p->needs_state =
+				(f->val & SEQ_NEEDS_INCREMENTAL_STATE) != 0;
 		}
 		break;
 	case TP_INCREMENTAL_STATE_CLEARED:
@@ -140,7 +144,7 @@ decode(struct vp_packet *p, const uint8_t *data, size_t len, bool keep)
 	p->previous_packet_dropped = 0;
 	p->has_ts = p->has_clock_id = p->has_seq_id = p->has_machine_id = false;
 	p->has_trusted_uid = p->has_trusted_pid = false;
-	p->clears_state = p->first_on_sequence = false;
+	p->clears_state = p->needs_state = p->first_on_sequence = false;
 	p->compressed = p->sync_marker = false;
 	p->interned.data = p->defaults.data = p->snapshot.data = NULL;
 	p->interned.len = p->defaults.len = p->snapshot.len = 0;
@@ -230,7 +234,7 @@ unsigned vp_seq_update_slow(struct vp_seq_state *s, const struct vp_packet *p)
 		if (!ok)
 			ev |= VP_SEQ_BAD_DEFAULTS;
 	}
-	if ((p->seq_flags & SEQ_NEEDS_INCREMENTAL_STATE) && !s->valid) {
+	if (p->needs_state && !s->valid) {
 		s->skipped++;
 		ev |= VP_SEQ_SKIP;
 	}

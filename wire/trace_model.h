@@ -36,7 +36,6 @@
 #include <stdint.h>
 
 #include "pb_wire.h"
-#include "perfetto_fields.h"
 
 /* Fields kept as decoded; a packet with more is walked again past them. */
 #define VP_PACKET_MAX_FIELDS 32
@@ -58,6 +57,7 @@ struct vp_packet {
 	/* sequence_flags has SEQ_INCREMENTAL_STATE_CLEARED, or the older
 	 * incremental_state_cleared field is true */
 	bool clears_state;
+	bool needs_state; /* sequence_flags has SEQ_NEEDS_INCREMENTAL_STATE */
 	bool first_on_sequence;
 	bool compressed;  /* compressed_packets (a LEN field) */
 	bool sync_marker; /* synchronization_marker */
@@ -159,7 +159,7 @@ static inline unsigned vp_seq_update(struct vp_seq_state *s,
 	 * that may be gone: those only count. */
 	if (!p->clears_state && !p->previous_packet_dropped &&
 	    !p->defaults.data &&
-	    (s->valid || !(p->seq_flags & SEQ_NEEDS_INCREMENTAL_STATE))) {
+	    (s->valid || !p->needs_state)) {
 		s->seen_any = true;
 		s->packets++;
 		return 0;
