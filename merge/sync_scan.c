@@ -13,7 +13,7 @@
 #include "perfetto_fields.h"
 #include "u64map.h"
 #include "seq_table.h"
-#include "trace_model.h"
+#include "trace_model_decode.h"
 
 /* Strings the scanner recognises, as literal or interned names. */
 enum key {
@@ -492,7 +492,7 @@ int sync_scan_packet(struct sync_scanner *s, const uint8_t *pkt, size_t len,
 	s->pkt_off = off;
 	s->err = err;
 
-	if (!vp_packet_envelope(&p, pkt, len)) {
+	if (!vp_packet_decode_inline(&p, pkt, len, false)) {
 		pb_reader_init(&r, pkt, len);
 		r.err = p.err;
 		r.err_off = p.err_off;

@@ -71,14 +71,16 @@ struct vp_packet {
 
 	/* the payload: the one field of TracePacket's `data` oneof, all of
 	 * whose members are LEN fields (the last LEN field outside the
-	 * envelope, if a packet breaks the oneof), or payload_num 0 */
+	 * envelope, if a packet breaks the oneof), or payload_num 0 and
+	 * data NULL */
 	uint32_t payload_num;
 	struct vp_span payload;
 
 	/* every field in order, the first VP_PACKET_MAX_FIELDS of them
 	 * (vp_packet_decode only) */
 	struct pb_field fields[VP_PACKET_MAX_FIELDS];
-	size_t n_fields; /* all of them, also those past the array */
+	size_t n_fields; /* all of them, also those past the array (more
+			  * than the array holds after vp_packet_envelope) */
 
 	/* when vp_packet_decode fails: what and where, from data */
 	enum pb_err err;
