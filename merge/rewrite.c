@@ -341,52 +341,33 @@ static struct scoped_clock *find_scoped(struct rw_seq *q, uint32_t id)
 static int parse_snapshot(struct rewriter *rw, struct rw_seq *q,
 			  const uint8_t *p, size_t len)
 {
-	struct pb_reader r, cr;
-	struct pb_field f, cf;
+	struct vp_snapshot_iter it;
+	struct vp_clock_reading c;
 	bool have_target = false;
 	uint64_t target_in = 0;
 	size_t n = 0;
 	struct scoped_clock clk[MAX_SCOPED_CLOCKS];
 
-	pb_reader_init(&r, p, len);
-	while (pb_next(&r, &f)) {
-		if (f.num != CS_CLOCKS || f.wt != PB_WT_LEN)
-			continue;
-		uint64_t id = 0, ts = 0, unit = 0;
-		bool incr = false;
-		pb_reader_init(&cr, f.data, f.len);
-		while (pb_next(&cr, &cf)) {
-			if (cf.wt != PB_WT_VARINT)
-				continue;
-			if (cf.num == CLK_CLOCK_ID)
-				id = cf.val;
-			else if (cf.num == CLK_TIMESTAMP)
-				ts = cf.val;
-			else if (cf.num == CLK_IS_INCREMENTAL)
-				incr = cf.val != 0;
-			else if (cf.num == CLK_UNIT_MULTIPLIER_NS)
-				unit = cf.val;
-		}
-		if (cr.err)
-			return bad(rw, &cr, "clock snapshot entry");
-		if (id == rw->cfg.target_clock) {
+	vp_snapshot_begin(&it, p, len);
+	while (vp_snapshot_next(&it, &c)) {
+		if (c.id == rw->cfg.target_clock) {
 			have_target = true;
-			target_in = ts;
-		} else if (id >= SCOPED_CLOCK_FIRST &&
-			   id <= SCOPED_CLOCK_LAST &&
+			target_in = c.ts;
+		} else if (c.id >= SCOPED_CLOCK_FIRST &&
+			   c.id <= SCOPED_CLOCK_LAST &&
 			   n < MAX_SCOPED_CLOCKS) {
 			clk[n++] = (struct scoped_clock){
-				.id = (uint32_t)id,
-				.incremental = incr,
-				.unit = unit ? unit : 1,
-				.snap = ts,
-				.last_in = ts,
-				.last_out = ts,
+				.id = (uint32_t)c.id,
+				.incremental = c.incremental,
+				.unit = c.unit_ns ? c.unit_ns : 1,
+				.snap = c.ts,
+				.last_in = c.ts,
+				.last_out = c.ts,
 			};
 		}
 	}
-	if (r.err)
-		return bad(rw, &r, "clock_snapshot");
+	if (it.bad)
+		return bad(rw, it.bad, it.bad_what);
 
 	/* Scoped clocks are defined relative to the snapshot's target-clock
 	 * entry; without one they can't be mapped and are forgotten. */

@@ -392,60 +392,38 @@ static int scan_track_event(struct sync_scanner *s, const struct seq *q,
 static int scan_clock_snapshot(struct sync_scanner *s, const uint8_t *p,
 			       size_t len)
 {
-	struct pb_reader r, cr;
-	struct pb_field f, cf;
+	struct vp_snapshot_iter it;
+	struct vp_clock_reading c;
 	bool have_cyc = false, have_boot = false, have_mono = false;
 	bool have_rt = false, incremental_64 = false;
 	uint64_t cyc = 0, boot = 0, mono = 0, rt = 0;
 
-	pb_reader_init(&r, p, len);
-	while (pb_next(&r, &f)) {
-		if (f.num == CS_PRIMARY_TRACE_CLOCK && f.wt == PB_WT_VARINT) {
-			s->d.trace_clock = (uint32_t)f.val;
+	vp_snapshot_begin(&it, p, len);
+	while (vp_snapshot_next(&it, &c)) {
+		if (!c.has_ts)
 			continue;
-		}
-		if (f.num != CS_CLOCKS || f.wt != PB_WT_LEN)
-			continue;
-		uint64_t id = 0, ts = 0, mult = 0;
-		bool incr = false, have_ts = false;
-		pb_reader_init(&cr, f.data, f.len);
-		while (pb_next(&cr, &cf)) {
-			if (cf.wt != PB_WT_VARINT)
-				continue;
-			if (cf.num == CLK_CLOCK_ID)
-				id = cf.val;
-			else if (cf.num == CLK_TIMESTAMP) {
-				ts = cf.val;
-				have_ts = true;
-			} else if (cf.num == CLK_IS_INCREMENTAL)
-				incr = cf.val != 0;
-			else if (cf.num == CLK_UNIT_MULTIPLIER_NS)
-				mult = cf.val;
-		}
-		if (cr.err)
-			return bad(s, &cr, "clock snapshot entry");
-		if (!have_ts)
-			continue;
-		if (id == CPU_COUNTER_CLOCK_ID) {
-			if (incr || mult) {
+		if (c.id == CPU_COUNTER_CLOCK_ID) {
+			if (c.incremental || c.unit_ns) {
 				incremental_64 = true;
 			} else {
-				cyc = ts;
+				cyc = c.ts;
 				have_cyc = true;
 			}
-		} else if (id == BUILTIN_CLOCK_BOOTTIME) {
-			boot = ts;
+		} else if (c.id == BUILTIN_CLOCK_BOOTTIME) {
+			boot = c.ts;
 			have_boot = true;
-		} else if (id == BUILTIN_CLOCK_MONOTONIC) {
-			mono = ts;
+		} else if (c.id == BUILTIN_CLOCK_MONOTONIC) {
+			mono = c.ts;
 			have_mono = true;
-		} else if (id == BUILTIN_CLOCK_REALTIME) {
-			rt = ts;
+		} else if (c.id == BUILTIN_CLOCK_REALTIME) {
+			rt = c.ts;
 			have_rt = true;
 		}
 	}
-	if (r.err)
-		return bad(s, &r, "clock_snapshot");
+	if (it.bad)
+		return bad(s, it.bad, it.bad_what);
+	if (it.has_primary)
+		s->d.trace_clock = (uint32_t)it.primary;
 	if (have_rt && have_boot)
 		push_sample(&s->d.realtime, rt, boot);
 	if (incremental_64)

@@ -10,6 +10,7 @@
 #include "perfetto_fields.h"
 #include "pb_wire.h"
 #include "seq_table.h"
+#include "trace_model.h"
 #include "tp_clock.h"
 #include "tp_sort.h"
 #include "tp_stats.h"
@@ -300,36 +301,14 @@ void tp_seq_clock_snapshot(struct tp_ctx *ctx, struct tp_packet *pkt,
 	struct tp_clock_reading rd[32];
 	uint32_t raw_ids[32];
 	unsigned n = 0;
-	uint64_t primary = 0;
-	bool has_primary = false;
-	struct pb_reader r, cr;
-	struct pb_field f, cf;
+	struct vp_snapshot_iter it;
+	struct vp_clock_reading ck;
 
-	pb_reader_init(&r, data, len);
-	while (pb_next(&r, &f)) {
-		if (f.num == CS_PRIMARY_TRACE_CLOCK && f.wt == PB_WT_VARINT) {
-			primary = f.val;
-			has_primary = true;
-			continue;
-		}
-		if (f.num != CS_CLOCKS || f.wt != PB_WT_LEN || n == 32)
-			continue;
-		uint64_t id = 0, mult = 1;
-		int64_t ts = 0;
-		bool incr = false;
-		pb_reader_init(&cr, f.data, f.len);
-		while (pb_next(&cr, &cf)) {
-			if (cf.wt != PB_WT_VARINT)
-				continue;
-			if (cf.num == CLK_CLOCK_ID)
-				id = cf.val;
-			else if (cf.num == CLK_TIMESTAMP)
-				ts = (int64_t)cf.val;
-			else if (cf.num == CLK_IS_INCREMENTAL)
-				incr = cf.val != 0;
-			else if (cf.num == CLK_UNIT_MULTIPLIER_NS)
-				mult = cf.val ? cf.val : 1;
-		}
+	vp_snapshot_begin(&it, data, len);
+	while (n < 32 && vp_snapshot_next(&it, &ck)) {
+		uint64_t id = ck.id, mult = ck.unit_ns ? ck.unit_ns : 1;
+		int64_t ts = (int64_t)ck.ts;
+		bool incr = ck.incremental;
 		if (id > UINT32_MAX)
 			continue;
 		bool scoped = id >= SCOPED_CLOCK_FIRST && id <= SCOPED_CLOCK_LAST;
@@ -359,13 +338,16 @@ void tp_seq_clock_snapshot(struct tp_ctx *ctx, struct tp_packet *pkt,
 		rd[n].ts_ns = (int64_t)((uint64_t)ts * mult);
 		n++;
 	}
-	if (r.err != PB_OK || n == 0) {
+	/* primary_trace_clock may come after the 32nd clock */
+	while (n == 32 && vp_snapshot_next(&it, &ck))
+		;
+	if (it.bad || n == 0) {
 		tp_stat_inc(ctx, "invalid_clock_snapshots");
 		if (n == 0)
 			return;
 	}
-	if (has_primary &&
-	    !tp_clock_set_trace_clock(ctx->clocks, pkt->machine, primary))
+	if (it.has_primary &&
+	    !tp_clock_set_trace_clock(ctx->clocks, pkt->machine, it.primary))
 		tp_stat_inc(ctx, "clock_snapshot_not_monotonic");
 	uint32_t snap = tp_clock_add_snapshot(ctx->clocks, pkt->machine, rd, n);
 

@@ -101,3 +101,55 @@ unsigned vp_seq_update_slow(struct vp_seq_state *s, const struct vp_packet *p)
 	}
 	return ev;
 }
+
+void vp_snapshot_begin(struct vp_snapshot_iter *it, const uint8_t *data,
+		       size_t len)
+{
+	pb_reader_init(&it->r, data, len);
+	it->primary = 0;
+	it->has_primary = false;
+	it->bad = NULL;
+	it->bad_what = NULL;
+}
+
+bool vp_snapshot_next(struct vp_snapshot_iter *it, struct vp_clock_reading *c)
+{
+	struct pb_field f, cf;
+
+	while (pb_next(&it->r, &f)) {
+		if (f.num == CS_PRIMARY_TRACE_CLOCK && f.wt == PB_WT_VARINT) {
+			it->primary = f.val;
+			it->has_primary = true;
+			continue;
+		}
+		if (f.num != CS_CLOCKS || f.wt != PB_WT_LEN)
+			continue;
+		*c = (struct vp_clock_reading){0};
+		pb_reader_init(&it->cr, f.data, f.len);
+		while (pb_next(&it->cr, &cf)) {
+			if (cf.wt != PB_WT_VARINT)
+				continue;
+			if (cf.num == CLK_CLOCK_ID) {
+				c->id = cf.val;
+			} else if (cf.num == CLK_TIMESTAMP) {
+				c->ts = cf.val;
+				c->has_ts = true;
+			} else if (cf.num == CLK_IS_INCREMENTAL) {
+				c->incremental = cf.val != 0;
+			} else if (cf.num == CLK_UNIT_MULTIPLIER_NS) {
+				c->unit_ns = cf.val;
+			}
+		}
+		if (it->cr.err != PB_OK) {
+			it->bad = &it->cr;
+			it->bad_what = "clock snapshot entry";
+			return false;
+		}
+		return true;
+	}
+	if (it->r.err != PB_OK) {
+		it->bad = &it->r;
+		it->bad_what = "clock_snapshot";
+	}
+	return false;
+}

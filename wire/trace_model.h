@@ -24,6 +24,9 @@
  *  - TracePacketDefaults.timestamp_clock_id is the clock of the packets
  *    that name none, until the next clear (0 names none, in a packet or
  *    in defaults).
+ * ClockSnapshots are read clock by clock (vp_snapshot_next) the same way
+ * for all: each reader then does what it does with them.
+ *
  * Each reader keeps its own per-sequence data (interned names, scoped
  * clocks) beside a vp_seq_state, in a seq_table slot, and acts on the
  * events vp_seq_update returns.
@@ -181,5 +184,34 @@ static inline uint32_t vp_seq_packet_clock(const struct vp_seq_state *s,
 		return s->default_clock;
 	return fallback;
 }
+
+/* ---- ClockSnapshot ------------------------------------------------------ */
+
+/* One clock of a ClockSnapshot, as written. */
+struct vp_clock_reading {
+	uint64_t id;
+	uint64_t ts;      /* in the clock's units */
+	uint64_t unit_ns; /* unit_multiplier_ns; 0 when absent (1 ns) */
+	bool has_ts;
+	bool incremental; /* is_incremental: ts is a delta from the last */
+};
+
+/* The clocks of a ClockSnapshot, one by one. */
+struct vp_snapshot_iter {
+	struct pb_reader r, cr;
+	uint64_t primary; /* primary_trace_clock, when has_primary */
+	bool has_primary;
+	/* after vp_snapshot_next returned false on malformed bytes: the
+	 * reader that failed (its base and err_off give the offset) and
+	 * what it was reading; NULL at a clean end */
+	const struct pb_reader *bad;
+	const char *bad_what;
+};
+
+void vp_snapshot_begin(struct vp_snapshot_iter *it, const uint8_t *data,
+		       size_t len);
+/* The next clock, false after the last (it->bad says whether that was
+ * malformed bytes).  primary_trace_clock is known once it returned false. */
+bool vp_snapshot_next(struct vp_snapshot_iter *it, struct vp_clock_reading *c);
 
 #endif

@@ -249,6 +249,56 @@ static void test_many_fields(void **state)
 	pb_buf_free(&b);
 }
 
+/* ClockSnapshot: clocks in order, primary_trace_clock wherever it is,
+ * malformed entries named with the reader that failed. */
+static void test_snapshot(void **state)
+{
+	(void)state;
+	struct pb_buf b;
+	struct vp_snapshot_iter it;
+	struct vp_clock_reading c;
+
+	pb_buf_init(&b);
+	size_t m = pb_begin_nested(&b, CS_CLOCKS);
+	pb_put_varint(&b, CLK_CLOCK_ID, 6);
+	pb_put_varint(&b, CLK_TIMESTAMP, 1000);
+	pb_end_nested(&b, m);
+	m = pb_begin_nested(&b, CS_CLOCKS);
+	pb_put_varint(&b, CLK_CLOCK_ID, 64);
+	pb_put_varint(&b, CLK_TIMESTAMP, 5);
+	pb_put_varint(&b, CLK_IS_INCREMENTAL, 1);
+	pb_put_varint(&b, CLK_UNIT_MULTIPLIER_NS, 1000);
+	pb_end_nested(&b, m);
+	pb_put_varint(&b, CS_PRIMARY_TRACE_CLOCK, 6);
+
+	vp_snapshot_begin(&it, b.data, b.len);
+	assert_true(vp_snapshot_next(&it, &c));
+	assert_int_equal(c.id, 6);
+	assert_int_equal(c.ts, 1000);
+	assert_true(c.has_ts);
+	assert_false(c.incremental);
+	assert_int_equal(c.unit_ns, 0);
+	assert_true(vp_snapshot_next(&it, &c));
+	assert_int_equal(c.id, 64);
+	assert_true(c.incremental);
+	assert_int_equal(c.unit_ns, 1000);
+	assert_false(vp_snapshot_next(&it, &c));
+	assert_null(it.bad);
+	assert_true(it.has_primary);
+	assert_int_equal(it.primary, 6);
+	pb_buf_free(&b);
+
+	/* an entry whose varint runs past its end */
+	pb_buf_init(&b);
+	pb_put_bytes(&b, CS_CLOCKS, "\x08\xff", 2);
+	vp_snapshot_begin(&it, b.data, b.len);
+	assert_false(vp_snapshot_next(&it, &c));
+	assert_ptr_equal(it.bad, &it.cr);
+	assert_string_equal(it.bad_what, "clock snapshot entry");
+	assert_int_equal(it.cr.err_off, 0);
+	pb_buf_free(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -258,6 +308,7 @@ int main(void)
 		cmocka_unit_test(test_first_packet_loss),
 		cmocka_unit_test(test_malformed),
 		cmocka_unit_test(test_many_fields),
+		cmocka_unit_test(test_snapshot),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
