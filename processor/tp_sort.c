@@ -247,21 +247,49 @@ static bool item_less(const struct sort_item *a, const struct sort_item *b)
 	return a->ts < b->ts || (a->ts == b->ts && a->seq < b->seq);
 }
 
-static void merge_sort(struct sort_item *v, struct sort_item *tmp, size_t n)
+/* The end of the ascending run of v that begins at lo (< n). */
+static size_t run_end(const struct sort_item *v, size_t lo, size_t n)
 {
-	for (size_t w = 1; w < n; w *= 2) {
-		for (size_t lo = 0; lo < n; lo += 2 * w) {
-			size_t mid = lo + w < n ? lo + w : n;
-			size_t hi = lo + 2 * w < n ? lo + 2 * w : n;
+	size_t k = lo + 1;
+	while (k < n && !item_less(&v[k], &v[k - 1]))
+		k++;
+	return k;
+}
+
+/* Sorts v (n items, stable), using tmp as much room again; returns the
+ * buffer that holds the result, v or tmp.  A natural merge sort: a queue
+ * that needs sorting is mostly in order already (long runs in time order
+ * that overlap a little where bundles do), so merging the runs it has
+ * takes a pass or two where sorting from single items takes log2(n), and
+ * the two buffers take turns instead of being copied back every pass. */
+static struct sort_item *merge_sort(struct sort_item *v, struct sort_item *tmp,
+				    size_t n)
+{
+	struct sort_item *src = v, *dst = tmp;
+
+	for (;;) {
+		size_t lo = 0, runs = 0;
+		while (lo < n) {
+			size_t mid = run_end(src, lo, n);
+			size_t hi = mid < n ? run_end(src, mid, n) : n;
 			size_t i = lo, j = mid, k = lo;
 			while (i < mid && j < hi)
-				tmp[k++] = item_less(&v[j], &v[i]) ? v[j++] : v[i++];
+				dst[k++] = item_less(&src[j], &src[i]) ? src[j++]
+								       : src[i++];
 			while (i < mid)
-				tmp[k++] = v[i++];
+				dst[k++] = src[i++];
 			while (j < hi)
-				tmp[k++] = v[j++];
+				dst[k++] = src[j++];
+			runs++;
+			lo = hi;
 		}
-		memcpy(v, tmp, n * sizeof(*v));
+		if (runs <= 1 && lo == n) {
+			/* dst holds one run: all of it, sorted (or n is 0) */
+			return n ? dst : src;
+		}
+		struct sort_item *t = src;
+		src = dst;
+		dst = t;
 	}
 }
 
@@ -292,17 +320,17 @@ static void queue_sort(struct tp_sorter *s, struct queue *q)
 			p += len;
 		}
 	}
-	merge_sort(v, tmp, i);
-	free(tmp);
+	struct sort_item *sorted = merge_sort(v, tmp, i);
 	q->rd = NULL;
 	q->last_ts = 0;
 	q->last_seq = 0;
 	q->events = 0;
 	q->unsorted = false;
 	for (size_t k = 0; k < i; k++)
-		queue_append(s, q, v[k].ts, v[k].seq, v[k].kind, v[k].payload,
-			     v[k].len);
+		queue_append(s, q, sorted[k].ts, sorted[k].seq, sorted[k].kind,
+			     sorted[k].payload, sorted[k].len);
 	free(v);
+	free(tmp);
 	for (struct chunk *c = old; c;) {
 		struct chunk *nx = c->next;
 		s->bytes -= sizeof(*c) + c->cap;

@@ -196,6 +196,59 @@ static void test_sorter(void **state)
 	tp_sorter_free(s);
 }
 
+/* A queue of many runs, overlapping, with ties: out in (ts, push order),
+ * as a stable sort of the pushes gives it. */
+static struct {
+	int64_t ts[4000];
+	int tag[4000];
+	int n;
+} g_many;
+
+static void record_many(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
+			size_t len)
+{
+	(void)ctx;
+	assert_int_equal(len, sizeof(int));
+	memcpy(&g_many.tag[g_many.n], p, sizeof(int));
+	g_many.ts[g_many.n++] = ts;
+}
+
+static void test_sorter_runs(void **state)
+{
+	(void)state;
+	enum { N = 4000 };
+	static int64_t ts[N];
+	struct tp_sorter *s = tp_sorter_new();
+	uint8_t k = tp_sort_register(s, record_many);
+	uint32_t q = tp_sort_queue(s, 1);
+	uint32_t x = 12345;
+
+	/* runs of 1..64 ascending events, each starting a little back */
+	int64_t t = 0;
+	for (int i = 0; i < N;) {
+		x = x * 1103515245u + 12345u;
+		int len = 1 + (int)(x >> 16) % 64;
+		t -= (int64_t)((x >> 8) % 50);
+		for (int j = 0; j < len && i < N; j++, i++) {
+			x = x * 1103515245u + 12345u;
+			t += (int64_t)((x >> 16) % 3); /* ties are common */
+			ts[i] = t;
+			tp_sort_push(s, q, t, k, &i, sizeof(i));
+		}
+	}
+	g_many.n = 0;
+	tp_sort_drain(s, NULL, NULL);
+	assert_int_equal(g_many.n, N);
+	for (int i = 1; i < N; i++) {
+		assert_true(g_many.ts[i - 1] <= g_many.ts[i]);
+		if (g_many.ts[i - 1] == g_many.ts[i])
+			assert_true(g_many.tag[i - 1] < g_many.tag[i]);
+	}
+	for (int i = 0; i < N; i++)
+		assert_int_equal(g_many.ts[i], ts[g_many.tag[i]]);
+	tp_sorter_free(s);
+}
+
 /* ---- clocks ----------------------------------------------------------- */
 
 static void test_clocks(void **state)
@@ -291,6 +344,7 @@ int main(void)
 		cmocka_unit_test(test_table_lookup),
 		cmocka_unit_test(test_sqlite_view),
 		cmocka_unit_test(test_sorter),
+		cmocka_unit_test(test_sorter_runs),
 		cmocka_unit_test(test_clocks),
 		cmocka_unit_test(test_args),
 	};
