@@ -247,50 +247,85 @@ static bool item_less(const struct sort_item *a, const struct sort_item *b)
 	return a->ts < b->ts || (a->ts == b->ts && a->seq < b->seq);
 }
 
-/* The end of the ascending run of v that begins at lo (< n). */
-static size_t run_end(const struct sort_item *v, size_t lo, size_t n)
+/* The first item of v[lo, hi) that x sorts before (all are sorted). */
+static size_t first_after(const struct sort_item *v, size_t lo, size_t hi,
+			  const struct sort_item *x)
 {
-	size_t k = lo + 1;
-	while (k < n && !item_less(&v[k], &v[k - 1]))
-		k++;
-	return k;
+	while (lo < hi) {
+		size_t m = lo + (hi - lo) / 2;
+		if (item_less(x, &v[m]))
+			hi = m;
+		else
+			lo = m + 1;
+	}
+	return lo;
 }
 
-/* Sorts v (n items, stable), using tmp as much room again; returns the
- * buffer that holds the result, v or tmp.  A natural merge sort: a queue
- * that needs sorting is mostly in order already (long runs in time order
- * that overlap a little where bundles do), so merging the runs it has
- * takes a pass or two where sorting from single items takes log2(n), and
- * the two buffers take turns instead of being copied back every pass. */
-static struct sort_item *merge_sort(struct sort_item *v, struct sort_item *tmp,
-				    size_t n)
+/* The first item of v[lo, hi) that does not sort before x. */
+static size_t first_not_before(const struct sort_item *v, size_t lo,
+			       size_t hi, const struct sort_item *x)
 {
-	struct sort_item *src = v, *dst = tmp;
-
-	for (;;) {
-		size_t lo = 0, runs = 0;
-		while (lo < n) {
-			size_t mid = run_end(src, lo, n);
-			size_t hi = mid < n ? run_end(src, mid, n) : n;
-			size_t i = lo, j = mid, k = lo;
-			while (i < mid && j < hi)
-				dst[k++] = item_less(&src[j], &src[i]) ? src[j++]
-								       : src[i++];
-			while (i < mid)
-				dst[k++] = src[i++];
-			while (j < hi)
-				dst[k++] = src[j++];
-			runs++;
-			lo = hi;
-		}
-		if (runs <= 1 && lo == n) {
-			/* dst holds one run: all of it, sorted (or n is 0) */
-			return n ? dst : src;
-		}
-		struct sort_item *t = src;
-		src = dst;
-		dst = t;
+	while (lo < hi) {
+		size_t m = lo + (hi - lo) / 2;
+		if (item_less(&v[m], x))
+			lo = m + 1;
+		else
+			hi = m;
 	}
+	return lo;
+}
+
+/* Merges the sorted neighbours v[lo, mid) and v[mid, hi) in place,
+ * stable.  Only where they overlap moves: the left items that sort after
+ * the right's first are set aside in tmp and merged with the right items
+ * that sort before the left's last. */
+static void merge_neighbours(struct sort_item *v, struct sort_item *tmp,
+			     size_t lo, size_t mid, size_t hi)
+{
+	if (lo == mid || mid == hi || !item_less(&v[mid], &v[mid - 1]))
+		return; /* already in order */
+	size_t a = first_after(v, lo, mid, &v[mid]);
+	size_t b = first_not_before(v, mid, hi, &v[mid - 1]);
+	size_t nl = mid - a, i = 0, j = mid, k = a;
+	memcpy(tmp, v + a, nl * sizeof(*v));
+	/* k never passes j: what is written was read already */
+	while (i < nl && j < b)
+		v[k++] = item_less(&v[j], &tmp[i]) ? v[j++] : tmp[i++];
+	while (i < nl)
+		v[k++] = tmp[i++];
+}
+
+/* Sorts v (n items) in place, stable, with tmp (n items) as room.  A
+ * queue that needs sorting is mostly in order already: long runs in time
+ * order (one per ftrace bundle, say) that overlap a little at their ends.
+ * So the runs it has are merged pairwise, pass after pass, and of each
+ * pair only the overlap moves: a pass costs the overlaps, not n. */
+static void merge_sort(struct sort_item *v, struct sort_item *tmp, size_t n)
+{
+	if (n < 2)
+		return;
+	/* run starts, then n: runs[r] .. runs[r + 1] is run r */
+	size_t *runs = malloc((n + 1) * sizeof(*runs));
+	if (!runs)
+		abort();
+	size_t nr = 0;
+	runs[nr++] = 0;
+	for (size_t k = 1; k < n; k++)
+		if (item_less(&v[k], &v[k - 1]))
+			runs[nr++] = k;
+	runs[nr] = n; /* nr runs */
+	while (nr > 1) {
+		size_t out = 0;
+		for (size_t r = 0; r < nr; r += 2) {
+			if (r + 1 < nr)
+				merge_neighbours(v, tmp, runs[r], runs[r + 1],
+						 runs[r + 2]);
+			runs[out++] = runs[r];
+		}
+		runs[out] = n;
+		nr = out;
+	}
+	free(runs);
 }
 
 /* Sorts an out-of-order queue: decode, sort, re-encode. */
@@ -320,17 +355,17 @@ static void queue_sort(struct tp_sorter *s, struct queue *q)
 			p += len;
 		}
 	}
-	struct sort_item *sorted = merge_sort(v, tmp, i);
+	merge_sort(v, tmp, i);
+	free(tmp);
 	q->rd = NULL;
 	q->last_ts = 0;
 	q->last_seq = 0;
 	q->events = 0;
 	q->unsorted = false;
 	for (size_t k = 0; k < i; k++)
-		queue_append(s, q, sorted[k].ts, sorted[k].seq, sorted[k].kind,
-			     sorted[k].payload, sorted[k].len);
+		queue_append(s, q, v[k].ts, v[k].seq, v[k].kind, v[k].payload,
+			     v[k].len);
 	free(v);
-	free(tmp);
 	for (struct chunk *c = old; c;) {
 		struct chunk *nx = c->next;
 		s->bytes -= sizeof(*c) + c->cap;
