@@ -162,10 +162,28 @@ static void row_to_arg(struct tp_ctx *ctx, uint32_t r, struct tp_arg *a)
 	a->s = tp_get_str(t, TP_ARGS_string_value, r);
 }
 
-static bool args_equal(const struct tp_arg *x, const struct tp_arg *y)
+/* Whether row r of the args table holds arg a: the columns compared in
+ * place (this runs for every arg of every set that is a duplicate). */
+static bool row_equals(const struct tp_args_state *s, struct tp_table *t,
+		       uint32_t r, const struct tp_arg *a)
 {
-	return x->flat_key == y->flat_key && x->key == y->key &&
-	       x->type == y->type && arg_value_bits(x) == arg_value_bits(y);
+	if (tp_get_str(t, TP_ARGS_flat_key, r) != a->flat_key ||
+	    tp_get_str(t, TP_ARGS_key, r) != a->key ||
+	    tp_get_str(t, TP_ARGS_value_type, r) != s->type_names[a->type])
+		return false;
+	switch (a->type) {
+	case TP_ARG_REAL: {
+		double d = tp_get_real(t, TP_ARGS_real_value, r);
+		return memcmp(&d, &a->d, sizeof(d)) == 0;
+	}
+	case TP_ARG_STRING:
+	case TP_ARG_JSON:
+		return tp_get_str(t, TP_ARGS_string_value, r) == a->s;
+	case TP_ARG_NULL:
+		return true;
+	default:
+		return tp_get_int(t, TP_ARGS_int_value, r) == a->i;
+	}
 }
 
 static bool set_equals(struct tp_ctx *ctx, uint32_t set_id,
@@ -174,12 +192,9 @@ static bool set_equals(struct tp_ctx *ctx, uint32_t set_id,
 	struct tp_table *t = tp_tab(ctx, TP_T_ARGS);
 	for (size_t i = 0; i < b->n; i++) {
 		uint32_t r = set_id + (uint32_t)i;
-		struct tp_arg a;
 		if (r >= t->nrows ||
-		    tp_get_int(t, TP_ARGS_arg_set_id, r) != set_id)
-			return false;
-		row_to_arg(ctx, r, &a);
-		if (!args_equal(&a, &b->v[i]))
+		    tp_get_int(t, TP_ARGS_arg_set_id, r) != set_id ||
+		    !row_equals(ctx->args, t, r, &b->v[i]))
 			return false;
 	}
 	uint32_t r = set_id + (uint32_t)b->n;

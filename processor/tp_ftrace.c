@@ -961,14 +961,25 @@ size_t tp_task_state_text(struct tp_ctx *ctx, uint32_t machine,
  * task_state_invalid) when the bits make no state. */
 static tp_str task_state(struct tp_ctx *ctx, uint32_t machine, int64_t raw64)
 {
+	struct tp_ftrace_state *s = st(ctx);
+	/* the text depends on the low 16 bits and the machine's kernel */
+	uint32_t raw = (uint16_t)raw64;
+	size_t slot = (raw ^ machine * 31u) % (sizeof s->state_cache / sizeof s->state_cache[0]);
 	char buf[TP_TASK_STATE_MAX];
-	size_t n = tp_task_state_text(ctx, machine, raw64, 0, buf);
 
+	if (s->state_cache[slot].raw == raw &&
+	    s->state_cache[slot].machine == machine)
+		return s->state_cache[slot].text;
+	size_t n = tp_task_state_text(ctx, machine, raw64, 0, buf);
 	if (!n) {
 		mstat(ctx, machine, "task_state_invalid");
 		return 0;
 	}
-	return tp_intern(ctx->pool, buf, n);
+	tp_str text = tp_intern(ctx->pool, buf, n);
+	s->state_cache[slot].machine = machine;
+	s->state_cache[slot].raw = raw;
+	s->state_cache[slot].text = text;
+	return text;
 }
 
 static uint32_t sched_start(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,
@@ -1015,25 +1026,17 @@ static void raw_sched_switch(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,
 {
 	struct tp_ftrace_state *s = st(ctx);
 	struct tp_args_builder *b = &s->args;
-	uint32_t row = raw_row(ctx, ts, tp_s(ctx, "sched_switch"), cpu,
-			       machine, prev_utid);
-	tp_str k;
+	uint32_t row = raw_row(ctx, ts, s->k_sched_switch, cpu, machine,
+			       prev_utid);
 
 	tp_args_builder_reset(b);
-	k = tp_s(ctx, "prev_comm");
-	tp_args_add_str(b, k, k, prev_comm);
-	k = tp_s(ctx, "prev_pid");
-	tp_args_add_int(b, k, k, prev_pid);
-	k = tp_s(ctx, "prev_prio");
-	tp_args_add_int(b, k, k, prev_prio);
-	k = tp_s(ctx, "prev_state");
-	tp_args_add_int(b, k, k, prev_state);
-	k = tp_s(ctx, "next_comm");
-	tp_args_add_str(b, k, k, next_comm);
-	k = tp_s(ctx, "next_pid");
-	tp_args_add_int(b, k, k, next_pid);
-	k = tp_s(ctx, "next_prio");
-	tp_args_add_int(b, k, k, next_prio);
+	tp_args_add_str(b, s->k_prev_comm, s->k_prev_comm, prev_comm);
+	tp_args_add_int(b, s->k_prev_pid, s->k_prev_pid, prev_pid);
+	tp_args_add_int(b, s->k_prev_prio, s->k_prev_prio, prev_prio);
+	tp_args_add_int(b, s->k_prev_state, s->k_prev_state, prev_state);
+	tp_args_add_str(b, s->k_next_comm, s->k_next_comm, next_comm);
+	tp_args_add_int(b, s->k_next_pid, s->k_next_pid, next_pid);
+	tp_args_add_int(b, s->k_next_prio, s->k_next_prio, next_prio);
 	raw_args_commit(ctx, row, b);
 }
 
@@ -1126,7 +1129,6 @@ static void parse_cwaking(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 	struct tp_ftrace_state *s = st(ctx);
 	struct tp_args_builder *b = &s->args;
 	struct cwaking e;
-	tp_str k;
 
 	if (len != sizeof e)
 		return;
@@ -1140,20 +1142,16 @@ static void parse_cwaking(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 			    1);
 		return;
 	}
-	uint32_t row = raw_row(ctx, ts, tp_s(ctx, "sched_waking"), e.cpu,
-			       e.machine, cs->last_utid);
+	uint32_t row = raw_row(ctx, ts, s->k_sched_waking, e.cpu, e.machine,
+			       cs->last_utid);
 	if (e.has_flags)
 		tp_set_int(tp_tab(ctx, TP_T_FTRACE_EVENT),
 			   TP_FTRACE_EVENT_common_flags, row, e.common_flags);
 	tp_args_builder_reset(b);
-	k = tp_s(ctx, "comm");
-	tp_args_add_str(b, k, k, e.comm);
-	k = tp_s(ctx, "pid");
-	tp_args_add_int(b, k, k, e.pid);
-	k = tp_s(ctx, "prio");
-	tp_args_add_int(b, k, k, e.prio);
-	k = tp_s(ctx, "target_cpu");
-	tp_args_add_int(b, k, k, e.target_cpu);
+	tp_args_add_str(b, s->k_comm, s->k_comm, e.comm);
+	tp_args_add_int(b, s->k_pid, s->k_pid, e.pid);
+	tp_args_add_int(b, s->k_prio, s->k_prio, e.prio);
+	tp_args_add_int(b, s->k_target_cpu, s->k_target_cpu, e.target_cpu);
 	raw_args_commit(ctx, row, b);
 	if (raw_only)
 		return;
@@ -2186,6 +2184,21 @@ void tp_ftrace_init(struct tp_ctx *ctx)
 	s->s_running = tp_s(ctx, "Running");
 	s->s_runnable = tp_s(ctx, "R");
 	s->s_preempted = tp_s(ctx, "R+");
+	s->k_sched_switch = tp_s(ctx, "sched_switch");
+	s->k_sched_waking = tp_s(ctx, "sched_waking");
+	s->k_prev_comm = tp_s(ctx, "prev_comm");
+	s->k_prev_pid = tp_s(ctx, "prev_pid");
+	s->k_prev_prio = tp_s(ctx, "prev_prio");
+	s->k_prev_state = tp_s(ctx, "prev_state");
+	s->k_next_comm = tp_s(ctx, "next_comm");
+	s->k_next_pid = tp_s(ctx, "next_pid");
+	s->k_next_prio = tp_s(ctx, "next_prio");
+	s->k_comm = tp_s(ctx, "comm");
+	s->k_pid = tp_s(ctx, "pid");
+	s->k_prio = tp_s(ctx, "prio");
+	s->k_target_cpu = tp_s(ctx, "target_cpu");
+	for (size_t i = 0; i < (sizeof s->state_cache / sizeof s->state_cache[0]); i++)
+		s->state_cache[i].raw = UINT32_MAX;
 	tp_args_builder_init(&s->args);
 	tp_process_init(ctx);
 }

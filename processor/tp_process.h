@@ -35,6 +35,17 @@ struct tp_ftrace_state {
 	bool have_snapshot;       /* an ftrace clock snapshot was added */
 	int64_t last_snapshot_ts; /* its ftrace_timestamp */
 	tp_str s_running, s_runnable, s_preempted;
+	/* names every sched event writes, interned once (tp_ftrace.c) */
+	tp_str k_sched_switch, k_sched_waking, k_prev_comm, k_prev_pid,
+		k_prev_prio, k_prev_state, k_next_comm, k_next_pid, k_next_prio,
+		k_comm, k_pid, k_prio, k_target_cpu;
+	/* task state texts by (machine, raw prev_state): a sched_switch's
+	 * text costs a kernel version lookup and an intern otherwise */
+	struct {
+		uint32_t machine;
+		uint32_t raw; /* the 16 bits that count; UINT32_MAX: empty */
+		tp_str text;
+	} state_cache[64];
 	struct tp_args_builder args;
 };
 
