@@ -129,6 +129,7 @@ struct tp_ctx {
 	struct tp_te_tracks *te_tracks; /* its descriptor tracks */
 	struct tp_ftrace_state *ftrace;
 	struct tp_system_state *sys;
+	struct tp_sys_stats *sys_stats; /* tp_sys_stats.c */
 	struct tp_syscalls *syscalls; /* tp_syscalls.h */
 	struct tp_memevents *memevents; /* tp_memevents.h */
 	struct tp_binder *binder; /* binder and i2c slices (tp_binder.h) */
@@ -156,6 +157,12 @@ static inline struct tp_table *tp_tab(struct tp_ctx *c, enum tp_table_id t)
 static inline tp_str tp_s(struct tp_ctx *c, const char *s)
 {
 	return tp_intern_cstr(c->pool, s);
+}
+
+/* The bytes of a LEN field, interned as a string. */
+static inline tp_str tp_s_field(struct tp_ctx *c, const struct pb_field *f)
+{
+	return tp_intern(c->pool, (const char *)f->data, f->len);
 }
 
 /* Machine table id for a raw TracePacket.machine_id (0: the host). */

@@ -6,6 +6,7 @@
 #include "vp_alloc.h"
 
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,6 +150,20 @@ tp_str tp_intern(struct tp_strpool *p, const char *s, size_t len)
 tp_str tp_intern_cstr(struct tp_strpool *p, const char *s)
 {
 	return s ? tp_intern(p, s, strlen(s)) : 0;
+}
+
+tp_str tp_intern_fmt(struct tp_strpool *p, const char *fmt, ...)
+{
+	char buf[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		n = 0;
+	if ((size_t)n >= sizeof(buf))
+		n = sizeof(buf) - 1;
+	return tp_intern(p, buf, (size_t)n);
 }
 
 const char *tp_str_get(const struct tp_strpool *p, tp_str id)

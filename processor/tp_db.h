@@ -35,6 +35,9 @@ void tp_strpool_free(struct tp_strpool *p);
 /* Interns len bytes (need not be NUL-terminated; may contain no NUL). */
 tp_str tp_intern(struct tp_strpool *p, const char *s, size_t len);
 tp_str tp_intern_cstr(struct tp_strpool *p, const char *s);
+/* A printf-formatted string, interned (cut at 1023 bytes). */
+tp_str tp_intern_fmt(struct tp_strpool *p, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 /* NUL-terminated text of id, or NULL for id 0. */
 const char *tp_str_get(const struct tp_strpool *p, tp_str id);
 size_t tp_str_len(const struct tp_strpool *p, tp_str id);

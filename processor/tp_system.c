@@ -22,7 +22,6 @@
 #include "tp_seq.h"
 #include "tp_modules.h"
 #include "perfetto_fields.h"
-#include "sys_stats_names.h"
 #include "textproto.h"
 #include "vp_alloc.h"
 #include "perfetto/config/config.pb-c.h"
@@ -30,6 +29,7 @@
 #include "tp_sort.h"
 #include "tp_stats.h"
 #include "tp_syscalls.h"
+#include "tp_sys_stats.h"
 #include "tp_tracks.h"
 
 /* TracePacket field numbers (TP_*) are in perfetto_fields.h. */
@@ -43,17 +43,8 @@ enum {
 
 enum { TRIGGER_NONE, TRIGGER_TRACE, TRIGGER_CLONE_SNAPSHOT };
 
-#define MAX_DISKS 256
-
-struct disk_state {
-	tp_str name;
-	uint32_t machine;
-	int64_t prev[8]; /* read/write/discard sectors, flush count, times */
-};
-
 struct tp_system_state {
 	uint8_t kind;               /* sorter kind of our events */
-	uint32_t page_size;
 	bool uuid_found;
 	int trigger_type;
 	uint32_t chrome_metadata_count;
@@ -63,8 +54,6 @@ struct tp_system_state {
 	int64_t config_buffers; /* TraceConfig.buffers entries */
 	/* trace_attribute.* keys set by a TracePacket.trace_attributes. */
 	struct u64map packet_attrs;
-	struct disk_state *disks;
-	uint32_t ndisks, disks_cap;
 	struct tp_args_builder args;
 };
 
@@ -73,28 +62,6 @@ struct tp_system_state {
 static struct tp_system_state *sys(struct tp_ctx *ctx)
 {
 	return ctx->sys;
-}
-
-static tp_str str_of(struct tp_ctx *ctx, const struct pb_field *f)
-{
-	return tp_intern(ctx->pool, (const char *)f->data, f->len);
-}
-
-static tp_str tp_fmt(struct tp_ctx *ctx, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-static tp_str tp_fmt(struct tp_ctx *ctx, const char *fmt, ...)
-{
-	char buf[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		n = 0;
-	if ((size_t)n >= sizeof(buf))
-		n = sizeof(buf) - 1;
-	return tp_intern(ctx->pool, buf, (size_t)n);
 }
 
 static uint64_t hash_bytes(const void *p, size_t n)
@@ -108,563 +75,7 @@ static uint64_t hash_bytes(const void *p, size_t n)
 	return h;
 }
 
-/* A counter track of `type` named `name` with the dimension args in
- * st->args (machine-scoped). */
-static uint32_t dim_counter_track(struct tp_ctx *ctx, uint32_t machine,
-				  const char *type, tp_str name, const char *unit)
-{
-	struct tp_track_spec spec;
-	tp_track_spec_init(&spec, machine);
-	spec.name = name;
-	spec.type = tp_s(ctx, type);
-	spec.event_type = tp_s(ctx, "counter");
-	spec.counter_unit = unit ? tp_s(ctx, unit) : 0;
-	spec.dimension_arg_set_id = tp_args_commit(ctx, &sys(ctx)->args);
-	return tp_track_intern(ctx, &spec);
-}
-
-static void dim_reset(struct tp_ctx *ctx)
-{
-	tp_args_builder_reset(&sys(ctx)->args);
-}
-
-static void dim_str(struct tp_ctx *ctx, const char *key, tp_str v)
-{
-	tp_str k = tp_s(ctx, key);
-	tp_args_add_str(&sys(ctx)->args, k, k, v);
-}
-
-static void dim_uint(struct tp_ctx *ctx, const char *key, uint64_t v)
-{
-	tp_str k = tp_s(ctx, key);
-	tp_args_add_uint(&sys(ctx)->args, k, k, v);
-}
-
-/* A counter track with no dimensions. */
-static uint32_t plain_counter_track(struct tp_ctx *ctx, uint32_t machine,
-				    const char *type, const char *name)
-{
-	dim_reset(ctx);
-	return dim_counter_track(ctx, machine, type, tp_s(ctx, name), NULL);
-}
-
-/* ---- sys_stats ---------------------------------------------------------------- */
-
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
-
-/* Reads the key (varint) and value (varint) of a {key = 1, value = 2}
- * message; false if malformed. */
-static bool read_kv(const struct pb_field *f, uint64_t *key, uint64_t *val,
-		    bool *has_key)
-{
-	struct pb_reader r;
-	struct pb_field g;
-	*key = *val = 0;
-	*has_key = false;
-	pb_reader_init(&r, f->data, f->len);
-	while (pb_next(&r, &g)) {
-		if (g.num == KV_KEY && g.wt == PB_WT_VARINT) {
-			*key = g.val;
-			*has_key = true;
-		} else if (g.num == KV_VALUE && g.wt == PB_WT_VARINT) {
-			*val = g.val;
-		}
-	}
-	return r.err == PB_OK;
-}
-
-static void sys_meminfo(struct tp_ctx *ctx, const struct tp_packet *pkt,
-			const struct pb_field *f)
-{
-	uint64_t key, val;
-	bool has_key;
-	if (!read_kv(f, &key, &val, &has_key))
-		return;
-	const char *cname = sys_stats_meminfo_counter_name((uint32_t)key);
-	if (key > UINT32_MAX || !cname) {
-		tp_stat_add(ctx, "meminfo_unknown_keys", pkt->machine, -1, 1);
-		return;
-	}
-	tp_str name = tp_s(ctx, cname);
-	dim_reset(ctx);
-	dim_str(ctx, "meminfo_key", name);
-	uint32_t t = dim_counter_track(ctx, pkt->machine, "meminfo", name,
-				       "bytes");
-	tp_counter_add(ctx, t, pkt->ts, (double)val * 1024.0, -1);
-}
-
-static void sys_vmstat(struct tp_ctx *ctx, const struct tp_packet *pkt,
-		       const struct pb_field *f)
-{
-	uint64_t key, val;
-	bool has_key;
-	if (!read_kv(f, &key, &val, &has_key))
-		return;
-	const char *cname = sys_stats_vmstat_counter_name((uint32_t)key);
-	if (key > UINT32_MAX || !cname) {
-		tp_stat_add(ctx, "vmstat_unknown_keys", pkt->machine, -1, 1);
-		return;
-	}
-	tp_str name = tp_s(ctx, cname);
-	dim_reset(ctx);
-	dim_str(ctx, "vmstat_key", name);
-	uint32_t t = dim_counter_track(ctx, pkt->machine, "vmstat", name, NULL);
-	tp_counter_add(ctx, t, pkt->ts, (double)val, -1);
-}
-
-static const char *const cpustat_keys[] = {
-	"user_ns", "user_nice_ns", "system_mode_ns", "idle_ns",
-	"io_wait_ns", "irq_ns", "softirq_ns", "steal_ns",
-};
-
-_Static_assert(CT_STEAL_NS - CT_USER_NS == 7,
-	       "CpuTimes: the eight times are fields in a row");
-
-static void sys_cpu_stat(struct tp_ctx *ctx, const struct tp_packet *pkt,
-			 const struct pb_field *f)
-{
-	struct pb_reader r;
-	struct pb_field g;
-	uint64_t v[8] = { 0 };
-	uint64_t cpu = 0;
-	bool has_cpu = false;
-	pb_reader_init(&r, f->data, f->len);
-	while (pb_next(&r, &g)) {
-		if (g.wt != PB_WT_VARINT)
-			continue;
-		if (g.num == CT_CPU_ID) {
-			cpu = g.val;
-			has_cpu = true;
-		} else if (g.num >= CT_USER_NS && g.num <= CT_STEAL_NS) {
-			v[g.num - CT_USER_NS] = g.val;
-		}
-	}
-	if (!has_cpu || r.err != PB_OK) {
-		tp_stat_add(ctx, "invalid_cpu_times", pkt->machine, -1, 1);
-		return;
-	}
-	for (unsigned i = 0; i < 8; i++) {
-		dim_reset(ctx);
-		dim_uint(ctx, "cpu", (uint32_t)cpu);
-		dim_str(ctx, "cpustat_key", tp_s(ctx, cpustat_keys[i]));
-		tp_str name = tp_fmt(ctx, "cpu.times.%s", cpustat_keys[i]);
-		uint32_t t = dim_counter_track(ctx, pkt->machine, "cpustat",
-					       name, NULL);
-		tp_counter_add(ctx, t, pkt->ts, (double)v[i], -1);
-	}
-}
-
-static void sys_irq(struct tp_ctx *ctx, const struct tp_packet *pkt,
-		    const struct pb_field *f, bool soft)
-{
-	struct pb_reader r;
-	struct pb_field g;
-	int64_t irq = 0;
-	uint64_t count = 0;
-	pb_reader_init(&r, f->data, f->len);
-	while (pb_next(&r, &g)) {
-		if (g.num == IC_IRQ && g.wt == PB_WT_VARINT)
-			irq = (int32_t)g.val;
-		else if (g.num == IC_COUNT && g.wt == PB_WT_VARINT)
-			count = g.val;
-	}
-	const char *type = soft ? "num_softirq" : "num_irq";
-	dim_reset(ctx);
-	dim_uint(ctx, "irq", (uint32_t)irq);
-	tp_str name = tp_fmt(ctx, "%s (id: %u)", type, (uint32_t)irq);
-	uint32_t t = dim_counter_track(ctx, pkt->machine, type, name, NULL);
-	tp_counter_add(ctx, t, pkt->ts, (double)count, -1);
-}
-
-static void sys_devfreq(struct tp_ctx *ctx, const struct tp_packet *pkt,
-			const struct pb_field *f)
-{
-	struct pb_reader r;
-	struct pb_field g;
-	tp_str key = 0;
-	uint64_t val = 0;
-	pb_reader_init(&r, f->data, f->len);
-	while (pb_next(&r, &g)) {
-		if (g.num == KV_KEY && g.wt == PB_WT_LEN)
-			key = str_of(ctx, &g);
-		else if (g.num == KV_VALUE && g.wt == PB_WT_VARINT)
-			val = g.val;
-	}
-	if (!key)
-		key = tp_intern(ctx->pool, "", 0);
-	dim_reset(ctx);
-	dim_str(ctx, "clock_name", key);
-	tp_str name = tp_fmt(ctx, "%s Frequency", tp_str_get(ctx->pool, key));
-	uint32_t t = dim_counter_track(ctx, pkt->machine, "clock_frequency",
-				       name, NULL);
-	tp_counter_add(ctx, t, pkt->ts, (double)val, -1);
-}
-
-static void sys_buddyinfo(struct tp_ctx *ctx, const struct tp_packet *pkt,
-			  const struct pb_field *f)
-{
-	struct pb_reader r;
-	struct pb_field g;
-	tp_str node = 0, zone = 0;
-	pb_reader_init(&r, f->data, f->len);
-	while (pb_next(&r, &g)) {
-		if (g.num == BI_NODE && g.wt == PB_WT_LEN)
-			node = str_of(ctx, &g);
-		else if (g.num == BI_ZONE && g.wt == PB_WT_LEN)
-			zone = str_of(ctx, &g);
-	}
-	if (!node)
-		node = tp_intern(ctx->pool, "", 0);
-	if (!zone)
-		zone = tp_intern(ctx->pool, "", 0);
-	/* order_pages may be packed or not: walk again. */
-	unsigned order = 0;
-	pb_reader_init(&r, f->data, f->len);
-	while (pb_next(&r, &g) && order < 64) {
-		if (g.num != BI_ORDER_PAGES)
-			continue;
-		uint64_t v;
-		struct pb_packed_iter it;
-		if (g.wt == PB_WT_LEN) {
-			pb_packed_init(&it, g.data, g.len);
-		} else if (g.wt == PB_WT_VARINT) {
-			pb_packed_init(&it, NULL, 0);
-		} else {
-			continue;
-		}
-		bool single = g.wt == PB_WT_VARINT;
-		while (order < 64 && (single || pb_packed_next(&it, &v))) {
-			if (single)
-				v = g.val;
-			uint64_t kb = order < 40 ? ((1ull << order) *
-						    sys(ctx)->page_size) / 1024
-						 : 0;
-			dim_reset(ctx);
-			dim_str(ctx, "buddyinfo_node", node);
-			dim_str(ctx, "buddyinfo_zone", zone);
-			dim_uint(ctx, "buddyinfo_chunk_size_kb", (uint32_t)kb);
-			tp_str name = tp_fmt(ctx, "mem.buddyinfo[%s][%s][%u kB]",
-					     tp_str_get(ctx->pool, node),
-					     tp_str_get(ctx->pool, zone),
-					     (uint32_t)kb);
-			uint32_t t = dim_counter_track(ctx, pkt->machine,
-						       "buddyinfo", name, NULL);
-			tp_counter_add(ctx, t, pkt->ts, (double)(uint32_t)v, -1);
-			order++;
-			if (single)
-				break;
-		}
-	}
-}
-
-static struct disk_state *disk_find(struct tp_ctx *ctx, uint32_t machine,
-				    tp_str name)
-{
-	struct tp_system_state *st = sys(ctx);
-	for (uint32_t i = 0; i < st->ndisks; i++)
-		if (st->disks[i].name == name && st->disks[i].machine == machine)
-			return &st->disks[i];
-	if (st->ndisks >= MAX_DISKS)
-		return NULL;
-	if (st->ndisks == st->disks_cap) {
-		st->disks_cap = st->disks_cap ? st->disks_cap * 2 : 8;
-		void *p = realloc(st->disks, st->disks_cap * sizeof(*st->disks));
-		if (!p)
-			abort();
-		st->disks = p;
-	}
-	struct disk_state *d = &st->disks[st->ndisks++];
-	d->name = name;
-	d->machine = machine;
-	for (unsigned i = 0; i < 8; i++)
-		d->prev[i] = -1;
-	return d;
-}
-
-static void disk_counter(struct tp_ctx *ctx, const struct tp_packet *pkt,
-			 tp_str dev, const char *counter, const char *unit,
-			 double value)
-{
-	dim_reset(ctx);
-	dim_str(ctx, "device_name", dev);
-	dim_str(ctx, "counter_name", tp_s(ctx, counter));
-	tp_str name = tp_fmt(ctx, "diskstat.[%s].%s", tp_str_get(ctx->pool, dev),
-			     counter);
-	uint32_t t = dim_counter_track(ctx, pkt->machine, "diskstat", name, unit);
-	tp_counter_add(ctx, t, pkt->ts, value, -1);
-}
-
-static double throughput(double amount, int64_t ms)
-{
-	return ms == 0 ? 0 : amount * 1000.0 / (double)ms;
-}
-
-/* /proc/diskstats deltas between two samples: amounts in MB (512-byte
- * sectors), throughputs in MB/s, flush count and time. */
-static void sys_diskstat(struct tp_ctx *ctx, const struct tp_packet *pkt,
-			 const struct pb_field *f)
-{
-	struct pb_reader r;
-	struct pb_field g;
-	tp_str dev = 0;
-	/* read, write, discard sectors, flush count, read, write, discard,
-	 * flush time */
-	int64_t cur[8] = { 0 };
-	static const uint8_t slot_of[DS_FLUSH_TIME_MS + 1] = {
-		[DS_READ_SECTORS] = 0, [DS_WRITE_SECTORS] = 1,
-		[DS_DISCARD_SECTORS] = 2, [DS_FLUSH_COUNT] = 3,
-		[DS_READ_TIME_MS] = 4, [DS_WRITE_TIME_MS] = 5,
-		[DS_DISCARD_TIME_MS] = 6, [DS_FLUSH_TIME_MS] = 7,
-	};
-	pb_reader_init(&r, f->data, f->len);
-	while (pb_next(&r, &g)) {
-		if (g.num == DS_DEVICE_NAME && g.wt == PB_WT_LEN)
-			dev = str_of(ctx, &g);
-		else if (g.num >= DS_READ_SECTORS && g.num <= DS_FLUSH_TIME_MS &&
-			 g.wt == PB_WT_VARINT)
-			cur[slot_of[g.num]] = (int64_t)g.val;
-	}
-	if (!dev)
-		dev = tp_intern(ctx->pool, "", 0);
-	struct disk_state *d = disk_find(ctx, pkt->machine, dev);
-	if (!d)
-		return;
-	if (d->prev[0] != -1) {
-		const double sectors_per_mb = 2048.0;
-		double rd = (double)(cur[0] - d->prev[0]) / sectors_per_mb;
-		double wr = (double)(cur[1] - d->prev[1]) / sectors_per_mb;
-		double dc = (double)(cur[2] - d->prev[2]) / sectors_per_mb;
-		double fl = (double)(cur[3] - d->prev[3]);
-		int64_t rt = cur[4] - d->prev[4], wt = cur[5] - d->prev[5];
-		int64_t dt = cur[6] - d->prev[6];
-		double ft = (double)(cur[7] - d->prev[7]);
-		disk_counter(ctx, pkt, dev, "read_amount", "MB", rd);
-		disk_counter(ctx, pkt, dev, "read_throughput", "MB/s",
-			     throughput(rd, rt));
-		disk_counter(ctx, pkt, dev, "write_amount", "MB", wr);
-		disk_counter(ctx, pkt, dev, "write_throughput", "MB/s",
-			     throughput(wr, wt));
-		disk_counter(ctx, pkt, dev, "discard_amount", "MB", dc);
-		disk_counter(ctx, pkt, dev, "discard_throughput", "MB/s",
-			     throughput(dc, dt));
-		disk_counter(ctx, pkt, dev, "flush_amount", "count", fl);
-		disk_counter(ctx, pkt, dev, "flush_time", "ms", ft);
-	}
-	memcpy(d->prev, cur, sizeof(cur));
-}
-
-static const char *const psi_resources[] = {
-	"resource.unspecified", "cpu.some", "cpu.full", "io.some",
-	"io.full", "mem.some", "mem.full",
-};
-
-static void sys_psi(struct tp_ctx *ctx, const struct tp_packet *pkt,
-		    const struct pb_field *f)
-{
-	uint64_t res = 0, total = 0;
-	struct pb_reader r;
-	struct pb_field g;
-	pb_reader_init(&r, f->data, f->len);
-	while (pb_next(&r, &g)) {
-		if (g.num == PSI_RESOURCE && g.wt == PB_WT_VARINT)
-			res = g.val;
-		else if (g.num == PSI_TOTAL_NS && g.wt == PB_WT_VARINT)
-			total = g.val;
-	}
-	if (res >= NELEM(psi_resources)) {
-		tp_stat_add(ctx, "psi_unknown_resource", pkt->machine, -1, 1);
-		return;
-	}
-	tp_str key = tp_s(ctx, psi_resources[res]);
-	dim_reset(ctx);
-	dim_str(ctx, "psi_resource", key);
-	tp_str name = tp_fmt(ctx, "psi.%s", psi_resources[res]);
-	uint32_t t = dim_counter_track(ctx, pkt->machine, "psi", name, NULL);
-	tp_counter_add(ctx, t, pkt->ts, (double)total, -1);
-}
-
-static void sys_thermal(struct tp_ctx *ctx, const struct tp_packet *pkt,
-			const struct pb_field *f)
-{
-	struct pb_reader r;
-	struct pb_field g;
-	tp_str type = 0;
-	uint64_t temp = 0;
-	pb_reader_init(&r, f->data, f->len);
-	while (pb_next(&r, &g)) {
-		if (g.num == TZ_TYPE && g.wt == PB_WT_LEN)
-			type = str_of(ctx, &g);
-		else if (g.num == TZ_TEMP && g.wt == PB_WT_VARINT)
-			temp = g.val;
-	}
-	if (!type)
-		type = tp_intern(ctx->pool, "", 0);
-	dim_reset(ctx);
-	dim_str(ctx, "thermal_zone", type);
-	uint32_t t = dim_counter_track(ctx, pkt->machine,
-				       "thermal_temperature_sys", type, "C");
-	tp_counter_add(ctx, t, pkt->ts, (double)temp, -1);
-}
-
-static void sys_cpuidle(struct tp_ctx *ctx, const struct tp_packet *pkt,
-			const struct pb_field *f)
-{
-	struct pb_reader r;
-	struct pb_field g;
-	uint32_t cpu = 0;
-	pb_reader_init(&r, f->data, f->len);
-	while (pb_next(&r, &g))
-		if (g.num == CIS_CPU_ID && g.wt == PB_WT_VARINT)
-			cpu = (uint32_t)g.val;
-	pb_reader_init(&r, f->data, f->len);
-	while (pb_next(&r, &g)) {
-		if (g.num != CIS_ENTRY || g.wt != PB_WT_LEN)
-			continue;
-		struct pb_reader e;
-		struct pb_field h;
-		tp_str state = 0;
-		uint64_t dur = 0;
-		pb_reader_init(&e, g.data, g.len);
-		while (pb_next(&e, &h)) {
-			if (h.num == CISE_STATE && h.wt == PB_WT_LEN)
-				state = str_of(ctx, &h);
-			else if (h.num == CISE_DURATION_US &&
-				 h.wt == PB_WT_VARINT)
-				dur = h.val;
-		}
-		if (!state)
-			state = tp_intern(ctx->pool, "", 0);
-		dim_reset(ctx);
-		dim_uint(ctx, "cpu", cpu);
-		dim_str(ctx, "state", state);
-		tp_str name = tp_fmt(ctx, "cpuidle%u.%s", cpu,
-				     tp_str_get(ctx->pool, state));
-		uint32_t t = dim_counter_track(ctx, pkt->machine,
-					       "cpu_idle_state", name, "us");
-		tp_counter_add(ctx, t, pkt->ts, (double)dur, -1);
-	}
-}
-
-/* Calls fn for each value of a repeated varint field, packed or not. */
-static void each_varint(const struct pb_field *f,
-			void (*fn)(struct tp_ctx *, const struct tp_packet *,
-				   uint32_t, uint64_t),
-			struct tp_ctx *ctx, const struct tp_packet *pkt,
-			uint32_t *i)
-{
-	if (f->wt == PB_WT_VARINT) {
-		fn(ctx, pkt, (*i)++, f->val);
-		return;
-	}
-	if (f->wt != PB_WT_LEN)
-		return;
-	struct pb_packed_iter it;
-	uint64_t v;
-	pb_packed_init(&it, f->data, f->len);
-	while (pb_packed_next(&it, &v))
-		fn(ctx, pkt, (*i)++, v);
-}
-
-static void cpufreq_value(struct tp_ctx *ctx, const struct tp_packet *pkt,
-			  uint32_t cpu, uint64_t v)
-{
-	uint32_t t = tp_track_counter(ctx, pkt->machine,
-				      tp_s(ctx, "cpu_frequency"),
-				      tp_s(ctx, "cpufreq"), cpu, 0);
-	tp_counter_add(ctx, t, pkt->ts, (double)(uint32_t)v, -1);
-}
-
-static void gpufreq_value(struct tp_ctx *ctx, const struct tp_packet *pkt,
-			  uint32_t i, uint64_t v)
-{
-	(void)i;
-	dim_reset(ctx);
-	/* Perfetto counts every value as gpu 0's; its ugpu is the row of
-	 * its gpu table, and gpu 0 is the only gpu this processor knows, so
-	 * the first row: 0. */
-	dim_uint(ctx, "ugpu", 0);
-	dim_uint(ctx, "gpu", 0);
-	uint32_t t = dim_counter_track(ctx, pkt->machine, "gpu_frequency",
-				       tp_s(ctx, "gpufreq"), "kHz");
-	tp_counter_add(ctx, t, pkt->ts, (double)v, -1);
-}
-
-static void parse_sys_stats(struct tp_ctx *ctx, const struct tp_packet *pkt,
-			    const struct pb_field *f)
-{
-	struct pb_reader r;
-	struct pb_field g;
-	uint32_t cpu_i = 0, gpu_i = 0;
-	if (!pkt->has_ts)
-		return;
-	pb_reader_init(&r, f->data, f->len);
-	while (pb_next(&r, &g)) {
-		bool len = g.wt == PB_WT_LEN, vi = g.wt == PB_WT_VARINT;
-		switch (g.num) {
-		case SS_MEMINFO:
-			if (len)
-				sys_meminfo(ctx, pkt, &g);
-			break;
-		case SS_VMSTAT:
-			if (len)
-				sys_vmstat(ctx, pkt, &g);
-			break;
-		case SS_CPU_STAT:
-			if (len)
-				sys_cpu_stat(ctx, pkt, &g);
-			break;
-		case SS_NUM_IRQ:
-		case SS_NUM_SOFTIRQ:
-			if (len)
-				sys_irq(ctx, pkt, &g, g.num == SS_NUM_SOFTIRQ);
-			break;
-		case SS_NUM_FORKS:
-		case SS_NUM_IRQ_TOTAL:
-		case SS_NUM_SOFTIRQ_TOTAL:
-			if (vi) {
-				const char *n = g.num == SS_NUM_FORKS ? "num_forks"
-					: g.num == SS_NUM_IRQ_TOTAL ? "num_irq_total"
-					: "num_softirq_total";
-				uint32_t t = plain_counter_track(ctx, pkt->machine,
-								 n, n);
-				tp_counter_add(ctx, t, pkt->ts, (double)g.val, -1);
-			}
-			break;
-		case SS_DEVFREQ:
-			if (len)
-				sys_devfreq(ctx, pkt, &g);
-			break;
-		case SS_CPUFREQ_KHZ:
-			each_varint(&g, cpufreq_value, ctx, pkt, &cpu_i);
-			break;
-		case SS_BUDDY_INFO:
-			if (len)
-				sys_buddyinfo(ctx, pkt, &g);
-			break;
-		case SS_DISK_STAT:
-			if (len)
-				sys_diskstat(ctx, pkt, &g);
-			break;
-		case SS_PSI:
-			if (len)
-				sys_psi(ctx, pkt, &g);
-			break;
-		case SS_THERMAL_ZONE:
-			if (len)
-				sys_thermal(ctx, pkt, &g);
-			break;
-		case SS_CPUIDLE_STATE:
-			if (len)
-				sys_cpuidle(ctx, pkt, &g);
-			break;
-		case SS_GPUFREQ_MHZ:
-			each_varint(&g, gpufreq_value, ctx, pkt, &gpu_i);
-			break;
-		default:
-			break;
-		}
-	}
-}
 
 /* ---- system_info ------------------------------------------------------------ */
 
@@ -757,7 +168,7 @@ static void parse_utsname(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	while (pb_next(&r, &g))
 		if (g.num >= UTS_SYSNAME && g.num <= UTS_MACHINE &&
 		    g.wt == PB_WT_LEN)
-			v[g.num] = str_of(ctx, &g);
+			v[g.num] = tp_s_field(ctx, &g);
 	uint32_t row = 0;
 	bool have_row = machine_row(ctx, pkt->machine, &row);
 	if (v[UTS_MACHINE])
@@ -802,7 +213,7 @@ static void parse_system_info(struct tp_ctx *ctx, const struct tp_packet *pkt,
 			fp_len = g.len;
 			if (have_row)
 				tp_set_str(mt, TP_MACHINE_android_build_fingerprint,
-					   row, str_of(ctx, &g));
+					   row, tp_s_field(ctx, &g));
 			break;
 		case SI_TRACING_SERVICE_VERSION:
 			if (len)
@@ -892,13 +303,13 @@ static void parse_system_info(struct tp_ctx *ctx, const struct tp_packet *pkt,
 		case SI_MACHINE_NAME:
 			if (len && have_row)
 				tp_set_str(mt, TP_MACHINE_name, row,
-					   str_of(ctx, &g));
+					   tp_s_field(ctx, &g));
 			break;
 		default:
 			break;
 		}
 	}
-	sys(ctx)->page_size = page_size ? page_size : 4096;
+	tp_sys_stats_page_size(ctx, page_size ? page_size : 4096);
 	if (fp) {
 		const char *inc;
 		size_t inc_len;
@@ -967,7 +378,7 @@ static int64_t cpu_args(struct tp_ctx *ctx, const struct pb_field *arm,
 		for (unsigned i = 0; i < NELEM(cpu_feature_names); i++) {
 			if (!(features >> i & 1))
 				continue;
-			tp_str k = tp_fmt(ctx, "cpu_features.%s",
+			tp_str k = tp_intern_fmt(ctx->pool, "cpu_features.%s",
 					  cpu_feature_names[i]);
 			tp_args_add_bool(b, k, k, true);
 		}
@@ -996,7 +407,7 @@ static void parse_one_cpu(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	pb_reader_init(&r, f->data, f->len);
 	while (pb_next(&r, &g)) {
 		if (g.num == CPU_PROCESSOR && g.wt == PB_WT_LEN) {
-			c->processor = str_of(ctx, &g);
+			c->processor = tp_s_field(ctx, &g);
 		} else if (g.num == CPU_FREQUENCIES) {
 			struct pb_packed_iter it;
 			uint64_t v;
@@ -1716,9 +1127,9 @@ static void parse_trigger_event(struct tp_ctx *ctx, int64_t ts,
 	pb_reader_init(&r, msg, len);
 	while (pb_next(&r, &g)) {
 		if (g.num == TRG_TRIGGER_NAME && g.wt == PB_WT_LEN)
-			name = str_of(ctx, &g);
+			name = tp_s_field(ctx, &g);
 		else if (g.num == TRG_PRODUCER_NAME && g.wt == PB_WT_LEN)
-			producer = str_of(ctx, &g);
+			producer = tp_s_field(ctx, &g);
 		else if (g.num == TRG_TRUSTED_PRODUCER_UID &&
 			 g.wt == PB_WT_VARINT) {
 			uid = (int32_t)g.val;
@@ -1760,7 +1171,7 @@ static void parse_chrome_trigger_event(struct tp_ctx *ctx, int64_t ts,
 	pb_reader_init(&r, msg, len);
 	while (pb_next(&r, &g)) {
 		if (g.num == CTRG_TRIGGER_NAME && g.wt == PB_WT_LEN)
-			name = str_of(ctx, &g);
+			name = tp_s_field(ctx, &g);
 		else if (g.num == CTRG_TRIGGER_NAME_HASH &&
 			 (g.wt == PB_WT_FIXED32 || g.wt == PB_WT_VARINT))
 			hash = (uint32_t)g.val;
@@ -1968,12 +1379,12 @@ void tp_system_init(struct tp_ctx *ctx)
 	struct tp_system_state *st = calloc(1, sizeof(*st));
 	if (!st)
 		abort();
-	st->page_size = 4096;
 	u64map_init(&st->packet_attrs);
 	tp_args_builder_init(&st->args);
 	if (ctx->sorter)
 		st->kind = tp_sort_register(ctx->sorter, system_parse);
 	ctx->sys = st;
+	ctx->sys_stats = tp_sys_stats_new();
 }
 
 bool tp_system_tokenize(struct tp_ctx *ctx, const struct tp_packet *pkt,
@@ -1985,7 +1396,7 @@ bool tp_system_tokenize(struct tp_ctx *ctx, const struct tp_packet *pkt,
 		return false;
 	switch (f->num) {
 	case TP_SYS_STATS:
-		parse_sys_stats(ctx, pkt, f);
+		tp_sys_stats_parse(ctx, pkt, f);
 		return true;
 	case TP_TRACE_CONFIG:
 		parse_trace_config(ctx, pkt, f);
@@ -2041,9 +1452,10 @@ void tp_system_free(struct tp_ctx *ctx)
 	struct tp_system_state *st = ctx->sys;
 	if (!st)
 		return;
+	tp_sys_stats_free(ctx->sys_stats);
+	ctx->sys_stats = NULL;
 	u64map_free(&st->packet_attrs);
 	tp_args_builder_free(&st->args);
-	free(st->disks);
 	free(st);
 	ctx->sys = NULL;
 }
