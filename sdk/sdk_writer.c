@@ -42,6 +42,7 @@
 #include "event_loop.h"
 #include "sdk_internal.h"
 #include "vp_alloc.h"
+#include "vp_log.h"
 
 #define VP_RETRY_EVERY_DROPS 32u
 #define VP_RETRY_EVERY_NS 1000000ull
@@ -313,12 +314,11 @@ static bool writer_stall(struct vp_writer *w)
 		if (w->exhausted_policy == VP_EXHAUSTED_STALL_THEN_ABORT) {
 			/* About to abort() as the policy asks: say why
 			 * whatever the log level. */
-			fprintf(stderr,
-				"vperfetto: writer %u (tid %d): no free chunk "
-				"in shared memory after %u ms "
-				"(BUFFER_EXHAUSTED_STALL_THEN_ABORT)\n",
-				w->writer_id, (int)w->tid, VP_STALL_MAX_MS);
-			abort();
+			vp_log_fatal("writer %u (tid %d): no free chunk in "
+				     "shared memory after %u ms "
+				     "(BUFFER_EXHAUSTED_STALL_THEN_ABORT)",
+				     w->writer_id, (int)w->tid,
+				     VP_STALL_MAX_MS);
 		}
 		return false;
 	}
