@@ -69,17 +69,14 @@ int vp_log_enabled(enum vp_log_level level)
 	return level != VP_LOG_NONE && level <= g_level;
 }
 
-void vp_vlog(enum vp_log_level level, const char *fmt, va_list ap)
+/* Formats and writes one message, whatever the level. */
+static void emit(const char *level_name, const char *fmt, va_list ap)
 {
 	char line[1024];
-	int saved = errno; /* callers log between a failure and its errno */
 
-	if (!vp_log_enabled(level))
-		return;
 	/* One write per message, so lines of threads do not interleave. */
 	int n = snprintf(line, sizeof(line), "%s: %s: ",
-			 g_program ? g_program : "vperfetto",
-			 level_names[level]);
+			 g_program ? g_program : "vperfetto", level_name);
 	if (n < 0 || (size_t)n >= sizeof(line))
 		n = 0;
 	vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
@@ -89,6 +86,15 @@ void vp_vlog(enum vp_log_level level, const char *fmt, va_list ap)
 		line[len] = '\0';
 	}
 	fputs(line, stderr);
+}
+
+void vp_vlog(enum vp_log_level level, const char *fmt, va_list ap)
+{
+	int saved = errno; /* callers log between a failure and its errno */
+
+	if (!vp_log_enabled(level))
+		return;
+	emit(level_names[level], fmt, ap);
 	errno = saved;
 }
 
@@ -99,4 +105,14 @@ void vp_log(enum vp_log_level level, const char *fmt, ...)
 	va_start(ap, fmt);
 	vp_vlog(level, fmt, ap);
 	va_end(ap);
+}
+
+void vp_log_fatal(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	emit("fatal", fmt, ap);
+	va_end(ap);
+	abort();
 }

@@ -11,7 +11,20 @@
  *   - the environment variable VPERFETTO_LOG (none, error, warn, info,
  *     debug) overrides both, for a program or an application alike.
  * Errors that end a command are not log messages: a program prints them
- * itself (with the file and offset a vp_error carries) and exits non-zero.
+ * itself (with the file and offset a vp_error carries) and exits non-zero;
+ * so is its usage text.  Everything else a program or library says on
+ * stderr goes through here, at one of these levels:
+ *   - error: something failed and its work is lost (a session without
+ *     snapshots, a client refused), but the program goes on;
+ *   - warn: the program goes on with less than was asked (no kvm_tsc
+ *     records for a VM, a host that does not answer, garbage skipped),
+ *     and, at the same level, the end of such a condition ("... again"),
+ *     so that whoever reads the warnings knows it is over;
+ *   - info: what the program does: sessions, connections, requests, the
+ *     steps of a run, retries, the counts at exit (-v);
+ *   - debug: what only someone debugging the program wants (-v -v).
+ * vp_log_fatal is for the one message before an abort() that the caller
+ * asked for: it prints whatever the level.
  */
 #ifndef VP_LOG_H
 #define VP_LOG_H
@@ -41,6 +54,11 @@ int vp_log_enabled(enum vp_log_level level);
 void vp_log(enum vp_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 void vp_vlog(enum vp_log_level level, const char *fmt, va_list ap);
+
+/* Prints "PROGRAM: fatal: text" whatever the level (even VP_LOG_NONE, even
+ * in the SDK) and abort()s. */
+void vp_log_fatal(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2), noreturn));
 
 #define vp_log_error(...) vp_log(VP_LOG_ERROR, __VA_ARGS__)
 #define vp_log_warn(...) vp_log(VP_LOG_WARN, __VA_ARGS__)

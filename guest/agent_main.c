@@ -53,7 +53,6 @@ struct options {
 	uint32_t period_ms;
 	uint32_t exchange_period_ms;
 	uint64_t count; /* 0: run until a signal */
-	bool verbose;
 };
 
 /* What both threads count; read by the main thread. */
@@ -174,7 +173,6 @@ static int parse_options(int argc, char **argv, struct options *o)
 				return -1;
 			break;
 		case 'v':
-			o->verbose = true;
 			vp_log_verbose();
 			break;
 		case 'h':
@@ -242,9 +240,7 @@ static void tick(struct agent *a)
 	struct vp_clock_sample s;
 
 	if (vp_clock_sample(clocks, 2, VP_CLOCK_SAMPLE_TRIES, &s) < 0) {
-		if (a->o.verbose)
-			fprintf(stderr, "%s: clock sample: %s\n", prog,
-				strerror(errno));
+		vp_log_info("clock sample: %s", strerror(errno));
 		return;
 	}
 	atomic_fetch_add(&a->st.ticks, 1);
@@ -327,9 +323,7 @@ static bool run_link(struct agent *a, struct ga_link *l, uint64_t *last_seq,
 				VP_ARG_UINT("host_cputime", rec.host));
 		} else {
 			atomic_fetch_add(&a->st.ex_failed, 1);
-			if (a->o.verbose)
-				fprintf(stderr, "%s: exchange: %s\n", prog,
-					err.msg);
+			vp_log_info("exchange: %s", err.msg);
 		}
 		if (exchanges_done(a)) {
 			stop = true;
@@ -339,10 +333,9 @@ static bool run_link(struct agent *a, struct ga_link *l, uint64_t *last_seq,
 			break;
 		if (r == GA_EXCHANGE_TIMEOUT &&
 		    ++timeouts >= TIMEOUTS_BEFORE_REOPEN) {
-			if (a->o.verbose)
-				fprintf(stderr, "%s: %u timeouts in a row; "
-						"reopening the link\n",
-					prog, timeouts);
+			vp_log_info("%u timeouts in a row; reopening the "
+				    "link",
+				    timeouts);
 			break;
 		}
 		next += period;
@@ -377,9 +370,10 @@ static void *exchange_thread(void *arg)
 		struct vp_error err = {{0}};
 		if (ga_link_open(&a->o.host, CONNECT_TIMEOUT_MS, &l, &err) < 0) {
 			atomic_fetch_add(&a->st.connect_failures, 1);
-			if (a->o.verbose || !logged_down)
-				fprintf(stderr, "%s: host %s: %s (retrying)\n",
-					prog, name, err.msg);
+			/* The first failure of an outage is a warning, the
+			 * retries are info. */
+			vp_log(logged_down ? VP_LOG_INFO : VP_LOG_WARN,
+			       "host %s: %s (retrying)", name, err.msg);
 			logged_down = true;
 			if (exchanges_done(a))
 				break;
@@ -390,16 +384,17 @@ static void *exchange_thread(void *arg)
 		}
 		if (connected_before)
 			atomic_fetch_add(&a->st.reconnects, 1);
-		if (a->o.verbose || logged_down)
-			fprintf(stderr, "%s: host %s: connected\n", prog, name);
+		/* After a warning, at its level: the outage is over. */
+		vp_log(logged_down ? VP_LOG_WARN : VP_LOG_INFO,
+		       "host %s: connected%s", name,
+		       logged_down ? " again" : "");
 		connected_before = true;
 		logged_down = false;
 		bool stop = run_link(a, &l, &last_seq, &bo);
 		ga_link_close(&l);
 		if (stop)
 			break;
-		if (a->o.verbose)
-			fprintf(stderr, "%s: host %s: link lost\n", prog, name);
+		vp_log_warn("host %s: link lost (reconnecting)", name);
 		logged_down = true;
 		if (sleep_until(a, vp_clock_now_ns(CLOCK_MONOTONIC) +
 					   (uint64_t)ga_backoff_next(&bo) * 1000000u))
@@ -475,8 +470,10 @@ int main(int argc, char **argv)
 		.producer_name = prog,
 		.producer_socket = a.o.producer_socket,
 	};
-	if (vp_init(&ia) < 0)
+	if (vp_init(&ia) < 0) {
+		fprintf(stderr, "%s: cannot start libvperfetto\n", prog);
 		return 1;
+	}
 
 	if (pthread_create(&th[n_threads], NULL, tick_thread, &a) == 0)
 		n_threads++;
@@ -490,7 +487,7 @@ int main(int argc, char **argv)
 
 	/* Stop: the threads poll the pipe in every wait. */
 	if (write(a.stop_wr, "x", 1) < 0)
-		fprintf(stderr, "%s: stop pipe: %s\n", prog, strerror(errno));
+		vp_log_error("stop pipe: %s", strerror(errno));
 	for (int i = 0; i < n_threads; i++)
 		pthread_join(th[i], NULL);
 	vp_flush();

@@ -19,23 +19,9 @@
 
 #include "event_loop.h"
 #include "guest_ctl.h"
+#include "vp_log.h"
 
 #define LOG_TAIL 600u
-
-static void logv(const struct gc_session *s, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-static void logv(const struct gc_session *s, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!s->opt.verbose)
-		return;
-	va_start(ap, fmt);
-	fprintf(stderr, "vperfetto_guest_ctl: ");
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	va_end(ap);
-}
 
 int gc_session_init(struct gc_session *s, const struct gc_options *opt,
 		    struct vp_error *err)
@@ -72,11 +58,11 @@ int gc_session_init(struct gc_session *s, const struct gc_options *opt,
 
 /* ---- replies ------------------------------------------------------------ */
 
-static void reply_error(const struct gc_session *s, const struct vp_ctl_msg *req,
-			gc_send_fn send, void *ctx, const char *fmt, ...)
-	__attribute__((format(printf, 5, 6)));
-static void reply_error(const struct gc_session *s, const struct vp_ctl_msg *req,
-			gc_send_fn send, void *ctx, const char *fmt, ...)
+static void reply_error(const struct vp_ctl_msg *req, gc_send_fn send,
+			void *ctx, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static void reply_error(const struct vp_ctl_msg *req, gc_send_fn send,
+			void *ctx, const char *fmt, ...)
 {
 	struct vp_ctl_msg m = {.type = VP_CTL_ERROR, .id = req->id};
 	va_list ap;
@@ -85,8 +71,8 @@ static void reply_error(const struct gc_session *s, const struct vp_ctl_msg *req
 	va_start(ap, fmt);
 	vsnprintf(m.text, sizeof(m.text), fmt, ap);
 	va_end(ap);
-	logv(s, "%s (id %u): ERROR: %s", vp_ctl_type_name(req->type), req->id,
-	     m.text);
+	vp_log_info("%s (id %u): ERROR: %s", vp_ctl_type_name(req->type),
+		    req->id, m.text);
 	send(ctx, &m);
 }
 
@@ -162,8 +148,8 @@ static void consumer_exited(struct gc_session *s, int status)
 	    access(s->trace_path, R_OK) == 0) {
 		s->state = VP_CTL_ENDED;
 		s->message[0] = '\0';
-		logv(s, "consumer ended; %s: %llu bytes", s->trace_path,
-		     (unsigned long long)file_size(s->trace_path));
+		vp_log_info("consumer ended; %s: %llu bytes", s->trace_path,
+			    (unsigned long long)file_size(s->trace_path));
 		return;
 	}
 	log_tail(s, tail, sizeof(tail));
@@ -172,7 +158,7 @@ static void consumer_exited(struct gc_session *s, int status)
 		 WIFEXITED(status) && WEXITSTATUS(status) == 0
 			 ? "wrote no trace" : "failed", how,
 		 tail[0] ? ": " : "", tail);
-	logv(s, "%s", s->message);
+	vp_log_error("%s", s->message);
 }
 
 /* ---- START -------------------------------------------------------------- */
@@ -247,17 +233,17 @@ static void handle_start(struct gc_session *s, const struct vp_ctl_msg *req,
 	int status;
 
 	if (s->state == VP_CTL_RUNNING || s->state == VP_CTL_STOPPING) {
-		reply_error(s, req, send, ctx, "session running (\"%s\", "
+		reply_error(req, send, ctx, "session running (\"%s\", "
 			    "consumer pid %d); STOP it first", s->session,
 			    (int)s->pid);
 		return;
 	}
 	if (req->bytes_len == 0) {
-		reply_error(s, req, send, ctx, "START without a TraceConfig");
+		reply_error(req, send, ctx, "START without a TraceConfig");
 		return;
 	}
 	if (access(s->opt.consumer, X_OK) < 0) {
-		reply_error(s, req, send, ctx, "guest consumer %s: %s",
+		reply_error(req, send, ctx, "guest consumer %s: %s",
 			    s->opt.consumer, strerror(errno));
 		return;
 	}
@@ -265,7 +251,7 @@ static void handle_start(struct gc_session *s, const struct vp_ctl_msg *req,
 	if (write_config(s, req->bytes, req->bytes_len, why, sizeof(why)) < 0 ||
 	    (s->pid = spawn_consumer(s, why, sizeof(why))) < 0) {
 		s->pid = -1;
-		reply_error(s, req, send, ctx, "cannot start the guest "
+		reply_error(req, send, ctx, "cannot start the guest "
 			    "consumer: %s", why);
 		return;
 	}
@@ -274,9 +260,10 @@ static void handle_start(struct gc_session *s, const struct vp_ctl_msg *req,
 	s->message[0] = '\0';
 	s->exit_status = 0;
 	s->stop_pending = false;
-	logv(s, "START (id %u) session \"%s\": %s pid %d, config %zu bytes",
-	     req->id, s->session, s->opt.consumer, (int)s->pid,
-	     req->bytes_len);
+	vp_log_info("START (id %u) session \"%s\": %s pid %d, config %zu "
+		    "bytes",
+		    req->id, s->session, s->opt.consumer, (int)s->pid,
+		    req->bytes_len);
 
 	/* A consumer that cannot run (bad config, no service) mostly says
 	 * so at once: wait a little before calling it started. */
@@ -286,8 +273,7 @@ static void handle_start(struct gc_session *s, const struct vp_ctl_msg *req,
 		if (r == s->pid) {
 			consumer_exited(s, status);
 			if (s->state == VP_CTL_FAILED) {
-				reply_error(s, req, send, ctx, "%s",
-					    s->message);
+				reply_error(req, send, ctx, "%s", s->message);
 				return;
 			}
 			break; /* ended already: a very short session */
@@ -311,12 +297,12 @@ static void stop_reply(struct gc_session *s, uint32_t id, gc_send_fn send,
 		struct vp_ctl_msg m = {.type = VP_CTL_STOPPED, .id = id};
 		m.trace_size = file_size(s->trace_path);
 		m.exit_status = s->exit_status;
-		logv(s, "STOP (id %u): STOPPED, %llu bytes", id,
-		     (unsigned long long)m.trace_size);
+		vp_log_info("STOP (id %u): STOPPED, %llu bytes", id,
+			    (unsigned long long)m.trace_size);
 		send(ctx, &m);
 	} else {
 		struct vp_ctl_msg req = {.type = VP_CTL_STOP, .id = id};
-		reply_error(s, &req, send, ctx, "%s", s->message);
+		reply_error(&req, send, ctx, "%s", s->message);
 	}
 }
 
@@ -326,15 +312,15 @@ static void handle_stop(struct gc_session *s, const struct vp_ctl_msg *req,
 	gc_session_tick(s, send, ctx); /* notice a consumer gone already */
 	switch (s->state) {
 	case VP_CTL_IDLE:
-		reply_error(s, req, send, ctx, "no session to stop");
+		reply_error(req, send, ctx, "no session to stop");
 		return;
 	case VP_CTL_ENDED:
 	case VP_CTL_FAILED:
 		stop_reply(s, req->id, send, ctx);
 		return;
 	case VP_CTL_RUNNING:
-		logv(s, "STOP (id %u): SIGINT to consumer pid %d", req->id,
-		     (int)s->pid);
+		vp_log_info("STOP (id %u): SIGINT to consumer pid %d", req->id,
+			    (int)s->pid);
 		kill(s->pid, SIGINT);
 		s->state = VP_CTL_STOPPING;
 		s->stop_deadline_ms = vp_loop_now_ms() +
@@ -370,7 +356,7 @@ void gc_session_tick(struct gc_session *s, gc_send_fn send, void *ctx)
 			 "killed%s%s", s->opt.stop_timeout_ms,
 			 tail[0] ? ": " : "", tail);
 		unlink(s->trace_path);
-		logv(s, "%s", s->message);
+		vp_log_error("%s", s->message);
 	} else {
 		return;
 	}
@@ -390,12 +376,12 @@ static void handle_pull(struct gc_session *s, const struct vp_ctl_msg *req,
 
 	gc_session_tick(s, send, ctx);
 	if (s->state == VP_CTL_RUNNING || s->state == VP_CTL_STOPPING) {
-		reply_error(s, req, send, ctx, "no trace to pull: the session "
+		reply_error(req, send, ctx, "no trace to pull: the session "
 			    "is %s; STOP it first", vp_ctl_state_name(s->state));
 		return;
 	}
 	if (s->state != VP_CTL_ENDED) {
-		reply_error(s, req, send, ctx, "no trace to pull: %s",
+		reply_error(req, send, ctx, "no trace to pull: %s",
 			    s->state == VP_CTL_IDLE ? "no session has run"
 						    : s->message);
 		return;
@@ -405,23 +391,23 @@ static void handle_pull(struct gc_session *s, const struct vp_ctl_msg *req,
 	int fd = open(s->trace_path, O_RDONLY | O_CLOEXEC);
 	struct stat st;
 	if (fd < 0 || fstat(fd, &st) < 0) {
-		reply_error(s, req, send, ctx, "%s: %s", s->trace_path,
+		reply_error(req, send, ctx, "%s: %s", s->trace_path,
 			    strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		return;
 	}
 	if (req->offset > (uint64_t)st.st_size) {
-		reply_error(s, req, send, ctx, "PULL offset %llu is past the "
+		reply_error(req, send, ctx, "PULL offset %llu is past the "
 			    "end of %s (%llu bytes)",
 			    (unsigned long long)req->offset, s->trace_path,
 			    (unsigned long long)st.st_size);
 		close(fd);
 		return;
 	}
-	logv(s, "PULL (id %u): %s from %llu, %llu bytes, chunks of %u",
-	     req->id, s->trace_path, (unsigned long long)req->offset,
-	     (unsigned long long)st.st_size, chunk);
+	vp_log_info("PULL (id %u): %s from %llu, %llu bytes, chunks of %u",
+		    req->id, s->trace_path, (unsigned long long)req->offset,
+		    (unsigned long long)st.st_size, chunk);
 
 	/* One pass: the CRC covers the whole file, DATA only what follows
 	 * the offset. */
@@ -432,7 +418,7 @@ static void handle_pull(struct gc_session *s, const struct vp_ctl_msg *req,
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
-			reply_error(s, req, send, ctx, "%s: read at %llu: %s",
+			reply_error(req, send, ctx, "%s: read at %llu: %s",
 				    s->trace_path, (unsigned long long)pos,
 				    strerror(errno));
 			close(fd);
@@ -451,8 +437,10 @@ static void handle_pull(struct gc_session *s, const struct vp_ctl_msg *req,
 			m.bytes = buf + skip;
 			m.bytes_len = (size_t)n - skip;
 			if (send(ctx, &m) < 0) {
-				logv(s, "PULL (id %u): link failed at %llu",
-				     req->id, (unsigned long long)m.offset);
+				vp_log_info("PULL (id %u): link failed at "
+					    "%llu",
+					    req->id,
+					    (unsigned long long)m.offset);
 				close(fd);
 				return;
 			}
@@ -485,8 +473,8 @@ static void handle_hello(struct gc_session *s, const struct vp_ctl_msg *req,
 	m.consumer_ok = access(s->opt.consumer, X_OK) == 0;
 	m.state = s->state;
 	m.trace_size = s->state == VP_CTL_ENDED ? file_size(s->trace_path) : 0;
-	logv(s, "HELLO (id %u) from \"%s\", version %u", req->id,
-	     req->machine, req->version);
+	vp_log_info("HELLO (id %u) from \"%s\", version %u", req->id,
+		    req->machine, req->version);
 	send(ctx, &m);
 }
 
@@ -517,8 +505,8 @@ void gc_session_handle(struct gc_session *s, const struct vp_ctl_msg *req,
 		/* A reply coming our way is our own frame echoed back (a
 		 * serial line with echo on) or a confused peer: answering it
 		 * could loop, so it is only logged. */
-		logv(s, "ignored %s (id %u): not a request",
-		     vp_ctl_type_name(req->type), req->id);
+		vp_log_info("ignored %s (id %u): not a request",
+			    vp_ctl_type_name(req->type), req->id);
 		break;
 	}
 }

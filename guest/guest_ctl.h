@@ -35,7 +35,6 @@
 struct gc_options {
 	const char *consumer;  /* the consumer program */
 	const char *out_dir;   /* guest.cfg, guest.pb, consumer.log */
-	bool verbose;
 	int stop_timeout_ms;   /* SIGINT to SIGKILL */
 	int start_grace_ms;    /* how long a consumer must live to count as
 				* started */

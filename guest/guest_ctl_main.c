@@ -57,7 +57,6 @@ struct daemon {
 	const char *dev;     /* the device path */
 	int listen_fd;
 	int fd;              /* the link to the host, or -1 */
-	bool verbose;
 	bool open_error_logged;
 	uint64_t reopen_at;  /* when to try opening the device again */
 	uint64_t quiet_until;/* hang-up backoff on the device */
@@ -66,31 +65,27 @@ struct daemon {
 	struct gc_session sess;
 };
 
-static void logmsg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void logmsg(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	fprintf(stderr, "vperfetto_guest_ctl: ");
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	va_end(ap);
-}
-
 /* ---- the link ----------------------------------------------------------- */
 
-static void drop_link(struct daemon *d, const char *why)
+/* Closes the link to the host, saying why at the given level: a host that
+ * went away is info, a failed read or write a warning (info on a device,
+ * where it is how a host that is not there shows: it is reopened). */
+static void drop_link(struct daemon *d, enum vp_log_level level,
+		      const char *why)
 {
 	if (d->fd < 0)
 		return;
-	if (d->verbose || !d->is_dev)
-		logmsg("link closed: %s", why);
+	vp_log(level, "link closed: %s", why);
 	close(d->fd);
 	d->fd = -1;
 	vp_ctl_decoder_free(&d->dec);
 	vp_ctl_decoder_init(&d->dec);
 	d->reported_skipped = d->reported_bad = 0;
+}
+
+static enum vp_log_level link_error_level(const struct daemon *d)
+{
+	return d->is_dev ? VP_LOG_INFO : VP_LOG_WARN;
 }
 
 /* Writes all of buf, waiting (poll) up to WRITE_TIMEOUT_MS for room. */
@@ -132,7 +127,7 @@ static int send_msg(void *ctx, const struct vp_ctl_msg *m)
 	if (d->fd < 0)
 		return -1;
 	if (vp_ctl_encode(m, &frame, &len, &e) < 0) {
-		logmsg("cannot encode a reply: %s", e.msg);
+		vp_log_error("cannot encode a reply: %s", e.msg);
 		return -1;
 	}
 	int r = write_all(d->fd, frame, len);
@@ -141,7 +136,7 @@ static int send_msg(void *ctx, const struct vp_ctl_msg *m)
 		char why[128];
 		snprintf(why, sizeof(why), "write %s: %s",
 			 vp_ctl_type_name(m->type), strerror(errno));
-		drop_link(d, why);
+		drop_link(d, link_error_level(d), why);
 		return -1;
 	}
 	return 0;
@@ -160,13 +155,15 @@ static void open_device(struct daemon *d)
 	}
 	if (fd < 0) {
 		if (!d->open_error_logged)
-			logmsg("%s (retrying every %d ms)", err.msg, REOPEN_MS);
+			vp_log_warn("%s (retrying every %d ms)", err.msg,
+				    REOPEN_MS);
 		d->open_error_logged = true;
 		d->reopen_at = vp_loop_now_ms() + REOPEN_MS;
 		return;
 	}
-	if (d->open_error_logged || d->verbose)
-		logmsg("%s: open", d->dev);
+	/* After a warning, at its level: the warning is over. */
+	vp_log(d->open_error_logged ? VP_LOG_WARN : VP_LOG_INFO, "%s: open%s",
+	       d->dev, d->open_error_logged ? " again" : "");
 	d->open_error_logged = false;
 	d->fd = fd;
 }
@@ -179,10 +176,9 @@ static void accept_host(struct daemon *d)
 	if (fd < 0)
 		return;
 	if (d->fd >= 0)
-		drop_link(d, "a new host connection replaces it");
+		drop_link(d, VP_LOG_INFO, "a new host connection replaces it");
 	vp_sock_peer_name(fd, peer, sizeof(peer));
-	if (d->verbose)
-		logmsg("host connected (%s)", peer);
+	vp_log_info("host connected (%s)", peer);
 	d->fd = fd;
 }
 
@@ -194,14 +190,14 @@ static void handle_frame(struct daemon *d, const struct vp_ctl_frame *f)
 	struct vp_error e;
 
 	if (!m) {
-		logmsg("out of memory");
+		vp_log_error("out of memory: a request dropped");
 		return;
 	}
 	if (vp_ctl_parse_payload(f->type, f->id, f->payload, f->len, m,
 				 &e) < 0) {
 		struct vp_ctl_msg req = {.type = f->type, .id = f->id};
 		struct vp_ctl_msg *r = m;
-		logmsg("bad request: %s", e.msg);
+		vp_log_warn("bad request: %s", e.msg);
 		memset(r, 0, sizeof(*r));
 		r->type = VP_CTL_ERROR;
 		r->id = req.id;
@@ -226,7 +222,7 @@ static bool read_link(struct daemon *d)
 	if (n < 0) {
 		char why[128];
 		snprintf(why, sizeof(why), "read: %s", strerror(errno));
-		drop_link(d, why);
+		drop_link(d, link_error_level(d), why);
 		if (d->is_dev)
 			d->reopen_at = vp_loop_now_ms() + REOPEN_MS;
 		return true;
@@ -245,10 +241,10 @@ static bool read_link(struct daemon *d)
 	} while (d->fd >= 0 && (got || off < (size_t)n));
 	if (d->dec.skipped_bytes != d->reported_skipped ||
 	    d->dec.bad_frames != d->reported_bad) {
-		logmsg("skipped %llu bytes of garbage, %llu frames with a bad "
-		       "CRC so far on this link",
-		       (unsigned long long)d->dec.skipped_bytes,
-		       (unsigned long long)d->dec.bad_frames);
+		vp_log_warn("skipped %llu bytes of garbage, %llu frames with "
+			    "a bad CRC so far on this link",
+			    (unsigned long long)d->dec.skipped_bytes,
+			    (unsigned long long)d->dec.bad_frames);
 		d->reported_skipped = d->dec.skipped_bytes;
 		d->reported_bad = d->dec.bad_frames;
 	}
@@ -278,7 +274,7 @@ static void loop_once(struct daemon *d)
 		if (!alive || (p[link].revents & (POLLHUP | POLLERR) &&
 			       !(p[link].revents & POLLIN))) {
 			if (!d->is_dev)
-				drop_link(d, "host disconnected");
+				drop_link(d, VP_LOG_INFO, "host disconnected");
 			else /* no host on the port yet: look again soon */
 				d->quiet_until = vp_loop_now_ms() + HUP_BACKOFF_MS;
 		}
@@ -372,7 +368,6 @@ int main(int argc, char **argv)
 			break;
 		}
 		case 'v':
-			d.verbose = opt.verbose = true;
 			vp_log_verbose();
 			break;
 		case 'h': usage(stdout); return 0;
@@ -386,7 +381,7 @@ int main(int argc, char **argv)
 	}
 	if (gc_session_init(&d.sess, &opt, &err) < 0 ||
 	    setup_listen(&d, &err) < 0) {
-		logmsg("%s", err.msg);
+		fprintf(stderr, "vperfetto_guest_ctl: %s\n", err.msg);
 		return 1;
 	}
 	vp_ctl_decoder_init(&d.dec);
@@ -394,13 +389,13 @@ int main(int argc, char **argv)
 	struct sigaction sa = {.sa_handler = on_signal};
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
-	logmsg("listening on %s; consumer %s, out dir %s", d.addr,
-	       opt.consumer, opt.out_dir);
+	vp_log_info("listening on %s; consumer %s, out dir %s", d.addr,
+		    opt.consumer, opt.out_dir);
 
 	while (!g_quit)
 		loop_once(&d);
 
-	logmsg("exiting");
+	vp_log_info("exiting");
 	gc_session_shutdown(&d.sess, 5000);
 	if (d.fd >= 0)
 		close(d.fd);

@@ -20,8 +20,7 @@
 #include "vcpu_threads.h"
 #include "perfetto_fields.h"
 #include "vp_clock.h"
-
-#define LOG_PREFIX "vperfetto_host_clock: "
+#include "vp_log.h"
 
 /* What the last read of one VM's debugfs gave, so that a lasting problem
  * is reported once, not every period. */
@@ -101,10 +100,10 @@ static void write_snapshot(struct session *s, uint32_t seq_flags)
 	struct vp_clock_sample smp;
 
 	if (vp_clock_sample(&clk, 1, VP_CLOCK_SAMPLE_TRIES, &smp) < 0) {
-		fprintf(stderr, LOG_PREFIX "session %llu: reading the %s "
-				"clock: %s\n",
-			(unsigned long long)s->id, host_clock_name(s->o.clock_id),
-			strerror(errno));
+		vp_log_error("session %llu: reading the %s clock: %s; no "
+			     "snapshot this time",
+			     (unsigned long long)s->id,
+			     host_clock_name(s->o.clock_id), strerror(errno));
 		return;
 	}
 	struct pb_buf *b = &s->buf;
@@ -136,15 +135,13 @@ static void note_vm_result(struct clock_producer *p, struct vm_state *vm,
 	vm->last_rc = rc < 0 ? rc : 0;
 	pthread_mutex_unlock(&p->mu);
 	if (rc < 0 && rc != last)
-		fprintf(stderr,
-			LOG_PREFIX "warning: kvm_tsc of VM pid %d: %s; no "
-			"kvm_tsc records for it until this changes (tracing "
-			"goes on)\n",
-			vm->pid, msg);
-	else if (rc >= 0 && last < 0)
-		fprintf(stderr, LOG_PREFIX "kvm_tsc of VM pid %d: readable "
-				"again\n",
-			vm->pid);
+		vp_log_warn("kvm_tsc of VM pid %d: %s; no kvm_tsc records "
+			    "for it until this changes (tracing goes on)",
+			    vm->pid, msg);
+	else if (rc >= 0 && last < 0) /* the end of the warning above */
+		vp_log_warn("kvm_tsc of VM pid %d: readable again; its "
+			    "kvm_tsc records resume",
+			    vm->pid);
 }
 
 /* Writes the kvm_tsc events of one VM that are new or changed (all of
@@ -201,14 +198,13 @@ static void note_vcpu_result(struct clock_producer *p,
 	v->failing = rc < 0;
 	pthread_mutex_unlock(&p->mu);
 	if (rc < 0 && !was)
-		fprintf(stderr,
-			LOG_PREFIX "warning: vCPU threads of %s: %s; no "
-			"vcpu_map records for it until this changes (tracing "
-			"goes on)\n",
-			v->vm ? v->vm : "the VM", msg);
-	else if (rc >= 0 && was)
-		fprintf(stderr, LOG_PREFIX "vCPU threads of %s: found again\n",
-			v->vm ? v->vm : "the VM");
+		vp_log_warn("vCPU threads of %s: %s; no vcpu_map records "
+			    "for it until this changes (tracing goes on)",
+			    v->vm ? v->vm : "the VM", msg);
+	else if (rc >= 0 && was) /* the end of the warning above */
+		vp_log_warn("vCPU threads of %s: found again; its vcpu_map "
+			    "records resume",
+			    v->vm ? v->vm : "the VM");
 }
 
 /* Writes the vcpu_map events of one VM that are new or changed (all of
@@ -330,9 +326,8 @@ static void *session_main(void *arg)
 static void warn_config(void *ctx, const char *msg)
 {
 	struct session *s = ctx;
-	fprintf(stderr,
-		LOG_PREFIX "warning: session %llu: %s; using the default\n",
-		(unsigned long long)s->id, msg);
+	vp_log_warn("session %llu: %s; using the default",
+		    (unsigned long long)s->id, msg);
 }
 
 static void session_free(struct session *s)
@@ -355,7 +350,7 @@ static void on_start(void *ctx, struct vp_ds_instance *inst,
 	pthread_condattr_t ca;
 
 	if (!s) {
-		fprintf(stderr, LOG_PREFIX "out of memory\n");
+		vp_log_error("out of memory: no snapshots for a new session");
 		return;
 	}
 	s->p = p;
@@ -366,7 +361,9 @@ static void on_start(void *ctx, struct vp_ds_instance *inst,
 	kvm_tsc_tracker_init(&s->kvm);
 	s->vw = calloc(p->o.n_vcpu_srcs ? p->o.n_vcpu_srcs : 1, sizeof(*s->vw));
 	if (!s->vw) {
-		fprintf(stderr, LOG_PREFIX "out of memory\n");
+		vp_log_error("session %llu: out of memory: no snapshots for "
+			     "it",
+			     (unsigned long long)s->id);
 		free(s);
 		return;
 	}
@@ -381,20 +378,16 @@ static void on_start(void *ctx, struct vp_ds_instance *inst,
 
 	int rc = pthread_create(&s->thread, NULL, session_main, s);
 	if (rc != 0) {
-		fprintf(stderr,
-			LOG_PREFIX "session %llu: cannot start its thread: "
-			"%s; no snapshots for it\n",
-			(unsigned long long)s->id, strerror(rc));
+		vp_log_error("session %llu: cannot start its thread: %s; no "
+			     "snapshots for it",
+			     (unsigned long long)s->id, strerror(rc));
 		session_free(s);
 		return;
 	}
 	atomic_fetch_add(&p->n_sessions, 1);
-	if (p->o.verbose)
-		fprintf(stderr,
-			LOG_PREFIX "session %llu started: clock %s and %s "
-			"every %u ms\n",
-			(unsigned long long)s->id, host_clock_name(s->o.clock_id),
-			vp_cpu_counter_name(), s->o.period_ms);
+	vp_log_info("session %llu started: clock %s and %s every %u ms",
+		    (unsigned long long)s->id, host_clock_name(s->o.clock_id),
+		    vp_cpu_counter_name(), s->o.period_ms);
 	pthread_mutex_lock(&p->mu);
 	s->next = p->sessions;
 	p->sessions = s;
@@ -423,9 +416,7 @@ static void on_stop(void *ctx, struct vp_ds_instance *inst)
 	pthread_cond_signal(&s->cv);
 	pthread_mutex_unlock(&s->mu);
 	pthread_join(s->thread, NULL);
-	if (p->o.verbose)
-		fprintf(stderr, LOG_PREFIX "session %llu stopped\n",
-			(unsigned long long)s->id);
+	vp_log_info("session %llu stopped", (unsigned long long)s->id);
 	session_free(s);
 }
 

@@ -44,7 +44,6 @@ struct clock_producer_opts {
 	const struct vcpu_source *vcpu_srcs; /* VMs whose vCPU threads to map */
 	size_t n_vcpu_srcs;
 	const char *proc_root; /* NULL: /proc */
-	bool verbose;
 };
 
 struct clock_producer_stats {

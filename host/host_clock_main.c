@@ -5,8 +5,8 @@
  * producer with the vperfetto.clock_sync data source (clock_producer.c),
  * answers the guests' sync exchanges (sync_endpoint.c), and writes the
  * KVM counter relation of the VMs named on the command line (kvm_tsc.c,
- * libvirt_domain.c).  Runs until SIGINT or SIGTERM, then prints a
- * one-line summary.
+ * libvirt_domain.c).  Runs until SIGINT or SIGTERM, then logs a one-line
+ * summary (at the info level: -v).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -49,7 +49,6 @@ struct args {
 	bool no_vcpu_map;
 	const char *libvirt_uri;
 	const char *kvm_debugfs;
-	bool verbose;
 };
 
 static void usage(FILE *f)
@@ -101,7 +100,8 @@ static void usage(FILE *f)
 		"                           records (repeatable)\n"
 		"  --libvirt-uri URI        libvirt connection (default %s)\n"
 		"  --kvm-debugfs DIR        debugfs mount point (default %s)\n"
-		"  -v, --verbose            log sessions and sync clients\n"
+		"  -v, --verbose            log sessions, sync clients and the\n"
+		"                           counts at exit\n"
 		"  -h, --help               this text\n"
 		"  --version                the version\n"
 		"\n"
@@ -257,7 +257,6 @@ static int parse_args(int argc, char **argv, struct args *a)
 			a->no_vcpu_map = true;
 			break;
 		case 'v':
-			a->verbose = true;
 			vp_log_verbose();
 			break;
 		case 'h':
@@ -284,7 +283,6 @@ static int parse_args(int argc, char **argv, struct args *a)
 		return -1;
 	}
 	a->sync.vsock = !no_vsock;
-	a->sync.verbose = a->verbose;
 	return 0;
 }
 
@@ -297,17 +295,15 @@ static void resolve_domains(struct args *a)
 		pid_t pid;
 		if (libvirt_domain_pid(a->libvirt_uri, a->domains[i], &pid,
 				       &err) < 0) {
-			fprintf(stderr,
-				PROG ": warning: --domain %s: %s; no kvm_tsc "
-				"records for it\n",
-				a->domains[i], err.msg);
+			vp_log_warn("--domain %s: %s; no kvm_tsc records for "
+				    "it",
+				    a->domains[i], err.msg);
 			continue;
 		}
 		if (a->n_vm_pids == MAX_VMS)
 			break;
-		if (a->verbose)
-			fprintf(stderr, PROG ": domain %s is QEMU pid %d\n",
-				a->domains[i], (int)pid);
+		vp_log_info("domain %s is QEMU pid %d", a->domains[i],
+			    (int)pid);
 		a->vm_names[a->n_vm_pids] = a->domains[i];
 		a->vm_pids[a->n_vm_pids++] = (int)pid;
 	}
@@ -389,7 +385,6 @@ int main(int argc, char **argv)
 	for (size_t i = 1; i < a.n_chardevs; i++) {
 		struct sync_endpoint_opts so = {
 			.qemu_chardev = a.chardevs[i],
-			.verbose = a.verbose,
 		};
 		if (sync_endpoint_start(&so, &more[i], &err) < 0) {
 			fprintf(stderr, PROG ": %s\n", err.msg);
@@ -405,6 +400,7 @@ int main(int argc, char **argv)
 		.producer_socket = a.producer_socket,
 	};
 	if (vp_init(&ia) < 0) {
+		fprintf(stderr, PROG ": cannot start libvperfetto\n");
 		stop_endpoints(ep, more, a.n_chardevs, NULL);
 		return 1;
 	}
@@ -416,7 +412,6 @@ int main(int argc, char **argv)
 		.n_vm_pids = a.n_vm_pids,
 		.vcpu_srcs = vsrc,
 		.n_vcpu_srcs = vcpu_sources(&a, vsrc),
-		.verbose = a.verbose,
 	};
 	struct clock_producer *prod = NULL;
 	if (clock_producer_new(&po, &prod, &err) < 0) {
@@ -425,12 +420,10 @@ int main(int argc, char **argv)
 		stop_endpoints(ep, more, a.n_chardevs, NULL);
 		return 1;
 	}
-	if (a.verbose)
-		fprintf(stderr,
-			PROG ": running: %s and the cpu counter (%s) every %u "
-			"ms, %zu VM(s)\n",
-			host_clock_name(a.clock.clock_id), vp_cpu_counter_name(),
-			a.clock.period_ms, a.n_vm_pids);
+	vp_log_info("running: %s and the cpu counter (%s) every %u ms, %zu "
+		    "VM(s)",
+		    host_clock_name(a.clock.clock_id), vp_cpu_counter_name(),
+		    a.clock.period_ms, a.n_vm_pids);
 
 	int sig = 0;
 	while (sigwait(&stop_set, &sig) != 0)
@@ -444,17 +437,17 @@ int main(int argc, char **argv)
 	vp_shutdown();
 	clock_producer_get_stats(prod, &ps);
 	clock_producer_free(prod);
-	fprintf(stderr,
-		PROG ": %llu snapshots written in %llu session(s), %llu "
-		"kvm_tsc records, %llu vcpu_map records, %llu packets "
-		"dropped; %llu exchanges served "
-		"to %llu client(s), %llu garbage bytes skipped\n",
-		(unsigned long long)ps.snapshots,
-		(unsigned long long)ps.sessions,
-		(unsigned long long)ps.kvm_records,
-		(unsigned long long)ps.vcpu_maps,
-		(unsigned long long)ps.dropped, (unsigned long long)es.served,
-		(unsigned long long)es.clients,
-		(unsigned long long)es.garbage_bytes);
+	vp_log_info("%llu snapshots written in %llu session(s), %llu "
+		    "kvm_tsc records, %llu vcpu_map records, %llu packets "
+		    "dropped; %llu exchanges served to %llu client(s), %llu "
+		    "garbage bytes skipped",
+		    (unsigned long long)ps.snapshots,
+		    (unsigned long long)ps.sessions,
+		    (unsigned long long)ps.kvm_records,
+		    (unsigned long long)ps.vcpu_maps,
+		    (unsigned long long)ps.dropped,
+		    (unsigned long long)es.served,
+		    (unsigned long long)es.clients,
+		    (unsigned long long)es.garbage_bytes);
 	return 0;
 }

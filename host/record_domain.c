@@ -12,6 +12,7 @@
 
 #include "libvirt_domain.h"
 #include "record_domain.h"
+#include "vp_log.h"
 
 /* A bounded view of the document. */
 struct xml {
@@ -229,7 +230,7 @@ int record_domain_resolve(const char *uri, const char *name,
 	if (libvirt_domain_pid(uri, name, &pid, &perr) == 0)
 		out->qemu_pid = pid;
 	else
-		fprintf(stderr, "vperfetto_record: warning: %s; no KVM counter "
-			"offsets will be recorded\n", perr.msg);
+		vp_log_warn("%s; no KVM counter offsets will be recorded",
+			    perr.msg);
 	return 0;
 }

@@ -134,7 +134,6 @@ struct options {
 	const char *out;
 	int guest_timeout_ms;
 	bool keep_logs;
-	bool verbose;
 };
 
 /* One guest of the run. */
@@ -162,8 +161,12 @@ struct run {
 	int interrupts;
 };
 
-static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void say(const char *fmt, ...)
+/* The error that ends the run (with its exit status): not a log line, it
+ * prints whatever the log level.  The steps of the run are logged at the
+ * info level (-v), warnings at the warn level. */
+static void fail_msg(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2)));
+static void fail_msg(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -221,7 +224,8 @@ static void usage(FILE *f)
 		"  --no-vm-tracks           no tracks of the vCPUs' host state in"
 		" the merged trace\n"
 		"  --keep-logs              keep the run directory's logs\n"
-		"  -v, --verbose\n"
+		"  -v, --verbose            say each step of the run and the"
+		" programs started\n"
 		"  -h, --help\n"
 		"  --version\n"
 		"\n"
@@ -349,7 +353,6 @@ static int parse_args(int argc, char **argv, struct options *o)
 		case OPT_QMP: cur->qmp = optarg; break;
 		case OPT_NO_VM_TRACKS: o->no_vm_tracks = true; break;
 		case 'v':
-			o->verbose = true;
 			vp_log_verbose();
 			break;
 		case 'h': usage(stdout); exit(0);
@@ -456,8 +459,9 @@ static int find_guest(struct run *r, struct guest *g, struct vp_error *err)
 				 "chardev: -chardev socket,path=...,server=on)",
 				 g->addr.control);
 	if (stat(g->addr.sync, &st) != 0 || !S_ISSOCK(st.st_mode)) {
-		say("warning: %s is not a socket: no sync exchanges over "
-		    "virtio-serial", g->addr.sync);
+		vp_log_warn("%s is not a socket: no sync exchanges over "
+			    "virtio-serial",
+			    g->addr.sync);
 		g->addr.sync[0] = 0;
 	}
 	return 0;
@@ -596,11 +600,13 @@ static pid_t start_program(struct run *r, const char *name,
 		argv[i + 1] = args[i];
 	argv[n_args + 1] = NULL;
 	log_path(r, name, log);
-	if (r->o.verbose) {
-		fprintf(stderr, "vperfetto_record: starting");
-		for (size_t i = 0; argv[i]; i++)
-			fprintf(stderr, " %s", argv[i]);
-		fprintf(stderr, "\n");
+	if (vp_log_enabled(VP_LOG_INFO)) {
+		char line[900];
+		size_t len = 0;
+		for (size_t i = 0; argv[i] && len < sizeof(line); i++)
+			len += (size_t)snprintf(line + len, sizeof(line) - len,
+						"%s%s", i ? " " : "", argv[i]);
+		vp_log_info("starting %s", line);
 	}
 	return record_spawn(argv, log, err);
 }
@@ -842,8 +848,8 @@ static int start_guests(struct run *r, const uint8_t *cfg, size_t len,
 			return -1;
 		}
 		g->started = true;
-		say("%s: session started on %s (%s)", g->name, info.machine,
-		    info.uname);
+		vp_log_info("%s: session started on %s (%s)", g->name,
+			    info.machine, info.uname);
 	}
 	return 0;
 }
@@ -852,9 +858,10 @@ static int start_guests(struct run *r, const uint8_t *cfg, size_t len,
 static void say_guest_failed(const struct run *r, const struct vp_error *err)
 {
 	if (r->n_guests > 1 && r->failed_guest)
-		say("guest session: %s: %s", r->failed_guest->name, err->msg);
+		fail_msg("guest session: %s: %s", r->failed_guest->name,
+			 err->msg);
 	else
-		say("guest session: %s", err->msg);
+		fail_msg("guest session: %s", err->msg);
 }
 
 static int record(struct run *r)
@@ -870,7 +877,7 @@ static int record(struct run *r)
 	    prepare_config(r->o.guest_cfg, r->o.txt, default_guest_config,
 			   false, r->o.duration_ms, &guest_cfg, &guest_len,
 			   &err) < 0) {
-		say("%s", err.msg);
+		fail_msg("%s", err.msg);
 		status = REC_USAGE;
 		goto out;
 	}
@@ -883,32 +890,35 @@ static int record(struct run *r)
 			goto out;
 		}
 		control_addr(g, addr, sizeof(addr));
-		say("%s: control %s, sync %s%s", g->name, addr,
-		    g->addr.sync[0] ? g->addr.sync
-				    : (g->addr.vsock_cid ? "over vsock" : "none"),
-		    g->addr.qemu_pid > 0 ? "" : ", QEMU pid unknown (no kvm_tsc)");
+		vp_log_info("%s: control %s, sync %s%s", g->name, addr,
+			    g->addr.sync[0] ? g->addr.sync
+			    : (g->addr.vsock_cid ? "over vsock" : "none"),
+			    g->addr.qemu_pid > 0
+				    ? ""
+				    : ", QEMU pid unknown (no kvm_tsc)");
 	}
 
 	snprintf(path, sizeof(path), "%s/host.cfg.pb", r->dir);
 	if (write_file(path, host_cfg, host_len, &err) < 0 ||
 	    start_host_producers(r, &err) < 0 ||
 	    start_host_consumer(r, path, &err) < 0) {
-		say("host session: %s", err.msg);
+		fail_msg("host session: %s", err.msg);
 		status = REC_HOST_FAILED;
 		goto out;
 	}
-	say("host session recording into %s", r->host_pb);
+	vp_log_info("host session recording into %s", r->host_pb);
 
 	if (start_guests(r, guest_cfg, guest_len, &err) < 0) {
 		say_guest_failed(r, &err);
 		status = REC_GUEST_FAILED;
 		goto stop_host;
 	}
-	say("recording for %u ms (Ctrl-C stops early)", r->o.duration_ms);
+	vp_log_info("recording for %u ms (Ctrl-C stops early)",
+		    r->o.duration_ms);
 
 	int w = wait_recording(r, r->o.duration_ms, &err);
 	if (w == -1) {
-		say("the host consumer stopped on its own");
+		fail_msg("the host consumer stopped on its own");
 		status = REC_HOST_FAILED;
 		goto stop_host;
 	} else if (w == -2) {
@@ -916,7 +926,7 @@ static int record(struct run *r)
 		status = REC_GUEST_FAILED;
 		goto stop_host;
 	} else if (w > 0) {
-		say("stopping (Ctrl-C again aborts)");
+		vp_log_info("stopping (Ctrl-C again aborts)");
 	}
 	if (aborted(r)) {
 		status = REC_ABORTED;
@@ -936,10 +946,10 @@ static int record(struct run *r)
 stop_host:
 	if (r->consumer > 0) {
 		if (stop_host_consumer(r, &err) < 0) {
-			say("host session: %s", err.msg);
+			fail_msg("host session: %s", err.msg);
 			status = REC_HOST_FAILED;
 		} else {
-			say("host trace: %s", r->host_pb);
+			vp_log_info("host trace: %s", r->host_pb);
 		}
 	}
 	stop_host_producers(r);
@@ -957,19 +967,21 @@ stop_host:
 		struct guest *g = &r->g[i];
 		if (vp_guest_ctl_pull(g->ctl, g->pb, 0, 60000, NULL, NULL, NULL,
 				      &err) < 0) {
-			say("pulling the trace of %s: %s", g->name, err.msg);
+			fail_msg("pulling the trace of %s: %s", g->name,
+				 err.msg);
 			status = REC_GUEST_FAILED;
 			goto out;
 		}
-		say("%s trace: %s", g->name, g->pb);
+		vp_log_info("%s trace: %s", g->name, g->pb);
 	}
 
 	if (merge_traces(r, &err) < 0) {
-		say("merge: %s", err.msg);
+		fail_msg("merge: %s", err.msg);
 		status = REC_MERGE_FAILED;
 		goto out;
 	}
-	say("merged trace: %s (sync report: %s)", r->o.out, r->report);
+	vp_log_info("merged trace: %s (sync report: %s)", r->o.out,
+		    r->report);
 
 out:
 	for (size_t i = 0; i < r->n_guests; i++) {
@@ -997,7 +1009,7 @@ static void remove_run_dir(const struct run *r)
 		unlink(p);
 	}
 	if (rmdir(r->dir) != 0)
-		fprintf(stderr, "vperfetto_record: left %s\n", r->dir);
+		vp_log_warn("left %s: %s", r->dir, strerror(errno));
 }
 
 int main(int argc, char **argv)
@@ -1047,7 +1059,7 @@ int main(int argc, char **argv)
 							    what[k], outs[k],
 							    &err);
 			if (bad) {
-				say("%s", err.msg);
+				fail_msg("%s", err.msg);
 				return REC_USAGE;
 			}
 		}
@@ -1072,7 +1084,7 @@ int main(int argc, char **argv)
 	st = record(&r);
 	if (st == REC_OK && !r.o.keep_logs)
 		remove_run_dir(&r);
-	else
+	else /* part of the final message, or what --keep-logs asked */
 		fprintf(stderr, "vperfetto_record: logs in %s\n", r.dir);
 	return st;
 }

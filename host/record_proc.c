@@ -101,6 +101,9 @@ pid_t record_spawn(char *const argv[], const char *log_path,
 		sigprocmask(SIG_SETMASK, &none, NULL);
 		signal(SIGPIPE, SIG_DFL);
 		execv(argv[0], argv);
+		/* The child's final error (exit 127), not a log line: it
+		 * lands in the program's log, whose tail the run's own
+		 * error message quotes. */
 		fprintf(stderr, "vperfetto_record: exec %s: %s\n", argv[0],
 			strerror(errno));
 		_exit(127);

@@ -21,8 +21,8 @@
 #include "event_loop.h"
 #include "ipc_sock.h"
 #include "vp_clock.h"
+#include "vp_log.h"
 
-#define LOG_PREFIX "vperfetto_host_clock: "
 #define MAX_CLIENTS 1024
 #define ACCEPTS_PER_WAKEUP 64
 #define CHARDEV_RETRY_MS 1000
@@ -121,10 +121,8 @@ static void client_close(struct client *c, const char *why)
 {
 	struct sync_endpoint *ep = c->ep;
 
-	if (ep->o.verbose)
-		fprintf(stderr, LOG_PREFIX "sync client %s closed: %s (%llu "
-				"requests served)\n",
-			c->name, why, (unsigned long long)c->conn.served);
+	vp_log_info("sync client %s closed: %s (%llu requests served)",
+		    c->name, why, (unsigned long long)c->conn.served);
 	atomic_fetch_add(&ep->garbage, c->conn.dec.skipped_bytes);
 	atomic_fetch_add(&ep->unexpected, c->conn.unexpected);
 	atomic_fetch_add(&ep->dropped,
@@ -151,9 +149,7 @@ static struct client *client_add(struct sync_endpoint *ep, int fd,
 	struct client *c = calloc(1, sizeof(*c));
 
 	if (!c) {
-		fprintf(stderr, LOG_PREFIX "out of memory: sync client %s "
-				"refused\n",
-			name);
+		vp_log_error("out of memory: sync client %s refused", name);
 		close(fd);
 		return NULL;
 	}
@@ -165,8 +161,7 @@ static struct client *client_add(struct sync_endpoint *ep, int fd,
 	sync_conn_init(&c->conn);
 	c->watching = VP_EV_IN;
 	if (vp_loop_watch(ep->loop, fd, VP_EV_IN, client_cb, c, &err) < 0) {
-		fprintf(stderr, LOG_PREFIX "sync client %s: %s\n", name,
-			err.msg);
+		vp_log_error("sync client %s refused: %s", name, err.msg);
 		close(fd);
 		free(c);
 		return NULL;
@@ -175,8 +170,7 @@ static struct client *client_add(struct sync_endpoint *ep, int fd,
 	ep->clients = c;
 	ep->n_clients++;
 	atomic_fetch_add(&ep->n_clients_total, 1);
-	if (ep->o.verbose)
-		fprintf(stderr, LOG_PREFIX "sync client %s connected\n", name);
+	vp_log_info("sync client %s connected", name);
 	return c;
 }
 
@@ -279,17 +273,16 @@ static void listener_cb(void *ctx, int fd, uint32_t events)
 		if (cfd < 0) {
 			if (errno != EAGAIN && errno != EWOULDBLOCK &&
 			    errno != EINTR && errno != ECONNABORTED)
-				fprintf(stderr, LOG_PREFIX "accept: %s\n",
-					strerror(errno));
+				vp_log_error("sync endpoint: accept: %s",
+					     strerror(errno));
 			return;
 		}
 		char name[80];
 		vp_sock_peer_name(cfd, name, sizeof(name));
 		if (ep->n_clients >= MAX_CLIENTS) {
-			fprintf(stderr,
-				LOG_PREFIX "sync client %s refused: %d "
-				"clients already\n",
-				name, MAX_CLIENTS);
+			vp_log_error("sync client %s refused: %d clients "
+				     "already",
+				     name, MAX_CLIENTS);
 			close(cfd);
 			continue;
 		}
@@ -315,10 +308,8 @@ static void chardev_warn(struct sync_endpoint *ep, const char *fmt, ...)
 		return;
 	snprintf(ep->chardev_last_err, sizeof(ep->chardev_last_err), "%s",
 		 msg);
-	fprintf(stderr,
-		LOG_PREFIX "warning: qemu chardev %s: %s; retrying every "
-		"%d ms\n",
-		ep->chardev, msg, CHARDEV_RETRY_MS);
+	vp_log_warn("qemu chardev %s: %s; retrying every %d ms", ep->chardev,
+		    msg, CHARDEV_RETRY_MS);
 }
 
 /* QEMU's server socket: a non-blocking connect, which for a UNIX socket
@@ -374,8 +365,11 @@ static void chardev_try_open(void *ctx)
 	snprintf(name, sizeof(name), "chardev:%s", ep->chardev);
 	ep->chardev_client = client_add(ep, fd, sock, true, name);
 	if (ep->chardev_client) {
-		fprintf(stderr, LOG_PREFIX "qemu chardev %s: %s\n", ep->chardev,
-			sock ? "connected" : "opened");
+		/* After a warning, at its level: the warning is over. */
+		vp_log(ep->chardev_last_err[0] ? VP_LOG_WARN : VP_LOG_INFO,
+		       "qemu chardev %s: %s%s", ep->chardev,
+		       sock ? "connected" : "opened",
+		       ep->chardev_last_err[0] ? " again" : "");
 		ep->chardev_last_err[0] = '\0';
 	}
 }
@@ -386,9 +380,9 @@ static void *endpoint_main(void *arg)
 {
 	struct sync_endpoint *ep = arg;
 	if (vp_loop_run(ep->loop) < 0)
-		fprintf(stderr, LOG_PREFIX "sync endpoint: event loop failed: "
-				"%s\n",
-			strerror(errno));
+		vp_log_error("sync endpoint: event loop failed: %s; no more "
+			     "exchanges",
+			     strerror(errno));
 	return NULL;
 }
 
@@ -447,13 +441,9 @@ int sync_endpoint_start(const struct sync_endpoint_opts *o,
 				       : VP_SYNC_DEFAULT_VSOCK_PORT);
 		ep->vsock_fd = add_listener(ep, addr, &e);
 		if (ep->vsock_fd < 0)
-			fprintf(stderr,
-				LOG_PREFIX "warning: no vsock sync endpoint: "
-				"%s\n",
-				e.msg);
-		else if (o->verbose)
-			fprintf(stderr, LOG_PREFIX "sync endpoint on %s\n",
-				addr);
+			vp_log_warn("no vsock sync endpoint: %s", e.msg);
+		else
+			vp_log_info("sync endpoint on %s", addr);
 	}
 	if (ep->unix_path) {
 		struct vp_error e;

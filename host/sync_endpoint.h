@@ -31,7 +31,6 @@ struct sync_endpoint_opts {
 	uint32_t vsock_port;  /* default VP_SYNC_DEFAULT_VSOCK_PORT */
 	const char *unix_path;    /* NULL: none */
 	const char *qemu_chardev; /* NULL: none */
-	bool verbose;
 };
 
 struct sync_endpoint_stats {

@@ -12,14 +12,17 @@
  * Stop: the data source's on_stop runs first (it may still write final
  * packets), then the instance stops taking packets (category bits cleared,
  * state STOPPING), its writers are retired with their last chunks handed
- * on (see sdk_internal.h for why that is safe against racing threads),
+ * on (see sdk_writer.h for why that is safe against racing threads),
  * and the slot is free again.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "sdk_internal.h"
+#include "sdk_data_source.h"
+#include "sdk_state.h"
+#include "sdk_track_event.h"
+#include "sdk_writer.h"
 #include "vp_log.h"
 
 static _Atomic uint64_t g_gen_counter;
@@ -29,7 +32,8 @@ uint64_t vp_next_gen(void)
 	return atomic_fetch_add(&g_gen_counter, 1) + 1;
 }
 
-uint32_t vp_ds_config_target_buffer(const uint8_t *cfg, size_t len)
+/* The target_buffer of a serialized DataSourceConfig. */
+static uint32_t ds_config_target_buffer(const uint8_t *cfg, size_t len)
 {
 	struct pb_reader r;
 	struct pb_field f;
@@ -42,7 +46,8 @@ uint32_t vp_ds_config_target_buffer(const uint8_t *cfg, size_t len)
 	return tb;
 }
 
-uint32_t vp_ds_config_exhausted_policy(const uint8_t *cfg, size_t len)
+/* Its buffer_exhausted_policy (VP_EXHAUSTED_DROP when unset or unknown). */
+static uint32_t ds_config_exhausted_policy(const uint8_t *cfg, size_t len)
 {
 	struct pb_reader r;
 	struct pb_field f;
@@ -130,7 +135,7 @@ struct vp_data_source *vp_data_source_register(
 		if (inst)
 			vp_instance_start(inst);
 	} else {
-		vp_system_data_source_added(ds);
+		vp_backend_data_source_added(ds);
 	}
 	return ds;
 }
@@ -223,8 +228,8 @@ struct vp_ds_instance *vp_instance_setup(struct vp_data_source *ds,
 	inst->id = id;
 	inst->config = copy;
 	inst->config_len = len;
-	inst->target_buffer = vp_ds_config_target_buffer(cfg, len);
-	inst->exhausted_policy = vp_ds_config_exhausted_policy(cfg, len);
+	inst->target_buffer = ds_config_target_buffer(cfg, len);
+	inst->exhausted_policy = ds_config_exhausted_policy(cfg, len);
 	inst->clear_period_ns = (uint64_t)vp_g.clear_period_ms * 1000000ull;
 	inst->writers = NULL;
 	inst->te = te;
@@ -403,7 +408,7 @@ void vp_ds_flush(struct vp_ds_instance *inst)
 	vp_writer_flush(w);
 	if (atomic_load(&vp_g.mode) != VP_MODE_INPROC) {
 		pthread_mutex_lock(&vp_g.commit_mu);
-		vp_system_commit_wakeup(vp_g.commit_len, true);
+		vp_backend_commit_wakeup(vp_g.commit_len, true);
 		pthread_mutex_unlock(&vp_g.commit_mu);
 	}
 }

@@ -20,7 +20,10 @@
 #include <unistd.h>
 
 #include "perfetto_fields.h"
-#include "sdk_internal.h"
+#include "sdk_data_source.h"
+#include "sdk_in_process.h"
+#include "sdk_state.h"
+#include "sdk_track_event.h"
 #include "trace_io.h"
 #include "vp_log.h"
 
@@ -93,22 +96,6 @@ int vp_inproc_start(const struct vp_init_args *args)
 	if (inst)
 		vp_instance_start(inst);
 	return 0;
-}
-
-void vp_inproc_chunk_done(struct vp_writer *w, const uint8_t *chunk,
-			  size_t size)
-{
-	struct vp_tb_sequence_meta meta = {
-		.sequence_id = w->sequence_id,
-		.uid = (int32_t)getuid(),
-		.pid = (int32_t)vp_g.pid,
-		.machine_id = 0,
-	};
-	pthread_mutex_lock(&vp_g.tb_mu);
-	if (vp_g.tb)
-		vp_trace_buffer_copy_chunk(vp_g.tb, w->producer_id, &meta,
-					   chunk, size, true);
-	pthread_mutex_unlock(&vp_g.tb_mu);
 }
 
 /* Copies the current file's bytes to the new one. */

@@ -1,131 +1,24 @@
 /*
- * sdk_init.c - the SDK's entry points (vp_init, vp_flush, vp_shutdown),
- * its one global state, and the per-thread state with the destructor that
- * releases a thread's writers when it exits.
- *
- * The global state is what a tracing SDK must share between the traced
- * threads and the producer thread: the registered categories and data
- * sources, their instances, the shared memory and the commit queue.
+ * sdk_init.c - the SDK's entry points (vp_init, vp_flush, vp_shutdown):
+ * they start and stop the backend the application chose.  The state they
+ * set up is sdk_state.c's; sdk_state.h says how the files stand on each
+ * other.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
-#include "sdk_internal.h"
+#include "sdk_data_source.h"
+#include "sdk_in_process.h"
+#include "sdk_state.h"
+#include "sdk_system.h"
+#include "sdk_track_event.h"
+#include "sdk_writer.h"
 #include "vp_log.h"
 
-struct vp_sdk vp_g = {
-	.mu = PTHREAD_MUTEX_INITIALIZER,
-	.commit_mu = PTHREAD_MUTEX_INITIALIZER,
-	.tb_mu = PTHREAD_MUTEX_INITIALIZER,
-	.track_event_ds = {
-		.desc = {.name = "track_event",
-			 .handles_incremental_state_clear = true},
-		.is_track_event = true,
-	},
-	.writer_id_next = 1,
-	.layout = VP_PAGE_DIV_1,
-};
-
-VP_TLS struct vp_thread_state vp_tls;
-
-static pthread_key_t g_thread_key;
-static pthread_once_t g_thread_key_once = PTHREAD_ONCE_INIT;
 static bool g_atexit_done;
-
-pid_t vp_gettid(void)
-{
-	static VP_TLS pid_t tid;
-	if (!tid)
-		tid = (pid_t)syscall(SYS_gettid);
-	return tid;
-}
-
-/* -------------------------------------------------------- thread exit */
-
-/* Releases one writer of an exiting thread: its last chunk goes on. */
-static void release_thread_writer(struct vp_writer *w)
-{
-	pthread_mutex_lock(&vp_g.mu);
-	if (!w->retired) {
-		struct vp_ds_instance *inst = w->inst;
-		for (struct vp_writer **pp = &inst->writers; *pp;
-		     pp = &(*pp)->inst_next)
-			if (*pp == w) {
-				*pp = w->inst_next;
-				break;
-			}
-		int mode = atomic_load(&vp_g.mode);
-		vp_writer_ctl_lock(w);
-		if (w->chunk)
-			vp_writer_release_chunk(w);
-		w->retired = true;
-		vp_writer_ctl_unlock(w);
-		vp_writer_id_free(w->writer_id);
-		if (mode != VP_MODE_INPROC && mode != VP_MODE_NONE)
-			vp_system_writer_removed(w->writer_id);
-	}
-	pthread_mutex_unlock(&vp_g.mu);
-	vp_writer_free(w);
-}
-
-static void thread_state_release(struct vp_thread_state *t)
-{
-	for (int i = 0; i < VP_TE_MAX_INSTANCES; i++) {
-		if (t->te[i])
-			release_thread_writer(t->te[i]);
-		t->te[i] = NULL;
-	}
-	while (t->ds_writers) {
-		struct vp_writer *w = t->ds_writers;
-		t->ds_writers = w->thread_next;
-		release_thread_writer(w);
-	}
-}
-
-static void thread_exit(void *arg)
-{
-	thread_state_release(arg);
-}
-
-static void make_thread_key(void)
-{
-	pthread_key_create(&g_thread_key, thread_exit);
-}
-
-void vp_thread_attach(void)
-{
-	if (vp_tls.attached)
-		return;
-	pthread_once(&g_thread_key_once, make_thread_key);
-	pthread_setspecific(g_thread_key, &vp_tls);
-	vp_tls.attached = true;
-}
-
-/* Frees the calling thread's writers that have been retired. */
-static void free_own_retired_writers(void)
-{
-	struct vp_thread_state *t = &vp_tls;
-	for (int i = 0; i < VP_TE_MAX_INSTANCES; i++) {
-		struct vp_writer *w = t->te[i];
-		if (w && w->retired) {
-			vp_writer_free(w);
-			t->te[i] = NULL;
-		}
-	}
-	for (struct vp_writer **pp = &t->ds_writers; *pp;) {
-		struct vp_writer *w = *pp;
-		if (w->retired) {
-			*pp = w->thread_next;
-			vp_writer_free(w);
-		} else {
-			pp = &w->thread_next;
-		}
-	}
-}
 
 /* ------------------------------------------------------------- process */
 
@@ -223,7 +116,7 @@ void vp_shutdown(void)
 	free(vp_g.producer_name);
 	vp_g.producer_name = NULL;
 	pthread_mutex_unlock(&vp_g.mu);
-	free_own_retired_writers();
+	vp_thread_free_retired_writers();
 }
 
 bool vp_is_connected(void)

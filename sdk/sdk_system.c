@@ -36,11 +36,17 @@
 #include "event_loop.h"
 #include "ipc_client.h"
 #include "ipc_sock.h"
-#include "sdk_internal.h"
+#include "sdk_data_source.h"
+#include "sdk_state.h"
+#include "sdk_system.h"
+#include "sdk_track_event.h"
+#include "sdk_writer.h"
 #include "vp_version.h"
 #include "vp_alloc.h"
 #include "vp_log.h"
 
+#define VP_COMMIT_BATCH 4u      /* chunks that make the producer commit */
+#define VP_COMMIT_DELAY_MS 20u  /* the longest a lone chunk waits */
 #define VP_CONNECT_TIMEOUT_MS 500
 #define VP_CALL_TIMEOUT_MS 2000
 #define VP_BACKOFF_MIN_MS 100u
@@ -207,7 +213,7 @@ static void arm_commit_timer(void *ctx)
 		commit_timer_fired(s); /* no memory for a timer: commit now */
 }
 
-void vp_system_commit_wakeup(size_t n, bool urgent)
+static void vp_system_commit_wakeup(size_t n, bool urgent)
 {
 	struct vp_system *s = vp_g.sys;
 	if (!s || !s->loop || n == 0)
@@ -242,13 +248,14 @@ static void push_reg(struct vp_system *s, uint16_t id, uint32_t tb, bool add)
 	pthread_mutex_unlock(&vp_g.commit_mu);
 }
 
-void vp_system_writer_added(uint16_t writer_id, uint32_t target_buffer)
+static void vp_system_writer_added(uint16_t writer_id,
+				   uint32_t target_buffer)
 {
 	if (vp_g.sys)
 		push_reg(vp_g.sys, writer_id, target_buffer, true);
 }
 
-void vp_system_writer_removed(uint16_t writer_id)
+static void vp_system_writer_removed(uint16_t writer_id)
 {
 	if (vp_g.sys)
 		push_reg(vp_g.sys, writer_id, 0, false);
@@ -300,7 +307,7 @@ static void register_ds_task(void *ctx)
 		register_ds(s, ds);
 }
 
-void vp_system_data_source_added(struct vp_data_source *ds)
+static void vp_system_data_source_added(struct vp_data_source *ds)
 {
 	struct vp_system *s = vp_g.sys;
 	if (s && s->loop &&
@@ -744,6 +751,14 @@ static void *producer_thread(void *arg)
 	return NULL;
 }
 
+/* What the writers and the data sources call (sdk_state.h). */
+static const struct vp_backend_ops system_ops = {
+	.writer_added = vp_system_writer_added,
+	.writer_removed = vp_system_writer_removed,
+	.data_source_added = vp_system_data_source_added,
+	.commit_wakeup = vp_system_commit_wakeup,
+};
+
 int vp_system_start(const struct vp_init_args *args)
 {
 	struct vp_error err;
@@ -771,6 +786,8 @@ int vp_system_start(const struct vp_init_args *args)
 	/* The loop lives in the application: out of memory fails a call,
 	 * never the process. */
 	vp_loop_set_soft(s->loop);
+	atomic_store_explicit(&vp_g.backend_ops, &system_ops,
+			      memory_order_release);
 	vp_g.sys = s;
 	if (vp_loop_post(s->loop, sys_connect, s) < 0 ||
 	    pthread_create(&s->thread, NULL, producer_thread, s) != 0) {

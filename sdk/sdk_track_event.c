@@ -33,28 +33,16 @@
 #include <time.h>
 
 #include "perfetto_fields.h"
-#include "sdk_internal.h"
+#include "sdk_intern.h"
+#include "sdk_state.h"
+#include "sdk_track_event.h"
+#include "sdk_writer.h"
 #include "vp_alloc.h"
+
+#define VP_MAX_ARGS 32 /* annotations per event beyond are ignored */
 
 static struct vp_category *g_cat_head, *g_cat_tail;
 static uint32_t g_cat_count;
-
-uint64_t vp_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_BOOTTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-uint64_t vp_mix64(uint64_t x)
-{
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebull;
-	x ^= x >> 31;
-	return x;
-}
 
 static uint64_t fnv1a(const char *s)
 {
@@ -64,10 +52,6 @@ static uint64_t fnv1a(const char *s)
 	return h;
 }
 
-/* ------------------------------------------------------------ intern */
-
-#define VP_INTERN_INIT_CAP 64u
-
 /* The public event types are written as TrackEvent.Type as they are. */
 _Static_assert((int)VP_EVENT_SLICE_BEGIN == (int)TE_TYPE_SLICE_BEGIN &&
 		       (int)VP_EVENT_SLICE_END == (int)TE_TYPE_SLICE_END &&
@@ -75,95 +59,10 @@ _Static_assert((int)VP_EVENT_SLICE_BEGIN == (int)TE_TYPE_SLICE_BEGIN &&
 		       (int)VP_EVENT_COUNTER == (int)TE_TYPE_COUNTER,
 	       "vperfetto.h's event types are TrackEvent.Type's");
 
-void vp_intern_init(struct vp_intern *t)
-{
-	t->ents = calloc(VP_INTERN_INIT_CAP, sizeof(*t->ents));
-	t->mask = t->ents ? VP_INTERN_INIT_CAP - 1 : 0;
-	t->count = 0;
-	t->gen = 1;
-	t->next_iid = 1;
-}
-
-void vp_intern_free(struct vp_intern *t)
-{
-	free(t->ents);
-	t->ents = NULL;
-}
-
-static void intern_clear(struct vp_intern *t)
-{
-	t->count = 0;
-	t->next_iid = 1;
-	if (++t->gen == 0) {
-		if (t->ents)
-			memset(t->ents, 0, (t->mask + 1) * sizeof(*t->ents));
-		t->gen = 1;
-	}
-}
-
-static inline uint32_t intern_hash(const void *k, const void *k2)
-{
-	uint64_t x = (uint64_t)(uintptr_t)k ^
-		     ((uint64_t)(uintptr_t)k2 * 0xff51afd7ed558ccdull);
-	x *= 0x9e3779b97f4a7c15ull;
-	return (uint32_t)(x >> 32);
-}
-
-/* The value stored for (k, k2) in this generation, or 0. */
-static inline uint64_t intern_get(const struct vp_intern *t, const void *k,
-				  const void *k2)
-{
-	if (VP_UNLIKELY(!t->ents))
-		return 0;
-	for (uint32_t i = intern_hash(k, k2) & t->mask;; i = (i + 1) & t->mask) {
-		const struct vp_intern_ent *e = &t->ents[i];
-		if (e->gen != t->gen)
-			return 0;
-		if (e->key == k && e->key2 == k2)
-			return e->val;
-	}
-}
-
-static void intern_insert(struct vp_intern *t, const void *k, const void *k2,
-			  uint64_t val)
-{
-	for (uint32_t i = intern_hash(k, k2) & t->mask;; i = (i + 1) & t->mask) {
-		struct vp_intern_ent *e = &t->ents[i];
-		if (e->gen != t->gen) {
-			*e = (struct vp_intern_ent){k, k2, val, t->gen};
-			t->count++;
-			return;
-		}
-	}
-}
-
-/* Adds (k, k2) -> val.  Returns false if memory ran out (the caller then
- * cannot intern and drops the event). */
-static bool intern_put(struct vp_intern *t, const void *k, const void *k2,
-		       uint64_t val)
-{
-	if (!t->ents || (t->count + 1) * 2 > t->mask + 1) {
-		uint32_t cap = t->ents ? 2 * (t->mask + 1) : VP_INTERN_INIT_CAP;
-		struct vp_intern_ent *old = t->ents;
-		uint32_t old_cap = t->ents ? t->mask + 1 : 0;
-		struct vp_intern_ent *n = calloc(cap, sizeof(*n));
-		if (!n)
-			return false;
-		uint32_t gen = t->gen;
-		t->ents = n;
-		t->mask = cap - 1;
-		t->count = 0;
-		for (uint32_t i = 0; i < old_cap; i++)
-			if (old[i].gen == gen)
-				intern_insert(t, old[i].key, old[i].key2,
-					      old[i].val);
-		free(old);
-	}
-	intern_insert(t, k, k2, val);
-	return true;
-}
-
 /* ----------------------------------------------------------- categories */
+
+static bool vp_te_config_enables(const struct vp_te_config *c,
+				 const char *name);
 
 void vp_category_register(struct vp_category *cat)
 {
@@ -337,7 +236,8 @@ static bool list_glob(char **l, size_t n, const char *name)
 	return false;
 }
 
-bool vp_te_config_enables(const struct vp_te_config *c, const char *name)
+static bool vp_te_config_enables(const struct vp_te_config *c,
+				 const char *name)
 {
 	if (!c || !name)
 		return false;
@@ -451,10 +351,10 @@ static bool te_reset_state(struct vp_writer *w, uint64_t ts)
 
 	if (!s)
 		return false;
-	intern_clear(&w->names);
-	intern_clear(&w->cats);
-	intern_clear(&w->arg_names);
-	intern_clear(&w->counters);
+	vp_intern_clear(&w->names);
+	vp_intern_clear(&w->cats);
+	vp_intern_clear(&w->arg_names);
+	vp_intern_clear(&w->counters);
 	w->clear_gen_seen = atomic_load_explicit(&inst->clear_gen,
 						 memory_order_relaxed);
 	w->state_since_ns = ts;
@@ -585,11 +485,11 @@ static inline uint64_t intern_str(struct vp_writer *w, struct vp_intern *t,
 				  uint32_t field, const char *s,
 				  struct new_str *nw, unsigned *nn)
 {
-	uint64_t iid = intern_get(t, s, NULL);
+	uint64_t iid = vp_intern_get(t, s, NULL);
 	if (VP_LIKELY(iid))
 		return iid;
 	iid = t->next_iid;
-	if (!intern_put(t, s, NULL, iid)) {
+	if (!vp_intern_put(t, s, NULL, iid)) {
 		w->lost_state = true;
 		return 0;
 	}
@@ -760,7 +660,7 @@ static void te_counter_slot(int slot, struct vp_category *cat,
 	if (!w)
 		return;
 
-	uint64_t uuid = intern_get(&w->counters, name, cat);
+	uint64_t uuid = vp_intern_get(&w->counters, name, cat);
 	if (VP_UNLIKELY(!uuid)) {
 		/* The counter track, once per sequence generation. */
 		size_t nl = strlen(name);
@@ -780,7 +680,7 @@ static void te_counter_slot(int slot, struct vp_category *cat,
 		p = nest_end(p, &cd);
 		p = nest_end(p, &td);
 		if (!write_scratch(w, p, ts) ||
-		    !intern_put(&w->counters, name, cat, uuid) ||
+		    !vp_intern_put(&w->counters, name, cat, uuid) ||
 		    !vp_writer_ensure_chunk(w, ts))
 			goto out;
 	}

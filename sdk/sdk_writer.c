@@ -28,6 +28,10 @@
  * VP_STALL_MAX_MS it drops as above (and does not stall again until it
  * has a chunk), or aborts.  A stop or retirement ends the wait.  The
  * producer thread itself never stalls (it is the one that commits).
+ *
+ * A thread's writers are released when it exits (their last chunks handed
+ * on), through a pthread key set when it first traces; writers retired
+ * meanwhile are freed by their thread (sdk_writer.h: "Stop safety").
  */
 #include <errno.h>
 #include <sched.h>
@@ -40,13 +44,16 @@
 #include <unistd.h>
 
 #include "event_loop.h"
-#include "sdk_internal.h"
+#include "sdk_writer.h"
 #include "vp_alloc.h"
+#include "vp_log.h"
 
 #define VP_RETRY_EVERY_DROPS 32u
 #define VP_RETRY_EVERY_NS 1000000ull
 
 bool vp_asym_fences;
+
+static void vp_writer_release_chunk(struct vp_writer *w);
 
 #define MEMBARRIER_QUERY 0
 #define MEMBARRIER_PRIVATE_EXPEDITED (1 << 3)
@@ -110,7 +117,8 @@ void vp_writer_lock_slow(struct vp_writer *w)
 	}
 }
 
-void vp_writer_ctl_lock(struct vp_writer *w)
+/* Any other thread (flush, stop, thread exit) takes the writer. */
+static void vp_writer_ctl_lock(struct vp_writer *w)
 {
 	unsigned spins = 0;
 	if (!vp_asym_fences) {
@@ -128,7 +136,7 @@ void vp_writer_ctl_lock(struct vp_writer *w)
 		relax(spins++);
 }
 
-void vp_writer_ctl_unlock(struct vp_writer *w)
+static void vp_writer_ctl_unlock(struct vp_writer *w)
 {
 	if (vp_asym_fences)
 		atomic_store_explicit(&w->ctl, 0, memory_order_release);
@@ -138,7 +146,8 @@ void vp_writer_ctl_unlock(struct vp_writer *w)
 
 /* ------------------------------------------------------------ writer ids */
 
-uint16_t vp_writer_id_alloc(void)
+/* Writer ids (vp_sdk.mu held). */
+static uint16_t vp_writer_id_alloc(void)
 {
 	for (uint32_t n = 0; n < VP_MAX_WRITER_ID; n++) {
 		uint32_t id = vp_g.writer_id_next;
@@ -153,7 +162,7 @@ uint16_t vp_writer_id_alloc(void)
 	return 0;
 }
 
-void vp_writer_id_free(uint16_t id)
+static void vp_writer_id_free(uint16_t id)
 {
 	if (id >= 1 && id <= VP_MAX_WRITER_ID)
 		vp_g.writer_id_used[id] = 0;
@@ -199,7 +208,7 @@ struct vp_writer *vp_writer_create(struct vp_ds_instance *inst)
 	w->inst_next = inst->writers;
 	inst->writers = w;
 	if (mode != VP_MODE_INPROC)
-		vp_system_writer_added(w->writer_id, w->target_buffer);
+		vp_backend_writer_added(w->writer_id, w->target_buffer);
 	pthread_mutex_unlock(&vp_g.mu);
 	return w;
 fail:
@@ -266,7 +275,7 @@ static void commit_now(void)
 	if (atomic_load(&vp_g.mode) == VP_MODE_INPROC)
 		return;
 	pthread_mutex_lock(&vp_g.commit_mu);
-	vp_system_commit_wakeup(vp_g.commit_len, true);
+	vp_backend_commit_wakeup(vp_g.commit_len, true);
 	pthread_mutex_unlock(&vp_g.commit_mu);
 }
 
@@ -313,12 +322,11 @@ static bool writer_stall(struct vp_writer *w)
 		if (w->exhausted_policy == VP_EXHAUSTED_STALL_THEN_ABORT) {
 			/* About to abort() as the policy asks: say why
 			 * whatever the log level. */
-			fprintf(stderr,
-				"vperfetto: writer %u (tid %d): no free chunk "
-				"in shared memory after %u ms "
-				"(BUFFER_EXHAUSTED_STALL_THEN_ABORT)\n",
-				w->writer_id, (int)w->tid, VP_STALL_MAX_MS);
-			abort();
+			vp_log_fatal("writer %u (tid %d): no free chunk in "
+				     "shared memory after %u ms "
+				     "(BUFFER_EXHAUSTED_STALL_THEN_ABORT)",
+				     w->writer_id, (int)w->tid,
+				     VP_STALL_MAX_MS);
 		}
 		return false;
 	}
@@ -466,6 +474,24 @@ static bool writer_next_chunk(struct vp_writer *w, uint64_t now_ns,
 	return false;
 }
 
+/* In process: a finished chunk goes into the trace buffer at once, with
+ * the identity the service would give it. */
+static void inproc_chunk_done(struct vp_writer *w, const uint8_t *chunk,
+			      size_t size)
+{
+	struct vp_tb_sequence_meta meta = {
+		.sequence_id = w->sequence_id,
+		.uid = (int32_t)getuid(),
+		.pid = (int32_t)vp_g.pid,
+		.machine_id = 0,
+	};
+	pthread_mutex_lock(&vp_g.tb_mu);
+	if (vp_g.tb)
+		vp_trace_buffer_copy_chunk(vp_g.tb, w->producer_id, &meta,
+					   chunk, size, true);
+	pthread_mutex_unlock(&vp_g.tb_mu);
+}
+
 static void commit_queue_push(struct vp_writer *w)
 {
 	struct vp_commit_entry e = {
@@ -483,12 +509,13 @@ static void commit_queue_push(struct vp_writer *w)
 	vp_g.commit_q[vp_g.commit_len++] = e;
 	size_t total = vp_g.smb.num_pages *
 		       vp_smb_chunks_per_layout(vp_g.layout);
-	vp_system_commit_wakeup(vp_g.commit_len,
-				vp_g.commit_len * 2 > total);
+	vp_backend_commit_wakeup(vp_g.commit_len,
+				 vp_g.commit_len * 2 > total);
 	pthread_mutex_unlock(&vp_g.commit_mu);
 }
 
-void vp_writer_release_chunk(struct vp_writer *w)
+/* Under the writer lock: finishes the current chunk and hands it on. */
+static void vp_writer_release_chunk(struct vp_writer *w)
 {
 	if (!w->chunk)
 		return;
@@ -499,8 +526,8 @@ void vp_writer_release_chunk(struct vp_writer *w)
 		h.packets = vp_chunk_packets_word(w->packets, w->flags);
 		memcpy(w->chunk, &h, sizeof(h));
 		if (w->packets)
-			vp_inproc_chunk_done(w, w->chunk,
-					     (size_t)(w->wptr - w->chunk));
+			inproc_chunk_done(w, w->chunk,
+					  (size_t)(w->wptr - w->chunk));
 	} else {
 		vp_smb_release_chunk_as_complete(&vp_g.smb, &w->smb_chunk,
 						 w->packets, w->flags);
@@ -635,7 +662,92 @@ void vp_instance_retire_writers(struct vp_ds_instance *inst)
 		/* From here on w belongs to its owner thread alone. */
 		vp_writer_id_free(id);
 		if (mode != VP_MODE_INPROC && mode != VP_MODE_NONE)
-			vp_system_writer_removed(id);
+			vp_backend_writer_removed(id);
 		w = next;
+	}
+}
+
+/* -------------------------------------------------------- thread exit */
+
+static pthread_key_t g_thread_key;
+static pthread_once_t g_thread_key_once = PTHREAD_ONCE_INIT;
+
+/* Releases one writer of an exiting thread: its last chunk goes on. */
+static void release_thread_writer(struct vp_writer *w)
+{
+	pthread_mutex_lock(&vp_g.mu);
+	if (!w->retired) {
+		struct vp_ds_instance *inst = w->inst;
+		for (struct vp_writer **pp = &inst->writers; *pp;
+		     pp = &(*pp)->inst_next)
+			if (*pp == w) {
+				*pp = w->inst_next;
+				break;
+			}
+		int mode = atomic_load(&vp_g.mode);
+		vp_writer_ctl_lock(w);
+		if (w->chunk)
+			vp_writer_release_chunk(w);
+		w->retired = true;
+		vp_writer_ctl_unlock(w);
+		vp_writer_id_free(w->writer_id);
+		if (mode != VP_MODE_INPROC && mode != VP_MODE_NONE)
+			vp_backend_writer_removed(w->writer_id);
+	}
+	pthread_mutex_unlock(&vp_g.mu);
+	vp_writer_free(w);
+}
+
+static void thread_state_release(struct vp_thread_state *t)
+{
+	for (int i = 0; i < VP_TE_MAX_INSTANCES; i++) {
+		if (t->te[i])
+			release_thread_writer(t->te[i]);
+		t->te[i] = NULL;
+	}
+	while (t->ds_writers) {
+		struct vp_writer *w = t->ds_writers;
+		t->ds_writers = w->thread_next;
+		release_thread_writer(w);
+	}
+}
+
+static void thread_exit(void *arg)
+{
+	thread_state_release(arg);
+}
+
+static void make_thread_key(void)
+{
+	pthread_key_create(&g_thread_key, thread_exit);
+}
+
+void vp_thread_attach(void)
+{
+	if (vp_tls.attached)
+		return;
+	pthread_once(&g_thread_key_once, make_thread_key);
+	pthread_setspecific(g_thread_key, &vp_tls);
+	vp_tls.attached = true;
+}
+
+void vp_thread_free_retired_writers(void)
+{
+	struct vp_thread_state *t = &vp_tls;
+	for (int i = 0; i < VP_TE_MAX_INSTANCES; i++) {
+		struct vp_writer *w = t->te[i];
+		if (w && w->retired) {
+			vp_writer_free(w);
+			t->te[i] = NULL;
+		}
+	}
+	for (struct vp_writer **pp = &t->ds_writers; *pp;) {
+		struct vp_writer *w = *pp;
+		if (w->retired) {
+			*pp = w->thread_next;
+			vp_writer_free(w);
+		} else {
+			pp = &w->thread_next;
+		}
 	}
 }

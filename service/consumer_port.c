@@ -1,20 +1,21 @@
 /*
- * consumer_port.c - the ConsumerPort service of vtraced: consumers, their
- * (one) session, ReadBuffers streaming, flush, detach/attach, the queries.
- *
- * ReadBuffers streams ReadBuffersResponse replies of slices (at most
- * SVC_READ_SLICE_MAX bytes each, replies under the IPC frame target) and
- * pauses whenever more than SVC_READ_TX_HIGH bytes wait on the consumer's
- * socket, resuming from vp_ipc_conn_on_drain: a slow consumer never makes
- * the service hold the whole trace in memory.
+ * consumer_port.c - the ConsumerPort service of vtraced: consumer
+ * connections and their calls: their (one) session, ReadBuffers, flush,
+ * detach/attach, the queries.  What the service sends a consumer on its
+ * own (the end of its session, events) and the streaming of a read are
+ * consumer.c's.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "consumer.h"
+#include "consumer_port.h"
+#include "packets.h"
 #include "perfetto_fields.h"
-#include "service.h"
+#include "session.h"
+#include "svc_state.h"
 #include "vp_version.h"
 
 #include "perfetto/ipc/consumer_port.pb-c.h"
@@ -43,31 +44,6 @@ static void reply_error(struct vp_consumer *c, uint64_t req,
 
 /* ---- EnableTracing and the end of a session ------------------------------ */
 
-static void send_enable_reply(struct vp_consumer *c, uint64_t req,
-			      const char *error)
-{
-	Perfetto__Protos__EnableTracingResponse r =
-		PERFETTO__PROTOS__ENABLE_TRACING_RESPONSE__INIT;
-	r.state_case = PERFETTO__PROTOS__ENABLE_TRACING_RESPONSE__STATE_DISABLED;
-	r.disabled = true;
-	r.error = (char *)error;
-	size_t n = perfetto__protos__enable_tracing_response__get_packed_size(
-		&r);
-	uint8_t *out = vp_xmalloc(n);
-	perfetto__protos__enable_tracing_response__pack(&r, out);
-	vp_ipc_conn_reply(c->conn, req, true, false, out, n, -1);
-	free(out);
-}
-
-void vp_consumer_session_ended(struct vp_consumer *c, struct vp_session *s,
-			       const char *error)
-{
-	if (!s->enable_pending)
-		return;
-	s->enable_pending = false;
-	send_enable_reply(c, s->enable_req, error);
-}
-
 static void m_enable_tracing(void *ctx, struct vp_ipc_conn *conn,
 			     uint64_t req, const uint8_t *args, size_t len)
 {
@@ -93,7 +69,7 @@ static void m_enable_tracing(void *ctx, struct vp_ipc_conn *conn,
 			close(fd);
 		struct vp_session *sess = c->session;
 		if (sess->state == SESS_STOPPED) {
-			send_enable_reply(c, req, NULL);
+			vp_consumer_enable_reply(c, req, NULL);
 			return;
 		}
 		sess->enable_pending = true;
@@ -105,7 +81,7 @@ static void m_enable_tracing(void *ctx, struct vp_ipc_conn *conn,
 		if (fd >= 0)
 			close(fd);
 		s->stats.invalid_requests++;
-		send_enable_reply(c, req,
+		vp_consumer_enable_reply(c, req,
 				  "this consumer already has a tracing session");
 		return;
 	}
@@ -114,7 +90,7 @@ static void m_enable_tracing(void *ctx, struct vp_ipc_conn *conn,
 			close(fd);
 		vp_svc_log(s, true, "consumer (pid %d) EnableTracing: %s",
 			   (int)c->pid, err.msg);
-		send_enable_reply(c, req, err.msg);
+		vp_consumer_enable_reply(c, req, err.msg);
 		return;
 	}
 	if (fd >= 0 && (!c->session || c->session->file_fd != fd))
@@ -169,79 +145,6 @@ static void m_disable_tracing(void *ctx, struct vp_ipc_conn *conn,
 
 /* ---- ReadBuffers ---------------------------------------------------------- */
 
-static void read_send(struct vp_consumer *c, bool last)
-{
-	struct vp_read_op *op = &c->read;
-	vp_ipc_conn_reply(c->conn, op->request_id, true, !last,
-			  op->reply.data, op->reply.len, -1);
-	pb_buf_reset(&op->reply);
-	op->reply_slices = 0;
-}
-
-static void read_end(struct vp_consumer *c)
-{
-	struct vp_read_op *op = &c->read;
-	if (!op->active)
-		return;
-	op->active = false;
-	vp_session_reader_fini(&op->rd);
-	pb_buf_free(&op->reply);
-}
-
-/* Appends one packet as slices, sending replies as they fill up. */
-static void read_add_packet(struct vp_consumer *c, const uint8_t *p,
-			    size_t len)
-{
-	struct vp_read_op *op = &c->read;
-	size_t off = 0;
-	do {
-		size_t n = len - off;
-		if (n > SVC_READ_SLICE_MAX)
-			n = SVC_READ_SLICE_MAX;
-		if (op->reply.len + n + 32 > SVC_READ_REPLY_TARGET &&
-		    op->reply_slices)
-			read_send(c, false);
-		size_t sl = pb_begin_nested(&op->reply, RBR_SLICES);
-		pb_put_bytes(&op->reply, RBR_SLICE_DATA, p + off, n);
-		off += n;
-		if (off == len)
-			pb_put_varint(&op->reply,
-				      RBR_SLICE_LAST_SLICE_FOR_PACKET, 1);
-		pb_end_nested(&op->reply, sl);
-		op->reply_slices++;
-	} while (off < len);
-}
-
-static void read_step(void *ctx)
-{
-	struct vp_consumer *c = ctx;
-	struct vp_read_op *op = &c->read;
-	if (!op->active)
-		return;
-	vp_session_reader_resume(&op->rd);
-	for (;;) {
-		if (vp_ipc_conn_tx_queued(c->conn) >= SVC_READ_TX_HIGH) {
-			vp_ipc_conn_on_drain(c->conn, SVC_READ_TX_LOW,
-					     read_step, c);
-			return;
-		}
-		if (vp_session_reader_next(&op->rd) == 0) {
-			read_send(c, true);
-			read_end(c);
-			return;
-		}
-		read_add_packet(c, op->rd.pkt.data, op->rd.pkt.len);
-	}
-}
-
-void vp_consumer_abort_read(struct vp_consumer *c, struct vp_session *s)
-{
-	if (!c->read.active || c->read.rd.session != s)
-		return;
-	read_send(c, true);
-	read_end(c);
-}
-
 static void m_read_buffers(void *ctx, struct vp_ipc_conn *conn, uint64_t req,
 			   const uint8_t *args, size_t len)
 {
@@ -267,13 +170,7 @@ static void m_read_buffers(void *ctx, struct vp_ipc_conn *conn, uint64_t req,
 		reply_empty(c, req);
 		return;
 	}
-	struct vp_read_op *op = &c->read;
-	memset(op, 0, sizeof(*op));
-	op->active = true;
-	op->request_id = req;
-	pb_buf_init(&op->reply);
-	vp_session_reader_init(&op->rd, c->session, true);
-	read_step(c);
+	vp_consumer_read_start(c, req);
 }
 
 /* ---- the rest of the session methods -------------------------------------- */
@@ -465,20 +362,6 @@ static void m_query_capabilities(void *ctx, struct vp_ipc_conn *conn,
 	pb_put_varint(&b, CAP_OBSERVABLE_EVENTS, PERFETTO__PROTOS__OBSERVABLE_EVENTS__TYPE__TYPE_ALL_DATA_SOURCES_STARTED);
 	pb_end_nested(&b, n);
 	vp_ipc_conn_reply(c->conn, req, true, false, b.data, b.len, -1);
-	pb_buf_free(&b);
-}
-
-void vp_consumer_all_started(struct vp_consumer *c)
-{
-	if (!c->observing || !c->observe_all_started)
-		return;
-	struct pb_buf b;
-	pb_buf_init(&b);
-	size_t n = pb_begin_nested(&b, OER_EVENTS);
-	pb_put_varint(&b, OE_ALL_DATA_SOURCES_STARTED, 1);
-	pb_end_nested(&b, n);
-	vp_ipc_conn_reply(c->conn, c->observe_req, true, true, b.data, b.len,
-			  -1);
 	pb_buf_free(&b);
 }
 
@@ -799,7 +682,7 @@ static void on_disconnect(void *ctx, struct vp_ipc_conn *conn)
 	if (!c)
 		return;
 	vp_svc_log(s, false, "consumer (pid %d) disconnected", (int)c->pid);
-	read_end(c);
+	vp_consumer_read_end(c);
 	/* A clone waiting for its source's flush has no one to answer. */
 	for (size_t i = 0; c->clone_pending && i < s->sessions.n; i++) {
 		struct vp_session *o = s->sessions.v[i];

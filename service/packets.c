@@ -14,7 +14,8 @@
 #include <unistd.h>
 
 #include "perfetto_fields.h"
-#include "service.h"
+#include "packets.h"
+#include "svc_state.h"
 #include "vp_version.h"
 
 static void append_service_trusted(struct vp_service *s, struct pb_buf *b)

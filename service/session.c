@@ -19,8 +19,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "consumer.h"
+#include "packets.h"
 #include "perfetto_fields.h"
-#include "service.h"
+#include "producer.h"
+#include "session.h"
+#include "session_read.h"
+#include "svc_state.h"
 
 #include "perfetto/ipc/consumer_port.pb-c.h"
 #include "vp_alloc.h"
@@ -50,6 +55,18 @@ bool vp_session_alive(struct vp_service *s, const struct vp_session *sess)
 	return false;
 }
 
+void vp_sessions_check_shutdown(struct vp_service *s)
+{
+	if (!s->shutting_down)
+		return;
+	for (size_t i = 0; i < s->sessions.n; i++) {
+		const struct vp_session *sess = s->sessions.v[i];
+		if (sess->state != SESS_STOPPED)
+			return;
+	}
+	vp_svc_finish_shutdown(s);
+}
+
 bool vp_producer_may_write(struct vp_service *s, struct vp_producer *p,
 			   uint16_t buffer_id)
 {
@@ -63,11 +80,6 @@ bool vp_producer_may_write(struct vp_service *s, struct vp_producer *p,
 			return true;
 	}
 	return false;
-}
-
-void vp_session_push_packet(struct vp_session *sess, const struct pb_buf *pkt)
-{
-	pb_put_bytes(&sess->pending, TRACE_PACKET, pkt->data, pkt->len);
 }
 
 static void push_built(struct vp_session *sess,
@@ -788,7 +800,7 @@ static void session_finalize(struct vp_session *sess)
 		vp_consumer_session_ended(sess->consumer, sess,
 					  sess->file_error[0] ? sess->file_error
 							      : NULL);
-	vp_svc_check_shutdown(sess->svc);
+	vp_sessions_check_shutdown(sess->svc);
 }
 
 static void on_stop_timeout(void *ctx)
@@ -1286,5 +1298,5 @@ void vp_session_free(struct vp_session *sess)
 	free(sess->detach_key);
 	pb_buf_free(&sess->pending);
 	free(sess);
-	vp_svc_check_shutdown(s);
+	vp_sessions_check_shutdown(s);
 }

@@ -13,12 +13,21 @@
  * at the top level, or that does not parse, is dropped whole and counted
  * in invalid_packets, which goes out in trace_stats (what traced does).
  *
- * ReadBuffers and the write_into_file drain both use this reader.
+ * ReadBuffers and the write_into_file drain both use this reader.  The
+ * session queues the packets the service writes for it here
+ * (vp_session_push_packet), and this reader hands them out first.
  */
 #include <string.h>
 
 #include "perfetto_fields.h"
-#include "service.h"
+#include "packets.h"
+#include "session_read.h"
+#include "svc_state.h"
+
+void vp_session_push_packet(struct vp_session *sess, const struct pb_buf *pkt)
+{
+	pb_put_bytes(&sess->pending, TRACE_PACKET, pkt->data, pkt->len);
+}
 
 void vp_session_reader_init(struct vp_session_reader *r,
 			    struct vp_session *sess, bool with_stats)
@@ -69,7 +78,9 @@ static const uint32_t service_only_fields[] = {
 	TP_ZSTD_COMPRESSED_PACKETS,
 };
 
-bool vp_producer_packet_valid(const uint8_t *p, size_t len)
+/* False if a producer packet does not parse at its top level or carries a
+ * field only the service may write. */
+static bool producer_packet_valid(const uint8_t *p, size_t len)
 {
 	struct pb_reader rd;
 	struct pb_field f;
@@ -145,7 +156,7 @@ static bool next_buffer_packet(struct vp_session_reader *r,
 		if (vp_trace_buffer_read_packet(b->tb, &r->pkt, &info) != 1)
 			return false;
 		r->buf_bytes += r->pkt.len;
-		if (!vp_producer_packet_valid(r->pkt.data, r->pkt.len)) {
+		if (!producer_packet_valid(r->pkt.data, r->pkt.len)) {
 			sess->invalid_packets++;
 			sess->svc->stats.invalid_packets++;
 			/* Its sequence's next packet says one was lost (it

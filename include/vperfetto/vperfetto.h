@@ -91,9 +91,10 @@ struct vp_init_args {
 	uint32_t clear_period_ms;
 };
 
-/* Starts the SDK.  Returns 0, or -1 with a message on stderr (bad
- * arguments, in-process output not writable).  A system backend that
- * cannot reach the service is not an error: it keeps trying. */
+/* Starts the SDK.  Returns 0, or -1 with a message logged on stderr (bad
+ * arguments, in-process output not writable), which shows when
+ * VPERFETTO_LOG asks.  A system backend that cannot reach the service is
+ * not an error: it keeps trying. */
 int vp_init(const struct vp_init_args *args);
 /* Flushes every writer (and, in process, writes the trace file). */
 void vp_flush(void);

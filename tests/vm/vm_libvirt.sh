@@ -95,8 +95,8 @@ check "the domain's guest booted ($(vm_ready_uptime "$tmp/ch/console.log"))" \
 
 # --- vperfetto_record --domain ---------------------------------------------------
 mkdir -p "$tmp/rec"
-"$RECORD" --domain "$name" --libvirt-uri "$URI" -t 8s -o "$tmp/rec/merged.pb" \
-	>"$tmp/rec.log" 2>&1
+"$RECORD" --domain "$name" --libvirt-uri "$URI" -t 8s -v \
+	-o "$tmp/rec/merged.pb" >"$tmp/rec.log" 2>&1
 rc=$?
 check "vperfetto_record --domain $name -t 8s (exit $rc)" test $rc -eq 0
 sed 's/^/# /' "$tmp/rec.log"

@@ -133,11 +133,11 @@ check "the guest booted ($(vm_ready_uptime "$tmp/console.log"))" test $ready = y
 
 mkdir -p "$tmp/rec"
 start=$SECONDS
-"$RECORD" --qemu-chardev "$ch" -t 10s -o "$tmp/rec/merged.pb" >"$tmp/rec.log" 2>&1
+"$RECORD" --qemu-chardev "$ch" -t 10s -v -o "$tmp/rec/merged.pb" >"$tmp/rec.log" 2>&1
 rc=$?
 check "vperfetto_record --qemu-chardev -t 10s (exit $rc, $((SECONDS - start)) s)" test $rc -eq 0
 [ $rc -eq 0 ] || cat "$tmp/rec.log"
-sed 's/^/# /' "$tmp/rec.log" | grep -v "^# vperfetto_record: starting"
+sed 's/^/# /' "$tmp/rec.log" | grep -v "^# vperfetto_record: info: starting"
 M=$tmp/rec/merged.pb
 for f in merged.pb merged.host.pb merged.guest.pb merged.report.json; do
 	check "$f written" test -s "$tmp/rec/$f"
@@ -192,10 +192,10 @@ check "every exchange causal on the merged axis, checked in SQL ($v of $n)" \
 
 # --- 3. the guest dies mid-trace --------------------------------------------------
 mkdir -p "$tmp/dies"
-"$RECORD" --qemu-chardev "$ch" -t 60s -o "$tmp/dies/merged.pb" >"$tmp/dies.log" 2>&1 &
+"$RECORD" --qemu-chardev "$ch" -t 60s -v -o "$tmp/dies/merged.pb" >"$tmp/dies.log" 2>&1 &
 rec=$!
 for _ in $(seq 60); do
-	grep -q "guest session started" "$tmp/dies.log" && break
+	grep -q "guest: session started" "$tmp/dies.log" && break
 	sleep 0.5
 done
 sleep 2

@@ -94,7 +94,7 @@ check "QMP names guest 2's vCPU thread ($want2)" test "$(wc -w <<<"$want2")" -eq
 mkdir -p "$tmp/rec"
 m=$tmp/rec/merged.pb
 start=$SECONDS
-"$RECORD" --qemu-chardev "$tmp/ch1" --qemu-chardev "$tmp/ch2" -t 8s \
+"$RECORD" --qemu-chardev "$tmp/ch1" --qemu-chardev "$tmp/ch2" -t 8s -v \
 	-o "$m" >"$tmp/rec.log" 2>&1
 rc=$?
 check "vperfetto_record with two guests (exit $rc, $((SECONDS - start)) s)" test $rc -eq 0

@@ -31,7 +31,7 @@ ready=no
 vm_wait_ready "$E2E_DIR/console.log" && ready=yes
 check "the guest booted with a vsock device (cid $cid)" test $ready = yes
 [ $ready = yes ] || e2e_finish vm_vsock
-"$B/host/vperfetto_record" --guest-vsock "$cid" -t 8s -o "$E2E_DIR/merged.pb" \
+"$B/host/vperfetto_record" --guest-vsock "$cid" -t 8s -v -o "$E2E_DIR/merged.pb" \
 	>"$E2E_DIR/rec.log" 2>&1
 rc=$?
 check "vperfetto_record --guest-vsock $cid (exit $rc)" test $rc -eq 0
