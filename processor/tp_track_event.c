@@ -2087,16 +2087,15 @@ static uint32_t legacy_async_track(struct tp_ctx *ctx, const struct ev *e,
 		k = tp_s(ctx, "name");
 		tp_args_add_str(&dims, k, k, root);
 	}
+	enum tp_compress_use use;
 	uint32_t track;
-	if (ph == 'b' || ph == 'S') {
-		track = tp_compress_begin(ctx, &sp, &dims, e->source_id, false);
-	} else if (ph == 'e' || ph == 'T') {
-		track = tp_compress_end(ctx, &sp, &dims, e->source_id);
-	} else {
-		/* an instant opens and closes on the same track */
-		track = tp_compress_begin(ctx, &sp, &dims, e->source_id, false);
-		tp_compress_end(ctx, &sp, &dims, e->source_id);
-	}
+	if (ph == 'b' || ph == 'S')
+		use = TP_COMPRESS_BEGIN;
+	else if (ph == 'e' || ph == 'T')
+		use = TP_COMPRESS_END;
+	else /* an instant opens and closes on the same track */
+		use = TP_COMPRESS_INSTANT;
+	track = tp_compress_track(ctx, &sp, &dims, use, e->source_id);
 	tp_args_builder_free(&dims);
 	return track;
 }
