@@ -62,11 +62,13 @@ void tp_atrace_async(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
 	tp_args_builder_init(&dims);
 	set_spec(ctx, machine, "atrace_async_slice", upid, name, &s, &dims);
 	if (begin) {
-		uint32_t t = tp_compress_begin(ctx, &s, &dims, cookie, true);
+		uint32_t t = tp_compress_track(ctx, &s, &dims,
+					       TP_COMPRESS_BEGIN_ONCE, cookie);
 		tp_slice_begin_unnestable(ctx, t, ts, name,
 					  one_arg(ctx, "cookie", cookie, false));
 	} else {
-		uint32_t t = tp_compress_end(ctx, &s, &dims, cookie);
+		uint32_t t = tp_compress_track(ctx, &s, &dims, TP_COMPRESS_END,
+					       cookie);
 		tp_slice_end(ctx, t, ts, 0, 0, -1);
 	}
 	tp_args_builder_free(&dims);
@@ -82,7 +84,8 @@ void tp_atrace_track_begin(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
 	tp_args_builder_init(&dims);
 	set_spec(ctx, machine, "atrace_async_slice_for_track", upid, track, &s,
 		 &dims);
-	uint32_t t = tp_compress_begin(ctx, &s, &dims, cookie, false);
+	uint32_t t = tp_compress_track(ctx, &s, &dims, TP_COMPRESS_BEGIN,
+				       cookie);
 	uint32_t utid = tp_thread_get(ctx, machine, pid);
 	tp_slice_begin(ctx, t, ts, 0, name, one_arg(ctx, "utid", utid, true));
 	tp_args_builder_free(&dims);
@@ -98,7 +101,8 @@ void tp_atrace_track_end(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
 	tp_args_builder_init(&dims);
 	set_spec(ctx, machine, "atrace_async_slice_for_track", upid, track, &s,
 		 &dims);
-	uint32_t t = tp_compress_end(ctx, &s, &dims, cookie);
+	uint32_t t = tp_compress_track(ctx, &s, &dims, TP_COMPRESS_END,
+				       cookie);
 	uint32_t utid = tp_thread_get(ctx, machine, pid);
 	tp_slice_end(ctx, t, ts, 0, 0, one_arg(ctx, "end_utid", utid, true));
 	tp_args_builder_free(&dims);

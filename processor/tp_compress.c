@@ -1,13 +1,14 @@
 /*
- * tp_compress.c - shared sets of async slice tracks (see tp_compress.h).
+ * tp_compress.c - sets of interchangeable slice tracks (see tp_compress.h).
  *
- * A set is found by a 64-bit hash of what names it; its lanes are kept in
- * the order they were made, which is their track_compressor_idx.  A lane
- * serves either cookies (begin / end pairs) or whole slices (scoped), never
- * both, as in Perfetto.
+ * A set is found by a hash of its key words, the words themselves compared
+ * (sets of one hash are chained); its lanes are kept in the order they were
+ * made, which is their track_compressor_idx.  Sets are few and small: a
+ * linear scan of a set's lanes is what Perfetto does too.
  */
 #include "tp_compress.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,6 +24,9 @@ struct lane {
 };
 
 struct cset {
+	uint64_t *key;
+	size_t nkey;
+	uint32_t next; /* next set with the same hash + 1, or 0 */
 	struct lane *lanes;
 	uint32_t n, cap;
 };
@@ -30,8 +34,19 @@ struct cset {
 struct tp_compress {
 	struct cset *sets;
 	uint32_t n, cap;
-	struct u64map index; /* key hash -> set index + 1 */
+	struct u64map index; /* key hash -> first set + 1 */
+	uint64_t *key;       /* the key of a set named by track spec */
+	size_t keycap;
 };
+
+static void *grow(void *p, uint32_t *cap, uint32_t first, size_t size)
+{
+	*cap = *cap ? *cap * 2 : first;
+	p = realloc(p, *cap * size);
+	if (!p)
+		abort();
+	return p;
+}
 
 struct tp_compress *tp_compress_new(void)
 {
@@ -46,9 +61,12 @@ void tp_compress_free(struct tp_compress *c)
 {
 	if (!c)
 		return;
-	for (uint32_t i = 0; i < c->n; i++)
+	for (uint32_t i = 0; i < c->n; i++) {
+		free(c->sets[i].key);
 		free(c->sets[i].lanes);
+	}
 	free(c->sets);
+	free(c->key);
 	u64map_free(&c->index);
 	free(c);
 }
@@ -59,59 +77,52 @@ static uint64_t mix(uint64_t h, uint64_t v)
 	return h * 0xff51afd7ed558ccdull;
 }
 
-static uint64_t set_hash(const struct tp_track_spec *s,
-			 const struct tp_args_builder *dims)
+uint32_t tp_compress_set(struct tp_compress *c, const uint64_t *key,
+			 size_t n)
 {
-	uint64_t h = mix(0x7c0, s->machine);
-	h = mix(h, s->type);
-	h = mix(h, s->event_type);
-	h = mix(h, (uint64_t)s->utid);
-	h = mix(h, (uint64_t)s->upid);
-	for (size_t i = 0; dims && i < dims->n; i++) {
-		const struct tp_arg *a = &dims->v[i];
-		uint64_t d;
-		memcpy(&d, &a->d, sizeof(d));
-		h = mix(h, a->key);
-		h = mix(h, (uint64_t)a->type);
-		h = mix(h, (uint64_t)a->i);
-		h = mix(h, a->s);
-		h = mix(h, d);
-	}
-	return h;
-}
+	uint64_t h = mix(0x7c0, n), v;
+	uint32_t last = UINT32_MAX;
 
-static struct cset *set_get(struct tp_ctx *ctx, const struct tp_track_spec *s,
-			    const struct tp_args_builder *dims)
-{
-	struct tp_compress *c = ctx->compress;
-	uint64_t h = set_hash(s, dims), v;
-	if (u64map_get(&c->index, h, &v))
-		return &c->sets[v - 1];
-	if (c->n == c->cap) {
-		c->cap = c->cap ? c->cap * 2 : 16;
-		void *p = realloc(c->sets, c->cap * sizeof(*c->sets));
-		if (!p)
-			abort();
-		c->sets = p;
+	for (size_t i = 0; i < n; i++)
+		h = mix(h, key[i]);
+	if (u64map_get(&c->index, h, &v)) {
+		for (uint32_t i = (uint32_t)v - 1;; i = c->sets[i].next - 1) {
+			struct cset *set = &c->sets[i];
+			if (set->nkey == n &&
+			    memcmp(set->key, key, n * sizeof(*key)) == 0)
+				return i;
+			last = i;
+			if (!set->next)
+				break;
+		}
 	}
-	struct cset *set = &c->sets[c->n++];
+	if (c->n == c->cap)
+		c->sets = grow(c->sets, &c->cap, 16, sizeof(*c->sets));
+	uint32_t id = c->n++;
+	struct cset *set = &c->sets[id];
 	memset(set, 0, sizeof(*set));
-	u64map_put(&c->index, h, c->n);
-	return set;
+	set->key = malloc(n ? n * sizeof(*key) : 1);
+	if (!set->key)
+		abort();
+	if (n)
+		memcpy(set->key, key, n * sizeof(*key));
+	set->nkey = n;
+	if (last != UINT32_MAX)
+		c->sets[last].next = id + 1;
+	else
+		u64map_put(&c->index, h, (uint64_t)id + 1);
+	return id;
 }
 
-static uint32_t lane_add(struct cset *set, bool scoped)
+static uint32_t lane_add(struct cset *set, bool scoped, int64_t cookie)
 {
-	if (set->n == set->cap) {
-		set->cap = set->cap ? set->cap * 2 : 4;
-		void *p = realloc(set->lanes, set->cap * sizeof(*set->lanes));
-		if (!p)
-			abort();
-		set->lanes = p;
-	}
+	if (set->n == set->cap)
+		set->lanes = grow(set->lanes, &set->cap, 4,
+				  sizeof(*set->lanes));
 	struct lane *l = &set->lanes[set->n];
 	memset(l, 0, sizeof(*l));
 	l->scoped = scoped;
+	l->cookie = cookie;
 	l->track = -1;
 	return set->n++;
 }
@@ -128,18 +139,95 @@ static uint32_t cookie_lane(struct cset *set, int64_t cookie)
 			set->lanes[i].cookie = cookie;
 			return i;
 		}
-	uint32_t i = lane_add(set, false);
-	set->lanes[i].cookie = cookie;
+	return lane_add(set, false, cookie);
+}
+
+uint32_t tp_compress_lane(struct tp_compress *c, uint32_t set,
+			  enum tp_compress_use use, int64_t cookie)
+{
+	struct cset *cs = &c->sets[set];
+	uint32_t i = cookie_lane(cs, cookie);
+	struct lane *l = &cs->lanes[i];
+
+	switch (use) {
+	case TP_COMPRESS_BEGIN:
+		l->nest++;
+		break;
+	case TP_COMPRESS_BEGIN_ONCE:
+		l->nest = 1;
+		break;
+	case TP_COMPRESS_END:
+		/* An end whose begin came before the trace did finds
+		 * nothing open. */
+		if (l->nest > 0)
+			l->nest--;
+		break;
+	case TP_COMPRESS_INSTANT:
+		/* opens and closes on the same lane: nothing stays open */
+		break;
+	}
 	return i;
 }
 
-static uint32_t lane_track(struct tp_ctx *ctx, struct cset *set, uint32_t i,
+uint32_t tp_compress_lane_first(struct tp_compress *c, uint32_t set)
+{
+	struct cset *cs = &c->sets[set];
+	if (!cs->n)
+		lane_add(cs, false, 0);
+	return 0;
+}
+
+int64_t *tp_compress_lane_track(struct tp_compress *c, uint32_t set,
+				uint32_t lane)
+{
+	return &c->sets[set].lanes[lane].track;
+}
+
+/* ---- by track spec ---------------------------------------------------- */
+
+static void key_put(struct tp_compress *c, size_t *n, uint64_t v)
+{
+	if (*n == c->keycap) {
+		c->keycap = c->keycap ? c->keycap * 2 : 32;
+		c->key = realloc(c->key, c->keycap * sizeof(*c->key));
+		if (!c->key)
+			abort();
+	}
+	c->key[(*n)++] = v;
+}
+
+/* The set of s and dims: their fields that name it, as key words. */
+static uint32_t spec_set(struct tp_compress *c, const struct tp_track_spec *s,
+			 const struct tp_args_builder *dims)
+{
+	size_t n = 0;
+
+	key_put(c, &n, s->machine);
+	key_put(c, &n, s->type);
+	key_put(c, &n, s->event_type);
+	key_put(c, &n, (uint64_t)s->utid);
+	key_put(c, &n, (uint64_t)s->upid);
+	for (size_t i = 0; dims && i < dims->n; i++) {
+		const struct tp_arg *a = &dims->v[i];
+		uint64_t d;
+		memcpy(&d, &a->d, sizeof(d));
+		key_put(c, &n, a->key);
+		key_put(c, &n, (uint64_t)a->type);
+		key_put(c, &n, (uint64_t)a->i);
+		key_put(c, &n, a->s);
+		key_put(c, &n, d);
+	}
+	return tp_compress_set(c, c->key, n);
+}
+
+/* The track of lane i of set, made the first time from s, dims and i. */
+static uint32_t spec_track(struct tp_ctx *ctx, uint32_t set, uint32_t i,
 			   const struct tp_track_spec *s,
 			   const struct tp_args_builder *dims)
 {
-	struct lane *l = &set->lanes[i];
-	if (l->track >= 0)
-		return (uint32_t)l->track;
+	int64_t *t = tp_compress_lane_track(ctx->compress, set, i);
+	if (*t >= 0)
+		return (uint32_t)*t;
 	struct tp_args_builder b;
 	tp_args_builder_init(&b);
 	for (size_t j = 0; dims && j < dims->n; j++)
@@ -149,46 +237,32 @@ static uint32_t lane_track(struct tp_ctx *ctx, struct cset *set, uint32_t i,
 	struct tp_track_spec spec = *s;
 	spec.dimension_arg_set_id = tp_args_commit(ctx, &b);
 	tp_args_builder_free(&b);
-	l->track = tp_track_new(ctx, &spec);
-	return (uint32_t)l->track;
+	*t = tp_track_new(ctx, &spec);
+	return (uint32_t)*t;
 }
 
-uint32_t tp_compress_begin(struct tp_ctx *ctx, const struct tp_track_spec *s,
-			   const struct tp_args_builder *dims, int64_t cookie,
-			   bool saturating)
+uint32_t tp_compress_track(struct tp_ctx *ctx, const struct tp_track_spec *s,
+			   const struct tp_args_builder *dims,
+			   enum tp_compress_use use, int64_t cookie)
 {
-	struct cset *set = set_get(ctx, s, dims);
-	uint32_t i = cookie_lane(set, cookie);
-	struct lane *l = &set->lanes[i];
-	if (saturating)
-		l->nest = 1;
-	else
-		l->nest++;
-	return lane_track(ctx, set, i, s, dims);
-}
-
-uint32_t tp_compress_end(struct tp_ctx *ctx, const struct tp_track_spec *s,
-			 const struct tp_args_builder *dims, int64_t cookie)
-{
-	struct cset *set = set_get(ctx, s, dims);
-	uint32_t i = cookie_lane(set, cookie);
-	/* an end whose begin came before the trace leaves nest at 0 */
-	if (set->lanes[i].nest > 0)
-		set->lanes[i].nest--;
-	return lane_track(ctx, set, i, s, dims);
+	uint32_t set = spec_set(ctx->compress, s, dims);
+	uint32_t i = tp_compress_lane(ctx->compress, set, use, cookie);
+	return spec_track(ctx, set, i, s, dims);
 }
 
 uint32_t tp_compress_scoped(struct tp_ctx *ctx, const struct tp_track_spec *s,
 			    const struct tp_args_builder *dims, int64_t ts,
 			    int64_t dur)
 {
-	struct cset *set = set_get(ctx, s, dims);
+	uint32_t set = spec_set(ctx->compress, s, dims);
+	struct cset *cs = &ctx->compress->sets[set];
 	uint32_t i;
-	for (i = 0; i < set->n; i++)
-		if (set->lanes[i].scoped && set->lanes[i].ts_end <= ts)
+
+	for (i = 0; i < cs->n; i++)
+		if (cs->lanes[i].scoped && cs->lanes[i].ts_end <= ts)
 			break;
-	if (i == set->n)
-		i = lane_add(set, true);
-	set->lanes[i].ts_end = ts + dur;
-	return lane_track(ctx, set, i, s, dims);
+	if (i == cs->n)
+		i = lane_add(cs, true, 0);
+	cs->lanes[i].ts_end = ts + dur;
+	return spec_track(ctx, set, i, s, dims);
 }

@@ -273,10 +273,12 @@ static void buffer_slice(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
 	if (len > 0) {
 		char buf[32];
 		snprintf(buf, sizeof(buf), "%lld kB", (long long)(len / 1024));
-		uint32_t t = tp_compress_begin(ctx, &s, NULL, cookie, false);
+		uint32_t t = tp_compress_track(ctx, &s, NULL,
+					       TP_COMPRESS_BEGIN, cookie);
 		tp_slice_begin(ctx, t, ts, 0, tp_s(ctx, buf), -1);
 	} else {
-		uint32_t t = tp_compress_end(ctx, &s, NULL, cookie);
+		uint32_t t = tp_compress_track(ctx, &s, NULL,
+					       TP_COMPRESS_END, cookie);
 		tp_slice_end(ctx, t, ts, 0, 0, -1);
 	}
 }

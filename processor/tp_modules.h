@@ -13,7 +13,8 @@
 #include "tp_ctx.h"
 
 /* track_event, track_descriptor, thread/process descriptors, legacy and
- * streaming-profile timestamps (tp_track_event.c). */
+ * streaming-profile timestamps (tp_track_event.c; tokenize and the
+ * sequence callbacks in tp_te_tokenize.c). */
 void tp_te_init(struct tp_ctx *ctx);
 bool tp_te_tokenize(struct tp_ctx *ctx, const struct tp_packet *pkt,
 		    const struct pb_field *f);

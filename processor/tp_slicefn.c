@@ -21,6 +21,7 @@
 
 #include "tp_ctx.h"
 #include "tp_slicefn.h"
+#include "tp_slicewalk.h"
 
 enum { FN_ANCESTOR, FN_DESCENDANT };
 
@@ -41,9 +42,7 @@ struct fn_vtab {
 };
 
 struct fn_cursor {
-	sqlite3_vtab_cursor base;
-	uint32_t *rows;
-	uint32_t n, cap, pos;
+	struct tp_slicewalk_cursor w; /* first: the slice ids it gives */
 	int64_t arg;
 };
 
@@ -78,79 +77,24 @@ static int fn_connect(sqlite3 *db, void *aux, int argc,
 	return SQLITE_OK;
 }
 
-static int fn_disconnect(sqlite3_vtab *vt)
-{
-	sqlite3_free(vt);
-	return SQLITE_OK;
-}
-
 static int fn_best_index(sqlite3_vtab *vt, sqlite3_index_info *info)
 {
-	int arg = -1;
-	for (int i = 0; i < info->nConstraint; i++) {
-		const struct sqlite3_index_constraint *c = &info->aConstraint[i];
-		if (c->iColumn != ARG_COL)
-			continue;
-		if (!c->usable || c->op != SQLITE_INDEX_CONSTRAINT_EQ)
-			return SQLITE_CONSTRAINT;
-		arg = i;
-	}
-	if (arg < 0) {
-		sqlite3_free(vt->zErrMsg);
-		vt->zErrMsg = sqlite3_mprintf("%s: the slice id argument is "
-					      "missing",
-					      ((struct fn_vtab *)vt)->kind ==
-							      FN_ANCESTOR
-						      ? "ancestor_slice"
-						      : "descendant_slice");
-		return SQLITE_ERROR;
-	}
-	info->aConstraintUsage[arg].argvIndex = 1;
-	info->aConstraintUsage[arg].omit = 1;
+	int rc = tp_slicewalk_best_index(
+		vt, info, ARG_COL,
+		((struct fn_vtab *)vt)->kind == FN_ANCESTOR
+			? "ancestor_slice: the slice id argument is missing"
+			: "descendant_slice: the slice id argument is missing");
+	if (rc != SQLITE_OK)
+		return rc;
 	info->estimatedCost = 10;
 	info->estimatedRows = 10;
-	if (info->nOrderBy == 1 && info->aOrderBy[0].iColumn == 0 &&
-	    !info->aOrderBy[0].desc)
-		info->orderByConsumed = 1;
 	return SQLITE_OK;
 }
 
 static int fn_open(sqlite3_vtab *vt, sqlite3_vtab_cursor **out)
 {
 	(void)vt;
-	struct fn_cursor *c = sqlite3_malloc(sizeof *c);
-	if (!c)
-		return SQLITE_NOMEM;
-	memset(c, 0, sizeof *c);
-	*out = &c->base;
-	return SQLITE_OK;
-}
-
-static int fn_close(sqlite3_vtab_cursor *cur)
-{
-	struct fn_cursor *c = (struct fn_cursor *)cur;
-	free(c->rows);
-	sqlite3_free(c);
-	return SQLITE_OK;
-}
-
-static void push(struct fn_cursor *c, uint32_t row)
-{
-	if (c->n == c->cap) {
-		uint32_t cap = c->cap ? c->cap * 2 : 16;
-		uint32_t *r = realloc(c->rows, cap * sizeof *r);
-		if (!r)
-			abort();
-		c->rows = r;
-		c->cap = cap;
-	}
-	c->rows[c->n++] = row;
-}
-
-static int cmp_u32(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-	return x < y ? -1 : x > y;
+	return tp_slicewalk_open(sizeof(struct fn_cursor), out);
 }
 
 /* Whether `anc` is on the parent chain of `row`, looking no higher than
@@ -158,35 +102,33 @@ static int cmp_u32(const void *a, const void *b)
 static bool has_ancestor(struct tp_table *s, uint32_t row, uint32_t anc,
 			 int64_t anc_depth)
 {
-	while (!tp_is_null(s, TP_SLICE_parent_id, row)) {
-		int64_t p = tp_get_int(s, TP_SLICE_parent_id, row);
-		if (p < 0 || p >= (int64_t)s->nrows)
-			return false;
-		if ((uint32_t)p == anc)
+	uint32_t p;
+
+	while (tp_slicewalk_parent(s, row, &p)) {
+		if (p == anc)
 			return true;
-		if (tp_get_int(s, TP_SLICE_depth, (uint32_t)p) <= anc_depth)
+		if (tp_get_int(s, TP_SLICE_depth, p) <= anc_depth)
 			return false;
-		row = (uint32_t)p;
+		row = p;
 	}
 	return false;
 }
 
-static void ancestors(struct tp_table *s, struct fn_cursor *c, uint32_t id)
+static void ancestors(struct tp_table *s, struct tp_slicewalk_cursor *c,
+		      uint32_t id)
 {
-	uint32_t row = id;
+	uint32_t row = id, p;
 	unsigned guard = 0;
-	while (!tp_is_null(s, TP_SLICE_parent_id, row) && guard++ < 100000) {
-		int64_t p = tp_get_int(s, TP_SLICE_parent_id, row);
-		if (p < 0 || p >= (int64_t)s->nrows)
-			break;
-		push(c, (uint32_t)p);
-		row = (uint32_t)p;
+
+	while (guard++ < 100000 && tp_slicewalk_parent(s, row, &p)) {
+		tp_slicewalk_push(c, p);
+		row = p;
 	}
-	if (c->n > 1) /* c->rows is NULL when empty: not for qsort */
-		qsort(c->rows, c->n, sizeof *c->rows, cmp_u32);
+	tp_slicewalk_sort(c);
 }
 
-static void descendants(struct tp_table *s, struct fn_cursor *c, uint32_t id)
+static void descendants(struct tp_table *s, struct tp_slicewalk_cursor *c,
+			uint32_t id)
 {
 	int64_t ts = tp_get_int(s, TP_SLICE_ts, id);
 	int64_t dur = tp_get_int(s, TP_SLICE_dur, id);
@@ -204,10 +146,9 @@ static void descendants(struct tp_table *s, struct fn_cursor *c, uint32_t id)
 			continue;
 		if ((rts == ts || rts == end) && !has_ancestor(s, r, id, depth))
 			continue;
-		push(c, r);
+		tp_slicewalk_push(c, r);
 	}
-	if (c->n > 1) /* c->rows is NULL when empty: not for qsort */
-		qsort(c->rows, c->n, sizeof *c->rows, cmp_u32);
+	tp_slicewalk_sort(c);
 }
 
 static int fn_filter(sqlite3_vtab_cursor *cur, int idx, const char *idxstr,
@@ -219,8 +160,7 @@ static int fn_filter(sqlite3_vtab_cursor *cur, int idx, const char *idxstr,
 	struct fn_vtab *v = (struct fn_vtab *)cur->pVtab;
 	struct tp_table *s = tp_tab(v->ctx, TP_T_SLICE);
 
-	c->n = 0;
-	c->pos = 0;
+	tp_slicewalk_clear(&c->w);
 	if (argc < 1 || sqlite3_value_type(argv[0]) == SQLITE_NULL)
 		return SQLITE_OK;
 	if (sqlite3_value_type(argv[0]) != SQLITE_INTEGER) {
@@ -238,22 +178,10 @@ static int fn_filter(sqlite3_vtab_cursor *cur, int idx, const char *idxstr,
 		return SQLITE_ERROR;
 	}
 	if (v->kind == FN_ANCESTOR)
-		ancestors(s, c, (uint32_t)id);
+		ancestors(s, &c->w, (uint32_t)id);
 	else
-		descendants(s, c, (uint32_t)id);
+		descendants(s, &c->w, (uint32_t)id);
 	return SQLITE_OK;
-}
-
-static int fn_next(sqlite3_vtab_cursor *cur)
-{
-	((struct fn_cursor *)cur)->pos++;
-	return SQLITE_OK;
-}
-
-static int fn_eof(sqlite3_vtab_cursor *cur)
-{
-	struct fn_cursor *c = (struct fn_cursor *)cur;
-	return c->pos >= c->n;
 }
 
 static int fn_column(sqlite3_vtab_cursor *cur, sqlite3_context *fc, int i)
@@ -261,7 +189,7 @@ static int fn_column(sqlite3_vtab_cursor *cur, sqlite3_context *fc, int i)
 	struct fn_cursor *c = (struct fn_cursor *)cur;
 	struct fn_vtab *v = (struct fn_vtab *)cur->pVtab;
 	struct tp_table *s = tp_tab(v->ctx, TP_T_SLICE);
-	uint32_t row = c->rows[c->pos];
+	uint32_t row = c->w.rows[c->w.pos];
 
 	if (i == 0) {
 		sqlite3_result_int64(fc, row);
@@ -285,27 +213,20 @@ static int fn_column(sqlite3_vtab_cursor *cur, sqlite3_context *fc, int i)
 	return SQLITE_OK;
 }
 
-static int fn_rowid(sqlite3_vtab_cursor *cur, sqlite3_int64 *out)
-{
-	struct fn_cursor *c = (struct fn_cursor *)cur;
-	*out = c->rows[c->pos];
-	return SQLITE_OK;
-}
-
 static const sqlite3_module fn_module = {
 	.iVersion = 1,
 	.xCreate = NULL,
 	.xConnect = fn_connect,
 	.xBestIndex = fn_best_index,
-	.xDisconnect = fn_disconnect,
-	.xDestroy = fn_disconnect,
+	.xDisconnect = tp_slicewalk_disconnect,
+	.xDestroy = tp_slicewalk_disconnect,
 	.xOpen = fn_open,
-	.xClose = fn_close,
+	.xClose = tp_slicewalk_close,
 	.xFilter = fn_filter,
-	.xNext = fn_next,
-	.xEof = fn_eof,
+	.xNext = tp_slicewalk_next,
+	.xEof = tp_slicewalk_eof,
 	.xColumn = fn_column,
-	.xRowid = fn_rowid,
+	.xRowid = tp_slicewalk_rowid,
 };
 
 int tp_slicefn_register(struct sqlite3 *db, struct tp_ctx *ctx)

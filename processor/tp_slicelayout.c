@@ -19,6 +19,7 @@
 
 #include "tp_ctx.h"
 #include "tp_slicelayout.h"
+#include "tp_slicewalk.h"
 #include "u64map.h"
 
 #define ARG_COL 2 /* id, layout_depth, then filter_track_ids */
@@ -40,9 +41,8 @@ struct lay_vtab {
 };
 
 struct lay_cursor {
-	sqlite3_vtab_cursor base;
-	uint32_t *ids, *depths;
-	uint32_t n, pos;
+	struct tp_slicewalk_cursor w; /* first: the slice ids it gives */
+	uint32_t *depths;             /* the layout_depth of each */
 	char *arg;
 };
 
@@ -167,8 +167,9 @@ static void layout(struct tp_ctx *ctx, struct lay_cursor *c,
 	struct u64map tracks, group_of;
 	struct box *boxes = NULL;
 	uint32_t *group = NULL;
-	size_t nboxes = 0, capboxes = 0, capids = 0, capgroup = 0;
+	size_t nboxes = 0, capboxes = 0, capgroup = 0;
 	uint64_t v;
+	uint32_t parent;
 
 	u64map_init(&tracks);
 	u64map_init(&group_of);
@@ -184,10 +185,8 @@ static void layout(struct tp_ctx *ctx, struct lay_cursor *c,
 		int64_t dur = tp_get_int(t, TP_SLICE_dur, row);
 		int64_t end = dur == -1 ? INT64_MAX : start + dur;
 		uint32_t g;
-		if (!tp_is_null(t, TP_SLICE_parent_id, row) &&
-		    u64map_get(&group_of,
-			       (uint64_t)tp_get_int(t, TP_SLICE_parent_id, row),
-			       &v)) {
+		if (tp_slicewalk_parent(t, row, &parent) &&
+		    u64map_get(&group_of, parent, &v)) {
 			g = (uint32_t)v;
 			if (depth > boxes[g].max_depth)
 				boxes[g].max_depth = depth;
@@ -199,10 +198,9 @@ static void layout(struct tp_ctx *ctx, struct lay_cursor *c,
 			boxes[nboxes++] = (struct box){ start, end, depth, 0, g };
 		}
 		u64map_put(&group_of, row, g);
-		c->ids = grow(c->ids, &capids, c->n, sizeof *c->ids);
-		group = grow(group, &capgroup, c->n, sizeof *group);
-		c->ids[c->n] = row;
-		group[c->n++] = g;
+		group = grow(group, &capgroup, c->w.n, sizeof *group);
+		group[c->w.n] = g;
+		tp_slicewalk_push(&c->w, row);
 	}
 	if (nboxes) {
 		struct box **order = malloc(nboxes * sizeof *order);
@@ -214,12 +212,12 @@ static void layout(struct tp_ctx *ctx, struct lay_cursor *c,
 		place(order, nboxes);
 		free(order);
 	}
-	c->depths = c->n ? malloc(c->n * sizeof *c->depths) : NULL;
-	if (c->n && !c->depths)
+	c->depths = c->w.n ? malloc(c->w.n * sizeof *c->depths) : NULL;
+	if (c->w.n && !c->depths)
 		abort();
-	for (uint32_t i = 0; i < c->n; i++)
+	for (uint32_t i = 0; i < c->w.n; i++)
 		c->depths[i] = (uint32_t)tp_get_int(t, TP_SLICE_depth,
-						    c->ids[i]) +
+						    c->w.rows[i]) +
 			       boxes[group[i]].layout_depth;
 	free(boxes);
 	free(group);
@@ -247,65 +245,36 @@ static int lay_connect(sqlite3 *db, void *aux, int argc,
 	return SQLITE_OK;
 }
 
-static int lay_disconnect(sqlite3_vtab *vt)
-{
-	sqlite3_free(vt);
-	return SQLITE_OK;
-}
-
 static int lay_best_index(sqlite3_vtab *vt, sqlite3_index_info *info)
 {
-	int arg = -1;
-	for (int i = 0; i < info->nConstraint; i++) {
-		const struct sqlite3_index_constraint *c = &info->aConstraint[i];
-		if (c->iColumn != ARG_COL)
-			continue;
-		if (!c->usable || c->op != SQLITE_INDEX_CONSTRAINT_EQ)
-			return SQLITE_CONSTRAINT;
-		arg = i;
-	}
-	if (arg < 0) {
-		sqlite3_free(vt->zErrMsg);
-		vt->zErrMsg = sqlite3_mprintf(
-			"experimental_slice_layout: the track id list is "
-			"missing");
-		return SQLITE_ERROR;
-	}
-	info->aConstraintUsage[arg].argvIndex = 1;
-	info->aConstraintUsage[arg].omit = 1;
+	int rc = tp_slicewalk_best_index(vt, info, ARG_COL,
+					 "experimental_slice_layout: the "
+					 "track id list is missing");
+	if (rc != SQLITE_OK)
+		return rc;
 	info->estimatedCost = 1000;
-	if (info->nOrderBy == 1 && info->aOrderBy[0].iColumn == 0 &&
-	    !info->aOrderBy[0].desc)
-		info->orderByConsumed = 1;
 	return SQLITE_OK;
 }
 
 static int lay_open(sqlite3_vtab *vt, sqlite3_vtab_cursor **out)
 {
 	(void)vt;
-	struct lay_cursor *c = sqlite3_malloc(sizeof *c);
-	if (!c)
-		return SQLITE_NOMEM;
-	memset(c, 0, sizeof *c);
-	*out = &c->base;
-	return SQLITE_OK;
+	return tp_slicewalk_open(sizeof(struct lay_cursor), out);
 }
 
 static void reset(struct lay_cursor *c)
 {
-	free(c->ids);
 	free(c->depths);
 	free(c->arg);
-	c->ids = c->depths = NULL;
+	c->depths = NULL;
 	c->arg = NULL;
-	c->n = c->pos = 0;
+	tp_slicewalk_clear(&c->w);
 }
 
 static int lay_close(sqlite3_vtab_cursor *cur)
 {
 	reset((struct lay_cursor *)cur);
-	sqlite3_free(cur);
-	return SQLITE_OK;
+	return tp_slicewalk_close(cur);
 }
 
 static int lay_filter(sqlite3_vtab_cursor *cur, int idx, const char *idxstr,
@@ -330,35 +299,16 @@ static int lay_filter(sqlite3_vtab_cursor *cur, int idx, const char *idxstr,
 	return SQLITE_OK;
 }
 
-static int lay_next(sqlite3_vtab_cursor *cur)
-{
-	((struct lay_cursor *)cur)->pos++;
-	return SQLITE_OK;
-}
-
-static int lay_eof(sqlite3_vtab_cursor *cur)
-{
-	struct lay_cursor *c = (struct lay_cursor *)cur;
-	return c->pos >= c->n;
-}
-
 static int lay_column(sqlite3_vtab_cursor *cur, sqlite3_context *fc, int i)
 {
 	struct lay_cursor *c = (struct lay_cursor *)cur;
 
 	if (i == 0)
-		sqlite3_result_int64(fc, c->ids[c->pos]);
+		sqlite3_result_int64(fc, c->w.rows[c->w.pos]);
 	else if (i == 1)
-		sqlite3_result_int64(fc, c->depths[c->pos]);
+		sqlite3_result_int64(fc, c->depths[c->w.pos]);
 	else
 		sqlite3_result_text(fc, c->arg, -1, SQLITE_STATIC);
-	return SQLITE_OK;
-}
-
-static int lay_rowid(sqlite3_vtab_cursor *cur, sqlite3_int64 *out)
-{
-	struct lay_cursor *c = (struct lay_cursor *)cur;
-	*out = c->ids[c->pos];
 	return SQLITE_OK;
 }
 
@@ -367,15 +317,15 @@ static const sqlite3_module lay_module = {
 	.xCreate = NULL,
 	.xConnect = lay_connect,
 	.xBestIndex = lay_best_index,
-	.xDisconnect = lay_disconnect,
-	.xDestroy = lay_disconnect,
+	.xDisconnect = tp_slicewalk_disconnect,
+	.xDestroy = tp_slicewalk_disconnect,
 	.xOpen = lay_open,
 	.xClose = lay_close,
 	.xFilter = lay_filter,
-	.xNext = lay_next,
-	.xEof = lay_eof,
+	.xNext = tp_slicewalk_next,
+	.xEof = tp_slicewalk_eof,
 	.xColumn = lay_column,
-	.xRowid = lay_rowid,
+	.xRowid = tp_slicewalk_rowid,
 };
 
 int tp_slicelayout_register(struct sqlite3 *db, struct tp_ctx *ctx)

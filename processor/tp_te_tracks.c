@@ -14,7 +14,7 @@
  * track, or a track of its own typed and named as Perfetto's (its
  * reservation's name, else that first event's), or, for tracks that may
  * merge with siblings of the same name or key, the lanes of a set shared
- * with them (tp_lanes.h).
+ * with them (tp_compress.h).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +22,7 @@
 
 #include "perfetto_fields.h"
 #include "tp_args.h"
-#include "tp_lanes.h"
+#include "tp_compress.h"
 #include "tp_procs.h"
 #include "tp_stats.h"
 #include "tp_te_tracks.h"
@@ -35,7 +35,7 @@ struct tp_te_tracks {
 	struct res *res;
 	size_t nres, capres;
 	struct u64map uuid_by_utid, uuid_by_upid; /* descriptor owners */
-	struct tp_lanes *compress; /* merge sets of descriptor tracks */
+	struct tp_compress *compress; /* merge sets, keyed by our own words */
 	struct u64map first_packet_seqs; /* sequences that said they begin */
 	/* ranks of process / thread descriptors, when uuid 0 orders them */
 	struct u64map process_sort_index, thread_sort_index;
@@ -58,7 +58,7 @@ struct tp_te_tracks *tp_te_tracks_new(void)
 	u64map_init(&s->first_packet_seqs);
 	u64map_init(&s->process_sort_index);
 	u64map_init(&s->thread_sort_index);
-	s->compress = tp_lanes_new();
+	s->compress = tp_compress_new();
 	tp_args_builder_init(&s->b);
 	tp_args_builder_init(&s->b2);
 	return s;
@@ -74,7 +74,7 @@ void tp_te_tracks_free(struct tp_te_tracks *s)
 	u64map_free(&s->first_packet_seqs);
 	u64map_free(&s->process_sort_index);
 	u64map_free(&s->thread_sort_index);
-	tp_lanes_free(s->compress);
+	tp_compress_free(s->compress);
 	tp_args_builder_free(&s->b);
 	tp_args_builder_free(&s->b2);
 	free(s->res);
@@ -759,7 +759,7 @@ static bool mergeable(const struct res *r)
 static int64_t lane_track(struct tp_ctx *ctx, size_t i, uint32_t lane)
 {
 	struct tp_te_tracks *s = S(ctx);
-	int64_t *t = tp_lanes_track(s->compress, s->res[i].set, lane);
+	int64_t *t = tp_compress_lane_track(s->compress, s->res[i].set, lane);
 	if (*t < 0)
 		*t = create_merged_track(ctx, &s->res[i], lane);
 	return *t;
@@ -778,8 +778,8 @@ static int64_t parent_track(struct tp_ctx *ctx, size_t i, int64_t seq,
 		return -1;
 	if (!s->res[i].merged)
 		return s->res[i].track;
-	return lane_track(ctx, i, tp_lanes_default(s->compress,
-						      s->res[i].set));
+	return lane_track(ctx, i, tp_compress_lane_first(s->compress,
+							 s->res[i].set));
 }
 
 /* Settles, the first time an event (or a child's) needs the resolved
@@ -823,7 +823,7 @@ static bool intern_res(struct tp_ctx *ctx, size_t i, tp_str name,
 		r->parent_uuid,
 		r->merge_value,
 	};
-	r->set = tp_lanes_set(s->compress, key);
+	r->set = tp_compress_set(s->compress, key, 4);
 	return true;
 }
 
@@ -834,6 +834,7 @@ int64_t tp_te_track_for(struct tp_ctx *ctx, struct res *r, tp_str name,
 {
 	struct tp_te_tracks *s = S(ctx);
 	size_t i = (size_t)(r - s->res);
+	enum tp_compress_use cu;
 	uint32_t lane;
 
 	if (!intern_res(ctx, i, name, seq, 0))
@@ -843,18 +844,18 @@ int64_t tp_te_track_for(struct tp_ctx *ctx, struct res *r, tp_str name,
 		return r->track;
 	switch (use) {
 	case USE_BEGIN:
-		lane = tp_lanes_begin(s->compress, r->set, (int64_t)r->uuid);
+		cu = TP_COMPRESS_BEGIN;
 		break;
 	case USE_END:
-		lane = tp_lanes_end(s->compress, r->set, (int64_t)r->uuid);
+		cu = TP_COMPRESS_END;
 		break;
 	case USE_INSTANT:
-		tp_lanes_begin(s->compress, r->set, (int64_t)r->uuid);
-		lane = tp_lanes_end(s->compress, r->set, (int64_t)r->uuid);
+		cu = TP_COMPRESS_INSTANT;
 		break;
 	default:
 		return -1;
 	}
+	lane = tp_compress_lane(s->compress, r->set, cu, (int64_t)r->uuid);
 	return lane_track(ctx, i, lane);
 }
 

@@ -2,7 +2,7 @@
  * tp_te_tracks.h - the descriptor tracks of the track_event module
  * (tp_track_event.c): TrackDescriptors reserved by uuid at tokenize,
  * resolved to a thread, a process or the global scope at parse, and made
- * into tracks (or lanes of merge sets, tp_lanes.h) when events land on
+ * into tracks (or lanes of merge sets, tp_compress.h) when events land on
  * them, with Perfetto v58's types, names, dimension and source args.
  */
 #ifndef VP_TP_TE_TRACKS_H

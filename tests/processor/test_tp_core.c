@@ -1,7 +1,7 @@
 /*
  * test_tp_core.c - unit tests of the trace processor's core: string pool,
- * columnar tables and their SQLite view, the sorter, the clock graph and
- * arg sets.
+ * columnar tables and their SQLite view, the sorter, the clock graph,
+ * arg sets and the track compressor.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +16,7 @@
 
 #include "tp_args.h"
 #include "tp_clock.h"
+#include "tp_compress.h"
 #include "tp_ctx.h"
 #include "tp_db.h"
 #include "tp_load.h"
@@ -337,6 +338,53 @@ static void test_args(void **state)
 	tp_ctx_free(ctx);
 }
 
+/* ---- track compressor ------------------------------------------------- */
+
+static void test_compress(void **state)
+{
+	(void)state;
+	struct tp_compress *c = tp_compress_new();
+	const uint64_t ka[4] = { 1, 2, 3, 4 }, kb[4] = { 1, 2, 3, 5 };
+	uint32_t a = tp_compress_set(c, ka, 4);
+	uint32_t b = tp_compress_set(c, kb, 4);
+	assert_int_not_equal(a, b);
+	assert_int_equal(tp_compress_set(c, ka, 4), a);
+	/* A key that is a prefix of another names another set. */
+	assert_int_not_equal(tp_compress_set(c, ka, 3), a);
+
+	/* Overlapping cookies split; a lane idle again is taken over. */
+	assert_int_equal(tp_compress_lane(c, a, TP_COMPRESS_BEGIN, 10), 0);
+	assert_int_equal(tp_compress_lane(c, a, TP_COMPRESS_BEGIN, 11), 1);
+	assert_int_equal(tp_compress_lane(c, a, TP_COMPRESS_BEGIN, 10), 0);
+	assert_int_equal(tp_compress_lane(c, a, TP_COMPRESS_END, 10), 0);
+	assert_int_equal(tp_compress_lane(c, a, TP_COMPRESS_END, 10), 0);
+	assert_int_equal(tp_compress_lane(c, a, TP_COMPRESS_BEGIN, 12), 0);
+	/* An instant takes a lane and leaves nothing open on it. */
+	assert_int_equal(tp_compress_lane(c, a, TP_COMPRESS_INSTANT, 13), 2);
+	assert_int_equal(tp_compress_lane(c, a, TP_COMPRESS_BEGIN, 14), 2);
+	/* Begins of one cookie counted once: one end frees the lane. */
+	assert_int_equal(tp_compress_lane(c, b, TP_COMPRESS_BEGIN_ONCE, 1), 0);
+	assert_int_equal(tp_compress_lane(c, b, TP_COMPRESS_BEGIN_ONCE, 1), 0);
+	assert_int_equal(tp_compress_lane(c, b, TP_COMPRESS_END, 1), 0);
+	assert_int_equal(tp_compress_lane(c, b, TP_COMPRESS_BEGIN, 2), 0);
+	/* An end with nothing open keeps the lane idle. */
+	uint32_t e = tp_compress_set(c, kb, 2);
+	assert_int_equal(tp_compress_lane(c, e, TP_COMPRESS_END, 7), 0);
+	assert_int_equal(tp_compress_lane(c, e, TP_COMPRESS_BEGIN, 8), 0);
+
+	/* The first lane is made for cookie 0 when the set has none. */
+	uint32_t f = tp_compress_set(c, NULL, 0);
+	assert_int_equal(tp_compress_lane_first(c, f), 0);
+	assert_int_equal(tp_compress_lane(c, f, TP_COMPRESS_BEGIN, 0), 0);
+	assert_int_equal(tp_compress_lane(c, f, TP_COMPRESS_BEGIN, 5), 1);
+
+	int64_t *t = tp_compress_lane_track(c, a, 1);
+	assert_int_equal(*t, -1);
+	*t = 42;
+	assert_int_equal(*tp_compress_lane_track(c, a, 1), 42);
+	tp_compress_free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -347,6 +395,7 @@ int main(void)
 		cmocka_unit_test(test_sorter_runs),
 		cmocka_unit_test(test_clocks),
 		cmocka_unit_test(test_args),
+		cmocka_unit_test(test_compress),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
