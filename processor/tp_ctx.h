@@ -100,15 +100,9 @@ struct tp_packet {
 	int64_t ts;          /* packet timestamp in trace time */
 	int64_t raw_ts;      /* timestamp as written */
 	uint32_t clock_id;   /* clock of raw_ts */
-	bool has_trusted_pid;
-	int32_t trusted_pid;
-	bool has_trusted_uid;
-	int32_t trusted_uid;
-	uint32_t seq_flags;  /* TracePacket.sequence_flags */
-	bool first_on_sequence;
-	bool has_seq_id;     /* trusted_packet_sequence_id was there (even 0) */
-	bool incremental_state_cleared;
-	bool needs_incremental_state; /* and the sequence has lost it */
+	/* the rest of the envelope (sequence flags, trusted uid and pid,
+	 * ...) as the trace model decoded it (wire/trace_model.h) */
+	const struct vp_packet *env;
 };
 
 struct tp_ctx {

@@ -367,14 +367,7 @@ static void load_packet(struct tp_ctx *ctx, const uint8_t *data, size_t len,
 		return;
 	}
 	pkt.raw_ts = (int64_t)p.ts;
-	pkt.has_seq_id = p.has_seq_id;
-	pkt.seq_flags = p.seq_flags;
-	pkt.incremental_state_cleared = p.clears_state;
-	pkt.first_on_sequence = p.first_on_sequence;
-	pkt.trusted_uid = p.trusted_uid;
-	pkt.has_trusted_uid = p.has_trusted_uid;
-	pkt.trusted_pid = p.trusted_pid;
-	pkt.has_trusted_pid = p.has_trusted_pid;
+	pkt.env = &p;
 	pkt.machine = tp_packet_machine(ctx, p.machine_id,
 					!p.sync_marker && !p.compressed);
 	/* Every packet is on a sequence: 0 when it names none, as Perfetto's
@@ -398,9 +391,6 @@ static void load_packet(struct tp_ctx *ctx, const uint8_t *data, size_t len,
 			ctx->last_ts = pkt.ts;
 		ctx->have_ts = true;
 	}
-	pkt.needs_incremental_state =
-		(pkt.seq_flags & SEQ_NEEDS_INCREMENTAL_STATE) != 0;
-
 	/* The payload, each field to the module that knows it. */
 	struct pb_reader r;
 	struct pb_field spare;

@@ -537,7 +537,7 @@ bool tp_te_tokenize(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	switch (f->num) {
 	case TP_TRACK_EVENT:
 		/* Dropped without a sequence id, as Perfetto drops them. */
-		if (!pkt->has_seq_id) {
+		if (!pkt->env->has_seq_id) {
 			tp_stat_add(ctx, "track_event_missing_sequence_id",
 				    pkt->machine, -1, 1);
 			return true;
@@ -552,7 +552,7 @@ bool tp_te_tokenize(struct tp_ctx *ctx, const struct tp_packet *pkt,
 		tokenize_track_descriptor(ctx, pkt, f->data, f->len);
 		return true;
 	case TP_THREAD_DESCRIPTOR:
-		if (!pkt->has_seq_id) {
+		if (!pkt->env->has_seq_id) {
 			tp_stat_add(ctx, "thread_descriptor_missing_sequence_id",
 				    pkt->machine, -1, 1);
 			return true;
