@@ -10,6 +10,7 @@
  * give the same bits as its steps one by one.
  */
 #include "clock_map.h"
+#include "vp_alloc.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -177,12 +178,8 @@ int cm_cross_from_exchanges(struct cm_cross *c, const struct cm_exchange *ex,
 	norm_ratio(ratio, frac_bits, &r, &f);
 
 	/* Each exchange's interval of offsets. */
-	i128 *lo = calloc(n, sizeof(*lo));
-	i128 *hi = calloc(n, sizeof(*hi));
-	if (!lo || !hi) {
-		fputs("vperfetto: out of memory in clock_map\n", stderr);
-		abort();
-	}
+	i128 *lo = vp_xcalloc(n, sizeof(*lo));
+	i128 *hi = vp_xcalloc(n, sizeof(*hi));
 	for (size_t i = 0; i < n; i++) {
 		if (ex[i].guest_recv < ex[i].guest_send) {
 			bad++;
@@ -215,11 +212,7 @@ int cm_cross_from_exchanges(struct cm_cross *c, const struct cm_exchange *ex,
 		off = L + (H - L) / 2;
 	} else {
 		/* Contradiction: convex hull, median of the midpoints. */
-		i128 *mid = calloc(k, sizeof(*mid));
-		if (!mid) {
-			fputs("vperfetto: out of memory in clock_map\n", stderr);
-			abort();
-		}
+		i128 *mid = vp_xcalloc(k, sizeof(*mid));
 		L = lo[0];
 		H = hi[0];
 		for (size_t i = 0; i < k; i++) {

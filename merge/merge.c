@@ -787,9 +787,7 @@ static void fit_quality(struct merge_guest *g, const struct sync_data *gd,
 
 	/* Error bound at each sync sample (at the ends of the trace it is
 	 * computed after the rewrite, which sees the first and last packet). */
-	double *v = malloc((sv->n + 1) * sizeof(double));
-	if (!v)
-		abort();
+	double *v = vp_xmalloc((sv->n + 1) * sizeof(double));
 	for (size_t i = 0; i < sv->n; i++)
 		v[i] = cm_map_error_ns(m, sv->v[i].y);
 	g->bound_ns = distribution(v, sv->n);
@@ -810,9 +808,7 @@ static void fit_quality(struct merge_guest *g, const struct sync_data *gd,
 	/* Exchanges: round trips in ns, and intervals that miss the model. */
 	g->n_exchanges = gd->n_ex;
 	if (gd->n_ex && res->have_host_fit) {
-		double *w = malloc(gd->n_ex * sizeof(double));
-		if (!w)
-			abort();
+		double *w = vp_xmalloc(gd->n_ex * sizeof(double));
 		double ns_per_cycle = res->host_fit.seg[0].slope;
 		for (size_t i = 0; i < gd->n_ex; i++)
 			w[i] = (double)(gd->ex[i].guest_recv - gd->ex[i].guest_send) *

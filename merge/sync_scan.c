@@ -14,6 +14,7 @@
 #include "u64map.h"
 #include "seq_table.h"
 #include "trace_model_decode.h"
+#include "vp_alloc.h"
 
 /* Strings the scanner recognises, as literal or interned names. */
 enum key {
@@ -90,35 +91,16 @@ struct sync_scanner {
 	struct vp_error *err;
 };
 
-static void *grow(void *p, size_t *cap, size_t need, size_t elem)
-{
-	if (need <= *cap)
-		return p;
-	size_t c = *cap ? *cap * 2 : 64;
-	while (c < need)
-		c *= 2;
-	p = realloc(p, c * elem);
-	if (!p) {
-		fprintf(stderr, "out of memory\n");
-		abort();
-	}
-	*cap = c;
-	return p;
-}
-
 static void push_sample(struct sample_vec *v, uint64_t x, uint64_t y)
 {
-	v->v = grow(v->v, &v->cap, v->n + 1, sizeof(*v->v));
+	VP_XGROW(v->v, v->cap, v->n + 1);
 	v->v[v->n++] = (struct cm_sample){.x = x, .y = y, .width = 0};
 }
 
 struct sync_scanner *sync_scanner_new(const char *path)
 {
-	struct sync_scanner *s = calloc(1, sizeof(*s));
-	if (!s || !(s->path = strdup(path))) {
-		fprintf(stderr, "out of memory\n");
-		abort();
-	}
+	struct sync_scanner *s = vp_xcalloc(1, sizeof(*s));
+	s->path = vp_xstrdup(path);
 	seq_table_init(&s->seqs, sizeof(struct seq));
 	s->d.trace_clock = BUILTIN_CLOCK_BOOTTIME;
 	return s;
@@ -361,7 +343,7 @@ static int scan_track_event(struct sync_scanner *s, const struct seq *q,
 			d->n_bad_sync_events++;
 			return 0;
 		}
-		d->ex = grow(d->ex, &d->cap_ex, d->n_ex + 1, sizeof(*d->ex));
+		VP_XGROW(d->ex, d->cap_ex, d->n_ex + 1);
 		d->ex[d->n_ex++] = (struct cm_exchange){
 			.guest_send = v[K_ANN_SEND],
 			.guest_recv = v[K_ANN_RECV],
@@ -373,7 +355,7 @@ static int scan_track_event(struct sync_scanner *s, const struct seq *q,
 			d->n_bad_sync_events++;
 			return 0;
 		}
-		d->kvm = grow(d->kvm, &d->cap_kvm, d->n_kvm + 1, sizeof(*d->kvm));
+		VP_XGROW(d->kvm, d->cap_kvm, d->n_kvm + 1);
 		d->kvm[d->n_kvm++] = (struct kvm_tsc_record){
 			.vm_pid = (int64_t)v[K_ANN_VM_PID],
 			.vcpu = (int64_t)v[K_ANN_VCPU],

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "tp_ctx.h"
+#include "vp_alloc.h"
 
 struct tp_args_state {
 	uint32_t *slots;  /* set id + 1; 0 = empty */
@@ -25,9 +26,7 @@ static const char *const type_name[] = {
 
 struct tp_args_state *tp_args_state_new(void)
 {
-	struct tp_args_state *s = calloc(1, sizeof(*s));
-	if (!s)
-		abort();
+	struct tp_args_state *s = vp_xcalloc(1, sizeof(*s));
 	return s;
 }
 
@@ -61,9 +60,7 @@ void tp_args_add(struct tp_args_builder *b, const struct tp_arg *a)
 	}
 	if (b->n == b->cap) {
 		b->cap = b->cap ? b->cap * 2 : 8;
-		b->v = realloc(b->v, b->cap * sizeof(*b->v));
-		if (!b->v)
-			abort();
+		b->v = vp_xrealloc(b->v, b->cap * sizeof(*b->v));
 	}
 	b->v[b->n++] = *a;
 }
@@ -204,10 +201,8 @@ static bool set_equals(struct tp_ctx *ctx, uint32_t set_id,
 static void slots_grow(struct tp_args_state *s)
 {
 	uint32_t n = s->nslots ? s->nslots * 2 : 1024;
-	uint32_t *slots = calloc(n, sizeof(*slots));
-	uint32_t *hashes = calloc(n, sizeof(*hashes));
-	if (!slots || !hashes)
-		abort();
+	uint32_t *slots = vp_xcalloc(n, sizeof(*slots));
+	uint32_t *hashes = vp_xcalloc(n, sizeof(*hashes));
 	for (uint32_t i = 0; i < s->nslots; i++) {
 		if (!s->slots[i])
 			continue;

@@ -33,6 +33,7 @@
 #include "tp_procs.h"
 #include "tp_slices.h"
 #include "tp_tracks.h"
+#include "vp_alloc.h"
 
 /* binder's transaction flags (uapi/linux/android/binder.h). */
 #define TF_ONE_WAY 0x01
@@ -69,10 +70,8 @@ struct tp_binder {
 
 struct tp_binder *tp_binder_new(void)
 {
-	struct tp_binder *b = calloc(1, sizeof(*b));
+	struct tp_binder *b = vp_xcalloc(1, sizeof(*b));
 
-	if (!b)
-		abort();
 	return b;
 }
 
@@ -119,9 +118,7 @@ static void txn_put(struct tp_binder *b, const struct txn *t)
 	}
 	if (b->ntxn == b->txn_cap) {
 		b->txn_cap = b->txn_cap ? b->txn_cap * 2 : 16;
-		b->txn = realloc(b->txn, b->txn_cap * sizeof(*b->txn));
-		if (!b->txn)
-			abort();
+		b->txn = vp_xrealloc(b->txn, b->txn_cap * sizeof(*b->txn));
 	}
 	b->txn[b->ntxn++] = *t;
 }
@@ -298,9 +295,7 @@ static struct i2c_op *i2c_op(struct tp_binder *b, uint32_t utid)
 		size_t n = b->ni2c ? b->ni2c : 16;
 		while (n <= utid)
 			n *= 2;
-		b->i2c = realloc(b->i2c, n * sizeof(*b->i2c));
-		if (!b->i2c)
-			abort();
+		b->i2c = vp_xrealloc(b->i2c, n * sizeof(*b->i2c));
 		memset(b->i2c + b->ni2c, 0, (n - b->ni2c) * sizeof(*b->i2c));
 		b->ni2c = n;
 	}

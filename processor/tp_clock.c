@@ -16,6 +16,7 @@
 
 #include "perfetto_fields.h"
 #include "u64map.h"
+#include "vp_alloc.h"
 
 #define MAX_PATH 16
 
@@ -55,9 +56,7 @@ struct tp_clocks {
 
 struct tp_clocks *tp_clocks_new(void)
 {
-	struct tp_clocks *c = calloc(1, sizeof(*c));
-	if (!c)
-		abort();
+	struct tp_clocks *c = vp_xcalloc(1, sizeof(*c));
 	return c;
 }
 
@@ -92,9 +91,7 @@ static struct machine_clocks *machine_get(struct tp_clocks *c, uint32_t machine)
 			return &c->m[i];
 	if (c->n == c->cap) {
 		c->cap = c->cap ? c->cap * 2 : 4;
-		c->m = realloc(c->m, c->cap * sizeof(*c->m));
-		if (!c->m)
-			abort();
+		c->m = vp_xrealloc(c->m, c->cap * sizeof(*c->m));
 	}
 	struct machine_clocks *m = &c->m[c->n++];
 	memset(m, 0, sizeof(*m));
@@ -127,9 +124,7 @@ static struct edge *edge_get(struct machine_clocks *m, uint64_t from,
 		return NULL;
 	if (m->nedges == m->capedges) {
 		m->capedges = m->capedges ? m->capedges * 2 : 16;
-		m->edges = realloc(m->edges, m->capedges * sizeof(*m->edges));
-		if (!m->edges)
-			abort();
+		m->edges = vp_xrealloc(m->edges, m->capedges * sizeof(*m->edges));
 	}
 	struct edge *e = &m->edges[m->nedges++];
 	memset(e, 0, sizeof(*e));
@@ -144,9 +139,7 @@ static void edge_add(struct edge *e, int64_t from, int64_t to)
 {
 	if (e->n == e->cap) {
 		e->cap = e->cap ? e->cap * 2 : 4;
-		e->v = realloc(e->v, e->cap * sizeof(*e->v));
-		if (!e->v)
-			abort();
+		e->v = vp_xrealloc(e->v, e->cap * sizeof(*e->v));
 	}
 	if (e->n && from < e->v[e->n - 1].from)
 		e->sorted = false;
@@ -205,9 +198,7 @@ static uint32_t path_find(struct machine_clocks *m, uint64_t src)
 		return (uint32_t)(v - 1);
 	if (m->npaths == m->cappaths) {
 		m->cappaths = m->cappaths ? m->cappaths * 2 : 8;
-		m->paths = realloc(m->paths, m->cappaths * sizeof(*m->paths));
-		if (!m->paths)
-			abort();
+		m->paths = vp_xrealloc(m->paths, m->cappaths * sizeof(*m->paths));
 	}
 	uint32_t pi = m->npaths++;
 	m->paths[pi].n = 0;
@@ -217,11 +208,9 @@ static uint32_t path_find(struct machine_clocks *m, uint64_t src)
 	/* Nodes are visited through edges; prev[e] = edge that reached
 	 * e->from's node.  Small graphs: quadratic is fine. */
 	uint32_t ne = m->nedges;
-	int32_t *via = malloc((ne + 1) * sizeof(*via));      /* edge -> prev edge */
-	uint32_t *queue = malloc((ne + 1) * sizeof(*queue)); /* edges */
-	uint8_t *seen = calloc(ne + 1, 1);
-	if (!via || !queue || !seen)
-		abort();
+	int32_t *via = vp_xmalloc((ne + 1) * sizeof(*via));      /* edge -> prev edge */
+	uint32_t *queue = vp_xmalloc((ne + 1) * sizeof(*queue)); /* edges */
+	uint8_t *seen = vp_xcalloc(ne + 1, 1);
 	uint32_t qh = 0, qt = 0;
 	for (uint32_t e = 0; e < ne; e++)
 		if (m->edges[e].from == src) {

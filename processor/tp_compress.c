@@ -14,6 +14,7 @@
 
 #include "tp_ctx.h"
 #include "u64map.h"
+#include "vp_alloc.h"
 
 struct lane {
 	bool scoped;     /* serves whole slices, else cookies */
@@ -42,17 +43,13 @@ struct tp_compress {
 static void *grow(void *p, uint32_t *cap, uint32_t first, size_t size)
 {
 	*cap = *cap ? *cap * 2 : first;
-	p = realloc(p, *cap * size);
-	if (!p)
-		abort();
+	p = vp_xrealloc(p, *cap * size);
 	return p;
 }
 
 struct tp_compress *tp_compress_new(void)
 {
-	struct tp_compress *c = calloc(1, sizeof(*c));
-	if (!c)
-		abort();
+	struct tp_compress *c = vp_xcalloc(1, sizeof(*c));
 	u64map_init(&c->index);
 	return c;
 }
@@ -101,9 +98,7 @@ uint32_t tp_compress_set(struct tp_compress *c, const uint64_t *key,
 	uint32_t id = c->n++;
 	struct cset *set = &c->sets[id];
 	memset(set, 0, sizeof(*set));
-	set->key = malloc(n ? n * sizeof(*key) : 1);
-	if (!set->key)
-		abort();
+	set->key = vp_xmalloc(n ? n * sizeof(*key) : 1);
 	if (n)
 		memcpy(set->key, key, n * sizeof(*key));
 	set->nkey = n;
@@ -189,9 +184,7 @@ static void key_put(struct tp_compress *c, size_t *n, uint64_t v)
 {
 	if (*n == c->keycap) {
 		c->keycap = c->keycap ? c->keycap * 2 : 32;
-		c->key = realloc(c->key, c->keycap * sizeof(*c->key));
-		if (!c->key)
-			abort();
+		c->key = vp_xrealloc(c->key, c->keycap * sizeof(*c->key));
 	}
 	c->key[(*n)++] = v;
 }

@@ -47,9 +47,7 @@ static uint32_t str_hash(const char *s, size_t len)
 
 struct tp_strpool *tp_strpool_new(void)
 {
-	struct tp_strpool *p = calloc(1, sizeof(*p));
-	if (!p)
-		abort();
+	struct tp_strpool *p = vp_xcalloc(1, sizeof(*p));
 	p->n = 1;
 	return p;
 }
@@ -97,10 +95,8 @@ static char *pool_copy(struct tp_strpool *p, const char *s, size_t len)
 static void pool_rehash(struct tp_strpool *p)
 {
 	uint32_t n = p->nslots ? p->nslots * 2 : 1024;
-	uint32_t *slots = calloc(n, sizeof(*slots));
-	uint32_t *hashes = calloc(n, sizeof(*hashes));
-	if (!slots || !hashes)
-		abort();
+	uint32_t *slots = vp_xcalloc(n, sizeof(*slots));
+	uint32_t *hashes = vp_xcalloc(n, sizeof(*hashes));
 	for (uint32_t i = 0; i < p->nslots; i++) {
 		if (!p->slots[i])
 			continue;
@@ -207,9 +203,7 @@ void tp_table_init(struct tp_table *t, const char *name,
 	t->defs = defs;
 	t->ncols = ncols;
 	t->pool = pool;
-	t->cols = calloc(ncols ? ncols : 1, sizeof(*t->cols));
-	if (!t->cols)
-		abort();
+	t->cols = vp_xcalloc(ncols ? ncols : 1, sizeof(*t->cols));
 }
 
 void tp_table_free(struct tp_table *t)
@@ -294,11 +288,9 @@ static void *column_slot(struct tp_table *t, unsigned c, uint32_t row)
 {
 	struct tp_column *col = &t->cols[c];
 	if (!col->present) {
-		col->present = calloc(bitmap_words(t->cap), 8);
-		col->data = malloc((size_t)t->cap *
+		col->present = vp_xcalloc(bitmap_words(t->cap), 8);
+		col->data = vp_xmalloc((size_t)t->cap *
 				   type_size(t->defs[c].type, col->wide));
-		if (!col->present || !col->data)
-			abort();
 	}
 	col->present[row >> 6] |= 1ull << (row & 63);
 	return col->data;

@@ -40,6 +40,7 @@
 #include "tp_clock.h"
 #include "tp_ctx.h"
 #include "tp_stats.h"
+#include "vp_alloc.h"
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -58,9 +59,7 @@ struct tp_diag {
 
 struct tp_diag *tp_diag_new(void)
 {
-	struct tp_diag *d = calloc(1, sizeof(*d));
-	if (!d)
-		abort();
+	struct tp_diag *d = vp_xcalloc(1, sizeof(*d));
 	return d;
 }
 
@@ -87,9 +86,7 @@ void tp_diag_set_config(struct tp_ctx *ctx, uint32_t machine,
 	if (!c) {
 		if (d->n == d->cap) {
 			d->cap = d->cap ? d->cap * 2 : 2;
-			void *p = realloc(d->cfgs, d->cap * sizeof(*d->cfgs));
-			if (!p)
-				abort();
+			void *p = vp_xrealloc(d->cfgs, d->cap * sizeof(*d->cfgs));
 			d->cfgs = p;
 		}
 		c = &d->cfgs[d->n++];
@@ -98,9 +95,7 @@ void tp_diag_set_config(struct tp_ctx *ctx, uint32_t machine,
 	}
 	free(c->data);
 	/* +1: malloc(0) may return NULL, and an empty config is a config */
-	c->data = malloc(len + 1);
-	if (!c->data)
-		abort();
+	c->data = vp_xmalloc(len + 1);
 	memcpy(c->data, data, len);
 	c->len = len;
 }

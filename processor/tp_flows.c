@@ -8,6 +8,7 @@
 #include "tp_ctx.h"
 #include "tp_flows.h"
 #include "tp_stats.h"
+#include "vp_alloc.h"
 
 struct v1_key {
 	uint64_t source;
@@ -31,9 +32,7 @@ struct tp_flows {
 
 struct tp_flows *tp_flows_new(void)
 {
-	struct tp_flows *f = calloc(1, sizeof *f);
-	if (!f)
-		abort();
+	struct tp_flows *f = vp_xcalloc(1, sizeof *f);
 	u64map_init(&f->last);
 	u64map_init(&f->v1_ids);
 	tp_args_builder_init(&f->b);
@@ -161,9 +160,7 @@ void tp_flow_end_pending(struct tp_ctx *ctx, uint32_t track, uint64_t id)
 	struct tp_flows *f = ctx->flows;
 	if (f->npend == f->cappend) {
 		size_t cap = f->cappend ? f->cappend * 2 : 8;
-		struct pending *p = realloc(f->pend, cap * sizeof *p);
-		if (!p)
-			abort();
+		struct pending *p = vp_xrealloc(f->pend, cap * sizeof *p);
 		f->pend = p;
 		f->cappend = cap;
 	}
@@ -221,9 +218,7 @@ uint64_t tp_flow_v1_id(struct tp_ctx *ctx, uint64_t source, tp_str cat,
 		k++;
 	if (f->nv1 == f->capv1) {
 		uint64_t cap = f->capv1 ? f->capv1 * 2 : 16;
-		struct v1_key *n = realloc(f->v1, cap * sizeof *n);
-		if (!n)
-			abort();
+		struct v1_key *n = vp_xrealloc(f->v1, cap * sizeof *n);
 		f->v1 = n;
 		f->capv1 = cap;
 	}

@@ -43,6 +43,7 @@
 #include "tp_kslices.h"
 #include "tp_memevents.h"
 #include "tp_tracks.h"
+#include "vp_alloc.h"
 
 /* Field numbers and enum values (TracePacket, FtraceEventBundle,
  * CompactSched, FtraceEvent and the payloads this module parses, the
@@ -124,21 +125,13 @@ static void mstat(struct tp_ctx *ctx, uint32_t machine, const char *name)
 	tp_stat_add(ctx, name, machine, -1, 1);
 }
 
-static void *xrealloc(void *p, size_t n)
-{
-	p = realloc(p, n ? n : 1);
-	if (!p)
-		abort();
-	return p;
-}
-
 static struct ftrace_machine *fmach(struct tp_ctx *ctx, uint32_t machine)
 {
 	struct tp_ftrace_state *s = st(ctx);
 
 	if (machine >= s->nmachines) {
 		uint32_t n = machine + 1;
-		s->machines = xrealloc(s->machines, n * sizeof *s->machines);
+		s->machines = vp_xrealloc(s->machines, n * sizeof *s->machines);
 		memset(s->machines + s->nmachines, 0,
 		       (n - s->nmachines) * sizeof *s->machines);
 		s->nmachines = n;
@@ -174,7 +167,7 @@ static struct cpu_sched *cpu_sched(struct tp_ctx *ctx, uint32_t machine,
 
 	if (cpu >= m->ncpus) {
 		uint32_t n = cpu + 1;
-		m->cpus = xrealloc(m->cpus, n * sizeof *m->cpus);
+		m->cpus = vp_xrealloc(m->cpus, n * sizeof *m->cpus);
 		for (uint32_t i = m->ncpus; i < n; i++)
 			m->cpus[i] = (struct cpu_sched){ NONE32, 0, 0, NONE32 };
 		m->ncpus = n;
@@ -268,7 +261,7 @@ static void push_event(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	size_t need = sizeof(struct ev_hdr) + len;
 	if (need > s->scratch_cap) {
 		s->scratch_cap = need * 2;
-		s->scratch = xrealloc(s->scratch, s->scratch_cap);
+		s->scratch = vp_xrealloc(s->scratch, s->scratch_cap);
 	}
 	struct ev_hdr h = { cpu, pkt->machine, pkt->gen };
 	memcpy(s->scratch, &h, sizeof h);
@@ -289,7 +282,7 @@ static void column_add_packed(struct column *c, const struct pb_field *f)
 	if (f->wt == PB_WT_VARINT) {
 		if (c->n == c->cap) {
 			c->cap = c->cap ? c->cap * 2 : 64;
-			c->v = xrealloc(c->v, c->cap * sizeof *c->v);
+			c->v = vp_xrealloc(c->v, c->cap * sizeof *c->v);
 		}
 		c->v[c->n++] = f->val;
 		return;
@@ -304,7 +297,7 @@ static void column_add_packed(struct column *c, const struct pb_field *f)
 	while (pb_packed_next(&it, &x)) {
 		if (c->n == c->cap) {
 			c->cap = c->cap ? c->cap * 2 : 64;
-			c->v = xrealloc(c->v, c->cap * sizeof *c->v);
+			c->v = vp_xrealloc(c->v, c->cap * sizeof *c->v);
 		}
 		c->v[c->n++] = x;
 	}
@@ -334,7 +327,7 @@ static void compact_sched(struct tp_ctx *ctx, const struct tp_packet *pkt,
 			}
 			if (nstrs == capstrs) {
 				capstrs = capstrs ? capstrs * 2 : 64;
-				strs = xrealloc(strs, capstrs * sizeof *strs);
+				strs = vp_xrealloc(strs, capstrs * sizeof *strs);
 			}
 			strs[nstrs++] = tp_intern(ctx->pool,
 						  (const char *)f.data, f.len);
@@ -666,8 +659,8 @@ static uint32_t *ts_last(struct tp_ctx *ctx, uint32_t utid)
 		uint32_t n = s->nts ? s->nts : 64;
 		while (n <= utid)
 			n *= 2;
-		s->ts_last = xrealloc(s->ts_last, n * sizeof *s->ts_last);
-		s->ts_blocked = xrealloc(s->ts_blocked,
+		s->ts_last = vp_xrealloc(s->ts_last, n * sizeof *s->ts_last);
+		s->ts_blocked = vp_xrealloc(s->ts_blocked,
 					 n * sizeof *s->ts_blocked);
 		for (uint32_t i = s->nts; i < n; i++)
 			s->ts_last[i] = s->ts_blocked[i] = NONE32;
@@ -1497,7 +1490,7 @@ static void tokenize_generic(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	if (f->wt != PB_WT_LEN || !pkt->has_ts)
 		return;
 	if (need > s->scratch_cap) {
-		s->scratch = xrealloc(s->scratch, need);
+		s->scratch = vp_xrealloc(s->scratch, need);
 		s->scratch_cap = need;
 	}
 	memcpy(s->scratch, &h, sizeof h);
@@ -1574,7 +1567,7 @@ static struct cpu_sched *gk_hanging(struct tp_ctx *ctx, uint32_t utid)
 		uint32_t n = s->ngk_hanging ? s->ngk_hanging : 64;
 		while (n <= utid)
 			n *= 2;
-		s->gk_hanging = xrealloc(s->gk_hanging, n * sizeof *s->gk_hanging);
+		s->gk_hanging = vp_xrealloc(s->gk_hanging, n * sizeof *s->gk_hanging);
 		for (uint32_t i = s->ngk_hanging; i < n; i++)
 			s->gk_hanging[i] = (struct cpu_sched){ NONE32, 0, 0,
 							       NONE32 };
@@ -1787,10 +1780,8 @@ static void parse_generic(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 
 void tp_ftrace_init(struct tp_ctx *ctx)
 {
-	struct tp_ftrace_state *s = calloc(1, sizeof *s);
+	struct tp_ftrace_state *s = vp_xcalloc(1, sizeof *s);
 
-	if (!s)
-		abort();
 	ctx->ftrace = s;
 	s->kind_event = tp_sort_register(ctx->sorter, parse_event);
 	s->kind_cswitch = tp_sort_register(ctx->sorter, parse_cswitch);

@@ -10,6 +10,7 @@
 
 #include "tp_ctx.h"
 #include "tp_json.h"
+#include "vp_alloc.h"
 
 #define JSON_MAX_DEPTH 64
 #define JSON_KEY_MAX 1024
@@ -50,9 +51,7 @@ static void put_utf8(char *out, size_t *n, size_t cap, unsigned cp)
 static char *read_string(struct jp *j, size_t *out_len)
 {
 	size_t cap = (size_t)(j->end - j->p), n = 0;
-	char *out = malloc(cap + 1);
-	if (!out)
-		abort();
+	char *out = vp_xmalloc(cap + 1);
 	j->p++;
 	while (j->p < j->end && *j->p != '"') {
 		char c = *j->p++;

@@ -49,6 +49,7 @@
 #include "tp_tracks.h"
 #include "trace_io.h"
 #include "trace_model.h"
+#include "vp_alloc.h"
 
 #define MAX_INFLATED (512u << 20) /* one compressed_packets, inflated */
 
@@ -79,9 +80,7 @@ static struct tp_load_state *L(struct tp_ctx *ctx)
 
 struct tp_ctx *tp_ctx_new(void)
 {
-	struct tp_ctx_full *f = calloc(1, sizeof(*f));
-	if (!f)
-		abort();
+	struct tp_ctx_full *f = vp_xcalloc(1, sizeof(*f));
 	struct tp_ctx *ctx = &f->ctx;
 	ctx->pool = tp_strpool_new();
 	tp_schema_init(ctx->tables, ctx->pool);
@@ -311,10 +310,8 @@ static bool sequence_state(struct tp_ctx *ctx, struct tp_packet *pkt,
 	}
 	if (s->st.losses != losses) { /* previous_packet_dropped's reasons */
 		if (!s->loss_bit_count) {
-			s->loss_bit_count = calloc(TP_LOSS_BITS,
+			s->loss_bit_count = vp_xcalloc(TP_LOSS_BITS,
 						   sizeof(*s->loss_bit_count));
-			if (!s->loss_bit_count)
-				abort();
 		}
 		for (unsigned b = 0; b < TP_LOSS_BITS; b++)
 			if (p->previous_packet_dropped >> b & 1)

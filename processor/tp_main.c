@@ -23,6 +23,7 @@
 #include "tp_stats.h"
 #include "vp_version.h"
 #include "vp_log.h"
+#include "vp_alloc.h"
 
 #define PROG "vperfetto_tp"
 
@@ -73,9 +74,7 @@ static void usage(FILE *f)
 
 static void add_query(struct options *o, bool is_file, const char *arg)
 {
-	struct query *q = realloc(o->queries, (o->nqueries + 1) * sizeof(*q));
-	if (!q)
-		abort();
+	struct query *q = vp_xrealloc(o->queries, (o->nqueries + 1) * sizeof(*q));
 	o->queries = q;
 	q[o->nqueries++] = (struct query){.is_file = is_file, .arg = arg};
 }
@@ -178,10 +177,8 @@ static int parse_args(int argc, char **argv, struct options *o)
 static char *read_stream(FILE *f)
 {
 	size_t len = 0, cap = 1 << 16;
-	char *buf = malloc(cap);
+	char *buf = vp_xmalloc(cap);
 
-	if (!buf)
-		abort();
 	for (;;) {
 		size_t n = fread(buf + len, 1, cap - len - 1, f);
 		len += n;
@@ -195,9 +192,7 @@ static char *read_stream(FILE *f)
 			continue;
 		}
 		cap *= 2;
-		buf = realloc(buf, cap);
-		if (!buf)
-			abort();
+		buf = vp_xrealloc(buf, cap);
 	}
 	buf[len] = '\0';
 	return buf;

@@ -42,10 +42,8 @@ struct tp_memevents {
 
 struct tp_memevents *tp_memevents_new(void)
 {
-	struct tp_memevents *m = calloc(1, sizeof *m);
+	struct tp_memevents *m = vp_xcalloc(1, sizeof *m);
 
-	if (!m)
-		abort();
 	tp_args_builder_init(&m->b);
 	return m;
 }

@@ -44,6 +44,7 @@
 #include "tp_stats.h"
 #include "tp_tracks.h"
 #include "u64map.h"
+#include "vp_alloc.h"
 
 struct tp_memory {
 	struct u64map mm_owner; /* machine << 32 | mm_id -> utid + 1 (0: none) */
@@ -51,9 +52,7 @@ struct tp_memory {
 
 struct tp_memory *tp_memory_new(void)
 {
-	struct tp_memory *m = calloc(1, sizeof(*m));
-	if (!m)
-		abort();
+	struct tp_memory *m = vp_xcalloc(1, sizeof(*m));
 	u64map_init(&m->mm_owner);
 	return m;
 }

@@ -28,6 +28,7 @@
 
 #include "tp_ctx.h"
 #include "tp_metafn.h"
+#include "vp_alloc.h"
 
 /* ---- metadata --------------------------------------------------------- */
 
@@ -115,9 +116,7 @@ static struct timeline *timeline(struct clock_fns *c, int clock)
 	if (tl->built)
 		return tl;
 	tl->built = true;
-	tl->v = calloc(t->nrows ? t->nrows : 1, sizeof *tl->v);
-	if (!tl->v)
-		abort();
+	tl->v = vp_xcalloc(t->nrows ? t->nrows : 1, sizeof *tl->v);
 	for (uint32_t r = 0; r < t->nrows; r++) {
 		if (tp_get_int(t, TP_CLOCK_SNAPSHOT_clock_id, r) != clock)
 			continue;
@@ -284,18 +283,14 @@ int tp_metafn_register(struct sqlite3 *db, struct tp_ctx *ctx)
 	int rc = SQLITE_OK;
 
 	for (size_t i = 0; i < sizeof metas / sizeof metas[0] && !rc; i++) {
-		struct meta_fn *m = calloc(1, sizeof *m);
-		if (!m)
-			abort();
+		struct meta_fn *m = vp_xcalloc(1, sizeof *m);
 		*m = (struct meta_fn){ ctx, metas[i].by_machine,
 				       metas[i].by_trace };
 		rc = sqlite3_create_function_v2(db, metas[i].name,
 						metas[i].nargs, SQLITE_UTF8, m,
 						meta_fn, NULL, NULL, free);
 	}
-	struct clock_fns *c = calloc(1, sizeof *c);
-	if (!c)
-		abort();
+	struct clock_fns *c = vp_xcalloc(1, sizeof *c);
 	c->ctx = ctx;
 	for (size_t i = 0; i < sizeof clocks / sizeof clocks[0] && !rc; i++)
 		/* the first registration owns c */

@@ -188,10 +188,8 @@ void tp_procs_machine_seen(struct tp_ctx *ctx, uint32_t machine)
 
 struct tp_procs *tp_procs_new(struct tp_ctx *ctx)
 {
-	struct tp_procs *p = calloc(1, sizeof *p);
+	struct tp_procs *p = vp_xcalloc(1, sizeof *p);
 
-	if (!p)
-		abort();
 	p->machines = vp_xrealloc(NULL, sizeof *p->machines);
 	memset(p->machines, 0, sizeof *p->machines);
 	p->nmachines = 1;

@@ -26,6 +26,7 @@
 #include "tp_stdlib.h"
 #include "tp_metafn.h"
 #include "tp_toftrace.h"
+#include "vp_alloc.h"
 
 /* What the SQL functions of one connection need; owned by the connection
  * (freed by the destructor of EXTRACT_ARG). */
@@ -262,9 +263,7 @@ struct sqlite3 *tp_query_open(struct tp_ctx *ctx, struct vp_error *err)
 		sqlite3_close(db);
 		return NULL;
 	}
-	st = calloc(1, sizeof(*st));
-	if (!st)
-		abort();
+	st = vp_xcalloc(1, sizeof(*st));
 	st->ctx = ctx;
 	if (register_functions(db, st) != SQLITE_OK) {
 		vp_errorf(err, "cannot register SQL functions: %s",
@@ -530,15 +529,11 @@ static void names_add(struct name_list *l, const char *s)
 			return;
 	if (l->n == l->cap) {
 		size_t cap = l->cap ? 2 * l->cap : 32;
-		char **v = realloc(l->v, cap * sizeof(*v));
-		if (!v)
-			abort();
+		char **v = vp_xrealloc(l->v, cap * sizeof(*v));
 		l->v = v;
 		l->cap = cap;
 	}
-	l->v[l->n] = strdup(s);
-	if (!l->v[l->n])
-		abort();
+	l->v[l->n] = vp_xstrdup(s);
 	l->n++;
 }
 

@@ -16,6 +16,7 @@
 #include "tp_states.h"
 #include "tp_stats.h"
 #include "tp_tracks.h"
+#include "vp_alloc.h"
 
 struct tp_sessions_state {
 	uint8_t kind;
@@ -28,9 +29,7 @@ static void parse_session_event(struct tp_ctx *ctx, int64_t ts,
 
 void tp_sessions_init(struct tp_ctx *ctx)
 {
-	struct tp_sessions_state *s = calloc(1, sizeof *s);
-	if (!s)
-		abort();
+	struct tp_sessions_state *s = vp_xcalloc(1, sizeof *s);
 	s->kind = tp_sort_register(ctx->sorter, parse_session_event);
 	u64map_init(&s->tracks);
 	tp_args_builder_init(&s->b);

@@ -28,6 +28,7 @@
 #include "tp_query.h"
 #include "tp_schema.h"
 #include "tp_stdlib.h"
+#include "vp_alloc.h"
 
 #define HISTORY_FILE ".vperfetto_tp_history"
 #define HISTORY_MAX 2000
@@ -67,9 +68,7 @@ static void pending_append(struct shell *sh, const char *s)
 		size_t cap = sh->pending_cap ? sh->pending_cap : 256;
 		while (cap < sh->pending_len + n + 2)
 			cap *= 2;
-		char *p = realloc(sh->pending, cap);
-		if (!p)
-			abort();
+		char *p = vp_xrealloc(sh->pending, cap);
 		sh->pending = p;
 		sh->pending_cap = cap;
 	}
@@ -104,9 +103,7 @@ static char *read_whole_file(const char *path)
 	do {
 		if (cap - len < 4096) {
 			cap = cap ? 2 * cap : 65536;
-			buf = realloc(buf, cap);
-			if (!buf)
-				abort();
+			buf = vp_xrealloc(buf, cap);
 		}
 		n = fread(buf + len, 1, cap - len - 1, f);
 		len += n;
@@ -144,11 +141,9 @@ static char *cell_text(sqlite3_stmt *stmt, int c)
 		s = strdup("<Binary data>");
 		break;
 	default:
-		s = strdup((const char *)sqlite3_column_text(stmt, c));
+		s = vp_xstrdup((const char *)sqlite3_column_text(stmt, c));
 		break;
 	}
-	if (!s)
-		abort();
 	return s;
 }
 
@@ -174,10 +169,8 @@ struct table_out {
 
 static void table_sample_row(struct table_out *t, sqlite3_stmt *stmt)
 {
-	char **cells = realloc(t->cells, (t->nrows + 1) * (size_t)t->ncols *
+	char **cells = vp_xrealloc(t->cells, (t->nrows + 1) * (size_t)t->ncols *
 						 sizeof(*cells));
-	if (!cells)
-		abort();
 	t->cells = cells;
 	for (int c = 0; c < t->ncols; c++) {
 		char *s = cell_text(stmt, c);
@@ -191,10 +184,8 @@ static void table_sample_row(struct table_out *t, sqlite3_stmt *stmt)
 
 static void table_flush(struct table_out *t, sqlite3_stmt *stmt)
 {
-	char **header = malloc((size_t)t->ncols * sizeof(*header));
+	char **header = vp_xmalloc((size_t)t->ncols * sizeof(*header));
 
-	if (!header)
-		abort();
 	for (int c = 0; c < t->ncols; c++)
 		header[c] = (char *)sqlite3_column_name(stmt, c);
 	print_row(header, t->width, t->ncols);
@@ -222,9 +213,7 @@ static int run_table(sqlite3_stmt *stmt, uint64_t *rows)
 	bool flushed = false;
 	int rc;
 
-	t.width = calloc((size_t)(t.ncols ? t.ncols : 1), sizeof(*t.width));
-	if (!t.width)
-		abort();
+	t.width = vp_xcalloc((size_t)(t.ncols ? t.ncols : 1), sizeof(*t.width));
 	for (int c = 0; c < t.ncols; c++) {
 		const char *name = sqlite3_column_name(stmt, c);
 		t.width[c] = name ? (int)strlen(name) : 0;
@@ -242,9 +231,7 @@ static int run_table(sqlite3_stmt *stmt, uint64_t *rows)
 			table_flush(&t, stmt);
 			flushed = true;
 		}
-		char **row = malloc((size_t)t.ncols * sizeof(*row));
-		if (!row)
-			abort();
+		char **row = vp_xmalloc((size_t)t.ncols * sizeof(*row));
 		for (int c = 0; c < t.ncols; c++)
 			row[c] = cell_text(stmt, c);
 		print_row(row, t.width, t.ncols);
@@ -506,11 +493,9 @@ static bool dot_command(struct shell *sh, char *line)
 /* Adds text to the history as one line. */
 static void remember(const char *text)
 {
-	char *h = strdup(text);
+	char *h = vp_xstrdup(text);
 	size_t n;
 
-	if (!h)
-		abort();
 	for (char *p = h; *p; p++)
 		if (*p == '\n' || *p == '\r')
 			*p = ' ';

@@ -22,6 +22,7 @@
 #include "tp_ctx.h"
 #include "tp_slicefn.h"
 #include "tp_slicewalk.h"
+#include "vp_alloc.h"
 
 enum { FN_ANCESTOR, FN_DESCENDANT };
 
@@ -234,9 +235,7 @@ int tp_slicefn_register(struct sqlite3 *db, struct tp_ctx *ctx)
 	static const char *const names[] = { "ancestor_slice",
 					     "descendant_slice" };
 	for (int k = 0; k < 2; k++) {
-		struct fn_aux *a = malloc(sizeof *a);
-		if (!a)
-			abort();
+		struct fn_aux *a = vp_xmalloc(sizeof *a);
 		*a = (struct fn_aux){ ctx, k == 0 ? FN_ANCESTOR : FN_DESCENDANT };
 		/* on failure SQLite calls the destructor itself */
 		int rc = sqlite3_create_module_v2(db, names[k], &fn_module, a,

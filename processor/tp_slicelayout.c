@@ -21,6 +21,7 @@
 #include "tp_slicelayout.h"
 #include "tp_slicewalk.h"
 #include "u64map.h"
+#include "vp_alloc.h"
 
 #define ARG_COL 2 /* id, layout_depth, then filter_track_ids */
 
@@ -45,17 +46,6 @@ struct lay_cursor {
 	uint32_t *depths;             /* the layout_depth of each */
 	char *arg;
 };
-
-static void *grow(void *p, size_t *cap, size_t n, size_t size)
-{
-	if (n < *cap)
-		return p;
-	*cap = *cap ? *cap * 2 : 16;
-	p = realloc(p, *cap * size);
-	if (!p)
-		abort();
-	return p;
-}
 
 /* First span of r starting at or after ts. */
 static size_t lower_bound(const struct lrow *r, int64_t ts)
@@ -85,7 +75,7 @@ static bool row_free(const struct lrow *r, int64_t start, int64_t end)
 
 static void row_mark(struct lrow *r, int64_t start, int64_t end)
 {
-	r->spans = grow(r->spans, &r->cap, r->n, sizeof *r->spans);
+	VP_XGROW(r->spans, r->cap, r->n + 1);
 	size_t i = r->n && start < r->spans[r->n - 1][0] ? lower_bound(r, start)
 							  : r->n;
 	memmove(&r->spans[i + 1], &r->spans[i],
@@ -129,9 +119,7 @@ static void place(struct box **order, size_t n)
 		g->layout_depth = depth;
 		size_t top = (size_t)depth + g->max_depth;
 		if (top >= nrows) {
-			rows = realloc(rows, (top + 1) * sizeof *rows);
-			if (!rows)
-				abort();
+			rows = vp_xrealloc(rows, (top + 1) * sizeof *rows);
 			memset(&rows[nrows], 0, (top + 1 - nrows) * sizeof *rows);
 			nrows = top + 1;
 		}
@@ -193,28 +181,25 @@ static void layout(struct tp_ctx *ctx, struct lay_cursor *c,
 			if (end > boxes[g].end)
 				boxes[g].end = end;
 		} else {
-			boxes = grow(boxes, &capboxes, nboxes, sizeof *boxes);
+			VP_XGROW(boxes, capboxes, nboxes + 1);
 			g = (uint32_t)nboxes;
 			boxes[nboxes++] = (struct box){ start, end, depth, 0, g };
 		}
 		u64map_put(&group_of, row, g);
-		group = grow(group, &capgroup, c->w.n, sizeof *group);
+		VP_XGROW(group, capgroup, (size_t)c->w.n + 1);
 		group[c->w.n] = g;
 		tp_slicewalk_push(&c->w, row);
 	}
 	if (nboxes) {
-		struct box **order = malloc(nboxes * sizeof *order);
-		if (!order)
-			abort();
+		struct box **order = vp_xmalloc(nboxes * sizeof *order);
 		for (size_t i = 0; i < nboxes; i++)
 			order[i] = &boxes[i];
 		qsort(order, nboxes, sizeof *order, cmp_box);
 		place(order, nboxes);
 		free(order);
 	}
-	c->depths = c->w.n ? malloc(c->w.n * sizeof *c->depths) : NULL;
-	if (c->w.n && !c->depths)
-		abort();
+	c->depths = c->w.n ? vp_xreallocarray(NULL, c->w.n, sizeof *c->depths)
+			   : NULL;
 	for (uint32_t i = 0; i < c->w.n; i++)
 		c->depths[i] = (uint32_t)tp_get_int(t, TP_SLICE_depth,
 						    c->w.rows[i]) +
@@ -292,9 +277,7 @@ static int lay_filter(sqlite3_vtab_cursor *cur, int idx, const char *idxstr,
 		return SQLITE_ERROR;
 	}
 	const char *s = (const char *)sqlite3_value_text(argv[0]);
-	c->arg = strdup(s ? s : "");
-	if (!c->arg)
-		abort();
+	c->arg = vp_xstrdup(s ? s : "");
 	layout(v->ctx, c, c->arg);
 	return SQLITE_OK;
 }

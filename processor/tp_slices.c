@@ -18,6 +18,7 @@
 #include "tp_flows.h"
 #include "tp_slices.h"
 #include "tp_stats.h"
+#include "vp_alloc.h"
 
 struct slice_entry {
 	uint32_t id;
@@ -45,9 +46,7 @@ struct tp_slices {
 
 struct tp_slices *tp_slices_new(void)
 {
-	struct tp_slices *s = calloc(1, sizeof *s);
-	if (!s)
-		abort();
+	struct tp_slices *s = vp_xcalloc(1, sizeof *s);
 	u64map_init(&s->by_track);
 	tp_args_builder_init(&s->b);
 	return s;
@@ -77,11 +76,8 @@ static struct slice_stack *stack_of(struct tp_slices *s, uint32_t track,
 			return NULL;
 		if (s->nstacks == s->capstacks) {
 			size_t cap = s->capstacks ? s->capstacks * 2 : 64;
-			struct slice_stack *p =
-				realloc(s->stacks, cap * sizeof *p);
-			if (!p)
-				abort();
-			s->stacks = p;
+			s->stacks = vp_xreallocarray(s->stacks, cap,
+						     sizeof *s->stacks);
 			s->capstacks = cap;
 		}
 		memset(&s->stacks[s->nstacks], 0, sizeof s->stacks[0]);
@@ -173,9 +169,7 @@ static uint32_t push_slice(struct tp_ctx *ctx, uint32_t track, int64_t ts,
 
 	if (st->n == st->cap) {
 		uint32_t cap = st->cap ? st->cap * 2 : 8;
-		struct slice_entry *v = realloc(st->v, cap * sizeof *v);
-		if (!v)
-			abort();
+		struct slice_entry *v = vp_xrealloc(st->v, cap * sizeof *v);
 		st->v = v;
 		st->cap = cap;
 	}

@@ -7,6 +7,7 @@
 
 #include "tp_schema.h"
 #include "tp_slicewalk.h"
+#include "vp_alloc.h"
 
 bool tp_slicewalk_parent(const struct tp_table *s, uint32_t row,
 			 uint32_t *parent)
@@ -24,9 +25,7 @@ void tp_slicewalk_push(struct tp_slicewalk_cursor *c, uint32_t row)
 {
 	if (c->n == c->cap) {
 		uint32_t cap = c->cap ? c->cap * 2 : 16;
-		uint32_t *r = realloc(c->rows, cap * sizeof *r);
-		if (!r)
-			abort();
+		uint32_t *r = vp_xrealloc(c->rows, cap * sizeof *r);
 		c->rows = r;
 		c->cap = cap;
 	}

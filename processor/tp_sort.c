@@ -27,6 +27,7 @@
 
 #include "pb_wire.h"
 #include "u64map.h"
+#include "vp_alloc.h"
 
 /* A queue's chunks start small and double up to CHUNK_SIZE: a trace may
  * have a million queues (one per packet sequence) of one event each. */
@@ -74,9 +75,7 @@ struct tp_sorter {
 
 struct tp_sorter *tp_sorter_new(void)
 {
-	struct tp_sorter *s = calloc(1, sizeof(*s));
-	if (!s)
-		abort();
+	struct tp_sorter *s = vp_xcalloc(1, sizeof(*s));
 	u64map_init(&s->keys);
 	return s;
 }
@@ -125,9 +124,7 @@ uint32_t tp_sort_queue(struct tp_sorter *s, uint64_t key)
 		return (uint32_t)v;
 	if (s->nq == s->capq) {
 		s->capq = s->capq ? s->capq * 2 : 16;
-		s->q = realloc(s->q, s->capq * sizeof(*s->q));
-		if (!s->q)
-			abort();
+		s->q = vp_xrealloc(s->q, s->capq * sizeof(*s->q));
 	}
 	memset(&s->q[s->nq], 0, sizeof(s->q[s->nq]));
 	u64map_put(&s->keys, key, s->nq);
@@ -143,9 +140,7 @@ static uint8_t *queue_reserve(struct tp_sorter *s, struct queue *q, size_t n)
 			cap = CHUNK_SIZE;
 		if (cap < n)
 			cap = n;
-		c = malloc(sizeof(*c) + cap);
-		if (!c)
-			abort();
+		c = vp_xmalloc(sizeof(*c) + cap);
 		c->next = NULL;
 		c->len = 0;
 		c->cap = cap;
@@ -305,9 +300,7 @@ static void merge_sort(struct sort_item *v, struct sort_item *tmp, size_t n)
 	if (n < 2)
 		return;
 	/* run starts, then n: runs[r] .. runs[r + 1] is run r */
-	size_t *runs = malloc((n + 1) * sizeof(*runs));
-	if (!runs)
-		abort();
+	size_t *runs = vp_xmalloc((n + 1) * sizeof(*runs));
 	size_t nr = 0;
 	runs[nr++] = 0;
 	for (size_t k = 1; k < n; k++)
@@ -332,10 +325,8 @@ static void merge_sort(struct sort_item *v, struct sort_item *tmp, size_t n)
 static void queue_sort(struct tp_sorter *s, struct queue *q)
 {
 	size_t n = q->events, i = 0;
-	struct sort_item *v = malloc((n + 1) * sizeof(*v));
-	struct sort_item *tmp = malloc((n + 1) * sizeof(*tmp));
-	if (!v || !tmp)
-		abort();
+	struct sort_item *v = vp_xmalloc((n + 1) * sizeof(*v));
+	struct sort_item *tmp = vp_xmalloc((n + 1) * sizeof(*tmp));
 	struct chunk *old = q->head;
 	reader_start(q);
 	/* Read without freeing: walk the chunks by hand. */
@@ -407,11 +398,9 @@ static void heap_down(const struct tp_sorter *s, uint32_t *h, uint32_t n,
 void tp_sort_drain(struct tp_sorter *s, struct tp_ctx *ctx,
 		   void (*progress)(struct tp_ctx *, double))
 {
-	uint32_t *heap = malloc(((size_t)s->nq + 1) * sizeof(*heap));
+	uint32_t *heap = vp_xmalloc(((size_t)s->nq + 1) * sizeof(*heap));
 	uint32_t n = 0;
 	uint64_t total = s->events, done = 0;
-	if (!heap)
-		abort();
 	for (uint32_t i = 0; i < s->nq; i++) {
 		struct queue *q = &s->q[i];
 		if (q->unsorted)

@@ -7,6 +7,7 @@
 #include "tp_ctx.h"
 #include "tp_states.h"
 #include "u64map.h"
+#include "vp_alloc.h"
 
 struct tp_states {
 	struct u64map open; /* track -> row of its open state */
@@ -14,9 +15,7 @@ struct tp_states {
 
 struct tp_states *tp_states_new(void)
 {
-	struct tp_states *s = calloc(1, sizeof *s);
-	if (!s)
-		abort();
+	struct tp_states *s = vp_xcalloc(1, sizeof *s);
 	u64map_init(&s->open);
 	return s;
 }

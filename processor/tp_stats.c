@@ -23,6 +23,7 @@
 
 #include "tp_clock.h"
 #include "tp_ctx.h"
+#include "vp_alloc.h"
 
 /* Perfetto's known stats: name, single (S) / indexed (X), severity
  * (I info, N notice, D data_loss, E error), source (T trace, A analysis),
@@ -536,9 +537,7 @@ static void name_rehash(struct tp_stats *s)
 	while (n < ndefs * 2 + 2)
 		n *= 2;
 	free(s->name_slots);
-	s->name_slots = calloc(n, sizeof(*s->name_slots));
-	if (!s->name_slots)
-		abort();
+	s->name_slots = vp_xcalloc(n, sizeof(*s->name_slots));
 	s->name_nslots = n;
 	for (uint32_t d = 0; d < ndefs; d++)
 		name_insert(s, d);
@@ -546,9 +545,7 @@ static void name_rehash(struct tp_stats *s)
 
 struct tp_stats *tp_stats_new(void)
 {
-	struct tp_stats *s = calloc(1, sizeof(*s));
-	if (!s)
-		abort();
+	struct tp_stats *s = vp_xcalloc(1, sizeof(*s));
 	u64map_init(&s->val_index);
 	name_rehash(s);
 	return s;
@@ -581,14 +578,10 @@ static uint32_t stat_def(struct tp_stats *s, const char *name, bool indexed)
 	}
 	if (s->nextra == s->extra_cap) {
 		s->extra_cap = s->extra_cap ? s->extra_cap * 2 : 16;
-		void *p = realloc(s->extra, s->extra_cap * sizeof(*s->extra));
-		if (!p)
-			abort();
+		void *p = vp_xrealloc(s->extra, s->extra_cap * sizeof(*s->extra));
 		s->extra = p;
 	}
-	char *copy = strdup(name);
-	if (!copy)
-		abort();
+	char *copy = vp_xstrdup(name);
 	s->extra[s->nextra].name = copy;
 	s->extra[s->nextra].indexed = indexed;
 	uint32_t d = (uint32_t)NKNOWN + s->nextra++;
@@ -634,9 +627,7 @@ static int64_t *stat_slot(struct tp_ctx *ctx, const char *name,
 		return NULL;
 	if (s->nvals == s->vals_cap) {
 		s->vals_cap = s->vals_cap ? s->vals_cap * 2 : 64;
-		void *p = realloc(s->vals, s->vals_cap * sizeof(*s->vals));
-		if (!p)
-			abort();
+		void *p = vp_xrealloc(s->vals, s->vals_cap * sizeof(*s->vals));
 		s->vals = p;
 	}
 	uint32_t i = s->nvals++;
@@ -685,9 +676,7 @@ static struct meta_val *meta_new(struct tp_stats *s)
 {
 	if (s->nmeta == s->meta_cap) {
 		s->meta_cap = s->meta_cap ? s->meta_cap * 2 : 32;
-		void *p = realloc(s->meta, s->meta_cap * sizeof(*s->meta));
-		if (!p)
-			abort();
+		void *p = vp_xrealloc(s->meta, s->meta_cap * sizeof(*s->meta));
 		s->meta = p;
 	}
 	struct meta_val *m = &s->meta[s->nmeta++];
@@ -971,9 +960,7 @@ static void write_stats(struct tp_ctx *ctx)
 	struct tp_stats *s = ctx->stats;
 	struct stat_val *sorted = NULL;
 	if (s->nvals) {
-		sorted = malloc(s->nvals * sizeof(*sorted));
-		if (!sorted)
-			abort();
+		sorted = vp_xmalloc(s->nvals * sizeof(*sorted));
 		memcpy(sorted, s->vals, s->nvals * sizeof(*sorted));
 		qsort(sorted, s->nvals, sizeof(*sorted), cmp_val);
 	}

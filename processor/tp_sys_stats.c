@@ -42,9 +42,7 @@ static struct tp_sys_stats *ss(struct tp_ctx *ctx)
 
 struct tp_sys_stats *tp_sys_stats_new(void)
 {
-	struct tp_sys_stats *s = calloc(1, sizeof(*s));
-	if (!s)
-		abort();
+	struct tp_sys_stats *s = vp_xcalloc(1, sizeof(*s));
 	s->page_size = 4096;
 	tp_args_builder_init(&s->args);
 	return s;
@@ -324,9 +322,7 @@ static struct disk_state *disk_find(struct tp_ctx *ctx, uint32_t machine,
 		return NULL;
 	if (st->ndisks == st->disks_cap) {
 		st->disks_cap = st->disks_cap ? st->disks_cap * 2 : 8;
-		void *p = realloc(st->disks, st->disks_cap * sizeof(*st->disks));
-		if (!p)
-			abort();
+		void *p = vp_xrealloc(st->disks, st->disks_cap * sizeof(*st->disks));
 		st->disks = p;
 	}
 	struct disk_state *d = &st->disks[st->ndisks++];

@@ -37,10 +37,8 @@ struct tp_syscalls {
 
 struct tp_syscalls *tp_syscalls_new(void)
 {
-	struct tp_syscalls *s = calloc(1, sizeof *s);
+	struct tp_syscalls *s = vp_xcalloc(1, sizeof *s);
 
-	if (!s)
-		abort();
 	tp_args_builder_init(&s->b);
 	return s;
 }

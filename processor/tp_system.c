@@ -515,9 +515,7 @@ static void parse_cpu_info(struct tp_ctx *ctx, const struct tp_packet *pkt,
 		tp_stat_add(ctx, "cpu_info_empty", pkt->machine, -1, 1);
 		return;
 	}
-	struct cpu_desc *c = calloc(n, sizeof(*c));
-	if (!c)
-		abort();
+	struct cpu_desc *c = vp_xcalloc(n, sizeof(*c));
 	uint32_t i = 0;
 	pb_reader_init(&r, f->data, f->len);
 	while (pb_next(&r, &g) && i < n)
@@ -1096,9 +1094,7 @@ static void push_event(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	if (!pkt->has_ts || !ctx->sorter)
 		return;
 	size_t n = 1 + 4 + f->len;
-	uint8_t *buf = malloc(n);
-	if (!buf)
-		abort();
+	uint8_t *buf = vp_xmalloc(n);
 	buf[0] = type;
 	memcpy(buf + 1, &pkt->machine, 4);
 	memcpy(buf + 5, f->data, f->len);
@@ -1376,9 +1372,7 @@ static void parse_initial_display_state(struct tp_ctx *ctx,
 
 void tp_system_init(struct tp_ctx *ctx)
 {
-	struct tp_system_state *st = calloc(1, sizeof(*st));
-	if (!st)
-		abort();
+	struct tp_system_state *st = vp_xcalloc(1, sizeof(*st));
 	u64map_init(&st->packet_attrs);
 	tp_args_builder_init(&st->args);
 	if (ctx->sorter)

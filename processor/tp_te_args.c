@@ -17,6 +17,7 @@
 #include "tp_te_intern.h"
 #include "tp_te_state.h"
 #include "u64map.h"
+#include "vp_alloc.h"
 
 #define MAX_NESTING 64
 
@@ -36,9 +37,7 @@ static struct tp_te_args *A(struct tp_ctx *ctx)
 
 struct tp_te_args *tp_te_args_new(struct tp_ctx *ctx)
 {
-	struct tp_te_args *a = calloc(1, sizeof *a);
-	if (!a)
-		abort();
+	struct tp_te_args *a = vp_xcalloc(1, sizeof *a);
 	u64map_init(&a->annotations);
 	tp_args_builder_init(&a->b);
 	a->s_passthrough = tp_s(ctx, "legacy_event.passthrough_utid");
@@ -466,11 +465,9 @@ void tp_te_note_annotation(struct tp_ctx *ctx, const struct ev *e)
 	if (s->nannotations == s->capannotations) {
 		s->capannotations = s->capannotations ? s->capannotations * 2
 						      : 16;
-		s->annotation_keys = realloc(
+		s->annotation_keys = vp_xrealloc(
 			s->annotation_keys,
 			s->capannotations * sizeof *s->annotation_keys);
-		if (!s->annotation_keys)
-			abort();
 	}
 	s->annotation_keys[s->nannotations++] = key;
 }

@@ -21,6 +21,7 @@
 #include "tp_te_intern.h"
 #include "tp_te_state.h"
 #include "tp_te_tracks.h"
+#include "vp_alloc.h"
 
 struct tp_te_desc_state {
 	uint8_t kind;
@@ -29,9 +30,7 @@ struct tp_te_desc_state {
 
 struct tp_te_desc_state *tp_te_desc_new(uint8_t kind)
 {
-	struct tp_te_desc_state *d = calloc(1, sizeof *d);
-	if (!d)
-		abort();
+	struct tp_te_desc_state *d = vp_xcalloc(1, sizeof *d);
 	d->kind = kind;
 	pb_buf_init(&d->buf);
 	return d;

@@ -14,6 +14,7 @@
 #include "tp_seq.h"
 #include "tp_te_intern.h"
 #include "tp_te_state.h"
+#include "vp_alloc.h"
 
 #define CACHE_SIZE 1024
 
@@ -29,9 +30,7 @@ struct tp_te_intern {
 
 struct tp_te_intern *tp_te_intern_new(void)
 {
-	struct tp_te_intern *in = calloc(1, sizeof *in);
-	if (!in)
-		abort();
+	struct tp_te_intern *in = vp_xcalloc(1, sizeof *in);
 	return in;
 }
 
@@ -92,9 +91,7 @@ tp_str tp_te_interned_debug_key(struct tp_ctx *ctx, uint32_t gen,
 		return 0;
 	const char *n = tp_str_get(ctx->pool, name);
 	size_t len = tp_str_len(ctx->pool, name);
-	char *k = malloc(len + 7);
-	if (!k)
-		abort();
+	char *k = vp_xmalloc(len + 7);
 	memcpy(k, "debug.", 6);
 	memcpy(k + 6, n, len);
 	tp_str r = tp_intern(ctx->pool, k, len + 6);

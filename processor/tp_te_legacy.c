@@ -18,6 +18,7 @@
 #include "tp_te_state.h"
 #include "tp_tracks.h"
 #include "u64map.h"
+#include "vp_alloc.h"
 
 struct tp_te_legacy {
 	struct u64map async_tracks; /* legacy async id -> its root name */
@@ -31,9 +32,7 @@ static struct tp_te_legacy *LS(struct tp_ctx *ctx)
 
 struct tp_te_legacy *tp_te_legacy_new(void)
 {
-	struct tp_te_legacy *l = calloc(1, sizeof *l);
-	if (!l)
-		abort();
+	struct tp_te_legacy *l = vp_xcalloc(1, sizeof *l);
 	u64map_init(&l->async_tracks);
 	tp_args_builder_init(&l->b);
 	return l;

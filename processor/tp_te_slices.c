@@ -17,6 +17,7 @@
 #include "tp_te_args.h"
 #include "tp_te_slices.h"
 #include "tp_te_state.h"
+#include "vp_alloc.h"
 
 #define MAX_PENDING 4096 /* open slices whose args wait for their end */
 
@@ -46,9 +47,7 @@ static struct tp_te_slices *SL(struct tp_ctx *ctx)
 
 struct tp_te_slices *tp_te_slices_new(void)
 {
-	struct tp_te_slices *s = calloc(1, sizeof *s);
-	if (!s)
-		abort();
+	struct tp_te_slices *s = vp_xcalloc(1, sizeof *s);
 	tp_args_builder_init(&s->b);
 	tp_args_builder_init(&s->b2);
 	return s;
@@ -80,11 +79,8 @@ static uint32_t pending_new(struct tp_ctx *ctx, uint32_t slice)
 	} else {
 		if (s->npending == s->cappending) {
 			size_t cap = s->cappending ? s->cappending * 2 : 64;
-			struct pending *p =
-				realloc(s->pending, cap * sizeof *p);
-			if (!p)
-				abort();
-			s->pending = p;
+			s->pending = vp_xreallocarray(s->pending, cap,
+						      sizeof *s->pending);
 			s->cappending = cap;
 		}
 		slot = (uint32_t)s->npending++;
@@ -97,9 +93,7 @@ static uint32_t pending_new(struct tp_ctx *ctx, uint32_t slice)
 	tp_args_builder_reset(&p->b);
 	if (s->nactive == s->capactive) {
 		size_t cap = s->capactive ? s->capactive * 2 : 64;
-		uint32_t *a = realloc(s->active, cap * sizeof *a);
-		if (!a)
-			abort();
+		uint32_t *a = vp_xrealloc(s->active, cap * sizeof *a);
 		s->active = a;
 		s->capactive = cap;
 	}

@@ -25,6 +25,7 @@
 #include "tp_te_state.h"
 #include "tp_te_tokenize.h"
 #include "tp_te_tracks.h"
+#include "vp_alloc.h"
 
 /* Per-sequence tokenizer state (tp_seq.te). */
 enum { TS_NONE, TS_VALID, TS_INVALID };
@@ -59,9 +60,7 @@ static struct tp_te_tok *T(struct tp_ctx *ctx)
 
 struct tp_te_tok *tp_te_tok_new(uint8_t kind_event)
 {
-	struct tp_te_tok *t = calloc(1, sizeof *t);
-	if (!t)
-		abort();
+	struct tp_te_tok *t = vp_xcalloc(1, sizeof *t);
 	t->kind_event = kind_event;
 	pb_buf_init(&t->buf);
 	return t;
@@ -83,9 +82,7 @@ static struct te_seq *seq_state(struct tp_seq *seq)
 	if (!seq)
 		return NULL;
 	if (!seq->te) {
-		struct te_seq *t = calloc(1, sizeof *t);
-		if (!t)
-			abort();
+		struct te_seq *t = vp_xcalloc(1, sizeof *t);
 		u64map_init(&t->counters);
 		seq->te = t;
 	}
@@ -142,9 +139,7 @@ static uint32_t seq_td_slot(struct tp_ctx *ctx, struct te_seq *t,
 		return t->td - 1;
 	if (s->ntds == s->captds) {
 		s->captds = s->captds ? 2 * s->captds : 64;
-		s->tds = realloc(s->tds, s->captds * sizeof *s->tds);
-		if (!s->tds)
-			abort();
+		s->tds = vp_xrealloc(s->tds, s->captds * sizeof *s->tds);
 	}
 	struct tp_te_seq_td *n = &s->tds[s->ntds];
 	if (t->td)

@@ -27,6 +27,7 @@
 #include "tp_stats.h"
 #include "tp_te_tracks.h"
 #include "tp_tracks.h"
+#include "vp_alloc.h"
 
 #define MAX_ANCESTORS 100 /* links from a track up to its root */
 
@@ -49,9 +50,7 @@ static struct tp_te_tracks *S(struct tp_ctx *ctx)
 
 struct tp_te_tracks *tp_te_tracks_new(void)
 {
-	struct tp_te_tracks *s = calloc(1, sizeof *s);
-	if (!s)
-		abort();
+	struct tp_te_tracks *s = vp_xcalloc(1, sizeof *s);
 	u64map_init(&s->res_by_uuid);
 	u64map_init(&s->uuid_by_utid);
 	u64map_init(&s->uuid_by_upid);
@@ -103,9 +102,7 @@ static struct res *res_add(struct tp_te_tracks *s, uint64_t uuid)
 {
 	if (s->nres == s->capres) {
 		size_t cap = s->capres ? s->capres * 2 : 64;
-		struct res *p = realloc(s->res, cap * sizeof *p);
-		if (!p)
-			abort();
+		struct res *p = vp_xrealloc(s->res, cap * sizeof *p);
 		s->res = p;
 		s->capres = cap;
 	}

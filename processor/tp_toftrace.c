@@ -22,6 +22,7 @@
 #include "tp_ctx.h"
 #include "tp_process.h"
 #include "tp_toftrace.h"
+#include "vp_alloc.h"
 
 /* ---- the line being written ------------------------------------------- */
 
@@ -36,9 +37,7 @@ static void put(struct line *l, const char *s, size_t n)
 		size_t cap = l->cap ? l->cap : 256;
 		while (cap < l->len + n + 1)
 			cap *= 2;
-		char *p = realloc(l->buf, cap);
-		if (!p)
-			abort();
+		char *p = vp_xrealloc(l->buf, cap);
 		l->buf = p;
 		l->cap = cap;
 	}
@@ -528,10 +527,8 @@ static void toftrace_free(void *p)
 
 int tp_toftrace_register(struct sqlite3 *db, struct tp_ctx *ctx)
 {
-	struct toftrace *t = calloc(1, sizeof *t);
+	struct toftrace *t = vp_xcalloc(1, sizeof *t);
 
-	if (!t)
-		abort();
 	t->ctx = ctx;
 	tp_args_builder_init(&t->args);
 	return sqlite3_create_function_v2(db, "to_ftrace", 1, SQLITE_UTF8, t,

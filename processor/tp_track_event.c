@@ -44,15 +44,14 @@
 #include "tp_te_tokenize.h"
 #include "tp_te_tracks.h"
 #include "tp_tracks.h"
+#include "vp_alloc.h"
 
 static void parse_event(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 			size_t len);
 
 void tp_te_init(struct tp_ctx *ctx)
 {
-	struct tp_te_state *s = calloc(1, sizeof *s);
-	if (!s)
-		abort();
+	struct tp_te_state *s = vp_xcalloc(1, sizeof *s);
 	ctx->te = s;
 	ctx->te_tracks = tp_te_tracks_new();
 	/* String ids reach query results (a slice's stack_id hashes its

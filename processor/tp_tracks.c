@@ -13,6 +13,7 @@
 #include "tp_args.h"
 #include "tp_ctx.h"
 #include "tp_tracks.h"
+#include "vp_alloc.h"
 
 struct track_key {
 	uint32_t machine;
@@ -37,9 +38,7 @@ struct tp_tracks {
 
 struct tp_tracks *tp_tracks_new(void)
 {
-	struct tp_tracks *t = calloc(1, sizeof *t);
-	if (!t)
-		abort();
+	struct tp_tracks *t = vp_xcalloc(1, sizeof *t);
 	u64map_init(&t->thread_tracks);
 	u64map_init(&t->process_tracks);
 	u64map_init(&t->interned);
@@ -120,9 +119,7 @@ int64_t tp_cpu_ucpu_slow(struct tp_ctx *ctx, uint32_t machine, uint32_t cpu)
 		return ucpu;
 	if (machine >= tt->ncpu_machines) {
 		uint32_t n = machine + 1;
-		uint64_t **v = realloc(tt->cpu_seen, n * sizeof *v);
-		if (!v)
-			abort();
+		uint64_t **v = vp_xrealloc(tt->cpu_seen, n * sizeof *v);
 		for (uint32_t i = tt->ncpu_machines; i < n; i++)
 			v[i] = NULL;
 		tt->cpu_seen = v;
@@ -130,9 +127,7 @@ int64_t tp_cpu_ucpu_slow(struct tp_ctx *ctx, uint32_t machine, uint32_t cpu)
 	}
 	if (!tt->cpu_seen[machine]) {
 		tt->cpu_seen[machine] =
-			calloc(TP_MAX_CPUS_PER_MACHINE / 64, sizeof(uint64_t));
-		if (!tt->cpu_seen[machine])
-			abort();
+			vp_xcalloc(TP_MAX_CPUS_PER_MACHINE / 64, sizeof(uint64_t));
 	}
 	uint64_t *bits = tt->cpu_seen[machine];
 	if (bits[cpu >> 6] >> (cpu & 63) & 1)
@@ -204,9 +199,7 @@ uint32_t tp_track_intern(struct tp_ctx *ctx, const struct tp_track_spec *s)
 	}
 	if (tt->nkeys == tt->capkeys) {
 		size_t cap = tt->capkeys ? tt->capkeys * 2 : 64;
-		struct track_key *k = realloc(tt->keys, cap * sizeof *k);
-		if (!k)
-			abort();
+		struct track_key *k = vp_xrealloc(tt->keys, cap * sizeof *k);
 		tt->keys = k;
 		tt->capkeys = cap;
 	}

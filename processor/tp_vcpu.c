@@ -35,6 +35,7 @@
 #include "tp_load.h"
 #include "tp_procs.h"
 #include "tp_vcpu.h"
+#include "vp_alloc.h"
 
 #define NONE32 UINT32_MAX
 
@@ -80,9 +81,7 @@ static void *vec_push(struct vec *a)
 {
 	if (a->n == a->cap) {
 		a->cap = a->cap ? 2 * a->cap : 16;
-		a->v = realloc(a->v, a->cap * a->size);
-		if (!a->v)
-			abort();
+		a->v = vp_xrealloc(a->v, a->cap * a->size);
 	}
 	return (char *)a->v + a->size * a->n++;
 }
@@ -336,11 +335,9 @@ static void place_vms(struct vb *b, struct vec *vms, const struct vec *assoc,
 				vms->n, nguest);
 		return;
 	}
-	int64_t *ids = calloc(nguest, sizeof(*ids));
-	int64_t *raw = calloc(nguest, sizeof(*raw));
+	int64_t *ids = vp_xcalloc(nguest, sizeof(*ids));
+	int64_t *raw = vp_xcalloc(nguest, sizeof(*raw));
 	size_t k = 0;
-	if (!ids || !raw)
-		abort();
 	for (uint32_t r = 0; r < mt->nrows; r++) {
 		int64_t rid = tp_get_int(mt, TP_MACHINE_raw_id, r);
 		if (!rid)
@@ -460,11 +457,9 @@ static uint32_t *rows_by_ts(struct tp_table *t, unsigned col, int64_t v,
 {
 	const uint32_t *idx;
 	uint32_t cnt = tp_table_lookup(t, col, v, &idx);
-	struct ts_row *tr = malloc((cnt ? cnt : 1) * sizeof(*tr));
-	uint32_t *rows = malloc((cnt ? cnt : 1) * sizeof(*rows));
+	struct ts_row *tr = vp_xmalloc((cnt ? cnt : 1) * sizeof(*tr));
+	uint32_t *rows = vp_xmalloc((cnt ? cnt : 1) * sizeof(*rows));
 
-	if (!tr || !rows)
-		abort();
 	for (uint32_t i = 0; i < cnt; i++)
 		tr[i] = (struct ts_row){tp_get_int(t, ts_col, idx[i]), idx[i]};
 	qsort(tr, cnt, sizeof(*tr), cmp_ts_row);
@@ -488,10 +483,8 @@ static struct kvm_ev *kvm_events(struct vb *b, uint32_t utid, size_t *n)
 	uint32_t cnt, k = 0;
 	uint32_t *rows = rows_by_ts(t, TP_FTRACE_EVENT_utid, utid,
 				    TP_FTRACE_EVENT_ts, &cnt);
-	struct kvm_ev *ev = malloc((cnt ? cnt : 1) * sizeof(*ev));
+	struct kvm_ev *ev = vp_xmalloc((cnt ? cnt : 1) * sizeof(*ev));
 
-	if (!ev)
-		abort();
 	for (uint32_t i = 0; i < cnt; i++) {
 		tp_str name = tp_get_str(t, TP_FTRACE_EVENT_name, rows[i]);
 		if (name != b->s_kvm_entry && name != b->s_kvm_exit)
@@ -758,11 +751,9 @@ static void guest_threads(struct vb *b, const struct vec *vms,
 	struct tp_table *t = tp_tab(b->ctx, TP_T_SCHED);
 	uint32_t nm = tp_tab(b->ctx, TP_T_MACHINE)->nrows;
 	const struct vm *v = vms->v;
-	bool *placed = calloc(nm ? nm : 1, sizeof(*placed));
+	bool *placed = vp_xcalloc(nm ? nm : 1, sizeof(*placed));
 	size_t hint = 0;
 
-	if (!placed)
-		abort();
 	for (size_t i = 0; i < vms->n; i++)
 		if (v[i].machine >= 0 && v[i].machine < nm)
 			placed[v[i].machine] = true;
