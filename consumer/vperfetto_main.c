@@ -311,7 +311,7 @@ static void on_flush_reply(void *ctx, const struct vp_ipc_reply *r)
 	if (r->fd >= 0)
 		close(r->fd);
 	if (!r->success && !r->disconnected)
-		fprintf(stderr, "vperfetto: flush failed; stopping anyway\n");
+		vp_log_warn("flush failed; stopping anyway");
 	s->flush_done = true;
 }
 
@@ -330,7 +330,7 @@ static int advance_stop(struct session *s)
 			PERFETTO__PROTOS__FLUSH_REQUEST__INIT;
 		fr.has_timeout_ms = 1;
 		fr.timeout_ms = FLUSH_TIMEOUT_MS;
-		fprintf(stderr, "vperfetto: stopping (again to abort)\n");
+		vp_log_warn("stopping (again to abort)");
 		s->stopping = true;
 		s->flush_deadline = vp_loop_now_ms() + FLUSH_TIMEOUT_MS + 1000;
 		if (invoke_msg(s, "Flush", &fr.base, -1, on_flush_reply, s) < 0)
@@ -448,8 +448,8 @@ static int read_buffers(struct session *s)
 	if (wait_for(s, &s->read_done, false, 2) < 0)
 		return -1;
 	if (s->packet.len > 0)
-		fprintf(stderr, "vperfetto: dropped an incomplete packet of %zu "
-			"bytes at the end of the buffers\n", s->packet.len);
+		vp_log_warn("dropped an incomplete packet of %zu bytes at the "
+			    "end of the buffers", s->packet.len);
 	return 0;
 }
 
@@ -463,7 +463,7 @@ static void free_buffers(struct session *s)
 	/* The trace is already safe; a failure here only costs memory in
 	 * the service until the session is dropped with the connection. */
 	if (call_msg(s, "FreeBuffers", &rq.base, &reply, &len) < 0) {
-		fprintf(stderr, "vperfetto: warning: %s\n", s->err.msg);
+		vp_log_warn("%s", s->err.msg);
 		s->failed = false;
 	}
 	free(reply);

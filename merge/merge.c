@@ -1271,7 +1271,7 @@ static int rewrite_guest(const struct merge_opts *o, size_t i,
 	bool axis = om && o->onto_guest == i + 1;
 	struct guest_map *gmt = NULL;
 	struct via_map *vmt = NULL;
-	struct rewrite_cfg *cfg = calloc(nt, sizeof(*cfg));
+	struct rewrite_cfg *cfg = vp_xcalloc(nt, sizeof(*cfg));
 
 	if (!om)
 		gmt = aligned_alloc(128, nt * sizeof(*gmt));
@@ -1440,10 +1440,10 @@ static int rewrite_host(const struct merge_opts *o, const struct sync_data *hd,
 {
 	unsigned nt = hd->n_compressed ? 1 : threads;
 	struct onto_map *omt = aligned_alloc(128, nt * sizeof(*omt));
-	struct rewrite_cfg *cfg = calloc(nt, sizeof(*cfg));
+	struct rewrite_cfg *cfg = vp_xcalloc(nt, sizeof(*cfg));
 
-	if (!omt || !cfg)
-		abort();
+	if (!omt)
+		vp_oom(nt * sizeof(*omt));
 	for (unsigned t = 0; t < nt; t++) {
 		omt[t] = *om;
 		cfg[t] = (struct rewrite_cfg){

@@ -19,6 +19,7 @@
 #include "u64map.h"
 #include "seq_table.h"
 #include "trace_model.h"
+#include "vp_alloc.h"
 
 #define MAX_SCOPED_CLOCKS 8
 
@@ -64,12 +65,9 @@ struct rewriter *rewriter_new(const struct rewrite_cfg *cfg)
 	 * threads, each writing its own state on every packet. */
 	size_t size = (sizeof(struct rewriter) + 127) & ~(size_t)127;
 	struct rewriter *rw = aligned_alloc(128, size);
-	if (rw)
-		memset(rw, 0, size);
-	if (!rw) {
-		fprintf(stderr, "out of memory\n");
-		abort();
-	}
+	if (!rw)
+		vp_oom(size);
+	memset(rw, 0, size);
 	rw->cfg = *cfg;
 	rw->st.first_boot_ts = UINT64_MAX;
 	seq_table_init(&rw->seqs, sizeof(struct rw_seq));

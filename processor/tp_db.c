@@ -4,6 +4,7 @@
  */
 #include "tp_db.h"
 #include "vp_alloc.h"
+#include "vp_log.h"
 
 #include <limits.h>
 #include <stdarg.h>
@@ -241,8 +242,7 @@ uint32_t tp_table_add_row(struct tp_table *t)
 {
 	if (t->nrows == t->cap) {
 		if (t->cap >= UINT32_MAX - 1) {
-			fprintf(stderr, "vperfetto_tp: table %s is full\n",
-				t->name);
+			vp_log_error("table %s is full", t->name);
 			abort();
 		}
 		uint64_t cap = t->cap ? (uint64_t)t->cap + t->cap / 2 : 256;

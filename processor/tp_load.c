@@ -50,6 +50,7 @@
 #include "trace_io.h"
 #include "trace_model.h"
 #include "vp_alloc.h"
+#include "vp_log.h"
 
 #define MAX_INFLATED (512u << 20) /* one compressed_packets, inflated */
 
@@ -189,15 +190,13 @@ void tp_warn(struct tp_ctx *ctx, const char *fmt, ...)
 	if ((ls->opts && ls->opts->quiet) || ls->warnings >= 20)
 		return;
 	ls->warnings++;
-	fprintf(stderr, "vperfetto_tp: warning: %s: ", ctx->path ? ctx->path
-							      : "trace");
+	char msg[512];
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
+	vp_log_warn("%s: %s", ctx->path ? ctx->path : "trace", msg);
 	if (ls->warnings == 20)
-		fprintf(stderr, "vperfetto_tp: further warnings suppressed; "
-				"see the stats table\n");
+		vp_log_warn("further warnings suppressed; see the stats table");
 }
 
 /* ---- packets ---------------------------------------------------------- */
@@ -504,8 +503,7 @@ int tp_load_file(struct tp_ctx *ctx, const char *path,
 		/* Keep what was read: a truncated trace is still a trace. */
 		tp_stat_inc(ctx, "trace_truncated");
 		if (!(opts && opts->quiet))
-			fprintf(stderr, "\nvperfetto_tp: warning: %s; "
-					"loading what came before\n", rerr.msg);
+			vp_log_warn("%s; loading what came before", rerr.msg);
 	}
 	trace_reader_close(rd);
 	load_finish(ctx);
