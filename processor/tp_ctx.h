@@ -136,6 +136,8 @@ struct tp_ctx {
 	bool host_has_data;     /* a packet of machine 0 was seen */
 	bool machine_resolved;  /* the first remote machine was placed */
 	const char *path;       /* trace file, for messages */
+	bool quiet;             /* no warnings on stderr (tp_warn) */
+	unsigned warnings;      /* printed so far (tp_warn stops at 20) */
 	uint64_t file_size;
 	uint64_t packets;       /* packets tokenized */
 	int64_t first_ts, last_ts; /* bounds of parsed events (trace time) */
@@ -170,7 +172,8 @@ uint32_t tp_machine(struct tp_ctx *c, uint32_t raw_machine_id);
 uint32_t tp_packet_machine(struct tp_ctx *c, uint32_t raw_machine_id,
 			   bool counts_for_host);
 
-/* Prints a warning about the trace on stderr (rate-limited per text). */
+/* Prints a warning about the trace (tp_stats.c): through vp_log, the
+ * first 20 of a load, none when the load is quiet. */
 void tp_warn(struct tp_ctx *c, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 

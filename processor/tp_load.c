@@ -56,7 +56,6 @@
 
 struct tp_load_state {
 	const struct tp_load_opts *opts;
-	unsigned warnings;
 	int depth;            /* compressed_packets nesting */
 	/* compressed_packets: bytes inflated so far, the limit (UINT64_MAX:
 	 * none); over_limit stops the load, at the packet at over_offset */
@@ -181,22 +180,6 @@ uint32_t tp_packet_machine(struct tp_ctx *ctx, uint32_t raw,
 		}
 	}
 	return tp_machine(ctx, raw);
-}
-
-void tp_warn(struct tp_ctx *ctx, const char *fmt, ...)
-{
-	struct tp_load_state *ls = L(ctx);
-	va_list ap;
-	if ((ls->opts && ls->opts->quiet) || ls->warnings >= 20)
-		return;
-	ls->warnings++;
-	char msg[512];
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	vp_log_warn("%s: %s", ctx->path ? ctx->path : "trace", msg);
-	if (ls->warnings == 20)
-		vp_log_warn("further warnings suppressed; see the stats table");
 }
 
 /* ---- packets ---------------------------------------------------------- */
@@ -478,6 +461,7 @@ int tp_load_file(struct tp_ctx *ctx, const char *path,
 	ls->opts = opts;
 	limits_init(ls, opts);
 	ctx->path = path;
+	ctx->quiet = opts && opts->quiet;
 	if (trace_reader_open(&rd, path, err) < 0)
 		return -1;
 	ctx->file_size = trace_reader_size(rd);
@@ -519,6 +503,7 @@ int tp_load_buffer(struct tp_ctx *ctx, const uint8_t *data, size_t len,
 
 	ls->opts = opts;
 	limits_init(ls, opts);
+	ctx->quiet = opts && opts->quiet;
 	ctx->file_size = len;
 	pb_reader_init(&r, data, len);
 	while (pb_next(&r, &f)) {

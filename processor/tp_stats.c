@@ -1,5 +1,6 @@
 /*
- * tp_stats.c - the stats and metadata tables.
+ * tp_stats.c - the stats and metadata tables, and the warnings a load
+ * prints (tp_warn).
  *
  * Stats are counters keyed by (name, machine, index).  Every stat Perfetto
  * knows is listed below with its kind (single / indexed), severity, source
@@ -17,6 +18,7 @@
 
 #include "tp_stats.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +26,7 @@
 #include "tp_clock.h"
 #include "tp_ctx.h"
 #include "vp_alloc.h"
+#include "vp_log.h"
 
 /* Perfetto's known stats: name, single (S) / indexed (X), severity
  * (I info, N notice, D data_loss, E error), source (T trace, A analysis),
@@ -1009,4 +1012,22 @@ void tp_stats_visit(struct tp_ctx *ctx, tp_stat_visit_fn fn, void *arg)
 		fn(arg, def_name(s, v->def), v->idx, v->machine, v->value,
 		   severity_name[sev]);
 	}
+}
+
+/* ---- warnings ----------------------------------------------------------- */
+
+void tp_warn(struct tp_ctx *ctx, const char *fmt, ...)
+{
+	va_list ap;
+	char msg[512];
+
+	if (ctx->quiet || ctx->warnings >= 20)
+		return;
+	ctx->warnings++;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	vp_log_warn("%s: %s", ctx->path ? ctx->path : "trace", msg);
+	if (ctx->warnings == 20)
+		vp_log_warn("further warnings suppressed; see the stats table");
 }
