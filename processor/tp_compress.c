@@ -29,23 +29,18 @@ struct cset {
 	size_t nkey;
 	uint32_t next; /* next set with the same hash + 1, or 0 */
 	struct lane *lanes;
-	uint32_t n, cap;
+	uint32_t n;
+	size_t cap;
 };
 
 struct tp_compress {
 	struct cset *sets;
-	uint32_t n, cap;
+	uint32_t n;
+	size_t cap;
 	struct u64map index; /* key hash -> first set + 1 */
 	uint64_t *key;       /* the key of a set named by track spec */
 	size_t keycap;
 };
-
-static void *grow(void *p, uint32_t *cap, uint32_t first, size_t size)
-{
-	*cap = *cap ? *cap * 2 : first;
-	p = vp_xrealloc(p, *cap * size);
-	return p;
-}
 
 struct tp_compress *tp_compress_new(void)
 {
@@ -93,8 +88,7 @@ uint32_t tp_compress_set(struct tp_compress *c, const uint64_t *key,
 				break;
 		}
 	}
-	if (c->n == c->cap)
-		c->sets = grow(c->sets, &c->cap, 16, sizeof(*c->sets));
+	VP_XGROW(c->sets, c->cap, (size_t)c->n + 1);
 	uint32_t id = c->n++;
 	struct cset *set = &c->sets[id];
 	memset(set, 0, sizeof(*set));
@@ -111,9 +105,7 @@ uint32_t tp_compress_set(struct tp_compress *c, const uint64_t *key,
 
 static uint32_t lane_add(struct cset *set, bool scoped, int64_t cookie)
 {
-	if (set->n == set->cap)
-		set->lanes = grow(set->lanes, &set->cap, 4,
-				  sizeof(*set->lanes));
+	VP_XGROW(set->lanes, set->cap, (size_t)set->n + 1);
 	struct lane *l = &set->lanes[set->n];
 	memset(l, 0, sizeof(*l));
 	l->scoped = scoped;
