@@ -54,6 +54,18 @@ void *vp_xreallocarray(void *p, size_t n, size_t size)
 	return vp_xrealloc(p, n * size);
 }
 
+void *vp_xaligned_alloc(size_t align, size_t size)
+{
+	size_t n = size ? size : 1;
+	if (n > SIZE_MAX - (align - 1))
+		vp_oom(SIZE_MAX);
+	n = (n + align - 1) & ~(align - 1);
+	void *p = aligned_alloc(align, n);
+	if (!p)
+		vp_oom(n);
+	return p;
+}
+
 char *vp_xstrdup(const char *s)
 {
 	size_t n = strlen(s) + 1;

@@ -26,6 +26,9 @@ void *vp_xcalloc(size_t n, size_t size);
 void *vp_xrealloc(void *p, size_t n);
 /* realloc of an array of n elements of size bytes, overflow-checked. */
 void *vp_xreallocarray(void *p, size_t n, size_t size);
+/* size bytes aligned to align (a power of two), the size rounded up to a
+ * multiple of it as aligned_alloc wants; freed with free(). */
+void *vp_xaligned_alloc(size_t align, size_t size);
 char *vp_xstrdup(const char *s);
 /* At most max bytes of s, NUL-terminated. */
 char *vp_xstrndup(const char *s, size_t max);

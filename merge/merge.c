@@ -1041,7 +1041,7 @@ static int rewrite_file(const char *path, unsigned threads,
 			volatile sig_atomic_t *cancel, struct rewrite_stats *st,
 			struct vp_error *err)
 {
-	struct rewrite_ctx *c = aligned_alloc(128, threads * sizeof(*c));
+	struct rewrite_ctx *c = vp_xaligned_alloc(128, threads * sizeof(*c));
 	struct partition_job job = {
 		.path = path,
 		.threads = threads,
@@ -1055,8 +1055,6 @@ static int rewrite_file(const char *path, unsigned threads,
 	};
 	int io_error;
 
-	if (!c)
-		abort();
 	memset(c, 0, threads * sizeof(*c));
 	for (unsigned t = 0; t < threads; t++) {
 		c[t].path = path;
@@ -1274,11 +1272,9 @@ static int rewrite_guest(const struct merge_opts *o, size_t i,
 	struct rewrite_cfg *cfg = vp_xcalloc(nt, sizeof(*cfg));
 
 	if (!om)
-		gmt = aligned_alloc(128, nt * sizeof(*gmt));
+		gmt = vp_xaligned_alloc(128, nt * sizeof(*gmt));
 	else if (!axis)
-		vmt = aligned_alloc(128, nt * sizeof(*vmt));
-	if (!cfg || (!om && !gmt) || (om && !axis && !vmt))
-		abort();
+		vmt = vp_xaligned_alloc(128, nt * sizeof(*vmt));
 	for (unsigned t = 0; t < nt; t++) {
 		rw_map_fn fn = NULL;
 		rw_map_many_fn many = NULL;
@@ -1439,11 +1435,9 @@ static int rewrite_host(const struct merge_opts *o, const struct sync_data *hd,
 			struct vp_error *err)
 {
 	unsigned nt = hd->n_compressed ? 1 : threads;
-	struct onto_map *omt = aligned_alloc(128, nt * sizeof(*omt));
+	struct onto_map *omt = vp_xaligned_alloc(128, nt * sizeof(*omt));
 	struct rewrite_cfg *cfg = vp_xcalloc(nt, sizeof(*cfg));
 
-	if (!omt)
-		vp_oom(nt * sizeof(*omt));
 	for (unsigned t = 0; t < nt; t++) {
 		omt[t] = *om;
 		cfg[t] = (struct rewrite_cfg){

@@ -377,9 +377,7 @@ static int run_many(const struct partition_job *job, struct vp_error *err,
 	pl.win = vp_xcalloc(pl.slots, sizeof(*pl.win));
 	for (unsigned i = 0; i < pl.slots; i++) {
 		struct window *w = &pl.win[i];
-		w->sh = aligned_alloc(128, pl.n * sizeof(*w->sh));
-		if (!w->sh)
-			abort();
+		w->sh = vp_xaligned_alloc(128, pl.n * sizeof(*w->sh));
 		memset(w->sh, 0, pl.n * sizeof(*w->sh));
 		for (unsigned t = 0; t < pl.n; t++) {
 			pb_buf_init(&w->sh[t].in);

@@ -64,9 +64,7 @@ struct rewriter *rewriter_new(const struct rewrite_cfg *cfg)
 	/* Cache-line aligned: two rewriters may run side by side on two
 	 * threads, each writing its own state on every packet. */
 	size_t size = (sizeof(struct rewriter) + 127) & ~(size_t)127;
-	struct rewriter *rw = aligned_alloc(128, size);
-	if (!rw)
-		vp_oom(size);
+	struct rewriter *rw = vp_xaligned_alloc(128, size);
 	memset(rw, 0, size);
 	rw->cfg = *cfg;
 	rw->st.first_boot_ts = UINT64_MAX;
