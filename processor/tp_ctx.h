@@ -74,7 +74,8 @@ struct tp_seq_clocks {
 struct tp_seq {
 	uint32_t id;        /* trusted_packet_sequence_id */
 	uint32_t machine;   /* machine table id */
-	uint32_t queue;     /* sorter queue of this sequence */
+	uint32_t queue;     /* sorter queue of this sequence's packets */
+	uint32_t te_queue;  /* of its track events; UINT32_MAX until one */
 	uint32_t gen;       /* current interning generation (tp_load.h) */
 	/* validity, losses, skipped packets, default clock, by Perfetto's
 	 * rules (wire/trace_model.h) */

@@ -410,6 +410,11 @@ static void limits_init(struct tp_load_state *ls,
 	ls->over_limit = false;
 }
 
+static void sort_mode_init(struct tp_ctx *ctx, const struct tp_load_opts *opts)
+{
+	tp_sort_set_full_sort(ctx->sorter, opts && opts->full_sort);
+}
+
 static int over_limit_error(struct tp_ctx *ctx, struct vp_error *err)
 {
 	struct tp_load_state *ls = L(ctx);
@@ -429,6 +434,14 @@ static void load_finish(struct tp_ctx *ctx)
 	progress_draw(ctx, "parsing", 0.0);
 	tp_sort_drain(ctx->sorter, ctx, progress_sort);
 	ctx->sorting_done = true;
+	uint64_t late = tp_sort_dropped_out_of_order(ctx->sorter);
+	uint64_t negative = tp_sort_dropped_negative(ctx->sorter);
+	if (late)
+		tp_stat_add(ctx, "sorter_push_event_out_of_order", 0, -1,
+			    (int64_t)late);
+	if (negative)
+		tp_stat_add(ctx, "trace_sorter_negative_timestamp_dropped", 0,
+			    -1, (int64_t)negative);
 	tp_te_finish(ctx);
 	tp_ftrace_finish(ctx);
 	tp_system_finish(ctx);
@@ -460,6 +473,7 @@ int tp_load_file(struct tp_ctx *ctx, const char *path,
 
 	ls->opts = opts;
 	limits_init(ls, opts);
+	sort_mode_init(ctx, opts);
 	ctx->path = path;
 	ctx->quiet = opts && opts->quiet;
 	if (trace_reader_open(&rd, path, err) < 0)
@@ -503,6 +517,7 @@ int tp_load_buffer(struct tp_ctx *ctx, const uint8_t *data, size_t len,
 
 	ls->opts = opts;
 	limits_init(ls, opts);
+	sort_mode_init(ctx, opts);
 	ctx->quiet = opts && opts->quiet;
 	ctx->file_size = len;
 	pb_reader_init(&r, data, len);

@@ -35,6 +35,9 @@ struct tp_load_opts {
 	/* Which VM runs which guest machine, for the vcpu tables (NULL: as
 	 * the trace says; tp_vcpu.h). */
 	const struct tp_vcpu_assign *vcpu_assign;
+	/* Sort the whole trace at its end (Perfetto's --full-sort); else the
+	 * sorter works window by window as Perfetto's does (tp_sort.h). */
+	bool full_sort;
 };
 
 struct tp_ctx *tp_ctx_new(void);

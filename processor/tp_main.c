@@ -43,6 +43,7 @@ struct options {
 	bool quiet;
 	bool interactive;
 	uint64_t max_inflate; /* bytes; 0: the default */
+	bool full_sort;
 };
 
 static void usage(FILE *f)
@@ -65,6 +66,8 @@ static void usage(FILE *f)
 		"      --max-inflate SIZE   what the trace's compressed_packets may\n"
 		"                           inflate to in all, bytes or with K/M/G\n"
 		"                           (default 2G); more stops the load (exit 1)\n"
+		"      --full-sort          sort the whole trace at its end instead of\n"
+		"                           window by window at buffer reads\n"
 		"  -v, --version            print the version and exit\n"
 		"  -h, --help               print this help and exit\n"
 		"\n"
@@ -79,7 +82,7 @@ static void add_query(struct options *o, bool is_file, const char *arg)
 	q[o->nqueries++] = (struct query){.is_file = is_file, .arg = arg};
 }
 
-enum { OPT_SUMMARY = 1000, OPT_QUIET, OPT_MAX_INFLATED };
+enum { OPT_SUMMARY = 1000, OPT_QUIET, OPT_MAX_INFLATED, OPT_FULL_SORT };
 
 /* A size in bytes, or with a K, M or G suffix (as vperfetto_merge's
  * --max-inflate); not 0. */
@@ -118,6 +121,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{"summary", no_argument, NULL, OPT_SUMMARY},
 		{"quiet", no_argument, NULL, OPT_QUIET},
 		{"max-inflate", required_argument, NULL, OPT_MAX_INFLATED},
+		{"full-sort", no_argument, NULL, OPT_FULL_SORT},
 		{NULL, 0, NULL, 0},
 	};
 	int c;
@@ -148,6 +152,9 @@ static int parse_args(int argc, char **argv, struct options *o)
 			break;
 		case OPT_QUIET:
 			o->quiet = true;
+			break;
+		case OPT_FULL_SORT:
+			o->full_sort = true;
 			break;
 		case OPT_MAX_INFLATED:
 			if (!parse_size(optarg, &o->max_inflate)) {
@@ -367,6 +374,7 @@ static int load(struct tp_ctx *ctx, const struct options *o)
 		.progress = !o->quiet && isatty(STDERR_FILENO),
 		.quiet = o->quiet,
 		.max_inflate = o->max_inflate,
+		.full_sort = o->full_sort,
 	};
 	struct vp_error err = {{0}};
 

@@ -34,6 +34,10 @@ struct tp_seqs {
 	struct gen *gens;     /* generation 0: packets of no sequence */
 	uint32_t ngens, capgens;
 	struct pb_buf arena;  /* interned messages and defaults */
+	/* per machine: the sorter streams of its packets and of its track
+	 * events */
+	uint32_t (*streams)[2];
+	uint32_t nstreams;
 };
 
 static struct tp_seqs *S(struct tp_ctx *ctx)
@@ -81,6 +85,7 @@ void tp_seqs_free(struct tp_seqs *ls)
 		free(ls->gens[g].fields);
 	}
 	free(ls->gens);
+	free(ls->streams);
 	pb_buf_free(&ls->arena);
 	free(ls);
 }
@@ -91,6 +96,36 @@ uint32_t tp_seq_new_gen(struct tp_ctx *ctx)
 }
 
 /* ---- sequences and interning ----------------------------------------- */
+
+/* The sorter stream of a machine's packets (te: of its track events).
+ * Perfetto makes the two when it makes the machine's reader, at the
+ * machine's first packet, before what that packet makes; the machines'
+ * first packets come in machine order, so making the streams of every
+ * machine up to this one when it is first asked for is the same. */
+static uint32_t machine_stream(struct tp_ctx *ctx, uint32_t machine, int te)
+{
+	struct tp_seqs *ls = S(ctx);
+	if (machine >= ls->nstreams) {
+		ls->streams = vp_xreallocarray(ls->streams, machine + 1,
+					       sizeof(*ls->streams));
+		for (uint32_t m = ls->nstreams; m <= machine; m++) {
+			ls->streams[m][0] = tp_sort_stream(ctx->sorter);
+			ls->streams[m][1] = tp_sort_stream(ctx->sorter);
+		}
+		ls->nstreams = machine + 1;
+	}
+	return ls->streams[machine][te];
+}
+
+uint32_t tp_seq_te_queue(struct tp_ctx *ctx, struct tp_seq *s)
+{
+	if (s->te_queue == UINT32_MAX)
+		s->te_queue = tp_sort_queue(
+			ctx->sorter,
+			TP_QUEUE_TRACK_EVENT | (uint64_t)s->machine << 32 | s->id,
+			machine_stream(ctx, s->machine, 1));
+	return s->te_queue;
+}
 
 struct tp_seq *tp_seq_get(struct tp_ctx *ctx, uint32_t machine, uint32_t id)
 {
@@ -103,7 +138,9 @@ struct tp_seq *tp_seq_get(struct tp_ctx *ctx, uint32_t machine, uint32_t id)
 	struct tp_seq *s = vp_xcalloc(1, sizeof(*s));
 	s->id = id;
 	s->machine = machine;
-	s->queue = tp_sort_queue(ctx->sorter, key);
+	s->queue = tp_sort_queue(ctx->sorter, key,
+				 machine_stream(ctx, machine, 0));
+	s->te_queue = UINT32_MAX;
 	s->gen = gen_new(ls);
 	*slot = s;
 	return s;

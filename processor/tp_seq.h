@@ -34,6 +34,9 @@ void tp_seqs_free(struct tp_seqs *s);
 /* The state of sequence id on machine, made on first sight (with a
  * generation and a sorter queue of its own). */
 struct tp_seq *tp_seq_get(struct tp_ctx *ctx, uint32_t machine, uint32_t id);
+/* The sorter queue of the sequence's track events (Perfetto sorts them in
+ * a stream apart from the machine's other packets). */
+uint32_t tp_seq_te_queue(struct tp_ctx *ctx, struct tp_seq *s);
 /* A new, empty interning generation. */
 uint32_t tp_seq_new_gen(struct tp_ctx *ctx);
 /* Stores an InternedData message's entries in generation gen. */

@@ -4,19 +4,32 @@
  * A queue is a list of chunks holding encoded events:
  *   varint zigzag(ts - previous ts) | varint (push order - previous) |
  *   kind byte | varint payload length | payload
- * Most queues are already in timestamp order; one that is not gets decoded,
- * sorted by (ts, push order) and re-encoded before the merge.  The merge
+ * Most queues are already in timestamp order; one that is not gets what is
+ * left of it decoded, sorted by (ts, push order) and re-encoded before the
+ * next extraction.  The merge
  * keeps a binary heap of queue heads.
  *
- * The merge breaks ties as Perfetto's sorter does.  Perfetto keeps one
- * queue for all packets and one per ftrace cpu stream, numbered in the
- * order they were made, and repeatedly takes the queue whose first event
- * is the earliest (the lowest number on a tie), then all its events up to
- * the earliest first event of the other queues, that one included.  Here
- * the packet sequences' queues together are Perfetto's packet queue
- * (rank 0: among them, push order decides), and each queue made with
- * tp_sort_lane() is one of its numbered queues (rank = its number): once
- * one is taken it goes on, on equal timestamps too, up to that bound.
+ * The merge breaks ties as Perfetto's sorter does.  Perfetto's sorter has
+ * numbered streams (each machine's packets, each machine's track events,
+ * each ftrace cpu's events of a kind ...), numbered in the order they were
+ * made; it repeatedly takes the stream whose first event is the earliest
+ * (the lowest number on a tie), then all its events up to the earliest
+ * first event of the other streams, that one included.  Here a stream
+ * (tp_sort_stream()) is one or more queues: one per packet sequence in a
+ * machine's packet streams, so that a sequence's events, mostly in order,
+ * sort cheaply; one alone for an ftrace lane (tp_sort_lane()).  Within a
+ * stream events go by (timestamp, push order); a heap of each stream's
+ * queues and a heap of the streams find the next one.
+ *
+ * Like Perfetto's, the sorter works in windows unless told to sort the
+ * whole trace: after at least two all_data_sources_flushed service events,
+ * a read_tracing_buffers_completed event hands on every event pushed
+ * before the previous such window end (the data of the buffers read one
+ * round earlier), while the tokenizer goes on pushing.  An event that
+ * arrives older than one already handed on is then dropped and counted
+ * (sorter_push_event_out_of_order), as Perfetto drops it.  Events with a
+ * negative timestamp are dropped as they come
+ * (trace_sorter_negative_timestamp_dropped).
  */
 #include "tp_sort.h"
 
@@ -41,15 +54,21 @@ struct chunk {
 	uint8_t data[];
 };
 
+/* A queue is written at its tail and read at its head, and both go on
+ * while the trace loads: a windowed extraction (see tp_sort_read_buffer)
+ * reads what was pushed before while the tokenizer pushes more. */
 struct queue {
-	uint32_t rank;     /* 0: a packet sequence; else tp_sort_lane order */
+	uint32_t stream;   /* the stream it is part of */
 	struct chunk *head, *tail;
 	int64_t last_ts;   /* of the last pushed event */
 	uint64_t last_seq; /* push order of the last pushed event */
-	uint64_t events;
-	bool unsorted;
-	/* read side */
-	struct chunk *rd;
+	uint64_t events;   /* pushed and not yet taken, the head included */
+	bool unsorted;     /* an event was pushed before the one before it */
+	bool dirty;        /* pushed to since the last extraction */
+	bool has_head;     /* h_* is an event not yet taken */
+	uint32_t hpos;     /* index in its stream's heap, or NOT_IN_HEAP */
+	/* read side: the next undecoded event is at head->data + rd_pos, its
+	 * deltas relative to rd_ts and rd_seq */
 	size_t rd_pos;
 	int64_t rd_ts;
 	uint64_t rd_seq;
@@ -61,6 +80,15 @@ struct queue {
 	size_t h_len;
 };
 
+#define NOT_IN_HEAP UINT32_MAX
+
+/* One of Perfetto's sorter streams; its number (index) breaks ties. */
+struct stream {
+	uint32_t *heap; /* its queues with a head, by (ts, push order) */
+	uint32_t n, cap;
+	uint32_t tpos;  /* index in the sorter's heap, or NOT_IN_HEAP */
+};
+
 struct tp_sorter {
 	struct queue *q;
 	uint32_t nq, capq;
@@ -68,9 +96,25 @@ struct tp_sorter {
 	tp_parse_fn fns[MAX_KINDS + 1];
 	unsigned nkinds;
 	uint64_t seq;       /* push order counter */
-	uint32_t nlanes;    /* ranks given */
+	struct stream *st;
+	uint32_t nst, capst;
 	uint64_t events;    /* pending */
 	size_t bytes;
+	/* the heap of streams with a queue with a head, by stream_less() */
+	uint32_t *top;
+	uint32_t ntop, captop;
+	/* queues pushed to since the last extraction */
+	uint32_t *dirty;
+	uint32_t ndirty, capdirty;
+	/* windowing, as Perfetto's sorter does it */
+	bool full_sort;
+	unsigned flushes;       /* since the last extraction */
+	uint64_t window_end;    /* push order the next extraction stops at */
+	int64_t latest_ts;      /* of the last event handed on */
+	bool any_taken;
+	uint64_t out_of_order;  /* events dropped: older than latest_ts */
+	uint64_t negative_ts;   /* events dropped: a timestamp below 0 */
+	uint64_t taken;         /* for progress */
 };
 
 struct tp_sorter *tp_sorter_new(void)
@@ -94,8 +138,13 @@ void tp_sorter_free(struct tp_sorter *s)
 	if (!s)
 		return;
 	for (uint32_t i = 0; i < s->nq; i++)
-		free_chunks(s->q[i].rd ? s->q[i].rd : s->q[i].head);
+		free_chunks(s->q[i].head);
 	free(s->q);
+	for (uint32_t i = 0; i < s->nst; i++)
+		free(s->st[i].heap);
+	free(s->st);
+	free(s->top);
+	free(s->dirty);
 	u64map_free(&s->keys);
 	free(s);
 }
@@ -108,16 +157,26 @@ uint8_t tp_sort_register(struct tp_sorter *s, tp_parse_fn fn)
 	return (uint8_t)s->nkinds++;
 }
 
-uint32_t tp_sort_lane(struct tp_sorter *s, uint64_t key)
+uint32_t tp_sort_stream(struct tp_sorter *s)
 {
-	uint32_t n = s->nq, q = tp_sort_queue(s, key);
-
-	if (q == n) /* made now */
-		s->q[q].rank = ++s->nlanes;
-	return q;
+	if (s->nst == s->capst) {
+		s->capst = s->capst ? s->capst * 2 : 16;
+		s->st = vp_xrealloc(s->st, s->capst * sizeof(*s->st));
+	}
+	memset(&s->st[s->nst], 0, sizeof(s->st[s->nst]));
+	s->st[s->nst].tpos = NOT_IN_HEAP;
+	return s->nst++;
 }
 
-uint32_t tp_sort_queue(struct tp_sorter *s, uint64_t key)
+uint32_t tp_sort_lane(struct tp_sorter *s, uint64_t key)
+{
+	uint64_t v;
+	if (u64map_get(&s->keys, key, &v))
+		return (uint32_t)v;
+	return tp_sort_queue(s, key, tp_sort_stream(s));
+}
+
+uint32_t tp_sort_queue(struct tp_sorter *s, uint64_t key, uint32_t stream)
 {
 	uint64_t v;
 	if (u64map_get(&s->keys, key, &v))
@@ -126,9 +185,18 @@ uint32_t tp_sort_queue(struct tp_sorter *s, uint64_t key)
 		s->capq = s->capq ? s->capq * 2 : 16;
 		s->q = vp_xrealloc(s->q, s->capq * sizeof(*s->q));
 	}
+	if (stream >= s->nst)
+		abort(); /* a programming error */
 	memset(&s->q[s->nq], 0, sizeof(s->q[s->nq]));
+	s->q[s->nq].hpos = NOT_IN_HEAP;
+	s->q[s->nq].stream = stream;
 	u64map_put(&s->keys, key, s->nq);
 	return s->nq++;
+}
+
+void tp_sort_set_full_sort(struct tp_sorter *s, bool full)
+{
+	s->full_sort = full;
 }
 
 static uint8_t *queue_reserve(struct tp_sorter *s, struct queue *q, size_t n)
@@ -182,36 +250,45 @@ void tp_sort_push(struct tp_sorter *s, uint32_t queue, int64_t ts,
 {
 	if (queue >= s->nq || kind >= s->nkinds)
 		abort(); /* a programming error */
-	queue_append(s, &s->q[queue], ts, ++s->seq, kind, payload, len);
+	if (ts < 0) { /* Perfetto drops these as they come */
+		s->negative_ts++;
+		return;
+	}
+	struct queue *q = &s->q[queue];
+	queue_append(s, q, ts, ++s->seq, kind, payload, len);
 	s->events++;
+	if (!q->dirty) {
+		q->dirty = true;
+		if (s->ndirty == s->capdirty) {
+			s->capdirty = s->capdirty ? s->capdirty * 2 : 64;
+			s->dirty = vp_xrealloc(s->dirty,
+					       s->capdirty * sizeof(*s->dirty));
+		}
+		s->dirty[s->ndirty++] = queue;
+	}
 }
 
 /* ---- reading ---------------------------------------------------------- */
 
-static void reader_start(struct queue *q)
-{
-	q->rd = q->head;
-	q->rd_pos = 0;
-	q->rd_ts = 0;
-	q->rd_seq = 0;
-	q->head = q->tail = NULL;
-}
-
-/* Decodes the next event of q into its h_* fields; false at the end.
- * Chunks already read are freed. */
+/* Decodes the next event of q into its h_* fields; false when q has none.
+ * Chunks read to their end are freed, the tail too: the writer then starts
+ * a new one, and both sides' deltas go on from the same last event. */
 static bool reader_next(struct tp_sorter *s, struct queue *q)
 {
-	while (q->rd && q->rd_pos >= q->rd->len) {
-		struct chunk *done = q->rd;
-		q->rd = done->next;
+	q->has_head = false;
+	while (q->head && q->rd_pos >= q->head->len) {
+		struct chunk *done = q->head;
+		q->head = done->next;
+		if (!q->head)
+			q->tail = NULL;
 		q->rd_pos = 0;
 		s->bytes -= sizeof(*done) + done->cap;
 		free(done);
 	}
-	if (!q->rd)
+	if (!q->head)
 		return false;
-	const uint8_t *p = q->rd->data + q->rd_pos;
-	const uint8_t *end = q->rd->data + q->rd->len;
+	const uint8_t *p = q->head->data + q->rd_pos;
+	const uint8_t *end = q->head->data + q->head->len;
 	uint64_t dts = 0, dseq = 0, len = 0;
 	/* We wrote these bytes ourselves, so they decode. */
 	pb_read_varint(&p, end, &dts);
@@ -225,7 +302,8 @@ static bool reader_next(struct tp_sorter *s, struct queue *q)
 	q->h_kind = kind;
 	q->h_payload = p;
 	q->h_len = (size_t)len;
-	q->rd_pos = (size_t)(p + len - q->rd->data);
+	q->rd_pos = (size_t)(p + len - q->head->data);
+	q->has_head = true;
 	return true;
 }
 
@@ -321,38 +399,50 @@ static void merge_sort(struct sort_item *v, struct sort_item *tmp, size_t n)
 	free(runs);
 }
 
-/* Sorts an out-of-order queue: decode, sort, re-encode. */
+/* Sorts what is left of an out-of-order queue (the decoded head, if any,
+ * and all after it): decode, sort, re-encode, decode the new head. */
 static void queue_sort(struct tp_sorter *s, struct queue *q)
 {
 	size_t n = q->events, i = 0;
 	struct sort_item *v = vp_xmalloc((n + 1) * sizeof(*v));
 	struct sort_item *tmp = vp_xmalloc((n + 1) * sizeof(*tmp));
 	struct chunk *old = q->head;
-	reader_start(q);
+	int64_t ts = q->rd_ts;
+	uint64_t seq = q->rd_seq;
+
+	if (q->has_head)
+		v[i++] = (struct sort_item){q->h_ts, q->h_seq, q->h_payload,
+					    q->h_len, q->h_kind};
 	/* Read without freeing: walk the chunks by hand. */
 	for (struct chunk *c = old; c; c = c->next) {
 		const uint8_t *p = c->data, *end = c->data + c->len;
+		if (c == old)
+			p += q->rd_pos;
 		while (p < end && i < n) {
 			uint64_t dts = 0, dseq = 0, len = 0;
 			pb_read_varint(&p, end, &dts);
 			pb_read_varint(&p, end, &dseq);
 			uint8_t kind = *p++;
 			pb_read_varint(&p, end, &len);
-			q->rd_ts = (int64_t)((uint64_t)q->rd_ts +
-					     (uint64_t)pb_zigzag_decode(dts));
-			q->rd_seq += dseq;
-			v[i++] = (struct sort_item){q->rd_ts, q->rd_seq, p,
-						    (size_t)len, kind};
+			ts = (int64_t)((uint64_t)ts +
+				       (uint64_t)pb_zigzag_decode(dts));
+			seq += dseq;
+			v[i++] = (struct sort_item){ts, seq, p, (size_t)len,
+						    kind};
 			p += len;
 		}
 	}
 	merge_sort(v, tmp, i);
 	free(tmp);
-	q->rd = NULL;
+	q->head = q->tail = NULL;
+	q->rd_pos = 0;
+	q->rd_ts = 0;
+	q->rd_seq = 0;
 	q->last_ts = 0;
 	q->last_seq = 0;
 	q->events = 0;
 	q->unsorted = false;
+	q->has_head = false;
 	for (size_t k = 0; k < i; k++)
 		queue_append(s, q, v[k].ts, v[k].seq, v[k].kind, v[k].payload,
 			     v[k].len);
@@ -363,84 +453,224 @@ static void queue_sort(struct tp_sorter *s, struct queue *q)
 		free(c);
 		c = nx;
 	}
+	reader_next(s, q);
 }
 
-/* Heap of queue indices ordered by their head event: its timestamp, then
- * the queue's rank, then push order. */
-static bool head_less(const struct tp_sorter *s, uint32_t a, uint32_t b)
+/* ---- the heaps --------------------------------------------------------- */
+
+/* Within a stream: by head timestamp, then push order. */
+static bool queue_less(const struct tp_sorter *s, uint32_t a, uint32_t b)
 {
 	const struct queue *x = &s->q[a], *y = &s->q[b];
 	if (x->h_ts != y->h_ts)
 		return x->h_ts < y->h_ts;
-	if (x->rank != y->rank)
-		return x->rank < y->rank;
 	return x->h_seq < y->h_seq;
 }
 
-static void heap_down(const struct tp_sorter *s, uint32_t *h, uint32_t n,
-		      uint32_t i)
+/* Between streams: by their first event's timestamp, then their number. */
+static bool stream_less(const struct tp_sorter *s, uint32_t a, uint32_t b)
+{
+	int64_t ta = s->q[s->st[a].heap[0]].h_ts;
+	int64_t tb = s->q[s->st[b].heap[0]].h_ts;
+	return ta != tb ? ta < tb : a < b;
+}
+
+/* One binary heap of indices: h[0..n), its position index kept in
+ * pos(item), ordered by less().  Both heaps are one of these. */
+struct heap_ops {
+	bool (*less)(const struct tp_sorter *, uint32_t, uint32_t);
+	uint32_t *(*pos)(struct tp_sorter *, uint32_t);
+};
+
+static uint32_t *queue_pos(struct tp_sorter *s, uint32_t qi)
+{
+	return &s->q[qi].hpos;
+}
+
+static uint32_t *stream_pos(struct tp_sorter *s, uint32_t si)
+{
+	return &s->st[si].tpos;
+}
+
+static const struct heap_ops QUEUES = {queue_less, queue_pos};
+static const struct heap_ops STREAMS = {stream_less, stream_pos};
+
+static void heap_swap(struct tp_sorter *s, const struct heap_ops *o,
+		      uint32_t *h, uint32_t i, uint32_t j)
+{
+	uint32_t t = h[i];
+	h[i] = h[j];
+	h[j] = t;
+	*o->pos(s, h[i]) = i;
+	*o->pos(s, h[j]) = j;
+}
+
+static void heap_down(struct tp_sorter *s, const struct heap_ops *o,
+		      uint32_t *h, uint32_t n, uint32_t i)
 {
 	for (;;) {
 		uint32_t l = 2 * i + 1, r = l + 1, m = i;
-		if (l < n && head_less(s, h[l], h[m]))
+		if (l < n && o->less(s, h[l], h[m]))
 			m = l;
-		if (r < n && head_less(s, h[r], h[m]))
+		if (r < n && o->less(s, h[r], h[m]))
 			m = r;
 		if (m == i)
 			return;
-		uint32_t t = h[i];
-		h[i] = h[m];
-		h[m] = t;
+		heap_swap(s, o, h, i, m);
 		i = m;
 	}
+}
+
+static void heap_up(struct tp_sorter *s, const struct heap_ops *o,
+		    uint32_t *h, uint32_t i)
+{
+	while (i > 0) {
+		uint32_t parent = (i - 1) / 2;
+		if (!o->less(s, h[i], h[parent]))
+			return;
+		heap_swap(s, o, h, i, parent);
+		i = parent;
+	}
+}
+
+/* Puts item x in the heap, or moves it to its place if its key changed. */
+static void heap_place(struct tp_sorter *s, const struct heap_ops *o,
+		       uint32_t **h, uint32_t *n, uint32_t *cap, uint32_t x)
+{
+	uint32_t *pos = o->pos(s, x);
+	if (*pos == NOT_IN_HEAP) {
+		if (*n == *cap) {
+			*cap = *cap ? *cap * 2 : 4;
+			*h = vp_xrealloc(*h, (size_t)*cap * sizeof(**h));
+		}
+		*pos = (*n)++;
+		(*h)[*pos] = x;
+	}
+	uint32_t i = *o->pos(s, x);
+	heap_down(s, o, *h, *n, i);
+	heap_up(s, o, *h, *o->pos(s, x));
+}
+
+/* Takes the item at index i out of the heap. */
+static void heap_remove(struct tp_sorter *s, const struct heap_ops *o,
+			uint32_t *h, uint32_t *n, uint32_t i)
+{
+	*o->pos(s, h[i]) = NOT_IN_HEAP;
+	if (--*n == i)
+		return;
+	h[i] = h[*n];
+	*o->pos(s, h[i]) = i;
+	heap_down(s, o, h, *n, i);
+	heap_up(s, o, h, *o->pos(s, h[i]));
+}
+
+/* Brings the queues pushed to since the last extraction into the heaps:
+ * a queue that went out of order is sorted (its head may come earlier),
+ * one without a head gets one. */
+static void heap_take_pushed(struct tp_sorter *s)
+{
+	for (uint32_t k = 0; k < s->ndirty; k++) {
+		uint32_t qi = s->dirty[k];
+		struct queue *q = &s->q[qi];
+		struct stream *st = &s->st[q->stream];
+		q->dirty = false;
+		if (q->unsorted)
+			queue_sort(s, q);
+		else if (!q->has_head)
+			reader_next(s, q);
+		if (!q->has_head)
+			continue;
+		heap_place(s, &QUEUES, &st->heap, &st->n, &st->cap, qi);
+		heap_place(s, &STREAMS, &s->top, &s->ntop, &s->captop,
+			   q->stream);
+	}
+	s->ndirty = 0;
+}
+
+/* ---- extraction ------------------------------------------------------- */
+
+/* Hands on the events pushed before push number `end`, in order, as
+ * Perfetto's sorter extracts them: take the stream whose first event is
+ * earliest (the lowest number on a tie), then its events up to the
+ * earliest first event of the other streams, that one included; stop at
+ * the first event taken in this order that was pushed at or after `end`.
+ * An event older than one handed on before (possible only across windows)
+ * is dropped and counted, as Perfetto counts
+ * sorter_push_event_out_of_order. */
+static void extract_until(struct tp_sorter *s, struct tp_ctx *ctx,
+			  uint64_t end,
+			  void (*progress)(struct tp_ctx *, double))
+{
+	uint64_t total = s->events;
+
+	heap_take_pushed(s);
+	while (s->ntop) {
+		uint32_t si = s->top[0];
+		struct stream *st = &s->st[si];
+		uint32_t qi = st->heap[0];
+		struct queue *q = &s->q[qi];
+		if (q->h_seq >= end)
+			break;
+		/* the other streams' earliest event: the smaller of the
+		 * root's children */
+		int64_t bound = INT64_MAX;
+		for (uint32_t c = 1; c <= 2 && c < s->ntop; c++) {
+			int64_t t = s->q[s->st[s->top[c]].heap[0]].h_ts;
+			if (t < bound)
+				bound = t;
+		}
+		for (;;) {
+			if (s->any_taken && q->h_ts < s->latest_ts) {
+				s->out_of_order++;
+			} else {
+				s->any_taken = true;
+				s->latest_ts = q->h_ts;
+				s->fns[q->h_kind](ctx, q->h_ts, q->h_payload,
+						  q->h_len);
+			}
+			q->events--;
+			s->events--;
+			if (progress && (++s->taken & 0xfffff) == 0)
+				progress(ctx, 1.0 - (double)s->events /
+						      (double)(total ? total : 1));
+			if (reader_next(s, q))
+				heap_down(s, &QUEUES, st->heap, st->n, 0);
+			else
+				heap_remove(s, &QUEUES, st->heap, &st->n, 0);
+			if (!st->n)
+				break;
+			qi = st->heap[0];
+			q = &s->q[qi];
+			if (q->h_ts > bound || q->h_seq >= end)
+				break;
+		}
+		if (st->n)
+			heap_down(s, &STREAMS, s->top, s->ntop, 0);
+		else
+			heap_remove(s, &STREAMS, s->top, &s->ntop, 0);
+	}
+}
+
+void tp_sort_flush_event(struct tp_sorter *s)
+{
+	s->flushes++;
+}
+
+void tp_sort_read_buffer_event(struct tp_sorter *s, struct tp_ctx *ctx)
+{
+	if (s->full_sort || s->flushes < 2)
+		return;
+	extract_until(s, ctx, s->window_end, NULL);
+	s->window_end = s->seq + 1;
+	s->flushes = 0;
 }
 
 void tp_sort_drain(struct tp_sorter *s, struct tp_ctx *ctx,
 		   void (*progress)(struct tp_ctx *, double))
 {
-	uint32_t *heap = vp_xmalloc(((size_t)s->nq + 1) * sizeof(*heap));
-	uint32_t n = 0;
-	uint64_t total = s->events, done = 0;
-	for (uint32_t i = 0; i < s->nq; i++) {
-		struct queue *q = &s->q[i];
-		if (q->unsorted)
-			queue_sort(s, q);
-		reader_start(q);
-		if (reader_next(s, q))
-			heap[n++] = i;
-	}
-	for (uint32_t i = n / 2; i-- > 0;)
-		heap_down(s, heap, n, i);
-	while (n) {
-		struct queue *q = &s->q[heap[0]];
-		/* A lane goes on up to the earliest head of the others (the
-		 * smaller of the root's children); the packet queues take one
-		 * event at a time, their order being the heap's. */
-		int64_t bound = INT64_MIN;
-		if (q->rank) {
-			bound = INT64_MAX;
-			for (uint32_t c = 1; c <= 2 && c < n; c++)
-				if (s->q[heap[c]].h_ts < bound)
-					bound = s->q[heap[c]].h_ts;
-		}
-		bool more;
-		do {
-			s->fns[q->h_kind](ctx, q->h_ts, q->h_payload, q->h_len);
-			if (progress && (++done & 0xfffff) == 0)
-				progress(ctx, (double)done /
-						      (double)(total ? total : 1));
-			more = reader_next(s, q);
-		} while (more && q->h_ts <= bound);
-		if (!more)
-			heap[0] = heap[--n];
-		heap_down(s, heap, n, 0);
-	}
-	free(heap);
-	for (uint32_t i = 0; i < s->nq; i++) {
-		free_chunks(s->q[i].rd);
-		memset(&s->q[i], 0, sizeof(s->q[i]));
-	}
-	s->events = 0;
+	extract_until(s, ctx, UINT64_MAX, progress);
+	s->window_end = s->seq + 1;
+	s->flushes = 0;
 }
 
 uint64_t tp_sort_events(const struct tp_sorter *s)
@@ -451,4 +681,14 @@ uint64_t tp_sort_events(const struct tp_sorter *s)
 size_t tp_sort_bytes(const struct tp_sorter *s)
 {
 	return s->bytes;
+}
+
+uint64_t tp_sort_dropped_out_of_order(const struct tp_sorter *s)
+{
+	return s->out_of_order;
+}
+
+uint64_t tp_sort_dropped_negative(const struct tp_sorter *s)
+{
+	return s->negative_ts;
 }

@@ -1064,6 +1064,14 @@ static void parse_service_event(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	struct pb_field g;
 	pb_reader_init(&r, f->data, f->len);
 	while (pb_next(&r, &g)) {
+		/* The sorter's windows follow the flushes and the buffer
+		 * reads, as Perfetto's do (tp_sort.h). */
+		if (g.num == SE_ALL_DATA_SOURCES_FLUSHED && ctx->sorter &&
+		    g.wt == PB_WT_VARINT && g.val)
+			tp_sort_flush_event(ctx->sorter);
+		if (g.num == SE_READ_TRACING_BUFFERS_COMPLETED && ctx->sorter &&
+		    g.wt == PB_WT_VARINT && g.val)
+			tp_sort_read_buffer_event(ctx->sorter, ctx);
 		/* Perfetto scopes these to (machine, trace);
 		 * all_data_source_flushed_ns is a multi key: one row per
 		 * flush. */

@@ -509,8 +509,8 @@ static void tokenize_track_event(struct tp_ctx *ctx,
 		pb_buf_free(&tmp);
 	}
 	pb_put_raw(b, p, len);
-	tp_sort_push(ctx->sorter, pkt->queue, ts, s->kind_event, b->data,
-		     b->len);
+	tp_sort_push(ctx->sorter, tp_seq_te_queue(ctx, pkt->seq), ts,
+		     s->kind_event, b->data, b->len);
 }
 
 bool tp_te_tokenize(struct tp_ctx *ctx, const struct tp_packet *pkt,

@@ -172,9 +172,11 @@ static void test_sorter(void **state)
 	g_seen = &seen;
 	struct tp_sorter *s = tp_sorter_new();
 	uint8_t k = tp_sort_register(s, record);
-	uint32_t q1 = tp_sort_queue(s, 1), q2 = tp_sort_queue(s, 2);
-	assert_int_equal(tp_sort_queue(s, 1), q1);
-	/* q1 in order, q2 out of order; equal timestamps keep push order. */
+	uint32_t st = tp_sort_stream(s);
+	uint32_t q1 = tp_sort_queue(s, 1, st), q2 = tp_sort_queue(s, 2, st);
+	assert_int_equal(tp_sort_queue(s, 1, st), q1);
+	/* Two queues of one stream: q1 in order, q2 out of order; equal
+	 * timestamps keep push order. */
 	const int64_t ts1[] = {10, 20, 20, 40};
 	const int64_t ts2[] = {30, 5, 20, -7};
 	int tag = 0;
@@ -184,12 +186,14 @@ static void test_sorter(void **state)
 		tag = 100 + i;
 		tp_sort_push(s, q2, ts2[i], k, &tag, sizeof(tag));
 	}
-	assert_int_equal(tp_sort_events(s), 8);
+	/* the negative timestamp is dropped as it comes, as Perfetto does */
+	assert_int_equal(tp_sort_events(s), 7);
+	assert_int_equal(tp_sort_dropped_negative(s), 1);
 	tp_sort_drain(s, NULL, NULL);
-	const int64_t want_ts[] = {-7, 5, 10, 20, 20, 20, 30, 40};
-	const int want_tag[] = {103, 101, 0, 1, 2, 102, 100, 3};
-	assert_int_equal(seen.n, 8);
-	for (int i = 0; i < 8; i++) {
+	const int64_t want_ts[] = {5, 10, 20, 20, 20, 30, 40};
+	const int want_tag[] = {101, 0, 1, 2, 102, 100, 3};
+	assert_int_equal(seen.n, 7);
+	for (int i = 0; i < 7; i++) {
 		assert_int_equal(seen.ts[i], want_ts[i]);
 		assert_int_equal(seen.tag[i], want_tag[i]);
 	}
@@ -221,11 +225,11 @@ static void test_sorter_runs(void **state)
 	static int64_t ts[N];
 	struct tp_sorter *s = tp_sorter_new();
 	uint8_t k = tp_sort_register(s, record_many);
-	uint32_t q = tp_sort_queue(s, 1);
+	uint32_t q = tp_sort_queue(s, 1, tp_sort_stream(s));
 	uint32_t x = 12345;
 
 	/* runs of 1..64 ascending events, each starting a little back */
-	int64_t t = 0;
+	int64_t t = 1000000;
 	for (int i = 0; i < N;) {
 		x = x * 1103515245u + 12345u;
 		int len = 1 + (int)(x >> 16) % 64;
@@ -247,6 +251,53 @@ static void test_sorter_runs(void **state)
 	}
 	for (int i = 0; i < N; i++)
 		assert_int_equal(g_many.ts[i], ts[g_many.tag[i]]);
+	tp_sorter_free(s);
+}
+
+/* Windows as Perfetto's sorter has them: a buffer read after two flushes
+ * hands on what was pushed before the previous such read, stopping at the
+ * first event in order that came later; an event older than one handed on
+ * is dropped and counted. */
+static void test_sorter_windows(void **state)
+{
+	(void)state;
+	struct seen seen = {0};
+	g_seen = &seen;
+	struct tp_sorter *s = tp_sorter_new();
+	uint8_t k = tp_sort_register(s, record);
+	uint32_t pq = tp_sort_queue(s, 1, tp_sort_stream(s));
+	uint32_t lane = tp_sort_lane(s, 2);
+	int tag;
+#define PUSH(q, ts, t) (tag = (t), tp_sort_push(s, (q), (ts), k, &tag, sizeof(tag)))
+	PUSH(pq, 10, 0);
+	PUSH(pq, 20, 1);
+	tp_sort_read_buffer_event(s, NULL); /* no flush yet: nothing */
+	tp_sort_flush_event(s);
+	tp_sort_flush_event(s);
+	tp_sort_read_buffer_event(s, NULL); /* the first window is empty */
+	assert_int_equal(seen.n, 0);
+	PUSH(pq, 30, 2);
+	PUSH(lane, 25, 3);
+	PUSH(lane, 15, 4); /* the lane goes out of order */
+	tp_sort_flush_event(s);
+	tp_sort_flush_event(s);
+	tp_sort_read_buffer_event(s, NULL);
+	/* 10 goes; then the lane's 15 is first, pushed after the window */
+	assert_int_equal(seen.n, 1);
+	assert_int_equal(seen.tag[0], 0);
+	PUSH(pq, 12, 5);
+	PUSH(pq, 5, 6); /* older than 10, handed on already: dropped */
+	tp_sort_drain(s, NULL, NULL);
+#undef PUSH
+	const int want_tag[] = {0, 5, 4, 1, 3, 2};
+	const int64_t want_ts[] = {10, 12, 15, 20, 25, 30};
+	assert_int_equal(seen.n, 6);
+	for (int i = 0; i < 6; i++) {
+		assert_int_equal(seen.tag[i], want_tag[i]);
+		assert_int_equal(seen.ts[i], want_ts[i]);
+	}
+	assert_int_equal(tp_sort_dropped_out_of_order(s), 1);
+	assert_int_equal(tp_sort_events(s), 0);
 	tp_sorter_free(s);
 }
 
@@ -393,6 +444,7 @@ int main(void)
 		cmocka_unit_test(test_sqlite_view),
 		cmocka_unit_test(test_sorter),
 		cmocka_unit_test(test_sorter_runs),
+		cmocka_unit_test(test_sorter_windows),
 		cmocka_unit_test(test_clocks),
 		cmocka_unit_test(test_args),
 		cmocka_unit_test(test_compress),
