@@ -66,10 +66,11 @@ static size_t default_extra_uuids(struct tp_ctx *ctx, uint32_t gen,
 }
 
 /* Counter value in absolute units for a counter track (tokenize order). */
-bool tp_te_counter_value(struct tp_ctx *ctx, struct u64map *sums,
-			 uint64_t uuid, double v, double *out)
+bool tp_te_counter_value(struct tp_ctx *ctx, uint32_t machine,
+			 struct u64map *sums, uint64_t uuid, double v,
+			 double *out)
 {
-	struct res *r = tp_te_res_find(ctx, uuid);
+	struct res *r = tp_te_res_find(ctx, machine, uuid);
 	if (!r || r->kind != RES_COUNTER)
 		return false;
 	if (r->unit_multiplier > 0)
@@ -165,8 +166,8 @@ bool tp_te_tokenize_extra_counters(struct tp_ctx *ctx,
 			return false;
 		for (size_t i = 0; i < nv; i++) {
 			double v;
-			if (!tp_te_counter_value(ctx, sums, uuids[i], vals[i],
-						 &v))
+			if (!tp_te_counter_value(ctx, pkt->machine, sums,
+						 uuids[i], vals[i], &v))
 				return false;
 			pb_put_raw_varint(out, uuids[i]);
 			put_double(out, v);

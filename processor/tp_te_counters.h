@@ -25,7 +25,8 @@ struct ev;
  * multiplier and, for an incremental counter, added to its running sum in
  * sums (the sequence's, uuid -> double bits).  false when uuid is not a
  * counter track. */
-bool tp_te_counter_value(struct tp_ctx *ctx, struct u64map *sums,
+bool tp_te_counter_value(struct tp_ctx *ctx, uint32_t machine,
+			 struct u64map *sums,
 			 uint64_t uuid, double v, double *out);
 /* The extra counter values of TrackEvent p (their uuids its own, else the
  * sequence's defaults'), appended to out as the payload's (uuid, value)

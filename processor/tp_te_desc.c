@@ -246,7 +246,7 @@ static void parse_track_descriptor(struct tp_ctx *ctx, int64_t ts,
 
 	if (!tp_te_desc_decode(p, len, &d) || !d.has_uuid)
 		return;
-	struct res *r = tp_te_res_find(ctx, d.uuid);
+	struct res *r = tp_te_res_find(ctx, machine, d.uuid);
 	if (!r)
 		return;
 	r = tp_te_resolve(ctx, r, ts);

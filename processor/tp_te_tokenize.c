@@ -467,7 +467,8 @@ static void tokenize_track_event(struct tp_ctx *ctx,
 		uint64_t cu = has_track_uuid ? track_uuid : duuid;
 		if ((!has_track_uuid && !(flags & F_DEFAULT_UUID)) ||
 		    !has_counter ||
-		    !tp_te_counter_value(ctx, &t->counters, cu, cval, &cval)) {
+		    !tp_te_counter_value(ctx, pkt->machine, &t->counters, cu,
+					 cval, &cval)) {
 			tp_stat_inc(ctx, "track_event_tokenizer_errors");
 			return;
 		}

@@ -32,7 +32,10 @@
 #define MAX_ANCESTORS 100 /* links from a track up to its root */
 
 struct tp_te_tracks {
-	struct u64map res_by_uuid; /* uuid -> index in res */
+	/* per machine (Perfetto keeps a machine's track event state apart):
+	 * uuid -> index in res */
+	struct u64map *res_by_uuid;
+	uint32_t nmachines;
 	struct res *res;
 	size_t nres, capres;
 	struct u64map uuid_by_utid, uuid_by_upid; /* descriptor owners */
@@ -51,7 +54,6 @@ static struct tp_te_tracks *S(struct tp_ctx *ctx)
 struct tp_te_tracks *tp_te_tracks_new(void)
 {
 	struct tp_te_tracks *s = vp_xcalloc(1, sizeof *s);
-	u64map_init(&s->res_by_uuid);
 	u64map_init(&s->uuid_by_utid);
 	u64map_init(&s->uuid_by_upid);
 	u64map_init(&s->first_packet_seqs);
@@ -67,7 +69,9 @@ void tp_te_tracks_free(struct tp_te_tracks *s)
 {
 	if (!s)
 		return;
-	u64map_free(&s->res_by_uuid);
+	for (uint32_t m = 0; m < s->nmachines; m++)
+		u64map_free(&s->res_by_uuid[m]);
+	free(s->res_by_uuid);
 	u64map_free(&s->uuid_by_utid);
 	u64map_free(&s->uuid_by_upid);
 	u64map_free(&s->first_packet_seqs);
@@ -92,14 +96,26 @@ static tp_str intern_bytes(struct tp_ctx *ctx, const uint8_t *p, size_t n)
 
 /* ---- reservations (tokenize) ------------------------------------------ */
 
-static struct res *res_find(struct tp_te_tracks *s, uint64_t uuid)
+static struct res *res_find(struct tp_te_tracks *s, uint32_t machine,
+			    uint64_t uuid)
 {
 	uint64_t i;
-	return u64map_get(&s->res_by_uuid, uuid, &i) ? &s->res[i] : NULL;
+	if (machine >= s->nmachines)
+		return NULL;
+	return u64map_get(&s->res_by_uuid[machine], uuid, &i) ? &s->res[i]
+							      : NULL;
 }
 
-static struct res *res_add(struct tp_te_tracks *s, uint64_t uuid)
+static struct res *res_add(struct tp_te_tracks *s, uint32_t machine,
+			   uint64_t uuid)
 {
+	if (machine >= s->nmachines) {
+		s->res_by_uuid = vp_xreallocarray(s->res_by_uuid, machine + 1,
+						  sizeof(*s->res_by_uuid));
+		for (uint32_t m = s->nmachines; m <= machine; m++)
+			u64map_init(&s->res_by_uuid[m]);
+		s->nmachines = machine + 1;
+	}
 	if (s->nres == s->capres) {
 		size_t cap = s->capres ? s->capres * 2 : 64;
 		struct res *p = vp_xrealloc(s->res, cap * sizeof *p);
@@ -109,8 +125,9 @@ static struct res *res_add(struct tp_te_tracks *s, uint64_t uuid)
 	struct res *r = &s->res[s->nres];
 	memset(r, 0, sizeof *r);
 	r->uuid = uuid;
+	r->machine = machine;
 	r->track = -1;
-	u64map_put(&s->res_by_uuid, uuid, s->nres++);
+	u64map_put(&s->res_by_uuid[machine], uuid, s->nres++);
 	return r;
 }
 
@@ -400,7 +417,7 @@ void tp_te_reserve(struct tp_ctx *ctx, const struct tp_packet *pkt,
 		tp_stat_inc(ctx, "track_descriptor_default_track_with_parent");
 		return;
 	}
-	struct res *r = res_find(s, d->uuid);
+	struct res *r = res_find(s, pkt->machine, d->uuid);
 	if (r && r->reserved) {
 		if (!same_track(r, &nr)) {
 			tp_stat_inc(ctx,
@@ -411,7 +428,7 @@ void tp_te_reserve(struct tp_ctx *ctx, const struct tp_packet *pkt,
 		return;
 	}
 	if (!r)
-		r = res_add(s, d->uuid);
+		r = res_add(s, pkt->machine, d->uuid);
 	/* Everything but the name is the first descriptor's. */
 	uint64_t uuid = r->uuid;
 	int64_t track = r->track;
@@ -431,9 +448,9 @@ static struct res *res_get_or_unknown(struct tp_ctx *ctx, uint64_t uuid,
 				      uint32_t machine)
 {
 	struct tp_te_tracks *s = S(ctx);
-	struct res *r = res_find(s, uuid);
+	struct res *r = res_find(s, machine, uuid);
 	if (!r) {
-		r = res_add(s, uuid);
+		r = res_add(s, machine, uuid);
 		r->kind = RES_CHILD;
 		r->machine = machine;
 		r->reserved = true;
@@ -461,7 +478,7 @@ static bool hierarchy_valid(struct tp_ctx *ctx, const struct res *r)
 				return false;
 			}
 		}
-		const struct res *cur = res_find(s, uuid);
+		const struct res *cur = res_find(s, r->machine, uuid);
 		if (!cur) {
 			tp_stat_inc(ctx, "track_hierarchy_missing_uuid");
 			return false;
@@ -478,7 +495,7 @@ static bool hierarchy_valid(struct tp_ctx *ctx, const struct res *r)
 static void sort_index_hint(struct tp_ctx *ctx, const struct res *r)
 {
 	struct tp_te_tracks *s = S(ctx);
-	const struct res *root = res_find(s, 0);
+	const struct res *root = res_find(s, r->machine, 0);
 
 	if (!root || !r->has_rank)
 		return;
@@ -499,7 +516,7 @@ static struct res *resolve_parent(struct tp_ctx *ctx, size_t ridx, int depth,
 
 	if (!puuid)
 		return NULL;
-	struct res *pr = res_find(s, puuid);
+	struct res *pr = res_find(s, s->res[ridx].machine, puuid);
 	if (!pr)
 		return NULL;
 	size_t pidx = (size_t)(pr - s->res);
@@ -794,7 +811,9 @@ static bool intern_res(struct tp_ctx *ctx, size_t i, tp_str name,
 		return false;
 	int64_t ptrack = -1;
 	bool parent_is_root = true;
-	struct res *pr = r->parent_uuid ? res_find(s, r->parent_uuid) : NULL;
+	struct res *pr = r->parent_uuid
+				 ? res_find(s, r->machine, r->parent_uuid)
+				 : NULL;
 	if (pr && pr->resolved) {
 		size_t pidx = (size_t)(pr - s->res);
 		ptrack = parent_track(ctx, pidx, seq, depth + 1);
@@ -814,8 +833,9 @@ static bool intern_res(struct tp_ctx *ctx, size_t i, tp_str name,
 	r->track_name = r->name ? r->name : name;
 	r->merge_value = r->merge == MERGE_BY_KEY ? r->merge_key
 						  : r->track_name;
+	/* Perfetto's compressor is per machine: so are the sets. */
 	uint64_t key[4] = {
-		(uint64_t)r->scope << 8 | r->merge,
+		(uint64_t)r->machine << 32 | (uint64_t)r->scope << 8 | r->merge,
 		r->scope == SCOPE_T ? r->utid : r->scope == SCOPE_P ? r->upid : 0,
 		r->parent_uuid,
 		r->merge_value,
@@ -872,9 +892,10 @@ struct res *tp_te_event_res(struct tp_ctx *ctx, uint64_t uuid,
 	return &s->res[i];
 }
 
-struct res *tp_te_res_find(struct tp_ctx *ctx, uint64_t uuid)
+struct res *tp_te_res_find(struct tp_ctx *ctx, uint32_t machine,
+			   uint64_t uuid)
 {
-	return res_find(S(ctx), uuid);
+	return res_find(S(ctx), machine, uuid);
 }
 
 struct res *tp_te_resolve(struct tp_ctx *ctx, struct res *r, int64_t ts)

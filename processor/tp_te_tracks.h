@@ -97,7 +97,8 @@ void tp_te_pid_tid(const uint8_t *p, size_t len, bool *has_pid, int64_t *pid,
 void tp_te_reserve(struct tp_ctx *ctx, const struct tp_packet *pkt,
 		   const struct desc *d);
 /* The reservation of uuid, or NULL. */
-struct res *tp_te_res_find(struct tp_ctx *ctx, uint64_t uuid);
+struct res *tp_te_res_find(struct tp_ctx *ctx, uint32_t machine,
+			   uint64_t uuid);
 /* Resolves r (and its ancestors); r again (the array may have moved), or
  * NULL when it cannot be. */
 struct res *tp_te_resolve(struct tp_ctx *ctx, struct res *r, int64_t ts);
