@@ -279,7 +279,9 @@ bool tp_clock_to_trace(struct tp_clocks *c, uint32_t machine,
 {
 	struct machine_clocks *m = machine_get(c, machine);
 	m->trace_clock_used = true;
-	if (clock_id == m->trace_clock || m->snapshots == 0) {
+	/* Only the trace clock itself needs no snapshot: any other clock
+	 * fails until a snapshot links it, as in Perfetto's converter. */
+	if (clock_id == m->trace_clock) {
 		*out = ts;
 		return true;
 	}
@@ -291,4 +293,24 @@ bool tp_clock_to_trace(struct tp_clocks *c, uint32_t machine,
 			return false;
 	*out = ts;
 	return true;
+}
+
+/* Whether a snapshot of the machine named the clock. */
+static bool clock_known(const struct machine_clocks *m, uint64_t clock_id)
+{
+	for (uint32_t e = 0; e < m->nedges; e++)
+		if (m->edges[e].from == clock_id || m->edges[e].to == clock_id)
+			return true;
+	return false;
+}
+
+const char *tp_clock_failure_stat(struct tp_clocks *c, uint32_t machine,
+				  uint64_t clock_id)
+{
+	struct machine_clocks *m = machine_get(c, machine);
+	if (!clock_known(m, clock_id))
+		return "clock_sync_failure_unknown_source_clock";
+	if (!clock_known(m, m->trace_clock))
+		return "clock_sync_failure_unknown_target_clock";
+	return "clock_sync_failure_no_path";
 }

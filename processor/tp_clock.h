@@ -42,5 +42,10 @@ uint64_t tp_clock_trace_clock(const struct tp_clocks *c, uint32_t machine);
 /* Converts ts in clock_id to trace time; false when no path exists. */
 bool tp_clock_to_trace(struct tp_clocks *c, uint32_t machine,
 		       uint64_t clock_id, int64_t ts, int64_t *out);
+/* The stat a failed tp_clock_to_trace() of clock_id counts, by Perfetto's
+ * reason: the clock is in no snapshot, the trace clock is in none, or no
+ * chain of snapshots links them. */
+const char *tp_clock_failure_stat(struct tp_clocks *c, uint32_t machine,
+				  uint64_t clock_id);
 
 #endif

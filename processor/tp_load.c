@@ -62,6 +62,15 @@ struct tp_load_state {
 	uint64_t inflated, inflate_limit;
 	bool over_limit;
 	uint64_t over_offset;
+	/* packets whose clock could not be converted yet (packet_time()) */
+	struct deferred {
+		uint8_t *data;
+		size_t len;
+		uint64_t offset;
+		uint32_t machine;
+		struct tp_seq *seq;
+	} *deferred;
+	size_t ndeferred, capdeferred;
 };
 
 static struct tp_load_state *L(struct tp_ctx *ctx);
@@ -126,6 +135,9 @@ void tp_ctx_free(struct tp_ctx *ctx)
 	tp_ftrace_free(ctx);
 	tp_system_free(ctx);
 	tp_sessions_free(ctx);
+	for (size_t k = 0; k < L(ctx)->ndeferred; k++)
+		free(L(ctx)->deferred[k].data);
+	free(L(ctx)->deferred);
 	tp_sorter_free(ctx->sorter);
 	tp_clocks_free(ctx->clocks);
 	tp_args_state_free(ctx->args);
@@ -186,6 +198,12 @@ uint32_t tp_packet_machine(struct tp_ctx *ctx, uint32_t raw,
 
 static void load_packet(struct tp_ctx *ctx, const uint8_t *data, size_t len,
 			uint64_t offset);
+static bool packet_time(struct tp_ctx *ctx, struct tp_packet *pkt,
+			const struct vp_packet *p, bool at_eof);
+static void dispatch_payload(struct tp_ctx *ctx, struct tp_packet *pkt,
+			     const struct vp_packet *p);
+static void defer_packet(struct tp_load_state *ls,
+			 const struct tp_packet *pkt);
 
 static void compressed_packets(struct tp_ctx *ctx, const uint8_t *data,
 			       size_t len, uint64_t offset)
@@ -359,24 +377,100 @@ static void load_packet(struct tp_ctx *ctx, const uint8_t *data, size_t len,
 	if (p.snapshot.data)
 		tp_seq_clock_snapshot(ctx, &pkt, p.snapshot.data,
 				      p.snapshot.len);
-	if (p.has_ts) {
-		pkt.clock_id = vp_seq_packet_clock(&pkt.seq->st, &p,
-						   BUILTIN_CLOCK_BOOTTIME);
-		if (!tp_seq_packet_time(ctx, &pkt))
-			return; /* counted as clock_sync_failure */
-		if (!ctx->have_ts || pkt.ts < ctx->first_ts)
-			ctx->first_ts = pkt.ts;
-		if (!ctx->have_ts || pkt.ts > ctx->last_ts)
-			ctx->last_ts = pkt.ts;
-		ctx->have_ts = true;
+	if (p.has_ts && !packet_time(ctx, &pkt, &p, false))
+		return;
+	dispatch_payload(ctx, &pkt, &p);
+}
+
+/* The packet's timestamp in trace time.  A clock no snapshot links to the
+ * trace clock yet may be linked by a later one: as Perfetto does, the
+ * packet is then kept for the end of the file (which makes the sorter
+ * sort the whole trace there), unless the sorter handed on events
+ * already; it is lost then (clock_sync_failure_undeferrable_packet_loss).
+ * at_eof: this is that second try, and its failure is counted by its
+ * reason too. */
+static bool packet_time(struct tp_ctx *ctx, struct tp_packet *pkt,
+			const struct vp_packet *p, bool at_eof)
+{
+	struct tp_load_state *ls = L(ctx);
+
+	pkt->clock_id = vp_seq_packet_clock(&pkt->seq->st, p,
+					    BUILTIN_CLOCK_BOOTTIME);
+	if (!tp_seq_packet_time(ctx, pkt, at_eof)) {
+		if (!at_eof && tp_sort_try_full_sort(ctx->sorter)) {
+			defer_packet(ls, pkt);
+			return false;
+		}
+		tp_stat_add(ctx, "clock_sync_failure_undeferrable_packet_loss",
+			    pkt->machine, -1, 1);
+		return false;
 	}
-	/* The payload, each field to the module that knows it. */
+	if (!ctx->have_ts || pkt->ts < ctx->first_ts)
+		ctx->first_ts = pkt->ts;
+	if (!ctx->have_ts || pkt->ts > ctx->last_ts)
+		ctx->last_ts = pkt->ts;
+	ctx->have_ts = true;
+	return true;
+}
+
+/* The payload, each field to the module that knows it. */
+static void dispatch_payload(struct tp_ctx *ctx, struct tp_packet *pkt,
+			     const struct vp_packet *p)
+{
 	struct pb_reader r;
 	struct pb_field spare;
 	const struct pb_field *f;
-	for (size_t i = 0; vp_packet_field(&p, &i, &r, &spare, &f);)
+	for (size_t i = 0; vp_packet_field(p, &i, &r, &spare, &f);)
 		if (!vp_packet_is_envelope(f->num))
-			dispatch_field(ctx, &pkt, f);
+			dispatch_field(ctx, pkt, f);
+}
+
+static void defer_packet(struct tp_load_state *ls,
+			 const struct tp_packet *pkt)
+{
+	if (ls->ndeferred == ls->capdeferred) {
+		ls->capdeferred = ls->capdeferred ? ls->capdeferred * 2 : 16;
+		ls->deferred = vp_xreallocarray(ls->deferred, ls->capdeferred,
+						sizeof(*ls->deferred));
+	}
+	struct deferred *d = &ls->deferred[ls->ndeferred++];
+	d->data = vp_xmalloc(pkt->len ? pkt->len : 1);
+	memcpy(d->data, pkt->data, pkt->len);
+	d->len = pkt->len;
+	d->offset = pkt->offset;
+	d->machine = pkt->machine;
+	d->seq = pkt->seq;
+}
+
+/* The end of the file: the deferred packets again, with every clock
+ * snapshot known now; their sequences' state is what it is at the end,
+ * as in Perfetto. */
+static void load_deferred(struct tp_ctx *ctx)
+{
+	struct tp_load_state *ls = L(ctx);
+
+	for (size_t k = 0; k < ls->ndeferred; k++) {
+		struct deferred *d = &ls->deferred[k];
+		struct vp_packet p;
+		struct tp_packet pkt = { 0 };
+		if (vp_packet_decode(&p, d->data, d->len)) {
+			pkt.data = d->data;
+			pkt.len = d->len;
+			pkt.offset = d->offset;
+			pkt.env = &p;
+			pkt.raw_ts = (int64_t)p.ts;
+			pkt.machine = d->machine;
+			pkt.seq = d->seq;
+			pkt.queue = d->seq->queue;
+			pkt.gen = d->seq->gen;
+			if (packet_time(ctx, &pkt, &p, true))
+				dispatch_payload(ctx, &pkt, &p);
+		}
+		free(d->data);
+	}
+	free(ls->deferred);
+	ls->deferred = NULL;
+	ls->ndeferred = ls->capdeferred = 0;
 }
 
 /* ---- driving the load ------------------------------------------------- */
@@ -431,6 +525,7 @@ static int over_limit_error(struct tp_ctx *ctx, struct vp_error *err)
 
 static void load_finish(struct tp_ctx *ctx)
 {
+	load_deferred(ctx);
 	progress_draw(ctx, "parsing", 0.0);
 	tp_sort_drain(ctx->sorter, ctx, progress_sort);
 	ctx->sorting_done = true;

@@ -198,7 +198,11 @@ static void tree_process(struct tp_ctx *ctx, uint32_t machine,
 				      (int64_t)start, &ts))
 			tp_set_int(pt, TP_PROCESS_start_ts, upid, ts);
 		else
-			tp_stat_add(ctx, "clock_sync_failure", machine, -1, 1);
+			tp_stat_add(ctx,
+				    tp_clock_failure_stat(
+					    ctx->clocks, machine,
+					    BUILTIN_CLOCK_BOOTTIME),
+				    machine, -1, 1);
 	}
 	/* Linux v6.4+ says whether it is a kernel thread. */
 	if (has_kthread) {

@@ -306,7 +306,10 @@ bool tp_to_trace_time(struct tp_ctx *ctx, const struct tp_packet *pkt,
 		id = tp_clock_seq_scoped(pkt->seq->id, clock_id);
 	}
 	if (!tp_clock_to_trace(ctx->clocks, pkt->machine, id, ts, out)) {
-		tp_stat_add(ctx, "clock_sync_failure", pkt->machine, -1, 1);
+		tp_stat_add(ctx,
+			    tp_clock_failure_stat(ctx->clocks, pkt->machine,
+						  id),
+			    pkt->machine, -1, 1);
 		return false;
 	}
 	return true;
@@ -416,8 +419,10 @@ void tp_seq_clock_snapshot(struct tp_ctx *ctx, struct tp_packet *pkt,
 	}
 }
 
-/* Resolves pkt->raw_ts (in pkt->clock_id) into pkt->ts. */
-bool tp_seq_packet_time(struct tp_ctx *ctx, struct tp_packet *pkt)
+/* Resolves pkt->raw_ts (in pkt->clock_id) into pkt->ts; a failure is
+ * counted only when count_failure (tp_seq.h). */
+bool tp_seq_packet_time(struct tp_ctx *ctx, struct tp_packet *pkt,
+			bool count_failure)
 {
 	int64_t ts = pkt->raw_ts;
 	uint32_t id = pkt->clock_id;
@@ -434,8 +439,20 @@ bool tp_seq_packet_time(struct tp_ctx *ctx, struct tp_packet *pkt)
 							     SCOPED_CLOCK_FIRST]);
 		}
 	}
-	if (!tp_to_trace_time(ctx, pkt, id, ts, &pkt->ts))
-		return false;
+	if (count_failure) {
+		if (!tp_to_trace_time(ctx, pkt, id, ts, &pkt->ts))
+			return false;
+	} else {
+		uint64_t cid = id;
+		if (id >= SCOPED_CLOCK_FIRST && id <= SCOPED_CLOCK_LAST) {
+			if (!tp_pkt_scoped_ok(pkt))
+				return false;
+			cid = tp_clock_seq_scoped(pkt->seq->id, id);
+		}
+		if (!tp_clock_to_trace(ctx->clocks, pkt->machine, cid, ts,
+				       &pkt->ts))
+			return false;
+	}
 	pkt->has_ts = true;
 	return true;
 }

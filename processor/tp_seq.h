@@ -51,8 +51,11 @@ void tp_seq_set_defaults(struct tp_ctx *ctx, uint32_t gen,
 void tp_seq_clock_snapshot(struct tp_ctx *ctx, struct tp_packet *pkt,
 			   const uint8_t *data, size_t len);
 /* Resolves pkt->raw_ts (in pkt->clock_id, through the sequence's scoped
- * and incremental clocks) into pkt->ts; false if it cannot. */
-bool tp_seq_packet_time(struct tp_ctx *ctx, struct tp_packet *pkt);
+ * and incremental clocks) into pkt->ts; false if it cannot, counting the
+ * failure's clock_sync_failure_* stat only when count_failure (before the
+ * end of the file Perfetto defers such a packet instead, tp_load.c). */
+bool tp_seq_packet_time(struct tp_ctx *ctx, struct tp_packet *pkt,
+			bool count_failure);
 
 /* ---- for the modules -------------------------------------------------- */
 
@@ -88,7 +91,7 @@ static inline bool tp_pkt_scoped_ok(const struct tp_packet *pkt)
 
 /* Converts a timestamp of clock_id (a builtin or sequence-scoped id as
  * written in the trace) seen on packet pkt to trace time, counting
- * clock_sync_failure when it cannot. */
+ * Perfetto's clock_sync_failure_* stat of the reason when it cannot. */
 bool tp_to_trace_time(struct tp_ctx *ctx, const struct tp_packet *pkt,
 		      uint32_t clock_id, int64_t ts, int64_t *out);
 

@@ -199,6 +199,16 @@ void tp_sort_set_full_sort(struct tp_sorter *s, bool full)
 	s->full_sort = full;
 }
 
+bool tp_sort_try_full_sort(struct tp_sorter *s)
+{
+	if (s->full_sort)
+		return true;
+	if (s->any_taken) /* too late: windows were handed on */
+		return false;
+	s->full_sort = true;
+	return true;
+}
+
 static uint8_t *queue_reserve(struct tp_sorter *s, struct queue *q, size_t n)
 {
 	struct chunk *c = q->tail;

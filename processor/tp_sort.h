@@ -55,6 +55,10 @@ void tp_sort_push(struct tp_sorter *s, uint32_t queue, int64_t ts,
 /* Sort the whole trace at its end, ignoring the windows (Perfetto's
  * --full-sort). */
 void tp_sort_set_full_sort(struct tp_sorter *s, bool full);
+/* Switches to sorting the whole trace at its end, as Perfetto does when a
+ * packet's clock cannot be converted yet; false when an event was handed
+ * on already. */
+bool tp_sort_try_full_sort(struct tp_sorter *s);
 
 /* The tokenizer saw a TracingServiceEvent: all_data_sources_flushed or
  * read_tracing_buffers_completed.  The latter may hand on the events of

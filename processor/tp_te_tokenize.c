@@ -408,8 +408,10 @@ static void tokenize_track_event(struct tp_ctx *ctx,
 			return;
 		}
 		t->ts_ns = nts;
+		/* MONOTONIC, in trace time where a snapshot links it; else
+		 * as written (the failure counted), as Perfetto keeps it */
 		if (!tp_to_trace_time(ctx, pkt, BUILTIN_CLOCK_MONOTONIC, nts, &ts))
-			return;
+			ts = nts;
 	} else if (has_abs && abs_us) {
 		int64_t ns;
 		if (mul_overflow_us(abs_us, &ns)) {
@@ -417,7 +419,7 @@ static void tokenize_track_event(struct tp_ctx *ctx,
 			return;
 		}
 		if (!tp_to_trace_time(ctx, pkt, BUILTIN_CLOCK_MONOTONIC, ns, &ts))
-			return;
+			ts = ns;
 	} else if (pkt->has_ts) {
 		ts = pkt->ts;
 	} else {

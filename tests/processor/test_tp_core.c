@@ -308,9 +308,13 @@ static void test_clocks(void **state)
 	(void)state;
 	struct tp_clocks *c = tp_clocks_new();
 	int64_t out;
-	/* No snapshot: every clock is trace time. */
-	assert_true(tp_clock_to_trace(c, 0, 3, 1234, &out));
+	/* No snapshot: the trace clock (BOOTTIME) is itself, any other
+	 * clock is not linked to it (Perfetto's converter fails too). */
+	assert_true(tp_clock_to_trace(c, 0, 6, 1234, &out));
 	assert_int_equal(out, 1234);
+	assert_false(tp_clock_to_trace(c, 0, 3, 1234, &out));
+	assert_string_equal(tp_clock_failure_stat(c, 0, 3),
+			    "clock_sync_failure_unknown_source_clock");
 	/* MONOTONIC(3) = BOOTTIME(6) - 1000; RAW(4) = MONOTONIC + 5. */
 	struct tp_clock_reading a[] = {{6, 11000}, {3, 10000}};
 	struct tp_clock_reading b[] = {{3, 20000}, {4, 20005}};
@@ -328,8 +332,10 @@ static void test_clocks(void **state)
 	assert_int_equal(out, 40999);
 	assert_true(tp_clock_to_trace(c, 0, 3, 40001, &out));
 	assert_int_equal(out, 50001);
-	/* Machines do not share graphs; sequence-scoped ids are distinct. */
-	assert_true(tp_clock_to_trace(c, 1, 3, 7, &out));
+	/* Machines do not share graphs (machine 1 has no snapshot);
+	 * sequence-scoped ids are distinct. */
+	assert_false(tp_clock_to_trace(c, 1, 3, 7, &out));
+	assert_true(tp_clock_to_trace(c, 1, 6, 7, &out));
 	assert_int_equal(out, 7);
 	assert_int_not_equal(tp_clock_seq_scoped(1, 64),
 			     tp_clock_seq_scoped(2, 64));
