@@ -45,7 +45,7 @@
 /* A queue's chunks start small and double up to CHUNK_SIZE: a trace may
  * have a million queues (one per packet sequence) of one event each. */
 #define CHUNK_SIZE (256u << 10)
-#define FIRST_CHUNK_SIZE 256u
+#define FIRST_CHUNK_SIZE 128u
 #define MAX_KINDS 255
 
 struct chunk {
