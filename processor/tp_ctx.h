@@ -98,6 +98,8 @@ struct tp_packet {
 	uint32_t machine;    /* machine table id (0: the tracing host) */
 	uint32_t queue;      /* sorter queue for events of this packet */
 	bool has_ts;         /* ts is valid */
+	bool ts_implied;     /* the packet has none: ts is the one Perfetto
+				gives it (the latest time so far) */
 	int64_t ts;          /* packet timestamp in trace time */
 	int64_t raw_ts;      /* timestamp as written */
 	uint32_t clock_id;   /* clock of raw_ts */

@@ -71,6 +71,9 @@ struct tp_load_state {
 		struct tp_seq *seq;
 	} *deferred;
 	size_t ndeferred, capdeferred;
+	/* per machine: the latest packet time (packet_latest()) */
+	int64_t *latest;
+	uint32_t nlatest;
 };
 
 static struct tp_load_state *L(struct tp_ctx *ctx);
@@ -138,6 +141,7 @@ void tp_ctx_free(struct tp_ctx *ctx)
 	for (size_t k = 0; k < L(ctx)->ndeferred; k++)
 		free(L(ctx)->deferred[k].data);
 	free(L(ctx)->deferred);
+	free(L(ctx)->latest);
 	tp_sorter_free(ctx->sorter);
 	tp_clocks_free(ctx->clocks);
 	tp_args_state_free(ctx->args);
@@ -204,6 +208,8 @@ static void dispatch_payload(struct tp_ctx *ctx, struct tp_packet *pkt,
 			     const struct vp_packet *p);
 static void defer_packet(struct tp_load_state *ls,
 			 const struct tp_packet *pkt);
+static void packet_latest(struct tp_ctx *ctx, struct tp_packet *pkt,
+			  const struct vp_packet *p);
 
 static void compressed_packets(struct tp_ctx *ctx, const uint8_t *data,
 			       size_t len, uint64_t offset)
@@ -379,7 +385,45 @@ static void load_packet(struct tp_ctx *ctx, const uint8_t *data, size_t len,
 				      p.snapshot.len);
 	if (p.has_ts && !packet_time(ctx, &pkt, &p, false))
 		return;
+	packet_latest(ctx, &pkt, &p);
 	dispatch_payload(ctx, &pkt, &p);
+}
+
+/* Whether Perfetto's reader is done with a packet of this kind before it
+ * looks at its timestamp (a clock snapshot, a service event, a remote
+ * clock sync): such a packet neither takes nor moves the latest time. */
+static bool timeless_kind(const struct vp_packet *p)
+{
+	return p->snapshot.data || p->payload_num == TP_SERVICE_EVENT ||
+	       p->payload_num == TP_REMOTE_CLOCK_SYNC;
+}
+
+/* A packet without a timestamp takes the later of its machine's latest
+ * packet time and the latest time pushed to the sorter, as Perfetto's
+ * reader gives it; every packet moves its machine's latest time. */
+static void packet_latest(struct tp_ctx *ctx, struct tp_packet *pkt,
+			  const struct vp_packet *p)
+{
+	struct tp_load_state *ls = L(ctx);
+
+	if (timeless_kind(p))
+		return;
+	if (pkt->machine >= ls->nlatest) {
+		uint32_t n = pkt->machine + 1;
+		ls->latest = vp_xreallocarray(ls->latest, n, sizeof(*ls->latest));
+		memset(ls->latest + ls->nlatest, 0,
+		       (n - ls->nlatest) * sizeof(*ls->latest));
+		ls->nlatest = n;
+	}
+	int64_t *latest = &ls->latest[pkt->machine];
+	if (!pkt->has_ts) {
+		int64_t pushed = tp_sort_max_pushed(ctx->sorter);
+		pkt->ts = *latest > pushed ? *latest : pushed;
+		pkt->has_ts = true;
+		pkt->ts_implied = true;
+	}
+	if (pkt->ts > *latest)
+		*latest = pkt->ts;
 }
 
 /* The packet's timestamp in trace time.  A clock no snapshot links to the
@@ -463,8 +507,10 @@ static void load_deferred(struct tp_ctx *ctx)
 			pkt.seq = d->seq;
 			pkt.queue = d->seq->queue;
 			pkt.gen = d->seq->gen;
-			if (packet_time(ctx, &pkt, &p, true))
+			if (packet_time(ctx, &pkt, &p, true)) {
+				packet_latest(ctx, &pkt, &p);
 				dispatch_payload(ctx, &pkt, &p);
+			}
 		}
 		free(d->data);
 	}

@@ -115,6 +115,7 @@ struct tp_sorter {
 	uint64_t out_of_order;  /* events dropped: older than latest_ts */
 	uint64_t negative_ts;   /* events dropped: a timestamp below 0 */
 	uint64_t taken;         /* for progress */
+	int64_t max_pushed;     /* the latest timestamp pushed (0: none) */
 };
 
 struct tp_sorter *tp_sorter_new(void)
@@ -265,6 +266,8 @@ void tp_sort_push(struct tp_sorter *s, uint32_t queue, int64_t ts,
 		return;
 	}
 	struct queue *q = &s->q[queue];
+	if (ts > s->max_pushed)
+		s->max_pushed = ts;
 	queue_append(s, q, ts, ++s->seq, kind, payload, len);
 	s->events++;
 	if (!q->dirty) {
@@ -681,6 +684,11 @@ void tp_sort_drain(struct tp_sorter *s, struct tp_ctx *ctx,
 	extract_until(s, ctx, UINT64_MAX, progress);
 	s->window_end = s->seq + 1;
 	s->flushes = 0;
+}
+
+int64_t tp_sort_max_pushed(const struct tp_sorter *s)
+{
+	return s->max_pushed;
 }
 
 uint64_t tp_sort_events(const struct tp_sorter *s)

@@ -77,6 +77,10 @@ void tp_sort_drain(struct tp_sorter *s, struct tp_ctx *ctx,
 uint64_t tp_sort_dropped_out_of_order(const struct tp_sorter *s);
 uint64_t tp_sort_dropped_negative(const struct tp_sorter *s);
 
+/* The latest timestamp pushed so far, 0 before any (Perfetto's
+ * max_timestamp(): a packet without a timestamp takes it). */
+int64_t tp_sort_max_pushed(const struct tp_sorter *s);
+
 uint64_t tp_sort_events(const struct tp_sorter *s);
 size_t tp_sort_bytes(const struct tp_sorter *s);
 

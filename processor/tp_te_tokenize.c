@@ -420,10 +420,10 @@ static void tokenize_track_event(struct tp_ctx *ctx,
 		}
 		if (!tp_to_trace_time(ctx, pkt, BUILTIN_CLOCK_MONOTONIC, ns, &ts))
 			ts = ns;
-	} else if (pkt->has_ts) {
+	} else if (pkt->has_ts && !pkt->ts_implied) {
 		ts = pkt->ts;
-	} else {
-		tp_stat_inc(ctx, "track_event_tokenizer_errors");
+	} else { /* a track event needs a timestamp of its own */
+		tp_stat_inc(ctx, "track_event_missing_timestamp");
 		return;
 	}
 

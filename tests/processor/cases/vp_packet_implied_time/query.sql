@@ -1,0 +1,5 @@
+SELECT c.ts, c.value, t.machine_id FROM counter c JOIN track t ON c.track_id = t.id ORDER BY c.id;
+SELECT ts, name FROM slice ORDER BY id;
+SELECT name, idx, severity, source, value FROM stats
+WHERE value <> 0 AND name NOT LIKE '%duration_ns' AND name <> 'clock_sync_cache_miss'
+ORDER BY name, idx;
