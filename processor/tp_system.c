@@ -39,6 +39,7 @@ enum {
 	EV_TRIGGER = 1,
 	EV_CLONE_SNAPSHOT_TRIGGER = 2,
 	EV_CHROME_TRIGGER = 3,
+	EV_INITIAL_DISPLAY_STATE = 4,
 };
 
 enum { TRIGGER_NONE, TRIGGER_TRACE, TRIGGER_CLONE_SNAPSHOT };
@@ -1194,6 +1195,10 @@ static void parse_chrome_trigger_event(struct tp_ctx *ctx, int64_t ts,
 	tp_meta_set_int(ctx, "cr-triggered_rule_name_hash", -1, hash);
 }
 
+static void parse_initial_display_state(struct tp_ctx *ctx, uint32_t machine,
+					int64_t ts, const uint8_t *data,
+					size_t len);
+
 static void system_parse(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 			 size_t len)
 {
@@ -1211,6 +1216,12 @@ static void system_parse(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 	case EV_CHROME_TRIGGER:
 		parse_chrome_trigger_event(ctx, ts, msg, n);
 		break;
+	case EV_INITIAL_DISPLAY_STATE: {
+		uint32_t machine;
+		memcpy(&machine, p + 1, 4);
+		parse_initial_display_state(ctx, machine, ts, msg, n);
+		break;
+	}
 	default:
 		break;
 	}
@@ -1354,26 +1365,25 @@ static void parse_chrome_metadata(struct tp_ctx *ctx, const struct pb_field *f)
 
 /* ---- initial display state ---------------------------------------------------------- */
 
-static void parse_initial_display_state(struct tp_ctx *ctx,
-					const struct tp_packet *pkt,
-					const struct pb_field *f)
+static void parse_initial_display_state(struct tp_ctx *ctx, uint32_t machine,
+					int64_t ts, const uint8_t *data,
+					size_t len)
 {
 	struct pb_reader r;
 	struct pb_field g;
 	bool has = false;
 	int64_t state = 0;
-	pb_reader_init(&r, f->data, f->len);
+	pb_reader_init(&r, data, len);
 	while (pb_next(&r, &g))
 		if (g.num == IDS_DISPLAY_STATE && g.wt == PB_WT_VARINT) {
 			state = (int32_t)g.val;
 			has = true;
 		}
-	if (!has || !pkt->has_ts)
+	if (!has)
 		return;
-	uint32_t t = tp_track_counter(ctx, pkt->machine,
-				      tp_s(ctx, "screen_state"),
+	uint32_t t = tp_track_counter(ctx, machine, tp_s(ctx, "screen_state"),
 				      tp_s(ctx, "ScreenState"), -1, 0);
-	tp_counter_add(ctx, t, pkt->ts, (double)state, -1);
+	tp_counter_add(ctx, t, ts, (double)state, -1);
 }
 
 /* ---- entry points -------------------------------------------------------------------- */
@@ -1431,7 +1441,8 @@ bool tp_system_tokenize(struct tp_ctx *ctx, const struct tp_packet *pkt,
 		parse_service_event(ctx, pkt, f);
 		return true;
 	case TP_INITIAL_DISPLAY_STATE:
-		parse_initial_display_state(ctx, pkt, f);
+		/* parsed in timestamp order, as Perfetto does */
+		push_event(ctx, pkt, EV_INITIAL_DISPLAY_STATE, f);
 		return true;
 	case TP_TRACE_UUID:
 		parse_trace_uuid(ctx, f);
