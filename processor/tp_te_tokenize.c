@@ -228,12 +228,14 @@ static void tokenize_thread_descriptor(struct tp_ctx *ctx,
 				       const struct tp_packet *pkt,
 				       const uint8_t *p, size_t len)
 {
-	if (!pkt->seq) {
-		tp_stat_inc(ctx, "track_event_tokenizer_errors");
+	/* Perfetto's stat names for each reason a descriptor is skipped */
+	if (!pkt->seq || !pkt->env->has_seq_id) {
+		tp_stat_inc(ctx, "thread_descriptor_missing_sequence_id");
 		return;
 	}
 	if (!pkt->seq->st.valid) {
-		tp_stat_inc(ctx, "tokenizer_skipped_packets");
+		tp_stat_inc(ctx,
+			    "thread_descriptor_skipped_incremental_state_invalid");
 		return;
 	}
 	set_seq_thread(ctx, seq_state(pkt->seq), pkt->gen, p, len);
@@ -398,7 +400,8 @@ static void tokenize_track_event(struct tp_ctx *ctx,
 	if (has_delta) {
 		int64_t dns, nts;
 		if (t->ts_state == TS_NONE) {
-			tp_stat_inc(ctx, "tokenizer_skipped_packets");
+			tp_stat_inc(ctx, "track_event_skipped_timestamp_delta_"
+					 "without_valid_state");
 			return;
 		}
 		if (t->ts_state == TS_INVALID || mul_overflow_us(delta, &dns) ||
@@ -432,7 +435,8 @@ static void tokenize_track_event(struct tp_ctx *ctx,
 	if (has_tdelta) {
 		int64_t dns;
 		if (t->ts_state != TS_VALID) {
-			tp_stat_inc(ctx, "tokenizer_skipped_packets");
+			tp_stat_inc(ctx, "track_event_skipped_thread_time_delta_"
+					 "without_valid_state");
 			return;
 		}
 		if (!mul_overflow_us(tdelta, &dns) &&
@@ -446,7 +450,8 @@ static void tokenize_track_event(struct tp_ctx *ctx,
 	}
 	if (has_idelta) {
 		if (t->ts_state != TS_VALID) {
-			tp_stat_inc(ctx, "tokenizer_skipped_packets");
+			tp_stat_inc(ctx, "track_event_skipped_thread_"
+					 "instruction_delta_without_valid_state");
 			return;
 		}
 		t->tic += idelta;

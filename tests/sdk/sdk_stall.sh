@@ -125,7 +125,15 @@ check "drop: some but not all slices arrived (got $n of ${WROTE:-?})" \
 	test "${n:-0}" -gt 0 -a "${n:-0}" -lt "${WROTE:-0}"
 n=$(stat "$t" traced_buf_trace_writer_packet_loss)
 check "drop: the service counted the writers' losses ($n)" test "${n:-0}" -gt 0
-n=$(stat "$t" tokenizer_skipped_packets)
+# Packets skipped for lack of incremental state, by any of Perfetto's
+# counts: a sequence's packets after a loss, and track events whose delta
+# times have no ThreadDescriptor to start from.
+n=$(query "$t" "select coalesce(sum(value), 0) from stats where name in
+	('packet_skipped_seq_needs_incremental_state_invalid',
+	 'track_event_skipped_timestamp_delta_without_valid_state',
+	 'track_event_skipped_thread_time_delta_without_valid_state',
+	 'track_event_skipped_thread_instruction_delta_without_valid_state',
+	 'thread_descriptor_skipped_incremental_state_invalid')")
 ow=$(stat "$t" traced_buf_chunks_overwritten)
 # Every writer that dropped starts a new incremental-state generation, so
 # what arrives decodes: nothing is skipped for lack of state...
