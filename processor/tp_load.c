@@ -208,8 +208,7 @@ static void dispatch_payload(struct tp_ctx *ctx, struct tp_packet *pkt,
 			     const struct vp_packet *p);
 static void defer_packet(struct tp_load_state *ls,
 			 const struct tp_packet *pkt);
-static void packet_latest(struct tp_ctx *ctx, struct tp_packet *pkt,
-			  const struct vp_packet *p);
+static void packet_latest(struct tp_ctx *ctx, struct tp_packet *pkt);
 
 static void compressed_packets(struct tp_ctx *ctx, const uint8_t *data,
 			       size_t len, uint64_t offset)
@@ -297,7 +296,9 @@ static void dispatch_field(struct tp_ctx *ctx, const struct tp_packet *pkt,
 }
 
 /* Applies the packet to its sequence's state (trace_model.h), acting on
- * what that says; false when the packet cannot be read (counted). */
+ * what that says; false when the rest of the packet is to be skipped: it
+ * needs incremental state its sequence has lost (load_packet counts that
+ * after the kinds Perfetto reads first). */
 static bool sequence_state(struct tp_ctx *ctx, struct tp_packet *pkt,
 			   const struct vp_packet *p)
 {
@@ -339,14 +340,54 @@ static bool sequence_state(struct tp_ctx *ctx, struct tp_packet *pkt,
 	if (p->defaults.data)
 		tp_seq_set_defaults(ctx, pkt->gen, p->defaults.data,
 				    p->defaults.len);
-	if (ev & VP_SEQ_SKIP) {
-		/* Perfetto logs the skip under its own stat. */
-		tp_stat_add(ctx, "packet_skipped_seq_needs_"
-				 "incremental_state_invalid",
-			    pkt->machine, -1, 1);
-		return false;
+	return !(ev & VP_SEQ_SKIP);
+}
+
+/* The packet kinds Perfetto's reader is done with before it asks whether
+ * the sequence's incremental state is valid and before it looks at the
+ * timestamp: a clock snapshot, a remote clock sync and a service event end
+ * the packet there (nothing beside them is read); trace stats are read
+ * there, and the packet goes on (dispatch_payload does not read them
+ * again).  True when the packet is done. */
+static bool early_kinds(struct tp_ctx *ctx, struct tp_packet *pkt,
+			const struct vp_packet *p)
+{
+	struct pb_reader r;
+	struct pb_field spare, stats, service;
+	const struct pb_field *f;
+	bool have_stats = false, have_service = false, remote = false;
+
+	if (p->snapshot.data) {
+		tp_seq_clock_snapshot(ctx, pkt, p->snapshot.data,
+				      p->snapshot.len);
+		return true;
 	}
-	return true;
+	/* the last of each, as Perfetto's decoder keeps it */
+	for (size_t i = 0; vp_packet_field(p, &i, &r, &spare, &f);) {
+		if (f->wt != PB_WT_LEN)
+			continue;
+		if (f->num == TP_TRACE_STATS) {
+			stats = *f;
+			have_stats = true;
+		} else if (f->num == TP_SERVICE_EVENT) {
+			service = *f;
+			have_service = true;
+		} else if (f->num == TP_REMOTE_CLOCK_SYNC) {
+			remote = true;
+		}
+	}
+	if (have_stats)
+		tp_system_tokenize(ctx, pkt, &stats);
+	if (remote)
+		return true; /* clocks of other machines: none to take here */
+	if (have_service) {
+		/* with its timestamp as written, not converted */
+		pkt->ts = pkt->raw_ts;
+		pkt->has_ts = p->has_ts;
+		tp_system_tokenize(ctx, pkt, &service);
+		return true;
+	}
+	return false;
 }
 
 static void load_packet(struct tp_ctx *ctx, const uint8_t *data, size_t len,
@@ -377,37 +418,29 @@ static void load_packet(struct tp_ctx *ctx, const uint8_t *data, size_t len,
 	 * reader has it (interned data and track events work there too). */
 	pkt.seq = tp_seq_get(ctx, pkt.machine, p.seq_id);
 	pkt.queue = pkt.seq->queue;
-	if (!sequence_state(ctx, &pkt, &p))
+	bool valid = sequence_state(ctx, &pkt, &p);
+	if (early_kinds(ctx, &pkt, &p))
 		return;
-
-	if (p.snapshot.data)
-		tp_seq_clock_snapshot(ctx, &pkt, p.snapshot.data,
-				      p.snapshot.len);
+	if (!valid) {
+		/* Perfetto logs the skip under its own stat. */
+		tp_stat_add(ctx, "packet_skipped_seq_needs_"
+				 "incremental_state_invalid",
+			    pkt.machine, -1, 1);
+		return;
+	}
 	if (p.has_ts && !packet_time(ctx, &pkt, &p, false))
 		return;
-	packet_latest(ctx, &pkt, &p);
+	packet_latest(ctx, &pkt);
 	dispatch_payload(ctx, &pkt, &p);
-}
-
-/* Whether Perfetto's reader is done with a packet of this kind before it
- * looks at its timestamp (a clock snapshot, a service event, a remote
- * clock sync): such a packet neither takes nor moves the latest time. */
-static bool timeless_kind(const struct vp_packet *p)
-{
-	return p->snapshot.data || p->payload_num == TP_SERVICE_EVENT ||
-	       p->payload_num == TP_REMOTE_CLOCK_SYNC;
 }
 
 /* A packet without a timestamp takes the later of its machine's latest
  * packet time and the latest time pushed to the sorter, as Perfetto's
  * reader gives it; every packet moves its machine's latest time. */
-static void packet_latest(struct tp_ctx *ctx, struct tp_packet *pkt,
-			  const struct vp_packet *p)
+static void packet_latest(struct tp_ctx *ctx, struct tp_packet *pkt)
 {
 	struct tp_load_state *ls = L(ctx);
 
-	if (timeless_kind(p))
-		return;
 	if (pkt->machine >= ls->nlatest) {
 		uint32_t n = pkt->machine + 1;
 		ls->latest = vp_xreallocarray(ls->latest, n, sizeof(*ls->latest));
@@ -465,7 +498,8 @@ static void dispatch_payload(struct tp_ctx *ctx, struct tp_packet *pkt,
 	struct pb_field spare;
 	const struct pb_field *f;
 	for (size_t i = 0; vp_packet_field(p, &i, &r, &spare, &f);)
-		if (!vp_packet_is_envelope(f->num))
+		if (!vp_packet_is_envelope(f->num) &&
+		    f->num != TP_TRACE_STATS) /* read by early_kinds() */
 			dispatch_field(ctx, pkt, f);
 }
 
@@ -508,7 +542,7 @@ static void load_deferred(struct tp_ctx *ctx)
 			pkt.queue = d->seq->queue;
 			pkt.gen = d->seq->gen;
 			if (packet_time(ctx, &pkt, &p, true)) {
-				packet_latest(ctx, &pkt, &p);
+				packet_latest(ctx, &pkt);
 				dispatch_payload(ctx, &pkt, &p);
 			}
 		}

@@ -452,7 +452,6 @@ static void push(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	struct tp_ftrace_state *s = ctx->ftrace;
 	struct proc_hdr h = { pkt->machine };
 	size_t need = sizeof h + f->len;
-	int64_t ts = pkt->has_ts ? pkt->ts : (ctx->have_ts ? ctx->last_ts : 0);
 
 	if (need > s->scratch_cap) {
 		s->scratch_cap = need * 2;
@@ -460,7 +459,7 @@ static void push(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	}
 	memcpy(s->scratch, &h, sizeof h);
 	memcpy(s->scratch + sizeof h, f->data, f->len);
-	tp_sort_push(ctx->sorter, pkt->queue, ts, kind, s->scratch, need);
+	tp_sort_push(ctx->sorter, pkt->queue, pkt->ts, kind, s->scratch, need);
 }
 
 bool tp_process_tokenize(struct tp_ctx *ctx, const struct tp_packet *pkt,

@@ -52,7 +52,7 @@ bool tp_sessions_tokenize(struct tp_ctx *ctx, const struct tp_packet *pkt,
 {
 	if (f->num != TP_CONCURRENT_SESSION_EVENT || f->wt != PB_WT_LEN)
 		return false;
-	tp_sort_push(ctx->sorter, pkt->queue, pkt->has_ts ? pkt->ts : 0,
+	tp_sort_push(ctx->sorter, pkt->queue, pkt->ts,
 		     ctx->sessions->kind, f->data, f->len);
 	return true;
 }

@@ -46,13 +46,6 @@ void tp_te_desc_free(struct tp_te_desc_state *d)
 
 /* ---- tokenize ----------------------------------------------------------- */
 
-static int64_t packet_ts(struct tp_ctx *ctx, const struct tp_packet *pkt)
-{
-	if (pkt->has_ts)
-		return pkt->ts;
-	return ctx->have_ts ? ctx->last_ts : 0;
-}
-
 void tp_te_desc_push(struct tp_ctx *ctx, const struct tp_packet *pkt,
 		     uint8_t what, const uint8_t *p, size_t len)
 {
@@ -64,7 +57,7 @@ void tp_te_desc_push(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	pb_put_raw_varint(b, pkt->machine);
 	pb_put_raw_varint(b, pkt->seq ? pkt->seq->id : 0);
 	pb_put_raw(b, p, len);
-	tp_sort_push(ctx->sorter, pkt->queue, packet_ts(ctx, pkt),
+	tp_sort_push(ctx->sorter, pkt->queue, pkt->ts,
 		     s->kind, b->data, b->len);
 }
 

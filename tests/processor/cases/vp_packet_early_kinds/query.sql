@@ -1,0 +1,5 @@
+SELECT ts, name FROM slice ORDER BY id;
+SELECT name, int_value FROM metadata WHERE name = 'tracing_started_ns';
+SELECT name, idx, severity, source, value FROM stats
+WHERE value <> 0 AND name NOT LIKE '%duration_ns' AND name <> 'clock_sync_cache_miss'
+ORDER BY name, idx;
