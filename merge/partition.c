@@ -67,6 +67,19 @@ static int run_record(const struct partition_job *job, void *ctx,
 
 /* ---- one thread ---------------------------------------------------------- */
 
+/* Hands what out holds to the sink and empties it. */
+static int flush_single(const struct partition_job *job, struct pb_buf *out,
+			struct vp_error *err)
+{
+	int rc = 0;
+
+	if (job->sink && out->len)
+		rc = job->sink(job->sink_ctx, out->data, out->len, err);
+	pb_buf_reset(out);
+	shrink(out);
+	return rc;
+}
+
 static int run_single(const struct partition_job *job, struct vp_error *err,
 		      int *io_error)
 {
@@ -83,20 +96,24 @@ static int run_single(const struct partition_job *job, struct vp_error *err,
 			rc = vp_errorf(err, "interrupted");
 			break;
 		}
-		pb_buf_reset(&out);
 		if (run_record(job, job->ctx[0], &rec, &out, NULL, err) < 0) {
 			rc = -1;
 			break;
 		}
-		if (job->sink && out.len &&
-		    job->sink(job->sink_ctx, out.data, out.len, err) < 0) {
+		/* The output goes to the sink a window at a time: a call and
+		 * a copy per window, not per record. */
+		if (out.len >= PARTITION_WINDOW_BYTES &&
+		    flush_single(job, &out, err) < 0) {
 			*io_error = 1;
 			rc = -1;
 			break;
 		}
-		shrink(&out);
 		if (job->progress)
 			job->progress(job->progress_ctx, rec.raw_len);
+	}
+	if (rc == 0 && flush_single(job, &out, err) < 0) {
+		*io_error = 1;
+		rc = -1;
 	}
 	pb_buf_free(&out);
 	trace_reader_close(rd);
