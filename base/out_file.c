@@ -18,6 +18,9 @@
 
 #define TMP_TAG ".vperfetto-tmp."
 #define MAX_SLOTS 64
+/* Writeback of a file written aside is started every this many bytes, so
+ * that the fsync of the commit finds little left to write. */
+#define WRITEBACK_STEP (8u << 20)
 
 /* ---- the table a signal handler walks ------------------------------------ */
 
@@ -149,6 +152,7 @@ struct vp_out {
 	int fd;
 	int slot;
 	int werr;     /* first write error (errno), poisons the commit */
+	off_t written, started; /* bytes written; writeback started below */
 	bool direct;
 	bool created; /* direct: this run created the file */
 };
@@ -401,6 +405,20 @@ const char *vp_out_temp_path(const struct vp_out *o)
 	return o->tmp ? o->tmp : o->path;
 }
 
+/* Starts the disk writes of what was written since the last call, when
+ * that is a step's worth: they then overlap the rest of the run instead
+ * of all waiting for the fsync of the commit.  Only a start (the commit's
+ * fsync is what makes the data durable), and only for a file written
+ * aside; an error here is left for that fsync to report. */
+static void start_writeback(struct vp_out *o)
+{
+	if (o->direct || o->written - o->started < (off_t)WRITEBACK_STEP)
+		return;
+	(void)sync_file_range(o->fd, o->started, o->written - o->started,
+			      SYNC_FILE_RANGE_WRITE);
+	o->started = o->written;
+}
+
 int vp_out_write(struct vp_out *o, const void *buf, size_t len,
 		 struct vp_error *err)
 {
@@ -419,7 +437,9 @@ int vp_out_write(struct vp_out *o, const void *buf, size_t len,
 		}
 		p += n;
 		len -= (size_t)n;
+		o->written += n;
 	}
+	start_writeback(o);
 	return 0;
 }
 

@@ -4,7 +4,9 @@
  *
  * An output is written aside, to "DIR/.NAME.vperfetto-tmp.PID" next to the
  * destination DIR/NAME, and only vp_out_commit() puts it in place: it
- * checks every write, fsyncs, then renames.  Until then the destination is
+ * checks every write, fsyncs, then renames (the disk writes are started
+ * every few MiB as the file is written, so the fsync has little left to
+ * wait for).  Until then the destination is
  * untouched; vp_out_abort() (or any failure) removes the temporary file.
  * Several outputs of one run are committed together: all of them appear,
  * or (when a rename fails half-way) the ones already renamed are rolled
