@@ -7,6 +7,7 @@
 #include "out_file.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,16 +86,22 @@ struct progress {
 	bool on;
 	uint64_t total, done;
 	int shown; /* last percentage drawn */
+	pthread_mutex_t mu; /* the scans of pass 1 may run at once */
 };
 
 static void progress_add(struct progress *p, uint64_t bytes)
 {
+	if (!p->on) {
+		p->done += bytes;
+		return;
+	}
+	pthread_mutex_lock(&p->mu);
 	p->done += bytes;
-	if (!p->on || !p->total)
+	int pct = p->total ? (int)(p->done * 100 / p->total) : p->shown;
+	if (pct == p->shown) {
+		pthread_mutex_unlock(&p->mu);
 		return;
-	int pct = (int)(p->done * 100 / p->total);
-	if (pct == p->shown)
-		return;
+	}
 	p->shown = pct;
 	char bar[41];
 	int fill = pct * 40 / 100;
@@ -104,6 +111,7 @@ static void progress_add(struct progress *p, uint64_t bytes)
 	fprintf(stderr, "\r[%s] %3d%%", bar, pct);
 	if (pct >= 100)
 		fputc('\n', stderr);
+	pthread_mutex_unlock(&p->mu);
 }
 
 /* ---- packets, compressed or not -------------------------------------------------- */
@@ -322,6 +330,69 @@ static int scan_file(const char *path, struct sync_scanner **out,
 	if (rc < 0)
 		return io_error ? MERGE_IO_ERROR : MERGE_BAD_INPUT;
 	return MERGE_OK;
+}
+
+/* One input of pass 1: a guest, or the host (copied as it is scanned). */
+struct scan_item {
+	const char *path;
+	struct trace_writer *copy_to;
+	struct sync_scanner *sc;
+	int status;
+	struct vp_error err;
+};
+
+struct scan_pool {
+	struct scan_item *items;
+	size_t n, next;          /* next: the next item to take (mu) */
+	pthread_mutex_t mu;
+	struct progress *pg;
+	uint64_t max_inflate;
+	volatile sig_atomic_t *cancel;
+};
+
+static void *scan_worker(void *arg)
+{
+	struct scan_pool *sp = arg;
+
+	for (;;) {
+		pthread_mutex_lock(&sp->mu);
+		size_t i = sp->next++;
+		pthread_mutex_unlock(&sp->mu);
+		if (i >= sp->n)
+			return NULL;
+		struct scan_item *it = &sp->items[i];
+		it->status = scan_file(it->path, &it->sc, it->copy_to, sp->pg,
+				       sp->max_inflate, sp->cancel, &it->err);
+	}
+}
+
+/* Scans the inputs, up to `threads` of them at once: each scan has its
+ * own reader and scanner and none writes anything another reads (only
+ * the host's writes the output).  A thread that cannot be had leaves
+ * its share to the others. */
+static void scan_inputs(struct scan_item *items, size_t n, unsigned threads,
+			struct progress *pg, uint64_t max_inflate,
+			volatile sig_atomic_t *cancel)
+{
+	struct scan_pool sp = {
+		.items = items, .n = n, .pg = pg,
+		.max_inflate = max_inflate, .cancel = cancel,
+		.mu = PTHREAD_MUTEX_INITIALIZER,
+	};
+	pthread_t tid[MERGE_MAX_GUESTS + 1];
+	unsigned started = 0;
+
+	if (threads > n)
+		threads = (unsigned)n;
+	for (unsigned t = 1; t < threads; t++) {
+		if (pthread_create(&tid[started], NULL, scan_worker, &sp) != 0)
+			break;
+		started++;
+	}
+	scan_worker(&sp);
+	for (unsigned t = 0; t < started; t++)
+		pthread_join(tid[t], NULL);
+	pthread_mutex_destroy(&sp.mu);
 }
 
 /* ---- the clock model per guest ------------------------------------------------------ */
@@ -1156,7 +1227,8 @@ static int run_begin(const struct merge_opts *o, struct merge_result *res,
 		     struct vp_error *err)
 {
 	memset(res, 0, sizeof(*res));
-	*pg = (struct progress){.on = o->progress, .shown = -1};
+	*pg = (struct progress){.on = o->progress, .shown = -1,
+				.mu = PTHREAD_MUTEX_INITIALIZER};
 	if (!o->n_guests || o->n_guests > MERGE_MAX_GUESTS)
 		return failf(err, MERGE_USAGE, "between 1 and %d guest traces, "
 			     "please", MERGE_MAX_GUESTS);
@@ -1566,29 +1638,56 @@ int merge_run(const struct merge_opts *o, struct merge_result *res,
 	if (onto) /* the host is read twice: scanned, then rewritten */
 		pg.total += file_size(o->host);
 
-	/* Pass 1: each guest's sync data, on one thread: per packet, finding
-	 * the sync data costs about what handing a packet to another thread
-	 * would.  Packets inside compressed_packets may belong to any
-	 * sequence, so a guest that has them is rewritten on one thread. */
+	/* Pass 1: each guest's sync data; pass 2: the host, copied as it is
+	 * scanned (onto a guest's axis it is only scanned here, and
+	 * rewritten once that guest's model is known).  The scans are
+	 * independent, so with several threads they run at once, a file
+	 * per thread: within one file, finding the sync data costs about
+	 * what handing a packet to another thread would.  Failures are
+	 * reported in the order the passes had one after the other: the
+	 * guests', then the output's, then the host's. */
 	unsigned threads = o->threads ? o->threads : 1;
 	uint64_t max_inflate = o->max_inflate ? o->max_inflate
 					      : MERGE_DEFAULT_MAX_INFLATE;
 	if (threads > PARTITION_MAX_THREADS)
 		threads = PARTITION_MAX_THREADS;
-	for (size_t i = 0; i < o->n_guests && status == MERGE_OK; i++) {
-		status = scan_file(o->guests[i], &gsc[i], NULL, &pg, max_inflate,
-				   o->cancel, err);
-		plan[i].threads = status == MERGE_OK &&
+	struct scan_item items[MERGE_MAX_GUESTS + 1];
+	struct vp_error werr;
+	size_t n_items = o->n_guests;
+	int wstatus = MERGE_OK;
+	memset(items, 0, sizeof(items));
+	for (size_t i = 0; i < o->n_guests; i++)
+		items[i].path = o->guests[i];
+	if (trace_writer_open(&w, o->out, &werr) < 0)
+		wstatus = MERGE_IO_ERROR;
+	else
+		items[n_items++] = (struct scan_item){
+			.path = o->host, .copy_to = onto ? NULL : w};
+	scan_inputs(items, n_items, threads, &pg, max_inflate, o->cancel);
+	for (size_t i = 0; i < o->n_guests; i++) {
+		gsc[i] = items[i].sc;
+		/* Packets inside compressed_packets may belong to any
+		 * sequence: a guest that has them is rewritten on one
+		 * thread. */
+		plan[i].threads = items[i].status == MERGE_OK &&
 			      sync_scanner_data(gsc[i])->n_compressed ? 1 : threads;
+		if (status == MERGE_OK && items[i].status != MERGE_OK) {
+			status = items[i].status;
+			*err = items[i].err;
+		}
 	}
-	/* Pass 2: the host, copied as it is scanned.  Onto a guest's axis it
-	 * is only scanned here, and rewritten once that guest's model is
-	 * known. */
-	if (status == MERGE_OK && trace_writer_open(&w, o->out, err) < 0)
-		status = MERGE_IO_ERROR;
-	if (status == MERGE_OK)
-		status = scan_file(o->host, &hsc, onto ? NULL : w, &pg,
-				   max_inflate, o->cancel, err);
+	if (status == MERGE_OK && wstatus != MERGE_OK) {
+		status = wstatus;
+		*err = werr;
+	}
+	if (wstatus == MERGE_OK) {
+		hsc = items[o->n_guests].sc;
+		if (status == MERGE_OK &&
+		    items[o->n_guests].status != MERGE_OK) {
+			status = items[o->n_guests].status;
+			*err = items[o->n_guests].err;
+		}
+	}
 	if (status != MERGE_OK)
 		goto out;
 

@@ -6,6 +6,8 @@
  *      sync data, KVM counter records and largest sequence id;
  *   3. fit the clock model per guest (clock_model.h, clock_map.h);
  *   4. rewrite each guest trace onto the host's time axis (rewrite.h).
+ * Passes 1 and 2 read different files and share nothing: with several
+ * threads they run at once, a file per thread.
  * With --onto guest (merge_opts.onto_guest) the axis is one guest's: the
  * host is only scanned in pass 2, every model is built, then the host is
  * rewritten onto that guest's axis through the inverse map
