@@ -346,9 +346,12 @@ expect_exit "usage: bad scaling" 1 "RATIO:FRACBITS" \
 expect_exit "report in a missing directory: exit 4 before merging" 4 "nodir/r.json" \
       "$MERGE" "$W/ex.host.pb" "$W/ex.guest.pb" -o "$W/rep.out.pb" --report "$W/nodir/r.json"
 check "report in a missing directory: no output" test ! -e "$W/rep.out.pb"
-# Ctrl-C in the middle of a merge: exit 130, nothing left behind
+# Ctrl-C in the middle of a merge: exit 130, nothing left behind.  The
+# signal handler removes the temporary file and ends the process at once,
+# with its threads still running: under ThreadSanitizer that is no leak.
 "$TG" --host "$W/big.host.pb" --guest "$W/big.guest.pb" --seed 5 --target-bytes 150M -q >/dev/null
-"$MERGE" -q "$W/big.host.pb" "$W/big.guest.pb" -o "$W/int.out.pb" 2>"$W/log" &
+TSAN_OPTIONS="${TSAN_OPTIONS:-}:report_thread_leaks=0" \
+	"$MERGE" -q "$W/big.host.pb" "$W/big.guest.pb" -o "$W/int.out.pb" 2>"$W/log" &
 mpid=$!
 sleep 0.3
 kill -INT "$mpid"
