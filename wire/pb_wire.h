@@ -83,6 +83,22 @@ PB_INLINE bool pb_read_varint(const uint8_t **pp, const uint8_t *end,
 	}
 	if (p >= end)
 		return false;
+	/* Two and three bytes (values below 2^21: most lengths, deltas and
+	 * ids) without the loop's shifts by a variable count. */
+	if (end - p >= 3) {
+		uint64_t b0 = *p & 0x7f, b1 = p[1];
+		if (b1 < 0x80) {
+			*out = b0 | b1 << 7;
+			*pp = p + 2;
+			return true;
+		}
+		uint64_t b2 = p[2];
+		if (b2 < 0x80) {
+			*out = b0 | (b1 & 0x7f) << 7 | b2 << 14;
+			*pp = p + 3;
+			return true;
+		}
+	}
 	/* Bounded by the end of the buffer or ten bytes, whichever is first:
 	 * no per-byte end check. */
 	size_t max = (size_t)(end - p) < PB_MAX_VARINT_LEN ? (size_t)(end - p)

@@ -34,6 +34,38 @@ static void test_varint_roundtrip(void **state)
 	}
 }
 
+/* Every length from one to ten bytes, with the buffer ending right after
+ * the varint or going on, and values at each length's edges: the two-
+ * and three-byte shortcuts of pb_read_varint give what the loop gives. */
+static void test_varint_lengths(void **state)
+{
+	(void)state;
+	for (unsigned bits = 0; bits <= 64; bits++) {
+		uint64_t base = bits == 64 ? UINT64_MAX
+				: bits ? ((uint64_t)1 << bits) - 1 : 0;
+		for (int d = 0; d <= 1; d++) {
+			uint64_t v = bits < 64 ? base + (uint64_t)d : base;
+			uint8_t buf[PB_MAX_VARINT_LEN + 4];
+			memset(buf, 0xff, sizeof(buf));
+			size_t n = pb_encode_varint(buf, v);
+			for (size_t extra = 0; extra <= 4; extra++) {
+				const uint8_t *p = buf;
+				uint64_t out = 0;
+				assert_true(pb_read_varint(&p, buf + n + extra,
+							   &out));
+				assert_int_equal(out, v);
+				assert_ptr_equal(p, buf + n);
+			}
+			for (size_t cut = 0; cut < n; cut++) {
+				const uint8_t *p = buf;
+				uint64_t out = 0;
+				assert_false(pb_read_varint(&p, buf + cut, &out));
+				assert_ptr_equal(p, buf);
+			}
+		}
+	}
+}
+
 static void test_varint_overlong(void **state)
 {
 	(void)state;
@@ -236,6 +268,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_varint_roundtrip),
+		cmocka_unit_test(test_varint_lengths),
 		cmocka_unit_test(test_varint_overlong),
 		cmocka_unit_test(test_writer_and_scanner),
 		cmocka_unit_test(test_sized_nesting),
