@@ -21,6 +21,7 @@
 #include "pb_wire.h"
 #include "perfetto_fields.h"
 #include "sync_scan.h"
+#include "sync_skim.h"
 #include "trace_io.h"
 
 /* ---- small helpers ---------------------------------------------------------- */
@@ -297,6 +298,52 @@ static int scan_record(void *ctx, const uint8_t *raw, size_t raw_len,
 	return 0;
 }
 
+/* A scan that copies nothing (a guest's): large packets are skimmed
+ * (sync_skim.h), so most bytes of their bodies are never read. */
+static int scan_skimming(struct scan_ctx *c, struct progress *pg,
+			 volatile sig_atomic_t *cancel, struct vp_error *err)
+{
+	struct trace_reader *rd;
+	struct trace_record rec, whole;
+	struct pb_buf skim;
+	int rc;
+
+	if (trace_reader_open(&rd, c->path, err) < 0)
+		return -1;
+	pb_buf_init(&skim);
+	while ((rc = trace_reader_next_head(rd, &rec, SYNC_SKIM_MIN_RECORD,
+					    err)) > 0) {
+		const struct trace_record *r = &rec;
+		if (cancel && *cancel) {
+			rc = vp_errorf(err, "interrupted");
+			break;
+		}
+		if (!rec.raw) {
+			if (rec.field == TRACE_PACKET_FIELD && rec.wt == PB_WT_LEN)
+				rc = sync_skim_packet(c->sc, rd, &rec, &whole,
+						      &skim, err);
+			else /* not a packet: read as the plain scan does */
+				rc = trace_reader_seek(rd, rec.offset, err) < 0
+					     ? -1
+					     : trace_reader_next(rd, &whole, err);
+			if (rc < 0)
+				break;
+			r = &whole;
+		}
+		if (rc > 0 && scan_record(c, r->raw, r->raw_len, r->field, r->wt,
+					  r->data, r->len, r->data_offset, NULL,
+					  err) < 0) {
+			rc = -1;
+			break;
+		}
+		if (pg->on)
+			progress_add(pg, rec.raw_len);
+	}
+	pb_buf_free(&skim);
+	trace_reader_close(rd);
+	return rc < 0 ? -1 : 0;
+}
+
 /* Scans a trace into *out (a new scanner; the caller frees it); with
  * copy_to, copies every record there as it goes. */
 static int scan_file(const char *path, struct sync_scanner **out,
@@ -321,10 +368,13 @@ static int scan_file(const char *path, struct sync_scanner **out,
 		.progress_ctx = pg,
 		.cancel = cancel,
 	};
-	int io_error;
+	int io_error = 0, rc;
 
 	pb_buf_init(&c.scratch);
-	int rc = partition_run(&job, err, &io_error);
+	if (copy_to)
+		rc = partition_run(&job, err, &io_error);
+	else
+		rc = scan_skimming(&c, pg, cancel, err);
 	pb_buf_free(&c.scratch);
 	*out = c.sc;
 	if (rc < 0)

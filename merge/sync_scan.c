@@ -420,11 +420,11 @@ static int scan_clock_snapshot(struct sync_scanner *s, const uint8_t *p,
 	return 0;
 }
 
-/* The bundle's cpu, for moving a guest's cpus clear of the host's
- * (--no-machine-id).  Only the bundle's own fields are walked: its events
- * are skipped by their lengths. */
-static void note_ftrace_cpu(struct sync_scanner *s, const uint8_t *p,
-			    size_t len)
+/* The first cpu of an FtraceEventBundle in bytes p[0..len): true and
+ * *cpu when one comes before the bytes end or stop being a field.  Only
+ * the bundle's own fields are walked: its events are skipped by their
+ * lengths. */
+static bool first_bundle_cpu(const uint8_t *p, size_t len, uint32_t *cpu)
 {
 	struct pb_reader r;
 	struct pb_field f;
@@ -433,10 +433,46 @@ static void note_ftrace_cpu(struct sync_scanner *s, const uint8_t *p,
 	while (pb_next(&r, &f)) {
 		if (f.num != FB_CPU || f.wt != PB_WT_VARINT || f.val > UINT32_MAX)
 			continue;
-		if (!s->d.have_cpu || f.val > s->d.max_cpu)
-			s->d.max_cpu = (uint32_t)f.val;
-		s->d.have_cpu = true;
+		*cpu = (uint32_t)f.val;
+		return true;
+	}
+	return false;
+}
+
+/* The bundle's cpu, for moving a guest's cpus clear of the host's
+ * (--no-machine-id). */
+static void note_ftrace_cpu(struct sync_scanner *s, const uint8_t *p,
+			    size_t len)
+{
+	uint32_t cpu;
+
+	if (!first_bundle_cpu(p, len, &cpu))
 		return;
+	if (!s->d.have_cpu || cpu > s->d.max_cpu)
+		s->d.max_cpu = cpu;
+	s->d.have_cpu = true;
+}
+
+bool sync_scan_field_skim(uint32_t num, const uint8_t *head, size_t n,
+			  struct pb_buf *out)
+{
+	uint32_t cpu;
+
+	switch (num) {
+	/* what sync_scan_packet reads the inside of */
+	case TP_INTERNED_DATA:
+	case TP_TRACE_PACKET_DEFAULTS:
+	case TP_CLOCK_SNAPSHOT:
+	case TP_TRACK_EVENT:
+	case TP_COMPRESSED_PACKETS:
+		return false;
+	case TP_FTRACE_EVENTS: /* of which note_ftrace_cpu reads the cpu */
+		if (!first_bundle_cpu(head, n, &cpu))
+			return false;
+		pb_put_varint(out, FB_CPU, cpu);
+		return true;
+	default:
+		return true;
 	}
 }
 

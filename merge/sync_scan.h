@@ -16,11 +16,13 @@
 #ifndef VP_SYNC_SCAN_H
 #define VP_SYNC_SCAN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "clock_map.h"
 #include "clock_model.h"
+#include "pb_wire.h"
 #include "vp_error.h"
 
 struct kvm_tsc_record {
@@ -71,6 +73,13 @@ void sync_scanner_free(struct sync_scanner *s);
  * byte offset on malformed data. */
 int sync_scan_packet(struct sync_scanner *s, const uint8_t *pkt, size_t len,
 		     uint64_t off, struct vp_error *err);
+/* For a scan that does not read every byte (sync_skim.h): the body that
+ * stands in for a length-delimited TracePacket field `num` whose body
+ * begins with head[0..n), appended to out, so that sync_scan_packet
+ * finds in the packet what it would have found in the whole.  False
+ * when the scan needs the whole body. */
+bool sync_scan_field_skim(uint32_t num, const uint8_t *head, size_t n,
+			  struct pb_buf *out);
 /* The data gathered so far (owned by the scanner). */
 struct sync_data *sync_scanner_data(struct sync_scanner *s);
 

@@ -46,10 +46,31 @@ int trace_reader_open(struct trace_reader **out, const char *path,
 /* 1: a record in *rec; 0: clean end of file; -1: error (err says where). */
 int trace_reader_next(struct trace_reader *r, struct trace_record *rec,
 		      struct vp_error *err);
+/* Like trace_reader_next, but a record of more than whole_max bytes (tag
+ * and length included) is not read: rec->raw and rec->data are NULL, and
+ * the reader stands at its payload.  The caller reads what it needs of it
+ * with trace_reader_peek, then goes on with trace_reader_seek: to the
+ * record's end (rec->offset + rec->raw_len) to skip the rest, or to
+ * rec->offset to read it whole after all.  Nothing checks that a record
+ * skipped this way is all there. */
+int trace_reader_next_head(struct trace_reader *r, struct trace_record *rec,
+			   size_t whole_max, struct vp_error *err);
+/* Up to n bytes (at most TRACE_PEEK_MAX) at file offset off, which
+ * becomes the reader's position; *got says how many there are (fewer
+ * only at the end of the file).  Valid until the next call.  NULL on a
+ * read error. */
+#define TRACE_PEEK_MAX 4096u
+const uint8_t *trace_reader_peek(struct trace_reader *r, uint64_t off,
+				 size_t n, size_t *got, struct vp_error *err);
+/* Moves the reader to file offset off: the next record is read from
+ * there.  Within what the reader holds this costs no system call. */
+int trace_reader_seek(struct trace_reader *r, uint64_t off,
+		      struct vp_error *err);
 /* Starts again from the beginning of the file. */
 int trace_reader_rewind(struct trace_reader *r, struct vp_error *err);
 uint64_t trace_reader_size(const struct trace_reader *r);
 uint64_t trace_reader_pos(const struct trace_reader *r); /* bytes consumed */
+uint64_t trace_reader_bytes_read(const struct trace_reader *r); /* from the file */
 const char *trace_reader_path(const struct trace_reader *r);
 void trace_reader_close(struct trace_reader *r);
 

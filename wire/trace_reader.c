@@ -4,6 +4,13 @@
  * The reader keeps a window [head, fill) of the file in a fixed buffer.  A
  * record is returned in place when it fits; one larger than the buffer is
  * read into a separate allocation that is released on the next call.
+ *
+ * A reader that only needs parts of large records (trace_reader_next_head)
+ * skips the rest: every read says its file offset (pread), so a skip
+ * costs no system call of its own.  Then it reads small: a refill after a skip
+ * asks for READ_MIN bytes and each further refill doubles that up to the
+ * whole buffer, so a run of small records is still read in large blocks
+ * while the bytes of a skipped record are mostly never copied.
  */
 #include "trace_io.h"
 #include "pb_wire.h"
@@ -22,6 +29,10 @@ _Static_assert(TRACE_PACKET_FIELD == TRACE_PACKET, "Trace.packet");
 
 /* Tag and length varints of a record take at most this many bytes. */
 #define RECORD_HEADER_MAX (2 * PB_MAX_VARINT_LEN)
+/* The first read after a skip. */
+#define READ_MIN 512u
+_Static_assert(TRACE_PEEK_MAX < TRACE_READ_BUF,
+	       "a peek fits the buffer");
 
 struct trace_reader {
 	int fd;
@@ -30,6 +41,8 @@ struct trace_reader {
 	uint64_t buf_off;  /* file offset of buf[0] */
 	size_t head, fill; /* unconsumed window in buf */
 	bool eof;          /* read() returned 0 */
+	size_t chunk;      /* how much the next refill asks for */
+	uint64_t n_read;   /* bytes read from the file in all */
 	uint8_t *big;      /* current oversized record, if any */
 	uint8_t buf[TRACE_READ_BUF];
 };
@@ -60,6 +73,8 @@ int trace_reader_open(struct trace_reader **out, const char *path,
 	r->buf_off = 0;
 	r->head = r->fill = 0;
 	r->eof = false;
+	r->chunk = sizeof(r->buf);
+	r->n_read = 0;
 	r->big = NULL;
 	posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 	*out = r;
@@ -77,6 +92,7 @@ void trace_reader_close(struct trace_reader *r)
 }
 
 uint64_t trace_reader_size(const struct trace_reader *r) { return r->size; }
+uint64_t trace_reader_bytes_read(const struct trace_reader *r) { return r->n_read; }
 const char *trace_reader_path(const struct trace_reader *r) { return r->path; }
 
 uint64_t trace_reader_pos(const struct trace_reader *r)
@@ -84,27 +100,50 @@ uint64_t trace_reader_pos(const struct trace_reader *r)
 	return r->buf_off + r->head;
 }
 
-int trace_reader_rewind(struct trace_reader *r, struct vp_error *err)
+/* Empties the window, which now starts at file offset off. */
+static int reposition(struct trace_reader *r, uint64_t off,
+		      struct vp_error *err)
 {
-	if (lseek(r->fd, 0, SEEK_SET) < 0)
-		return vp_errorf(err, "%s: cannot seek: %s", r->path,
-				 strerror(errno));
+	if (off > INT64_MAX)
+		return vp_errorf(err, "%s: cannot seek to byte offset %llu: "
+				 "out of range", r->path,
+				 (unsigned long long)off);
 	free(r->big);
 	r->big = NULL;
-	r->buf_off = 0;
+	r->buf_off = off;
 	r->head = r->fill = 0;
 	r->eof = false;
 	return 0;
 }
 
+int trace_reader_rewind(struct trace_reader *r, struct vp_error *err)
+{
+	r->chunk = sizeof(r->buf);
+	return reposition(r, 0, err);
+}
+
+int trace_reader_seek(struct trace_reader *r, uint64_t off,
+		      struct vp_error *err)
+{
+	uint64_t end = r->buf_off + r->fill;
+
+	/* Within the window (or at its end): no system call. */
+	if (!r->big && off >= r->buf_off && off <= end) {
+		r->head = (size_t)(off - r->buf_off);
+		return 0;
+	}
+	r->chunk = READ_MIN; /* bytes were skipped: read small for a while */
+	return reposition(r, off, err);
+}
+
 /* Reads up to len bytes at p, retrying short reads; returns bytes read
  * (less than len only at end of file) or -1. */
-static ssize_t read_full(int fd, uint8_t *p, size_t len)
+static ssize_t read_full(int fd, uint8_t *p, size_t len, uint64_t off)
 {
 	size_t got = 0;
 
 	while (got < len) {
-		ssize_t n = read(fd, p + got, len - got);
+		ssize_t n = pread(fd, p + got, len - got, (off_t)(off + got));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
@@ -116,10 +155,12 @@ static ssize_t read_full(int fd, uint8_t *p, size_t len)
 	return (ssize_t)got;
 }
 
-/* Slides the unconsumed window to the front and fills the rest. */
-static int refill(struct trace_reader *r, struct vp_error *err)
+/* Slides the unconsumed window to the front and reads at least `want`
+ * more bytes (r->chunk, when that is more and fits). */
+static int refill_want(struct trace_reader *r, size_t want,
+		       struct vp_error *err)
 {
-	size_t keep = r->fill - r->head;
+	size_t keep = r->fill - r->head, room = sizeof(r->buf) - keep;
 
 	if (r->eof)
 		return 0;
@@ -127,21 +168,37 @@ static int refill(struct trace_reader *r, struct vp_error *err)
 	r->buf_off += r->head;
 	r->head = 0;
 	r->fill = keep;
-	ssize_t n = read_full(r->fd, r->buf + keep, sizeof(r->buf) - keep);
+	if (want < r->chunk)
+		want = r->chunk;
+	if (want > room)
+		want = room;
+	if (r->chunk < sizeof(r->buf))
+		r->chunk *= 2;
+	ssize_t n = read_full(r->fd, r->buf + keep, want, r->buf_off + keep);
 	if (n < 0)
 		return vp_errorf(err, "%s: read error at byte offset %llu: %s",
 				 r->path, (unsigned long long)(r->buf_off + keep),
 				 strerror(errno));
 	r->fill += (size_t)n;
-	if ((size_t)n < sizeof(r->buf) - keep)
+	r->n_read += (size_t)n;
+	if ((size_t)n < want)
 		r->eof = true;
 	return 0;
+}
+
+static int refill(struct trace_reader *r, struct vp_error *err)
+{
+	return refill_want(r, 0, err);
 }
 
 static int truncated(struct trace_reader *r, uint64_t at, const char *what,
 		     uint64_t want, struct vp_error *err)
 {
 	uint64_t end = r->buf_off + r->fill;
+
+	/* short of the end of the file, the window says too little */
+	if (!r->eof && r->size > end)
+		end = r->size;
 	return vp_errorf(err,
 			 "%s: byte offset %llu: truncated %s (needs %llu bytes, "
 			 "the file ends after %llu)",
@@ -162,10 +219,11 @@ static int read_big(struct trace_reader *r, struct trace_record *rec,
 				 "a %zu-byte packet", r->path,
 				 (unsigned long long)at, total);
 	memcpy(r->big, r->buf + r->head, have);
-	ssize_t n = read_full(r->fd, r->big + have, total - have);
+	ssize_t n = read_full(r->fd, r->big + have, total - have, at + have);
 	if (n < 0)
 		return vp_errorf(err, "%s: read error: %s", r->path,
 				 strerror(errno));
+	r->n_read += (size_t)n;
 	if ((size_t)n < total - have) {
 		r->fill = r->head + have + (size_t)n; /* for the message */
 		return truncated(r, at, "packet", total, err);
@@ -179,8 +237,10 @@ static int read_big(struct trace_reader *r, struct trace_record *rec,
 	return 1;
 }
 
-int trace_reader_next(struct trace_reader *r, struct trace_record *rec,
-		      struct vp_error *err)
+/* Reads the tag and length of the record at the reader's position into
+ * rec (not its bytes) and *hdr: 1, 0 at a clean end of file, or -1. */
+static int read_head(struct trace_reader *r, struct trace_record *rec,
+		     size_t *hdr, struct vp_error *err)
 {
 	if (r->big) { /* rare: no call to free() for every record */
 		free(r->big);
@@ -213,9 +273,15 @@ int trace_reader_next(struct trace_reader *r, struct trace_record *rec,
 
 	switch (wt) {
 	case PB_WT_LEN:
-		if (!pb_read_varint(&p, end, &len))
+		if (!pb_read_varint(&p, end, &len)) {
+			if (end - p >= PB_MAX_VARINT_LEN)
+				return vp_errorf(err, "%s: byte offset %llu: "
+						 "malformed varint in record "
+						 "length", r->path,
+						 (unsigned long long)at);
 			return truncated(r, at, "record length",
-					 (uint64_t)(p - start) + 1, err);
+					 (uint64_t)(end - start) + 1, err);
+		}
 		if (len > TRACE_MAX_PACKET)
 			return vp_errorf(err, "%s: byte offset %llu: record of %llu "
 					 "bytes is over the %u MiB limit (corrupt "
@@ -225,9 +291,14 @@ int trace_reader_next(struct trace_reader *r, struct trace_record *rec,
 		break;
 	case PB_WT_VARINT: {
 		uint64_t v;
-		if (!pb_read_varint(&p, end, &v))
+		if (!pb_read_varint(&p, end, &v)) {
+			if (end - p >= PB_MAX_VARINT_LEN)
+				return vp_errorf(err, "%s: byte offset %llu: "
+						 "malformed varint in record",
+						 r->path, (unsigned long long)at);
 			return truncated(r, at, "record", (uint64_t)(end - start) + 1,
 					 err);
+		}
 		break;
 	}
 	case PB_WT_FIXED64:
@@ -242,28 +313,74 @@ int trace_reader_next(struct trace_reader *r, struct trace_record *rec,
 				 (unsigned long long)at, wt);
 	}
 
-	size_t hdr = (size_t)(p - start);
-	size_t total = hdr + (size_t)len;
+	*hdr = (size_t)(p - start);
 	rec->field = field;
 	rec->wt = wt;
 	rec->len = wt == PB_WT_VARINT ? 0 : (size_t)len;
 	rec->offset = at;
-	rec->data_offset = at + hdr;
+	rec->data_offset = at + *hdr;
+	rec->raw_len = *hdr + (size_t)len;
+	rec->raw = rec->data = NULL;
+	return 1;
+}
 
-	if (total > sizeof(r->buf)) {
-		int rc = read_big(r, rec, hdr, total, err);
-		return rc;
-	}
+/* The bytes of the record read_head found. */
+static int read_body(struct trace_reader *r, struct trace_record *rec,
+		     size_t hdr, struct vp_error *err)
+{
+	size_t total = rec->raw_len;
+
+	if (total > sizeof(r->buf))
+		return read_big(r, rec, hdr, total, err);
 	if (r->fill - r->head < total) {
-		if (refill(r, err) < 0)
+		if (refill_want(r, total - (r->fill - r->head), err) < 0)
 			return -1;
 		if (r->fill - r->head < total)
-			return truncated(r, at, wt == PB_WT_LEN ? "packet" : "record",
+			return truncated(r, rec->offset,
+					 rec->wt == PB_WT_LEN ? "packet" : "record",
 					 total, err);
 	}
 	rec->raw = r->buf + r->head;
-	rec->raw_len = total;
 	rec->data = rec->raw + hdr;
 	r->head += total;
 	return 1;
+}
+
+int trace_reader_next(struct trace_reader *r, struct trace_record *rec,
+		      struct vp_error *err)
+{
+	size_t hdr;
+	int rc = read_head(r, rec, &hdr, err);
+
+	return rc <= 0 ? rc : read_body(r, rec, hdr, err);
+}
+
+int trace_reader_next_head(struct trace_reader *r, struct trace_record *rec,
+			   size_t whole_max, struct vp_error *err)
+{
+	size_t hdr;
+
+	if (r->n_read == 0) /* a skimming reader starts small too */
+		r->chunk = READ_MIN;
+	int rc = read_head(r, rec, &hdr, err);
+
+	if (rc <= 0 || rec->raw_len <= whole_max)
+		return rc <= 0 ? rc : read_body(r, rec, hdr, err);
+	r->head += hdr; /* at the payload; read_head made sure it is here */
+	return 1;
+}
+
+const uint8_t *trace_reader_peek(struct trace_reader *r, uint64_t off,
+				 size_t n, size_t *got, struct vp_error *err)
+{
+	if (n > TRACE_PEEK_MAX)
+		n = TRACE_PEEK_MAX;
+	if (trace_reader_seek(r, off, err) < 0)
+		return NULL;
+	size_t have = r->fill - r->head;
+	if (have < n && refill_want(r, n - have, err) < 0)
+		return NULL;
+	have = r->fill - r->head;
+	*got = have < n ? have : n;
+	return r->buf + r->head;
 }

@@ -27,7 +27,7 @@ mk trace
 "$build/tests/vperfetto_tracegen" --host "$work/trace/host.pb" \
   --guest "$work/trace/guest.pb" --seed 3 --duration-s 1 --events 20 \
   --exchanges 3 >/dev/null
-for t in fuzz_pb_wire fuzz_trace_reader fuzz_tp_load fuzz_rewrite \
+for t in fuzz_pb_wire fuzz_trace_reader fuzz_tp_load fuzz_rewrite fuzz_sync_skim \
     fuzz_trace_model; do
   mk $t
   cp "$work/trace/host.pb" "$work/trace/guest.pb" "$work/$t/"

@@ -3,7 +3,9 @@
  * what it must not: literal and interned names, uint and int values,
  * interning cleared with the sequence's incremental state, iids scoped to
  * their sequence, the SDK's incremental clock 64 never taken for the
- * counter, exchanges and kvm_tsc records, malformed data with offsets.
+ * counter, exchanges and kvm_tsc records, malformed data with offsets;
+ * and the skim of large packets (sync_skim.h) finding what the plain scan
+ * of the same file finds, falling back where it must.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,12 +13,17 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "packet_build.h"
 #include "pb_wire.h"
 #include "perfetto_fields.h"
 #include "sync_scan.h"
+#include "sync_skim.h"
+#include "trace_io.h"
 
 static void scan(struct sync_scanner *s, struct pb_buf *b)
 {
@@ -225,6 +232,253 @@ static void test_malformed(void **state)
 	sync_scanner_free(s);
 }
 
+/* ---- the skim of large packets ----------------------------------------- */
+
+/* An ftrace bundle of about `size` bytes: compact_sched timestamps, and
+ * the cpu (when cpu >= 0) before them or after them. */
+static void put_bundle(struct pb_buf *b, int cpu, bool cpu_last, size_t size)
+{
+	size_t m = pb_begin_nested(b, TP_FTRACE_EVENTS);
+	if (cpu >= 0 && !cpu_last)
+		pb_put_varint(b, FB_CPU, (uint64_t)cpu);
+	size_t cs = pb_begin_nested(b, FB_COMPACT_SCHED);
+	size_t ts = pb_begin_nested(b, CSCHED_SWITCH_TIMESTAMP);
+	for (size_t i = 0; i < size / 2; i++)
+		pb_put_raw_varint(b, 1000 + i % 300);
+	pb_end_nested(b, ts);
+	pb_end_nested(b, cs);
+	if (cpu >= 0 && cpu_last)
+		pb_put_varint(b, FB_CPU, (uint64_t)cpu);
+	pb_end_nested(b, m);
+}
+
+static void put_sync_snapshot(struct pb_buf *b, uint64_t boot, uint64_t ctr)
+{
+	size_t m = pb_begin_nested(b, TP_CLOCK_SNAPSHOT);
+	put_clock(b, BUILTIN_CLOCK_BOOTTIME, boot, false, 0);
+	put_clock(b, CPU_COUNTER_CLOCK_ID, ctr, false, 0);
+	pb_end_nested(b, m);
+}
+
+/* Appends packet p to the trace t and empties p. */
+static void add_packet(struct pb_buf *t, struct pb_buf *p)
+{
+	pb_put_bytes(t, TRACE_PACKET_FIELD, p->data, p->len);
+	pb_buf_reset(p);
+}
+
+/* A trace of large packets of every kind the skim meets. */
+static void build_skim_trace(struct pb_buf *t)
+{
+	struct pb_buf p;
+	pb_buf_init(&p);
+
+	/* a bundle with its cpu first, beside a snapshot: skimmed */
+	pb_put_varint(&p, TP_TRUSTED_PACKET_SEQUENCE_ID, 5);
+	put_sync_snapshot(&p, 1000, 5000);
+	put_bundle(&p, 3, false, 40000);
+	pb_put_varint(&p, TP_MACHINE_ID, 9);
+	add_packet(t, &p);
+	/* small packets between */
+	for (int i = 0; i < 50; i++) {
+		pb_put_varint(&p, TP_TRUSTED_PACKET_SEQUENCE_ID, 6);
+		put_sync_snapshot(&p, 2000 + (uint64_t)i, 6000 + (uint64_t)i);
+		add_packet(t, &p);
+	}
+	/* the cpu after the events: the skim cannot see it in the head */
+	put_bundle(&p, 11, true, 30000);
+	pb_put_varint(&p, TP_TRUSTED_PACKET_SEQUENCE_ID, 7);
+	add_packet(t, &p);
+	/* a large track event the scanner reads: read whole */
+	pb_put_varint(&p, TP_TRUSTED_PACKET_SEQUENCE_ID, 8);
+	pb_put_varint(&p, TP_TIMESTAMP, 3000);
+	size_t m = pb_begin_nested(&p, TP_TRACK_EVENT);
+	pb_put_string(&p, TE_CATEGORIES, "cros");
+	pb_put_string(&p, TE_NAME, "guest_clock_sync");
+	put_annotation(&p, "clock_sync_boottime", 0, DA_UINT_VALUE, 3000);
+	put_annotation(&p, "clock_sync_cputime", 0, DA_UINT_VALUE, 7000);
+	for (int i = 0; i < 2000; i++)
+		put_annotation(&p, "padding", 0, DA_UINT_VALUE, (uint64_t)i);
+	pb_end_nested(&p, m);
+	add_packet(t, &p);
+	/* a large payload the scanner never reads, and a second bundle
+	 * after the first (the payload is the last) */
+	pb_put_varint(&p, TP_TRUSTED_PACKET_SEQUENCE_ID, 12);
+	m = pb_begin_nested(&p, TP_PROCESS_TREE);
+	for (int i = 0; i < 6000; i++)
+		pb_put_varint(&p, 1, 0);
+	pb_end_nested(&p, m);
+	put_bundle(&p, 2, false, 20000);
+	put_bundle(&p, 14, false, 20000);
+	add_packet(t, &p);
+	/* a large bundle without a cpu */
+	put_bundle(&p, -1, false, 20000);
+	add_packet(t, &p);
+	/* a large record that is not a packet */
+	m = pb_begin_nested(t, 7);
+	for (int i = 0; i < 20000; i++)
+		pb_put_raw_varint(t, 1);
+	pb_end_nested(t, m);
+	/* a large packet ending in a varint */
+	put_bundle(&p, 4, false, 20000);
+	pb_put_varint(&p, TP_TIMESTAMP, 123456789);
+	add_packet(t, &p);
+	pb_buf_free(&p);
+}
+
+static char *write_temp(const struct pb_buf *t, size_t len)
+{
+	static char path[64];
+	snprintf(path, sizeof(path), "/tmp/vp_test_skim.XXXXXX");
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, t->data, len), (ssize_t)len);
+	close(fd);
+	return path;
+}
+
+/* Scans the file packet by packet, skimming when skim: 0 or -1.  How
+ * many bytes were read goes to *n_read, when not NULL. */
+static int scan_file_read(struct sync_scanner *s, const char *path, bool skim,
+			  uint64_t *n_read, struct vp_error *err)
+{
+	struct trace_reader *rd;
+	struct trace_record rec, whole;
+	struct pb_buf scratch;
+	int rc;
+
+	assert_int_equal(trace_reader_open(&rd, path, err), 0);
+	pb_buf_init(&scratch);
+	while ((rc = skim ? trace_reader_next_head(rd, &rec, SYNC_SKIM_MIN_RECORD,
+						   err)
+			  : trace_reader_next(rd, &rec, err)) > 0) {
+		const struct trace_record *r = &rec;
+		if (!rec.raw) {
+			if (rec.field == TRACE_PACKET_FIELD)
+				rc = sync_skim_packet(s, rd, &rec, &whole,
+						      &scratch, err);
+			else
+				rc = trace_reader_seek(rd, rec.offset, err) < 0
+					     ? -1
+					     : trace_reader_next(rd, &whole, err);
+			if (rc < 0)
+				break;
+			r = &whole;
+		}
+		if (rc > 0 && r->field == TRACE_PACKET_FIELD &&
+		    sync_scan_packet(s, r->data, r->len, r->data_offset, err)) {
+			rc = -1;
+			break;
+		}
+	}
+	pb_buf_free(&scratch);
+	if (n_read)
+		*n_read = trace_reader_bytes_read(rd);
+	trace_reader_close(rd);
+	return rc;
+}
+
+static int scan_file(struct sync_scanner *s, const char *path, bool skim,
+		     struct vp_error *err)
+{
+	return scan_file_read(s, path, skim, NULL, err);
+}
+
+static void assert_same_data(const struct sync_data *a,
+			     const struct sync_data *b)
+{
+	assert_int_equal(a->n_packets, b->n_packets);
+	assert_int_equal(a->boot.n, b->boot.n);
+	for (size_t i = 0; i < a->boot.n; i++) {
+		assert_int_equal(a->boot.v[i].x, b->boot.v[i].x);
+		assert_int_equal(a->boot.v[i].y, b->boot.v[i].y);
+	}
+	assert_int_equal(a->n_snapshot_samples, b->n_snapshot_samples);
+	assert_int_equal(a->n_event_samples, b->n_event_samples);
+	assert_int_equal(a->max_seq_id, b->max_seq_id);
+	assert_int_equal(a->max_machine_id, b->max_machine_id);
+	assert_int_equal(a->have_cpu, b->have_cpu);
+	assert_int_equal(a->max_cpu, b->max_cpu);
+}
+
+static void test_skim_as_plain(void **state)
+{
+	(void)state;
+	struct pb_buf t;
+	struct vp_error err = {{0}};
+	pb_buf_init(&t);
+	build_skim_trace(&t);
+	char *path = write_temp(&t, t.len);
+
+	struct sync_scanner *plain = sync_scanner_new(path);
+	struct sync_scanner *skim = sync_scanner_new(path);
+	assert_int_equal(scan_file(plain, path, false, &err), 0);
+	assert_int_equal(scan_file(skim, path, true, &err), 0);
+	struct sync_data *a = sync_scanner_data(plain), *b = sync_scanner_data(skim);
+	assert_same_data(a, b);
+	/* what the file holds, so that the comparison means something */
+	assert_int_equal(a->boot.n, 52);
+	assert_int_equal(a->n_event_samples, 1);
+	assert_int_equal(a->max_cpu, 14);
+	assert_int_equal(a->max_machine_id, 9);
+	assert_int_equal(a->max_seq_id, 12);
+	sync_scanner_free(plain);
+	sync_scanner_free(skim);
+
+	/* cut inside the last packet's bundle, then inside its timestamp:
+	 * both scans fail, with the same message */
+	size_t cuts[] = {t.len - 3000, t.len - 1};
+	for (size_t i = 0; i < 2; i++) {
+		unlink(path);
+		path = write_temp(&t, cuts[i]);
+		struct vp_error e1 = {{0}}, e2 = {{0}};
+		plain = sync_scanner_new(path);
+		skim = sync_scanner_new(path);
+		assert_int_equal(scan_file(plain, path, false, &e1), -1);
+		assert_int_equal(scan_file(skim, path, true, &e2), -1);
+		print_message("%s\n", e2.msg);
+		assert_string_equal(e1.msg, e2.msg);
+		sync_scanner_free(plain);
+		sync_scanner_free(skim);
+	}
+	unlink(path);
+	pb_buf_free(&t);
+}
+
+/* What the skim is for: of a trace of large bundles, little is read. */
+static void test_skim_reads_little(void **state)
+{
+	(void)state;
+	struct pb_buf t, p;
+	struct vp_error err = {{0}};
+	uint64_t n_plain, n_skim;
+	pb_buf_init(&t);
+	pb_buf_init(&p);
+	for (int i = 0; i < 100; i++) {
+		pb_put_varint(&p, TP_TRUSTED_PACKET_SEQUENCE_ID, 5);
+		put_bundle(&p, i % 4, false, 34000);
+		add_packet(&t, &p);
+		put_sync_snapshot(&p, 1000 + (uint64_t)i, 5000 + (uint64_t)i);
+		add_packet(&t, &p);
+	}
+	char *path = write_temp(&t, t.len);
+	struct sync_scanner *plain = sync_scanner_new(path);
+	struct sync_scanner *skim = sync_scanner_new(path);
+	assert_int_equal(scan_file_read(plain, path, false, &n_plain, &err), 0);
+	assert_int_equal(scan_file_read(skim, path, true, &n_skim, &err), 0);
+	assert_same_data(sync_scanner_data(plain), sync_scanner_data(skim));
+	assert_int_equal(sync_scanner_data(skim)->boot.n, 100);
+	print_message("%zu bytes: %llu read plainly, %llu skimmed\n", t.len,
+		      (unsigned long long)n_plain, (unsigned long long)n_skim);
+	assert_int_equal(n_plain, t.len);
+	assert_true(n_skim * 10 < t.len);
+	sync_scanner_free(plain);
+	sync_scanner_free(skim);
+	unlink(path);
+	pb_buf_free(&p);
+	pb_buf_free(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -232,6 +486,8 @@ int main(void)
 		cmocka_unit_test(test_snapshots),
 		cmocka_unit_test(test_exchanges_and_kvm),
 		cmocka_unit_test(test_malformed),
+		cmocka_unit_test(test_skim_as_plain),
+		cmocka_unit_test(test_skim_reads_little),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

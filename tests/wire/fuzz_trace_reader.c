@@ -1,10 +1,12 @@
 /*
  * fuzz_trace_reader.c - libFuzzer target: the streaming trace reader on an
  * arbitrary file, read twice (rewind), with every record checked against
- * the file's bounds.
+ * the file's bounds; then by heads, peeking into each large record and
+ * stepping over it or reading it whole, which must give its bytes.
  */
 #include <stdio.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -33,6 +35,33 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			}
 			if (trace_reader_rewind(r, &err) < 0)
 				break;
+		}
+		size_t whole_max = size ? data[0] : 0;
+		while (trace_reader_next_head(r, &rec, whole_max, &err) > 0) {
+			if (rec.raw)
+				continue;
+			size_t got, n = rec.len < 40 ? rec.len : 40;
+			const uint8_t *p = trace_reader_peek(
+				r, rec.data_offset + rec.len - n, n, &got, &err);
+			/* past the end of the file (a cut record) there is
+			 * nothing; before it, the file's bytes */
+			uint64_t from = rec.data_offset + rec.len - n;
+			if (!p || got > n ||
+			    (got && (from + got > size ||
+				     memcmp(p, data + from, got))))
+				__builtin_trap();
+			uint64_t at = rec.offset, raw_len = rec.raw_len;
+			if (rec.offset % 2) {
+				if (trace_reader_seek(r, at + raw_len, &err) < 0)
+					break;
+				continue;
+			}
+			if (trace_reader_seek(r, at, &err) < 0 ||
+			    trace_reader_next(r, &rec, &err) <= 0)
+				break;
+			if (rec.offset != at || rec.raw_len != raw_len ||
+			    memcmp(rec.raw, data + at, raw_len))
+				__builtin_trap();
 		}
 		trace_reader_close(r);
 	}

@@ -98,6 +98,75 @@ static void test_roundtrip_straddling(void **state)
 	free(buf);
 }
 
+/* trace_reader_next_head on the same file: small records whole, large ones
+ * left for peeks, and after a seek back a large one read whole, a skipped
+ * one stepped over; a peek past the end says how much there was. */
+static void test_heads_peeks_seeks(void **state)
+{
+	(void)state;
+	char path[256];
+	struct vp_error err = {{0}};
+	struct trace_writer *w;
+	path_of(path, sizeof(path), "heads.pb");
+
+	assert_int_equal(trace_writer_open(&w, path, &err), 0);
+	uint8_t *buf = malloc(3 << 20);
+	assert_non_null(buf);
+	size_t n_packets = 30;
+	for (size_t i = 0; i < n_packets; i++) {
+		memset(buf, (int)(i & 0xff), packet_size(i));
+		assert_int_equal(trace_writer_packet(w, buf, packet_size(i), &err), 0);
+	}
+	assert_int_equal(trace_writer_commit(w, &err), 0);
+
+	struct trace_reader *r;
+	struct trace_record rec;
+	size_t got;
+	assert_int_equal(trace_reader_open(&r, path, &err), 0);
+	for (size_t i = 0; i < n_packets; i++) {
+		assert_int_equal(trace_reader_next_head(r, &rec, 4096, &err), 1);
+		assert_int_equal(rec.len, packet_size(i));
+		if (rec.raw_len <= 4096) {
+			assert_non_null(rec.data);
+			continue;
+		}
+		assert_null(rec.data);
+		assert_int_equal(trace_reader_pos(r), rec.data_offset);
+		/* the payload's last bytes, then its first ones again */
+		const uint8_t *p = trace_reader_peek(r, rec.data_offset + rec.len - 3,
+						     3, &got, &err);
+		assert_non_null(p);
+		assert_int_equal(got, 3);
+		assert_int_equal(p[2], i & 0xff);
+		p = trace_reader_peek(r, rec.data_offset, 100, &got, &err);
+		assert_int_equal(got, 100);
+		assert_int_equal(p[0], i & 0xff);
+		if (i % 2) { /* step over it */
+			assert_int_equal(trace_reader_seek(r, rec.offset + rec.raw_len,
+							   &err), 0);
+			continue;
+		}
+		/* or read it whole after all */
+		struct trace_record head = rec;
+		assert_int_equal(trace_reader_seek(r, rec.offset, &err), 0);
+		assert_int_equal(trace_reader_next(r, &rec, &err), 1);
+		assert_int_equal(rec.offset, head.offset);
+		assert_int_equal(rec.len, head.len);
+		for (size_t k = 0; k < rec.len; k += 997)
+			assert_int_equal(rec.data[k], i & 0xff);
+	}
+	assert_int_equal(trace_reader_next_head(r, &rec, 4096, &err), 0);
+	/* past the end: what there is, and then nothing */
+	uint64_t size = trace_reader_size(r);
+	assert_non_null(trace_reader_peek(r, size - 2, 64, &got, &err));
+	assert_int_equal(got, 2);
+	assert_non_null(trace_reader_peek(r, size + 10, 64, &got, &err));
+	assert_int_equal(got, 0);
+	assert_true(trace_reader_bytes_read(r) < size);
+	trace_reader_close(r);
+	free(buf);
+}
+
 static void expect_error(const char *name, const void *bytes, size_t len,
 			 int good, const char *needle)
 {
@@ -235,6 +304,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_roundtrip_straddling),
+		cmocka_unit_test(test_heads_peeks_seeks),
 		cmocka_unit_test(test_malformed),
 		cmocka_unit_test(test_empty_and_missing),
 		cmocka_unit_test(test_writer_abort_keeps_old),
