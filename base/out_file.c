@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "vp_log.h"
@@ -21,6 +22,8 @@
 /* Writeback of a file written aside is started every this many bytes, so
  * that the fsync of the commit finds little left to write. */
 #define WRITEBACK_STEP (8u << 20)
+/* pieces per writev (Linux takes up to 1024) */
+#define OUT_IOV_MAX 64
 
 /* ---- the table a signal handler walks ------------------------------------ */
 
@@ -438,6 +441,50 @@ int vp_out_write(struct vp_out *o, const void *buf, size_t len,
 		p += n;
 		len -= (size_t)n;
 		o->written += n;
+	}
+	start_writeback(o);
+	return 0;
+}
+
+int vp_out_writev(struct vp_out *o, const struct iovec *iov, int n,
+		  struct vp_error *err)
+{
+	struct iovec v[OUT_IOV_MAX];
+
+	if (o->werr)
+		return vp_errorf(err, "%s: cannot write: %s", o->shown,
+				 strerror(o->werr));
+	while (n > 0) {
+		/* a copy to step through: a short write ends mid-piece */
+		int k = n < OUT_IOV_MAX ? n : OUT_IOV_MAX;
+		memcpy(v, iov, (size_t)k * sizeof(v[0]));
+		iov += k;
+		n -= k;
+		struct iovec *p = v;
+		for (;;) {
+			while (k > 0 && p->iov_len == 0) /* nothing to write */
+				p++, k--;
+			if (k == 0)
+				break;
+			ssize_t w = writev(o->fd, p, k);
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0) {
+				o->werr = w < 0 ? errno : ENOSPC;
+				return vp_errorf(err, "%s: cannot write: %s",
+						 o->shown, strerror(o->werr));
+			}
+			o->written += w;
+			size_t left = (size_t)w;
+			while (k > 0 && left >= p->iov_len) {
+				left -= p->iov_len;
+				p++, k--;
+			}
+			if (k > 0) { /* a short write ended inside *p */
+				p->iov_base = (uint8_t *)p->iov_base + left;
+				p->iov_len -= left;
+			}
+		}
 	}
 	start_writeback(o);
 	return 0;

@@ -75,6 +75,10 @@ const char *vp_out_temp_path(const struct vp_out *o);
  * (ENOSPC, EIO, ...) and the output is poisoned: commit fails. */
 int vp_out_write(struct vp_out *o, const void *p, size_t len,
 		 struct vp_error *err);
+struct iovec;
+/* The same for n pieces, one after another (writev: no copy into one). */
+int vp_out_writev(struct vp_out *o, const struct iovec *iov, int n,
+		  struct vp_error *err);
 
 /* fsync, close, rename into place, fsync the directory; frees o in all
  * cases.  On failure the temporary is removed and the destination is as

@@ -257,10 +257,10 @@ static void progress_cb(void *ctx, uint64_t bytes)
 	progress_add(ctx, bytes);
 }
 
-static int sink_writer(void *ctx, const void *p, size_t len,
+static int sink_writer(void *ctx, const struct iovec *iov, int n,
 		       struct vp_error *err)
 {
-	return trace_writer_raw(ctx, p, len, err);
+	return trace_writer_rawv(ctx, iov, n, err);
 }
 
 /* ---- pass 1: sync data ---------------------------------------------------------- */

@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include "perfetto_fields.h"
 #include "trace_io.h"
@@ -73,8 +74,10 @@ static int flush_single(const struct partition_job *job, struct pb_buf *out,
 {
 	int rc = 0;
 
-	if (job->sink && out->len)
-		rc = job->sink(job->sink_ctx, out->data, out->len, err);
+	if (job->sink && out->len) {
+		struct iovec v = {out->data, out->len};
+		rc = job->sink(job->sink_ctx, &v, 1, err);
+	}
 	pb_buf_reset(out);
 	shrink(out);
 	return rc;
@@ -276,41 +279,44 @@ static void *worker_main(void *arg)
 
 /* Interleaves the threads' outputs of a finished window into the sink:
  * the outputs of consecutive records of one thread lie one after another
- * in its buffer, and go to the sink together. */
+ * in its buffer, and are one piece; the pieces go to the sink
+ * PARTITION_SINK_IOV at a time, from the threads' buffers. */
 static int emit_window(const struct pool *pl, struct window *w,
 		       struct vp_error *err)
 {
 	const struct partition_job *job = pl->job;
 	size_t pos[PARTITION_MAX_THREADS], next[PARTITION_MAX_THREADS];
-	const uint8_t *run = NULL;
-	size_t run_len = 0;
+	struct iovec iov[PARTITION_SINK_IOV];
+	int n_iov = 0;
 
 	memset(pos, 0, pl->n * sizeof(pos[0]));
 	memset(next, 0, pl->n * sizeof(next[0]));
-	for (size_t i = 0; i <= w->count; i++) {
-		unsigned t = i < w->count ? w->owners[i] : 0;
+	for (size_t i = 0; i < w->count; i++) {
+		unsigned t = w->owners[i];
 		const struct share *s = &w->sh[t];
-		const uint8_t *p = NULL;
-		size_t len = 0;
-		if (i < w->count) {
-			if (next[t] >= s->n_out ||
-			    s->out_len[next[t]] > s->out.len - pos[t])
-				return vp_errorf(err, "%s: internal error: "
-						 "window out of step", job->path);
-			len = s->out_len[next[t]++];
-			p = s->out.data + pos[t];
-			pos[t] += len;
-			if (run && p == run + run_len) {
-				run_len += len;
-				continue;
-			}
+		if (next[t] >= s->n_out ||
+		    s->out_len[next[t]] > s->out.len - pos[t])
+			return vp_errorf(err, "%s: internal error: window out "
+					 "of step", job->path);
+		size_t len = s->out_len[next[t]++];
+		uint8_t *p = s->out.data + pos[t];
+		pos[t] += len;
+		if (!len)
+			continue;
+		if (n_iov && (uint8_t *)iov[n_iov - 1].iov_base +
+					     iov[n_iov - 1].iov_len == p) {
+			iov[n_iov - 1].iov_len += len;
+			continue;
 		}
-		if (job->sink && run_len &&
-		    job->sink(job->sink_ctx, run, run_len, err) < 0)
-			return -1;
-		run = p;
-		run_len = len;
+		if (n_iov == PARTITION_SINK_IOV) {
+			if (job->sink && job->sink(job->sink_ctx, iov, n_iov, err) < 0)
+				return -1;
+			n_iov = 0;
+		}
+		iov[n_iov++] = (struct iovec){p, len};
 	}
+	if (job->sink && n_iov && job->sink(job->sink_ctx, iov, n_iov, err) < 0)
+		return -1;
 	return 0;
 }
 

@@ -45,9 +45,12 @@ typedef int (*partition_fn)(void *ctx, const uint8_t *raw, size_t raw_len,
 			    size_t len, uint64_t data_off, struct pb_buf *out,
 			    struct vp_error *err);
 
-/* Receives output, in file order. */
-typedef int (*partition_sink)(void *ctx, const void *p, size_t len,
+struct iovec;
+/* Receives output, in file order: n pieces, one after another. */
+typedef int (*partition_sink)(void *ctx, const struct iovec *iov, int n,
 			      struct vp_error *err);
+/* The most pieces of one call. */
+#define PARTITION_SINK_IOV 64
 
 /* True when handling this packet reads and writes no per-sequence state,
  * so any thread may take it; *seq_id is its sequence either way. */

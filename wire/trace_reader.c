@@ -30,7 +30,7 @@ _Static_assert(TRACE_PACKET_FIELD == TRACE_PACKET, "Trace.packet");
 /* Tag and length varints of a record take at most this many bytes. */
 #define RECORD_HEADER_MAX (2 * PB_MAX_VARINT_LEN)
 /* The first read after a skip. */
-#define READ_MIN 512u
+#define READ_MIN 2048u
 _Static_assert(TRACE_PEEK_MAX < TRACE_READ_BUF,
 	       "a peek fits the buffer");
 

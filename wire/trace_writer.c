@@ -9,8 +9,11 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #define WRITE_BUF (1u << 20)
+/* what trace_writer_rawv writes without the buffer */
+#define DIRECT_MIN (64u << 10)
 
 struct trace_writer {
 	struct vp_out *out;
@@ -53,6 +56,27 @@ int trace_writer_raw(struct trace_writer *w, const void *p, size_t len,
 	}
 	memcpy(w->buf + w->fill, p, len);
 	w->fill += len;
+	return 0;
+}
+
+int trace_writer_rawv(struct trace_writer *w, const struct iovec *iov, int n,
+		      struct vp_error *err)
+{
+	size_t total = 0;
+
+	for (int i = 0; i < n; i++)
+		total += iov[i].iov_len;
+	/* Large output goes from the caller's pieces to the file, without
+	 * a copy into the buffer first. */
+	if (total >= DIRECT_MIN) {
+		if (flush(w, err) < 0)
+			return -1;
+		w->written += total;
+		return vp_out_writev(w->out, iov, n, err);
+	}
+	for (int i = 0; i < n; i++)
+		if (trace_writer_raw(w, iov[i].iov_base, iov[i].iov_len, err) < 0)
+			return -1;
 	return 0;
 }
 

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -178,6 +179,44 @@ static void test_write_error_poisons(void **state)
 	assert_int_equal(before.st_ino, after.st_ino);
 }
 
+/* Pieces written with one writev, more than a call takes, empty ones
+ * among them: the file holds them in order. */
+static void test_writev_pieces(void **state)
+{
+	(void)state;
+	struct vp_error err;
+	struct vp_out *o;
+	static uint8_t data[300 * 301];
+	struct iovec iov[300];
+	size_t at = 0;
+
+	for (int i = 0; i < 300; i++) {
+		size_t len = i % 7 == 0 ? 0 : (size_t)i;
+		memset(data + at, i & 0xff, len);
+		iov[i] = (struct iovec){data + at, len};
+		at += len;
+	}
+	const char *path = path_of("writev.bin");
+	assert_int_equal(vp_out_open(&o, path, 0, &err), 0);
+	assert_int_equal(vp_out_writev(o, iov, 300, &err), 0);
+	assert_int_equal(vp_out_commit(o, &err), 0);
+	FILE *f = fopen(path, "rb");
+	assert_non_null(f);
+	static uint8_t back[sizeof(data)];
+	assert_int_equal(fread(back, 1, sizeof(back), f), at);
+	fclose(f);
+	assert_memory_equal(back, data, at);
+
+	/* on a full device, the error and a poisoned output */
+	struct stat st;
+	if (stat("/dev/full", &st) != 0)
+		return;
+	assert_int_equal(vp_out_open(&o, "/dev/full", 0, &err), 0);
+	assert_int_equal(vp_out_writev(o, iov, 300, &err), -1);
+	assert_non_null(strstr(err.msg, "/dev/full: cannot write: No space"));
+	assert_int_equal(vp_out_commit(o, &err), -1);
+}
+
 static void test_stale_temporaries(void **state)
 {
 	(void)state;
@@ -254,6 +293,7 @@ int main(void)
 		cmocka_unit_test(test_commit_keeps_mode),
 		cmocka_unit_test(test_commit_all_rolls_back),
 		cmocka_unit_test(test_write_error_poisons),
+		cmocka_unit_test(test_writev_pieces),
 		cmocka_unit_test(test_stale_temporaries),
 		cmocka_unit_test(test_directory_refused),
 		cmocka_unit_test(test_signal_cleanup),
