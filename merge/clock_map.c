@@ -551,6 +551,65 @@ uint64_t cm_map_ts_ovf(struct cm_map *m, uint64_t guest_ns, bool *ovf)
 	return map_outside_span(m, guest_ns, ovf);
 }
 
+/* The low 64 bits of x >> sh (arithmetic), 0 < sh < 128, with `big`
+ * saying sh >= 64: then one shift of the high half, else a double shift,
+ * and no test of the count per call. */
+static inline __attribute__((always_inline)) uint64_t low_shr(i128 x,
+							      unsigned sh,
+							      bool big)
+{
+	uint64_t lo = (uint64_t)x, hi = (uint64_t)(x >> 64);
+
+	if (big)
+		return (uint64_t)((int64_t)hi >> (sh - 64));
+	return lo >> sh | hi << (64 - sh);
+}
+
+/* span_map without its checks for in[0..n), known to pass them.  Only
+ * low 64 bits are needed: dq and r fit 64 bits, so they are the low 64
+ * bits of their sums. */
+static inline __attribute__((always_inline)) void
+span_map_unchecked(const struct cm_span *s, const uint64_t *in,
+		   uint64_t *out, size_t n, bool ibig, bool big)
+{
+	for (size_t i = 0; i < n; i++) {
+		int64_t dy = (int64_t)(in[i] - s->y_ref);
+		uint64_t q1 = low_shr((i128)dy * s->inv_q + s->xoff, s->ishift,
+				      ibig);
+		int64_t dq = (int64_t)(q1 + (uint64_t)s->k);
+		out[i] = s->y_host + low_shr((i128)dq * s->slope_q + s->yfrac,
+					     s->shift, big);
+	}
+}
+
+/* span_map for in[0..n), which are in ascending order: true when all of
+ * them passed its checks.  With inv_q and slope_q not negative, each
+ * check holds for an interval of inputs (y's range; q1 grows with y, r
+ * with q1), so the first and the last passing says all between pass: they
+ * are mapped with no check and no branch. */
+static bool span_map_sorted(const struct cm_span *s, const uint64_t *in,
+			    uint64_t *out, size_t n)
+{
+	bool ovf = false;
+
+	if (n < 3 || s->inv_q < 0 || s->slope_q < 0 || s->ishift == 0 ||
+	    s->ishift >= 128 || s->shift == 0 || s->shift >= 128 ||
+	    !span_map(s, in[0], &out[0], &ovf) ||
+	    !span_map(s, in[n - 1], &out[n - 1], &ovf) || ovf)
+		return false;
+	/* one loop per kind of shift, each without a branch on it */
+	bool ibig = s->ishift >= 64, big = s->shift >= 64;
+	if (ibig && big)
+		span_map_unchecked(s, in + 1, out + 1, n - 2, true, true);
+	else if (ibig)
+		span_map_unchecked(s, in + 1, out + 1, n - 2, true, false);
+	else if (big)
+		span_map_unchecked(s, in + 1, out + 1, n - 2, false, true);
+	else
+		span_map_unchecked(s, in + 1, out + 1, n - 2, false, false);
+	return true;
+}
+
 size_t cm_map_ts_many(struct cm_map *m, const uint64_t *in, uint64_t *out,
 		      size_t n)
 {
@@ -558,7 +617,12 @@ size_t cm_map_ts_many(struct cm_map *m, const uint64_t *in, uint64_t *out,
 	/* a copy: stores to out[] might alias m->span, whose fields would
 	 * then be loaded again for every time */
 	struct cm_span s = m->span;
+	uint64_t descents = 0; /* counted without a branch */
 
+	for (size_t i = 1; i < n; i++)
+		descents += in[i] < in[i - 1];
+	if (!descents && span_map_sorted(&s, in, out, n))
+		return 0;
 	for (size_t i = 0; i < n; i++) {
 		bool ovf = false;
 		if (!span_map(&s, in[i], &out[i], &ovf)) {

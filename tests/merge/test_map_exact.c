@@ -301,6 +301,32 @@ static bool compare_one(struct cm_map *m, struct cm_map *ref, uint64_t y)
 	return o2;
 }
 
+/* cm_map_ts_many over n ascending inputs from y0, `step` apart (within
+ * [lo, hi]), against the reference time by time: the batch's shortcut
+ * (its first and last input decide for those between) must not cross an
+ * edge.  On copies of the maps, whose hints the batch moves. */
+static void compare_batch(const struct cm_map *m, const struct cm_map *ref,
+			  uint64_t y0, uint64_t step, uint64_t lo, uint64_t hi)
+{
+	struct cm_map mm = *m, rr = *ref;
+	uint64_t in[64], got[64], want[64];
+	size_t n = 0, ref_ovf = 0;
+
+	for (uint64_t y = y0; n < 64 && y >= lo && y <= hi; y += step) {
+		bool o = false;
+		in[n] = y;
+		want[n++] = ref_map_ts_ovf(&rr, y, &o);
+		ref_ovf += o;
+		if (y > UINT64_MAX - step)
+			break;
+	}
+	if (!n)
+		return;
+	size_t n_ovf = cm_map_ts_many(&mm, in, got, n);
+	assert_memory_equal(got, want, n * sizeof(*got));
+	assert_int_equal(n_ovf, ref_ovf);
+}
+
 /* The host counter (with CM_Q_BITS fraction) guest time y gives in guest
  * segment k, before any clamping: non-decreasing in y. */
 static i128 host_q_at(const struct cm_map *m, size_t k, uint64_t y)
@@ -355,6 +381,12 @@ static void compare_edges(struct cm_map *m, struct cm_map *ref)
 			compare_one(m, ref, lo > lo0 + 100 ? lo - 100 : lo0);
 			for (uint64_t y = a; y >= a && y <= b; y++)
 				compare_one(m, ref, y);
+			/* in ascending batches across it, close and wide */
+			uint64_t c0 = lo > lo0 + 32 ? lo - 32 : lo0;
+			uint64_t w0 = lo > lo0 + 32 * 1000 ? lo - 32 * 1000 : lo0;
+			compare_batch(m, ref, c0, 1, lo0, hi0);
+			compare_batch(m, ref, w0, 1000, lo0, hi0);
+			compare_batch(m, ref, lo, 1, lo0, hi0);
 			/* and from above, as a time that went back */
 			compare_one(m, ref, hi0 - lo > 100 ? lo + 100 : hi0);
 			for (uint64_t y = b; y <= b && y >= a; y--)
