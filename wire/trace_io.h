@@ -85,8 +85,8 @@ int trace_writer_packet(struct trace_writer *w, const void *packet, size_t len,
 int trace_writer_raw(struct trace_writer *w, const void *p, size_t len,
 		     struct vp_error *err);
 struct iovec;
-/* The same for n pieces, one after another; a large total is written
- * from them directly (writev), not copied into the buffer first. */
+/* The same for n pieces, one after another; a large piece is written
+ * from where it is (writev), not copied into the buffer first. */
 int trace_writer_rawv(struct trace_writer *w, const struct iovec *iov, int n,
 		      struct vp_error *err);
 uint64_t trace_writer_bytes(const struct trace_writer *w);

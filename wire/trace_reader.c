@@ -239,7 +239,8 @@ static int read_big(struct trace_reader *r, struct trace_record *rec,
 
 /* Reads the tag and length of the record at the reader's position into
  * rec (not its bytes) and *hdr: 1, 0 at a clean end of file, or -1. */
-static int read_head(struct trace_reader *r, struct trace_record *rec,
+static inline __attribute__((always_inline)) int
+read_head(struct trace_reader *r, struct trace_record *rec,
 		     size_t *hdr, struct vp_error *err)
 {
 	if (r->big) { /* rare: no call to free() for every record */
@@ -325,7 +326,8 @@ static int read_head(struct trace_reader *r, struct trace_record *rec,
 }
 
 /* The bytes of the record read_head found. */
-static int read_body(struct trace_reader *r, struct trace_record *rec,
+static inline __attribute__((always_inline)) int
+read_body(struct trace_reader *r, struct trace_record *rec,
 		     size_t hdr, struct vp_error *err)
 {
 	size_t total = rec->raw_len;
@@ -349,7 +351,7 @@ static int read_body(struct trace_reader *r, struct trace_record *rec,
 int trace_reader_next(struct trace_reader *r, struct trace_record *rec,
 		      struct vp_error *err)
 {
-	size_t hdr;
+	size_t hdr = 0;
 	int rc = read_head(r, rec, &hdr, err);
 
 	return rc <= 0 ? rc : read_body(r, rec, hdr, err);
@@ -358,7 +360,7 @@ int trace_reader_next(struct trace_reader *r, struct trace_record *rec,
 int trace_reader_next_head(struct trace_reader *r, struct trace_record *rec,
 			   size_t whole_max, struct vp_error *err)
 {
-	size_t hdr;
+	size_t hdr = 0;
 
 	if (r->n_read == 0) /* a skimming reader starts small too */
 		r->chunk = READ_MIN;

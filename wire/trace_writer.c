@@ -12,8 +12,10 @@
 #include <sys/uio.h>
 
 #define WRITE_BUF (1u << 20)
-/* what trace_writer_rawv writes without the buffer */
-#define DIRECT_MIN (64u << 10)
+/* a piece trace_writer_rawv writes without the buffer */
+#define DIRECT_MIN (16u << 10)
+/* large pieces per writev */
+#define RAWV_MAX 32
 
 struct trace_writer {
 	struct vp_out *out;
@@ -62,22 +64,48 @@ int trace_writer_raw(struct trace_writer *w, const void *p, size_t len,
 int trace_writer_rawv(struct trace_writer *w, const struct iovec *iov, int n,
 		      struct vp_error *err)
 {
-	size_t total = 0;
+	/* What goes out in one writev: stretches of the buffer and the
+	 * caller's large pieces, in order.  The buffer is not reused until
+	 * that call is made. */
+	struct iovec out[2 * RAWV_MAX + 1];
+	int n_out = 0;
+	size_t from = 0; /* where the buffer's stretch not yet in out[] begins */
 
-	for (int i = 0; i < n; i++)
-		total += iov[i].iov_len;
-	/* Large output goes from the caller's pieces to the file, without
-	 * a copy into the buffer first. */
-	if (total >= DIRECT_MIN) {
-		if (flush(w, err) < 0)
-			return -1;
-		w->written += total;
-		return vp_out_writev(w->out, iov, n, err);
+	for (int i = 0; i < n; i++) {
+		const struct iovec *v = &iov[i];
+		/* A small piece is cheaper copied into the buffer than
+		 * handed to the kernel on its own. */
+		if (v->iov_len < DIRECT_MIN &&
+		    v->iov_len <= sizeof(w->buf) - w->fill) {
+			memcpy(w->buf + w->fill, v->iov_base, v->iov_len);
+			w->fill += v->iov_len;
+			w->written += v->iov_len;
+			continue;
+		}
+		if (v->iov_len < DIRECT_MIN || n_out >= 2 * RAWV_MAX - 1) {
+			/* the buffer is full, or the list: write it all */
+			out[n_out++] = (struct iovec){w->buf + from, w->fill - from};
+			if (vp_out_writev(w->out, out, n_out, err) < 0)
+				return -1;
+			n_out = 0;
+			w->fill = from = 0;
+			if (v->iov_len < DIRECT_MIN) {
+				i--; /* again, into the empty buffer */
+				continue;
+			}
+		}
+		/* a large piece goes from where it is, after what the buffer
+		 * took since the last one */
+		out[n_out++] = (struct iovec){w->buf + from, w->fill - from};
+		out[n_out++] = *v;
+		w->written += v->iov_len;
+		from = w->fill;
 	}
-	for (int i = 0; i < n; i++)
-		if (trace_writer_raw(w, iov[i].iov_base, iov[i].iov_len, err) < 0)
-			return -1;
-	return 0;
+	if (!n_out) /* only buffered: it goes later, with what follows */
+		return 0;
+	out[n_out++] = (struct iovec){w->buf + from, w->fill - from};
+	w->fill = 0;
+	return vp_out_writev(w->out, out, n_out, err);
 }
 
 int trace_writer_packet(struct trace_writer *w, const void *packet, size_t len,

@@ -17,6 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <sys/uio.h>
+
 #include "pb_wire.h"
 #include "trace_io.h"
 
@@ -167,6 +169,76 @@ static void test_heads_peeks_seeks(void **state)
 	free(buf);
 }
 
+/* trace_writer_rawv: small pieces buffered, large ones written from
+ * where they are, more large ones in a call than one writev takes, calls
+ * that fill the buffer: the file holds every piece, in order. */
+static void test_writer_pieces(void **state)
+{
+	(void)state;
+	char path[256];
+	struct vp_error err = {{0}};
+	struct trace_writer *w;
+	path_of(path, sizeof(path), "pieces.pb");
+
+	size_t cap = 40u << 20, at = 0;
+	uint8_t *src = malloc(cap);
+	assert_non_null(src);
+	uint32_t x = 12345;
+	for (size_t i = 0; i < cap; i++)
+		src[i] = (uint8_t)(i * 7 + i / 4099);
+	assert_int_equal(trace_writer_open(&w, path, &err), 0);
+	for (int call = 0; call < 400 && at < cap - (12u << 20); call++) {
+		struct iovec iov[100];
+		int n = 1 + call % 100;
+		for (int k = 0; k < n; k++) {
+			x = x * 1103515245u + 12345u;
+			size_t len = (x >> 8) % 4 == 0 ? 16384 + (x >> 12) % 70000
+							: (x >> 12) % 600;
+			if (call % 50 == 49)
+				len = 40000; /* a call of large pieces only */
+			if (at + len > cap)
+				len = 0;
+			iov[k] = (struct iovec){src + at, len};
+			at += len;
+		}
+		assert_int_equal(trace_writer_rawv(w, iov, n, &err), 0);
+	}
+	/* small pieces only, more than the buffer holds, then one large */
+	for (int call = 0; call < 60; call++) {
+		struct iovec iov[100];
+		for (int k = 0; k < 100; k++) {
+			x = x * 1103515245u + 12345u;
+			size_t len = (x >> 12) % 600;
+			iov[k] = (struct iovec){src + at, len};
+			at += len;
+		}
+		iov[99].iov_len = call == 59 ? 100000 : iov[99].iov_len;
+		at += call == 59 ? 100000 - (x >> 12) % 600 : 0;
+		assert_int_equal(trace_writer_rawv(w, iov, 100, &err), 0);
+	}
+	/* small ones, a large one, then more small ones than the buffer has
+	 * room for behind it, and more large ones than a writev takes */
+	static struct iovec many[3100];
+	size_t sizes[] = {500, 40000};
+	for (int k = 0; k < 3100; k++) {
+		size_t len = k == 1 || (k > 3000 && k < 3060) ? sizes[1] : sizes[0];
+		many[k] = (struct iovec){src + at, len};
+		at += len;
+	}
+	assert_int_equal(trace_writer_rawv(w, many, 3100, &err), 0);
+	assert_int_equal(trace_writer_bytes(w), at);
+	assert_int_equal(trace_writer_commit(w, &err), 0);
+	FILE *f = fopen(path, "rb");
+	assert_non_null(f);
+	uint8_t *back = malloc(at + 1);
+	assert_non_null(back);
+	assert_int_equal(fread(back, 1, at + 1, f), at);
+	fclose(f);
+	assert_memory_equal(back, src, at);
+	free(back);
+	free(src);
+}
+
 static void expect_error(const char *name, const void *bytes, size_t len,
 			 int good, const char *needle)
 {
@@ -305,6 +377,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_roundtrip_straddling),
 		cmocka_unit_test(test_heads_peeks_seeks),
+		cmocka_unit_test(test_writer_pieces),
 		cmocka_unit_test(test_malformed),
 		cmocka_unit_test(test_empty_and_missing),
 		cmocka_unit_test(test_writer_abort_keeps_old),
