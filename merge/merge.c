@@ -303,44 +303,26 @@ static int scan_record(void *ctx, const uint8_t *raw, size_t raw_len,
 static int scan_skimming(struct scan_ctx *c, struct progress *pg,
 			 volatile sig_atomic_t *cancel, struct vp_error *err)
 {
-	struct trace_reader *rd;
-	struct trace_record rec, whole;
-	struct pb_buf skim;
-	int rc;
+	struct sync_skim k;
+	struct trace_record rec;
+	int rc = sync_skim_open(&k, c->path, c->sc, SYNC_SKIM_MIN_RECORD, err);
 
-	if (trace_reader_open(&rd, c->path, err) < 0)
-		return -1;
-	pb_buf_init(&skim);
-	while ((rc = trace_reader_next_head(rd, &rec, SYNC_SKIM_MIN_RECORD,
-					    err)) > 0) {
-		const struct trace_record *r = &rec;
+	while (rc == 0 && (rc = sync_skim_next(&k, &rec, err)) > 0) {
 		if (cancel && *cancel) {
 			rc = vp_errorf(err, "interrupted");
 			break;
 		}
-		if (!rec.raw) {
-			if (rec.field == TRACE_PACKET_FIELD && rec.wt == PB_WT_LEN)
-				rc = sync_skim_packet(c->sc, rd, &rec, &whole,
-						      &skim, err);
-			else /* not a packet: read as the plain scan does */
-				rc = trace_reader_seek(rd, rec.offset, err) < 0
-					     ? -1
-					     : trace_reader_next(rd, &whole, err);
-			if (rc < 0)
-				break;
-			r = &whole;
-		}
-		if (rc > 0 && scan_record(c, r->raw, r->raw_len, r->field, r->wt,
-					  r->data, r->len, r->data_offset, NULL,
-					  err) < 0) {
+		if (rc == 1 && scan_record(c, rec.raw, rec.raw_len, rec.field,
+					   rec.wt, rec.data, rec.len,
+					   rec.data_offset, NULL, err) < 0) {
 			rc = -1;
 			break;
 		}
 		if (pg->on)
 			progress_add(pg, rec.raw_len);
+		rc = 0;
 	}
-	pb_buf_free(&skim);
-	trace_reader_close(rd);
+	sync_skim_close(&k);
 	return rc < 0 ? -1 : 0;
 }
 

@@ -16,19 +16,20 @@
  * (a bundle's cpu is its first field). */
 #define HEAD_PEEK 64u
 
-/* The packet read whole, for the plain scan. */
+/* The record read whole, for the plain scan (whole may be head). */
 static int whole_record(struct trace_reader *rd,
 			const struct trace_record *head,
 			struct trace_record *whole, struct vp_error *err)
 {
-	if (trace_reader_seek(rd, head->offset, err) < 0)
+	uint64_t at = head->offset;
+
+	if (trace_reader_seek(rd, at, err) < 0)
 		return -1;
 	int rc = trace_reader_next(rd, whole, err);
 	if (rc == 0) /* the file shrank since its header was read */
 		return vp_errorf(err, "%s: byte offset %llu: the file ends "
 				 "before this record",
-				 trace_reader_path(rd),
-				 (unsigned long long)head->offset);
+				 trace_reader_path(rd), (unsigned long long)at);
 	return rc < 0 ? -1 : 1;
 }
 
@@ -88,30 +89,65 @@ static size_t skim_field(struct trace_reader *rd, uint64_t pos, uint64_t end,
 	return size;
 }
 
-int sync_skim_packet(struct sync_scanner *s, struct trace_reader *rd,
-		     const struct trace_record *head,
-		     struct trace_record *whole, struct pb_buf *scratch,
-		     struct vp_error *err)
+/* Scans the packet record `head` (from trace_reader_next_head, not read)
+ * and leaves the reader after it: 0.  Or reads it whole into *whole, for
+ * the caller to scan: 1.  -1 on a read error. */
+static int skim_packet(struct sync_skim *k, const struct trace_record *head,
+		       struct trace_record *whole, struct vp_error *err)
 {
 	uint64_t pos = head->data_offset, end = head->offset + head->raw_len;
 
-	if (end > trace_reader_size(rd)) /* cut short: as the plain scan says */
-		return whole_record(rd, head, whole, err);
-	pb_buf_reset(scratch);
+	if (end > trace_reader_size(k->rd)) /* cut short: as the plain scan says */
+		return whole_record(k->rd, head, whole, err);
+	pb_buf_reset(&k->scratch);
 	while (pos < end) {
-		size_t n = skim_field(rd, pos, end, scratch, err);
+		size_t n = skim_field(k->rd, pos, end, &k->scratch, err);
 		if (n == SIZE_MAX)
 			return -1;
 		if (n == 0)
-			return whole_record(rd, head, whole, err);
+			return whole_record(k->rd, head, whole, err);
 		pos += n;
 	}
 	/* A failure here is in bytes the packet holds as they are; the plain
 	 * scan of the whole gives it with its true offset. */
-	if (sync_scan_packet(s, scratch->data, scratch->len, head->data_offset,
-			     err) != 0)
-		return whole_record(rd, head, whole, err);
-	if (trace_reader_seek(rd, end, err) < 0)
+	if (sync_scan_packet(k->sc, k->scratch.data, k->scratch.len,
+			     head->data_offset, err) != 0)
+		return whole_record(k->rd, head, whole, err);
+	if (trace_reader_seek(k->rd, end, err) < 0)
 		return -1;
 	return 0;
+}
+
+int sync_skim_open(struct sync_skim *k, const char *path,
+		   struct sync_scanner *sc, size_t whole_max,
+		   struct vp_error *err)
+{
+	k->rd = NULL;
+	k->sc = sc;
+	k->whole_max = whole_max;
+	pb_buf_init(&k->scratch);
+	return trace_reader_open(&k->rd, path, err);
+}
+
+void sync_skim_close(struct sync_skim *k)
+{
+	pb_buf_free(&k->scratch);
+	trace_reader_close(k->rd);
+	k->rd = NULL;
+}
+
+int sync_skim_next(struct sync_skim *k, struct trace_record *rec,
+		   struct vp_error *err)
+{
+	int rc = trace_reader_next_head(k->rd, rec, k->whole_max, err);
+
+	if (rc <= 0 || rec->raw)
+		return rc;
+	if (rec->field == TRACE_PACKET_FIELD && rec->wt == PB_WT_LEN)
+		rc = skim_packet(k, rec, rec, err);
+	else /* not a packet: read whole, as the plain scan does */
+		rc = whole_record(k->rd, rec, rec, err);
+	if (rc < 0)
+		return -1;
+	return rc == 0 ? 2 : 1;
 }

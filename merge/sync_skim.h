@@ -1,5 +1,6 @@
 /*
- * sync_skim.h - the sync scan of a large packet without reading all of it.
+ * sync_skim.h - the sync scan of a file, its large packets skimmed: not
+ * read whole.
  *
  * Pass 1 of the merge needs little of a guest trace: clock snapshots,
  * interning, a few track events and the cpu of each ftrace bundle.  Most
@@ -28,13 +29,24 @@
  * less to read than to skip. */
 #define SYNC_SKIM_MIN_RECORD (16u << 10)
 
-/* Scans the packet record `head` (from trace_reader_next_head, not read)
- * and leaves rd after it: 0.  Or reads it whole into *whole, for the
- * caller to scan: 1.  -1 on a read error.  scratch holds the packet
- * built for the scanner. */
-int sync_skim_packet(struct sync_scanner *s, struct trace_reader *rd,
-		     const struct trace_record *head,
-		     struct trace_record *whole, struct pb_buf *scratch,
-		     struct vp_error *err);
+/* A scan of one file that skims its large packets. */
+struct sync_skim {
+	struct trace_reader *rd;
+	struct sync_scanner *sc;
+	size_t whole_max;       /* records of more bytes are skimmed */
+	struct pb_buf scratch;  /* the packet built for the scanner */
+};
+
+/* Opens path for a scan into sc: 0, or -1 (sync_skim_close it even so). */
+int sync_skim_open(struct sync_skim *k, const char *path,
+		   struct sync_scanner *sc, size_t whole_max,
+		   struct vp_error *err);
+void sync_skim_close(struct sync_skim *k);
+/* The next record of the file.  1: *rec is the whole record, for the
+ * caller to scan (small, not a packet, or not to be skimmed exactly);
+ * 2: a large packet, skimmed and scanned (rec has its offset and
+ * raw_len, not its bytes); 0 at the end; -1 on an error. */
+int sync_skim_next(struct sync_skim *k, struct trace_record *rec,
+		   struct vp_error *err);
 
 #endif

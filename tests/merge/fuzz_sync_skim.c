@@ -20,39 +20,26 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* 0 or -1, as the merge's guest scan; compressed packets count as a
- * failure here (the merge inflates them, which is not what is tested). */
-static int scan(struct sync_scanner *s, const char *path, bool skim,
-		struct pb_buf *scratch, struct vp_error *err)
+ * failure here (the merge inflates them, which is not what is tested).
+ * whole_max SIZE_MAX reads every record whole: the plain scan. */
+static int scan(struct sync_scanner *s, const char *path, size_t whole_max,
+		struct vp_error *err)
 {
-	struct trace_reader *rd;
-	struct trace_record rec, whole;
-	int rc;
+	struct sync_skim k;
+	struct trace_record rec;
+	int rc = sync_skim_open(&k, path, s, whole_max, err);
 
-	if (trace_reader_open(&rd, path, err) < 0)
-		return -1;
-	while ((rc = skim ? trace_reader_next_head(rd, &rec, 0, err)
-			  : trace_reader_next(rd, &rec, err)) > 0) {
-		const struct trace_record *r = &rec;
-		if (!rec.raw) {
-			if (rec.field == TRACE_PACKET_FIELD && rec.wt == PB_WT_LEN)
-				rc = sync_skim_packet(s, rd, &rec, &whole,
-						      scratch, err);
-			else
-				rc = trace_reader_seek(rd, rec.offset, err) < 0
-					     ? -1
-					     : trace_reader_next(rd, &whole, err);
-			if (rc < 0)
-				break;
-			r = &whole;
-		}
-		if (rc > 0 && r->field == TRACE_PACKET_FIELD &&
-		    r->wt == PB_WT_LEN &&
-		    sync_scan_packet(s, r->data, r->len, r->data_offset, err)) {
+	while (rc == 0 && (rc = sync_skim_next(&k, &rec, err)) > 0) {
+		if (rc == 1 && rec.field == TRACE_PACKET_FIELD &&
+		    rec.wt == PB_WT_LEN &&
+		    sync_scan_packet(s, rec.data, rec.len, rec.data_offset,
+				     err)) {
 			rc = -1;
 			break;
 		}
+		rc = 0;
 	}
-	trace_reader_close(rd);
+	sync_skim_close(&k);
 	return rc;
 }
 
@@ -97,10 +84,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct sync_scanner *plain = sync_scanner_new(path);
 	struct sync_scanner *skim = sync_scanner_new(path);
 	struct vp_error e1 = {{0}}, e2 = {{0}};
-	struct pb_buf scratch;
-	pb_buf_init(&scratch);
-	int r1 = scan(plain, path, false, &scratch, &e1);
-	int r2 = scan(skim, path, true, &scratch, &e2);
+	int r1 = scan(plain, path, SIZE_MAX, &e1);
+	int r2 = scan(skim, path, 0, &e2);
 	if (r1 != r2 || (r1 < 0 && strcmp(e1.msg, e2.msg) != 0)) {
 		fprintf(stderr, "plain: %d %s\nskim:  %d %s\n", r1,
 			r1 < 0 ? e1.msg : "", r2, r2 < 0 ? e2.msg : "");
@@ -109,7 +94,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (r1 == 0 &&
 	    !same_data(sync_scanner_data(plain), sync_scanner_data(skim)))
 		__builtin_trap();
-	pb_buf_free(&scratch);
 	sync_scanner_free(plain);
 	sync_scanner_free(skim);
 	close(fd);

@@ -342,39 +342,26 @@ static char *write_temp(const struct pb_buf *t, size_t len)
 static int scan_file_read(struct sync_scanner *s, const char *path, bool skim,
 			  uint64_t *n_read, struct vp_error *err)
 {
-	struct trace_reader *rd;
-	struct trace_record rec, whole;
-	struct pb_buf scratch;
+	struct sync_skim k;
+	struct trace_record rec;
 	int rc;
 
-	assert_int_equal(trace_reader_open(&rd, path, err), 0);
-	pb_buf_init(&scratch);
-	while ((rc = skim ? trace_reader_next_head(rd, &rec, SYNC_SKIM_MIN_RECORD,
-						   err)
-			  : trace_reader_next(rd, &rec, err)) > 0) {
-		const struct trace_record *r = &rec;
-		if (!rec.raw) {
-			if (rec.field == TRACE_PACKET_FIELD)
-				rc = sync_skim_packet(s, rd, &rec, &whole,
-						      &scratch, err);
-			else
-				rc = trace_reader_seek(rd, rec.offset, err) < 0
-					     ? -1
-					     : trace_reader_next(rd, &whole, err);
-			if (rc < 0)
-				break;
-			r = &whole;
-		}
-		if (rc > 0 && r->field == TRACE_PACKET_FIELD &&
-		    sync_scan_packet(s, r->data, r->len, r->data_offset, err)) {
+	assert_int_equal(sync_skim_open(&k, path, s,
+					skim ? SYNC_SKIM_MIN_RECORD : SIZE_MAX,
+					err), 0);
+	while ((rc = sync_skim_next(&k, &rec, err)) > 0) {
+		if (!skim)
+			assert_int_equal(rc, 1); /* every record read whole */
+		if (rc == 1 && rec.field == TRACE_PACKET_FIELD &&
+		    sync_scan_packet(s, rec.data, rec.len, rec.data_offset,
+				     err)) {
 			rc = -1;
 			break;
 		}
 	}
-	pb_buf_free(&scratch);
 	if (n_read)
-		*n_read = trace_reader_bytes_read(rd);
-	trace_reader_close(rd);
+		*n_read = trace_reader_bytes_read(k.rd);
+	sync_skim_close(&k);
 	return rc;
 }
 

@@ -60,23 +60,31 @@ static size_t packet_size(size_t i)
 	return sizes[i % 10];
 }
 
+/* Writes n packets of packet_size(i) bytes, each filled with its index. */
+static void write_sized_packets(const char *path, size_t n)
+{
+	struct vp_error err = {{0}};
+	struct trace_writer *w;
+	uint8_t *buf = malloc(3 << 20);
+
+	assert_non_null(buf);
+	assert_int_equal(trace_writer_open(&w, path, &err), 0);
+	for (size_t i = 0; i < n; i++) {
+		memset(buf, (int)(i & 0xff), packet_size(i));
+		assert_int_equal(trace_writer_packet(w, buf, packet_size(i), &err), 0);
+	}
+	assert_int_equal(trace_writer_commit(w, &err), 0);
+	free(buf);
+}
+
 static void test_roundtrip_straddling(void **state)
 {
 	(void)state;
 	char path[256];
 	struct vp_error err = {{0}};
-	struct trace_writer *w;
 	path_of(path, sizeof(path), "rt.pb");
-
-	assert_int_equal(trace_writer_open(&w, path, &err), 0);
-	uint8_t *buf = malloc(3 << 20);
-	assert_non_null(buf);
 	size_t n_packets = 60;
-	for (size_t i = 0; i < n_packets; i++) {
-		memset(buf, (int)(i & 0xff), packet_size(i));
-		assert_int_equal(trace_writer_packet(w, buf, packet_size(i), &err), 0);
-	}
-	assert_int_equal(trace_writer_commit(w, &err), 0);
+	write_sized_packets(path, n_packets);
 
 	struct trace_reader *r;
 	struct trace_record rec;
@@ -97,7 +105,6 @@ static void test_roundtrip_straddling(void **state)
 		assert_int_equal(trace_reader_rewind(r, &err), 0);
 	}
 	trace_reader_close(r);
-	free(buf);
 }
 
 /* trace_reader_next_head on the same file: small records whole, large ones
@@ -108,18 +115,9 @@ static void test_heads_peeks_seeks(void **state)
 	(void)state;
 	char path[256];
 	struct vp_error err = {{0}};
-	struct trace_writer *w;
 	path_of(path, sizeof(path), "heads.pb");
-
-	assert_int_equal(trace_writer_open(&w, path, &err), 0);
-	uint8_t *buf = malloc(3 << 20);
-	assert_non_null(buf);
 	size_t n_packets = 30;
-	for (size_t i = 0; i < n_packets; i++) {
-		memset(buf, (int)(i & 0xff), packet_size(i));
-		assert_int_equal(trace_writer_packet(w, buf, packet_size(i), &err), 0);
-	}
-	assert_int_equal(trace_writer_commit(w, &err), 0);
+	write_sized_packets(path, n_packets);
 
 	struct trace_reader *r;
 	struct trace_record rec;
@@ -166,7 +164,6 @@ static void test_heads_peeks_seeks(void **state)
 	assert_int_equal(got, 0);
 	assert_true(trace_reader_bytes_read(r) < size);
 	trace_reader_close(r);
-	free(buf);
 }
 
 /* trace_writer_rawv: small pieces buffered, large ones written from
