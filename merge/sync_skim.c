@@ -136,13 +136,11 @@ void sync_skim_close(struct sync_skim *k)
 	k->rd = NULL;
 }
 
-int sync_skim_next(struct sync_skim *k, struct trace_record *rec,
-		   struct vp_error *err)
+int sync_skim_large(struct sync_skim *k, struct trace_record *rec,
+		    struct vp_error *err)
 {
-	int rc = trace_reader_next_head(k->rd, rec, k->whole_max, err);
+	int rc;
 
-	if (rc <= 0 || rec->raw)
-		return rc;
 	if (rec->field == TRACE_PACKET_FIELD && rec->wt == PB_WT_LEN)
 		rc = skim_packet(k, rec, rec, err);
 	else /* not a packet: read whole, as the plain scan does */

@@ -45,8 +45,20 @@ void sync_skim_close(struct sync_skim *k);
 /* The next record of the file.  1: *rec is the whole record, for the
  * caller to scan (small, not a packet, or not to be skimmed exactly);
  * 2: a large packet, skimmed and scanned (rec has its offset and
- * raw_len, not its bytes); 0 at the end; -1 on an error. */
-int sync_skim_next(struct sync_skim *k, struct trace_record *rec,
-		   struct vp_error *err);
+ * raw_len, not its bytes); 0 at the end; -1 on an error.
+ * sync_skim_large is its part for a record trace_reader_next_head left
+ * unread. */
+int sync_skim_large(struct sync_skim *k, struct trace_record *rec,
+		    struct vp_error *err);
+static inline int sync_skim_next(struct sync_skim *k, struct trace_record *rec,
+				 struct vp_error *err)
+{
+	int rc = trace_reader_next_head(k->rd, rec, k->whole_max, err);
+
+	/* inline: most records are small, and read whole */
+	if (rc <= 0 || rec->raw)
+		return rc;
+	return sync_skim_large(k, rec, err);
+}
 
 #endif
