@@ -27,6 +27,8 @@ void *seq_table_find(const struct seq_table *t, uint64_t key)
 {
 	uint64_t i;
 
+	if (key < SEQ_TABLE_SMALL)
+		return t->small[key] ? seq_table_at(t, t->small[key] - 1) : NULL;
 	if (t->have_last && t->last_key == key)
 		return seq_table_at(t, t->last_slot);
 	if (!u64map_get(&t->index, key, &i))
@@ -34,7 +36,7 @@ void *seq_table_find(const struct seq_table *t, uint64_t key)
 	return seq_table_at(t, (size_t)i);
 }
 
-void *seq_table_get(struct seq_table *t, uint64_t key, bool *made)
+void *seq_table_get_slow(struct seq_table *t, uint64_t key, bool *made)
 {
 	uint64_t i;
 
@@ -50,8 +52,12 @@ void *seq_table_get(struct seq_table *t, uint64_t key, bool *made)
 		if (made)
 			*made = true;
 	}
-	t->have_last = true;
-	t->last_key = key;
-	t->last_slot = (size_t)i;
+	if (key < SEQ_TABLE_SMALL) {
+		t->small[key] = (uint32_t)i + 1;
+	} else {
+		t->have_last = true;
+		t->last_key = key;
+		t->last_slot = (size_t)i;
+	}
 	return seq_table_at(t, (size_t)i);
 }
