@@ -129,11 +129,21 @@ static int run_single(const struct partition_job *job, struct vp_error *err,
  * DONE (every worker finished it; the leader emits it and frees it). */
 enum { FREE, READY, DONE };
 
+/* A record copied into a worker's input: enough to hand it on without
+ * parsing it again. */
+struct in_rec {
+	uint64_t data_offset; /* of its payload in the file */
+	uint32_t raw_len;     /* tag, length and payload */
+	uint32_t field;
+	uint8_t wt;
+	uint8_t hdr;          /* bytes of tag and length */
+};
+
 /* One thread's share of a window, on cache lines of its own. */
 struct share {
-	struct pb_buf in;       /* worker's records, each framed (t >= 1) */
+	struct pb_buf in;       /* worker's records, one after another (t >= 1) */
 	struct pb_buf out;      /* output of its records, one after another */
-	uint64_t *offs;         /* payload offsets of the records in `in` */
+	struct in_rec *recs;    /* where each record of `in` is, and what */
 	size_t n_in;
 	size_t *out_len;        /* length of each record's output in `out` */
 	size_t n_out;
@@ -211,39 +221,34 @@ static unsigned owner_of(const struct partition_job *job,
 	return best;
 }
 
-/* Handles worker t's records of one window.  Each input blob is the raw
- * record; it is re-split into the fields the job function wants. */
+/* Handles worker t's records of one window, as the leader framed them. */
 static void work_share(const struct partition_job *job, unsigned t,
 		       struct share *s)
 {
-	struct pb_reader r;
-	struct pb_field f;
-	size_t k = 0;
+	const uint8_t *raw = s->in.data;
 
 	pb_buf_reset(&s->out);
 	s->n_out = 0;
 	s->failed = false;
-	pb_reader_init(&r, s->in.data, s->in.len);
-	while (pb_next(&r, &f)) {
-		struct pb_reader rr;
-		struct pb_field rec;
-		struct trace_record tr;
-		pb_reader_init(&rr, f.data, f.len);
-		pb_next(&rr, &rec); /* the leader framed a well-formed record */
-		tr.field = rec.num;
-		tr.wt = rec.wt;
-		tr.data = rec.data;
-		tr.len = rec.len;
-		tr.raw = f.data;
-		tr.raw_len = f.len;
-		tr.data_offset = s->offs[k];
-		tr.offset = tr.data_offset;
+	for (size_t k = 0; k < s->n_in; k++) {
+		const struct in_rec *m = &s->recs[k];
+		struct trace_record tr = {
+			.field = m->field,
+			.wt = m->wt,
+			.data = raw + m->hdr,
+			.len = m->raw_len - m->hdr,
+			.raw = raw,
+			.raw_len = m->raw_len,
+			.offset = m->data_offset - m->hdr,
+			.data_offset = m->data_offset,
+		};
+		raw += m->raw_len;
 		if (run_record(job, job->ctx[t], &tr, &s->out, &s->out_len[k],
 			       &s->err) < 0) {
 			s->failed = true;
 			return;
 		}
-		s->n_out = ++k;
+		s->n_out = k + 1;
 	}
 }
 
@@ -365,7 +370,7 @@ static void pool_free(struct pool *pl)
 		for (unsigned t = 0; w->sh && t < pl->n; t++) {
 			pb_buf_free(&w->sh[t].in);
 			pb_buf_free(&w->sh[t].out);
-			free(w->sh[t].offs);
+			free(w->sh[t].recs);
 			free(w->sh[t].out_len);
 		}
 		free(w->sh);
@@ -406,8 +411,8 @@ static int run_many(const struct partition_job *job, struct vp_error *err,
 			pb_buf_init(&w->sh[t].in);
 			pb_buf_init(&w->sh[t].out);
 			if (t)
-				w->sh[t].offs = vp_xcalloc(PARTITION_WINDOW_RECORDS,
-							sizeof(uint64_t));
+				w->sh[t].recs = vp_xcalloc(PARTITION_WINDOW_RECORDS,
+							sizeof(struct in_rec));
 			w->sh[t].out_len = vp_xcalloc(PARTITION_WINDOW_RECORDS,
 						      sizeof(size_t));
 		}
@@ -448,9 +453,14 @@ static int run_many(const struct partition_job *job, struct vp_error *err,
 					rc = -1;
 				s->n_out++;
 			} else {
-				s->offs[s->n_in++] = rec.data_offset;
-				pb_put_bytes(&s->in, TRACE_PACKET, rec.raw,
-					     rec.raw_len);
+				s->recs[s->n_in++] = (struct in_rec){
+					.data_offset = rec.data_offset,
+					.raw_len = (uint32_t)rec.raw_len,
+					.field = rec.field,
+					.wt = rec.wt,
+					.hdr = (uint8_t)(rec.data_offset - rec.offset),
+				};
+				pb_put_raw(&s->in, rec.raw, rec.raw_len);
 			}
 			w->count++;
 			w->bytes += rec.raw_len;
