@@ -1135,21 +1135,26 @@ static int rewrite_record(void *ctx, const uint8_t *raw, size_t raw_len,
 	return rc;
 }
 
-/* Rewrites a guest trace into w on `threads` threads.  cfg[t] configures
+/* Rewrites a guest trace into w on `threads` threads, its sequences
+ * shared out by the load its scan measured (d).  cfg[t] configures
  * thread t's rewriter (its map context must be its own: maps keep segment
  * hints). */
 static int rewrite_file(const char *path, unsigned threads,
-			const struct rewrite_cfg *cfg, uint64_t max_inflate,
+			const struct rewrite_cfg *cfg,
+			const struct sync_data *d, uint64_t max_inflate,
 			struct trace_writer *w, struct progress *pg,
 			volatile sig_atomic_t *cancel, struct rewrite_stats *st,
 			struct vp_error *err)
 {
 	struct rewrite_ctx *c = vp_xaligned_alloc(128, threads * sizeof(*c));
+	uint8_t owner[SYNC_SEQ_LOAD_IDS];
 	struct partition_job job = {
 		.path = path,
 		.threads = threads,
 		.fn = rewrite_record,
 		.stateless = rewrite_packet_stateless,
+		.seq_owner = owner,
+		.n_seq_owner = SYNC_SEQ_LOAD_IDS,
 		.sink = sink_writer,
 		.sink_ctx = w,
 		.progress = pg->on ? progress_cb : NULL, /* a call per record */
@@ -1158,6 +1163,7 @@ static int rewrite_file(const char *path, unsigned threads,
 	};
 	int io_error;
 
+	partition_plan(d->seq_load, SYNC_SEQ_LOAD_IDS, threads, owner);
 	memset(c, 0, threads * sizeof(*c));
 	for (unsigned t = 0; t < threads; t++) {
 		c[t].path = path;
@@ -1410,7 +1416,7 @@ static int rewrite_guest(const struct merge_opts *o, size_t i,
 		};
 	}
 	uint64_t before = trace_writer_bytes(w);
-	int status = rewrite_file(g->path, nt, cfg, max_inflate, w, pg,
+	int status = rewrite_file(g->path, nt, cfg, gd, max_inflate, w, pg,
 				  o->cancel, &g->rw, err);
 	for (unsigned t = 0; t < nt; t++)
 		g->rw.overflow += gmt ? gmt[t].overflow
@@ -1552,7 +1558,7 @@ static int rewrite_host(const struct merge_opts *o, const struct sync_data *hd,
 			.trace_clock = hd->trace_clock,
 		};
 	}
-	int status = rewrite_file(o->host, nt, cfg, max_inflate, w, pg,
+	int status = rewrite_file(o->host, nt, cfg, hd, max_inflate, w, pg,
 				  o->cancel, &res->host_rw, err);
 	for (unsigned t = 0; t < nt; t++)
 		res->host_rw.overflow += omt[t].overflow;

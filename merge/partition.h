@@ -4,14 +4,16 @@
  *
  * Everything the merge keeps per packet stream (interning, clocks, legacy
  * timestamps) is per sequence, so packets of different sequences can be
- * handled apart: each sequence is owned by one thread, by a hash of its
- * id, which keeps its state.  Packets whose handling reads or writes no
- * sequence state (the job's `stateless` says which: an ftrace bundle,
- * say) may go to any thread; they are spread by bytes, so one busy
- * sequence does not leave the other threads idle.  The first thread reads
- * the file, peeks at each packet and hands the others their packets
- * window by window; that costs it about as much as handling them, so it
- * owns no sequence and takes only stateless packets.
+ * handled apart: each sequence is owned by one thread, which keeps its
+ * state.  Packets whose handling reads or writes no sequence state (the
+ * job's `stateless` says which: an ftrace bundle, say) may go to any
+ * thread; they are spread by bytes, so one busy sequence does not leave
+ * the other threads idle.  The first thread reads the file, peeks at each
+ * packet and hands the others their packets window by window, which
+ * costs it about half as much as handling them.  So a plan made from the
+ * sequences' load as measured beforehand (partition_plan) gives it a
+ * smaller share of them than the others; sequences the plan does not
+ * name go to the others by a hash of their id.
  *
  * Memory is bounded by bytes, not records: a window closes at
  * PARTITION_WINDOW_BYTES of input (or PARTITION_WINDOW_RECORDS records),
@@ -66,6 +68,10 @@ struct partition_job {
 	partition_fn fn;
 	void *ctx[PARTITION_MAX_THREADS]; /* one per thread */
 	partition_stateless stateless;    /* NULL: every packet by sequence */
+	/* The owner of each sequence of id below n_seq_owner, or
+	 * PARTITION_BY_HASH (partition_plan); NULL: all by the hash. */
+	const uint8_t *seq_owner;
+	size_t n_seq_owner;
 	partition_sink sink;              /* NULL: output is dropped */
 	void *sink_ctx;
 	partition_progress progress;
@@ -79,7 +85,18 @@ int partition_run(const struct partition_job *job, struct vp_error *err,
 		  int *io_error);
 
 /* A hash of a sequence id onto n threads, 0 .. n - 1 (with several
- * threads, a sequence's owner is 1 + partition_owner(id, n - 1)). */
+ * threads, a sequence the plan does not name is owned by
+ * 1 + partition_owner(id, n - 1)). */
 unsigned partition_owner(uint32_t seq_id, unsigned n);
+
+#define PARTITION_BY_HASH 0xff
+
+/* Shares the sequences of ids 0 .. n_ids - 1 out among `threads` threads
+ * by their load (any unit; 0: a sequence never seen, left to the hash):
+ * the largest first, each to the thread with the least so far, the first
+ * thread starting with the cost of its reading for the others.  Fills
+ * owner[0 .. n_ids). */
+void partition_plan(const uint64_t *load, size_t n_ids, unsigned threads,
+		    uint8_t *owner);
 
 #endif

@@ -499,6 +499,8 @@ int sync_scan_packet(struct sync_scanner *s, const uint8_t *pkt, size_t len,
 		return 1; /* the caller inflates it and scans what is inside */
 	}
 	s->d.n_packets++;
+	if (p.seq_id < SYNC_SEQ_LOAD_IDS)
+		s->d.seq_load[p.seq_id] += len + SYNC_PACKET_LOAD;
 	if (p.has_machine_id && p.machine_id > s->d.max_machine_id)
 		s->d.max_machine_id = p.machine_id;
 	if (p.payload.data && p.payload_num == TP_TRACK_EVENT) {

@@ -39,6 +39,13 @@ struct sample_vec {
 	size_t n, cap;
 };
 
+/* Sequences of ids below this have their load measured (seq_load). */
+#define SYNC_SEQ_LOAD_IDS 256
+/* A packet's share of the load beyond its bytes: what handling any packet
+ * costs, in bytes of one the rewrite copies (a rough model: its fields'
+ * walk and the map of its timestamp). */
+#define SYNC_PACKET_LOAD 512
+
 struct sync_data {
 	struct sample_vec boot;  /* (counter, BOOTTIME) */
 	struct sample_vec mono;  /* (counter, MONOTONIC) */
@@ -61,6 +68,11 @@ struct sync_data {
 	uint32_t max_cpu;            /* ... the largest */
 	uint32_t trace_clock;        /* primary_trace_clock, default BOOTTIME */
 	uint64_t n_packets;
+	/* Each sequence's packets, as bytes (those the scan read) plus
+	 * SYNC_PACKET_LOAD a packet: the work it gives the rewrite, which
+	 * shares the sequences out among its threads by it
+	 * (partition_plan). */
+	uint64_t seq_load[SYNC_SEQ_LOAD_IDS];
 };
 
 struct sync_scanner;

@@ -1,0 +1,279 @@
+/*
+ * test_partition.c - the threads of a rewrite (merge/partition.h): how a
+ * plan shares sequences out, and that with any plan and any number of
+ * threads every sequence stays on one thread, in file order, and the
+ * output is the bytes one thread writes.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "partition.h"
+#include "pb_wire.h"
+#include "perfetto_fields.h"
+
+/* ---- partition_plan ---------------------------------------------------------- */
+
+static void plan_one_thread_hashes_all(void **state)
+{
+	uint64_t load[4] = {5, 0, 7, 1};
+	uint8_t owner[4];
+
+	(void)state;
+	partition_plan(load, 4, 1, owner);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(owner[i], PARTITION_BY_HASH);
+}
+
+static void plan_unseen_left_to_hash(void **state)
+{
+	uint64_t load[6] = {0, 10, 0, 10, 0, 0};
+	uint8_t owner[6];
+
+	(void)state;
+	partition_plan(load, 6, 2, owner);
+	assert_int_equal(owner[0], PARTITION_BY_HASH);
+	assert_int_equal(owner[2], PARTITION_BY_HASH);
+	assert_int_equal(owner[4], PARTITION_BY_HASH);
+	assert_int_not_equal(owner[1], PARTITION_BY_HASH);
+	assert_int_not_equal(owner[3], PARTITION_BY_HASH);
+}
+
+static void plan_single_sequence_to_a_worker(void **state)
+{
+	uint64_t load[3] = {0, 1000, 0};
+	uint8_t owner[3];
+
+	(void)state;
+	partition_plan(load, 3, 2, owner);
+	assert_int_equal(owner[1], 1);
+}
+
+/* Eight equal sequences on two threads: the first thread, which also
+ * reads for the other, gets a quarter of them; on five threads it gets
+ * none until the others have as much as its reading costs. */
+static void plan_leader_gets_less(void **state)
+{
+	uint64_t load[8];
+	uint8_t owner[8];
+	unsigned count[5] = {0};
+
+	(void)state;
+	for (int i = 0; i < 8; i++)
+		load[i] = 100;
+	partition_plan(load, 8, 2, owner);
+	for (int i = 0; i < 8; i++)
+		count[owner[i]]++;
+	assert_int_equal(count[0], 2);
+	assert_int_equal(count[1], 6);
+
+	memset(count, 0, sizeof(count));
+	partition_plan(load, 8, 5, owner);
+	for (int i = 0; i < 8; i++)
+		count[owner[i]]++;
+	assert_int_equal(count[0], 0);
+	for (int t = 1; t < 5; t++)
+		assert_int_equal(count[t], 2);
+}
+
+/* The largest first, each to the least loaded: one heavy sequence alone
+ * on a worker, the light ones around it. */
+static void plan_largest_first(void **state)
+{
+	uint64_t load[5] = {0, 600, 100, 100, 100};
+	uint8_t owner[5];
+
+	(void)state;
+	partition_plan(load, 5, 3, owner);
+	assert_int_equal(owner[1], 1);
+	assert_int_equal(owner[2], 2);
+	assert_int_equal(owner[3], 2);
+	assert_int_equal(owner[4], 2);
+}
+
+/* ---- partition_run ----------------------------------------------------------------- */
+
+#define N_SEQ 12
+
+/* Which thread handled each sequence first, and its last record's index:
+ * a sequence must stay on one thread and come in file order. */
+static pthread_mutex_t seen_mu = PTHREAD_MUTEX_INITIALIZER;
+static int seen_thread[N_SEQ + 1];
+static long seen_last[N_SEQ + 1];
+
+struct toy_ctx {
+	int thread;
+};
+
+/* Packets: a sequence id, an index, and for every fifth a field 1 (an
+ * "ftrace bundle", stateless: no index to keep in order) instead. */
+static bool toy_stateless(const uint8_t *pkt, size_t len, uint32_t *seq_id)
+{
+	struct pb_reader r;
+	struct pb_field f;
+	bool stateless = false;
+
+	*seq_id = 0;
+	pb_reader_init(&r, pkt, len);
+	while (pb_next(&r, &f)) {
+		if (f.num == TP_TRUSTED_PACKET_SEQUENCE_ID)
+			*seq_id = (uint32_t)f.val;
+		if (f.num == 1)
+			stateless = true;
+	}
+	return stateless;
+}
+
+static int toy_fn(void *ctx, const uint8_t *raw, size_t raw_len,
+		  uint32_t field, uint8_t wt, const uint8_t *data, size_t len,
+		  uint64_t data_off, struct pb_buf *out, struct vp_error *err)
+{
+	struct toy_ctx *c = ctx;
+	struct pb_reader r;
+	struct pb_field f;
+	uint32_t seq = 0;
+	long index = -1;
+
+	(void)field;
+	(void)wt;
+	(void)data_off;
+	(void)err;
+	if (!toy_stateless(data, len, &seq)) {
+		pb_reader_init(&r, data, len);
+		while (pb_next(&r, &f))
+			if (f.num == TP_TIMESTAMP)
+				index = (long)f.val;
+		pthread_mutex_lock(&seen_mu);
+		if (seen_thread[seq] < 0)
+			seen_thread[seq] = c->thread;
+		bool same = seen_thread[seq] == c->thread;
+		bool ordered = index > seen_last[seq];
+		seen_last[seq] = index;
+		pthread_mutex_unlock(&seen_mu);
+		if (!same || !ordered)
+			return vp_errorf(err, "sequence %u: thread %d after %d, "
+					 "record %ld after %ld", seq, c->thread,
+					 seen_thread[seq], index, seen_last[seq]);
+	}
+	pb_put_raw(out, raw, raw_len);
+	return 0;
+}
+
+struct sink_buf {
+	struct pb_buf b;
+};
+
+static int toy_sink(void *ctx, const struct iovec *iov, int n,
+		    struct vp_error *err)
+{
+	struct sink_buf *s = ctx;
+
+	(void)err;
+	for (int i = 0; i < n; i++)
+		pb_put_raw(&s->b, iov[i].iov_base, iov[i].iov_len);
+	return 0;
+}
+
+static char *write_toy_trace(struct pb_buf *all)
+{
+	static char path[] = "/tmp/test_partition_XXXXXX";
+	struct pb_buf pkt;
+	int fd = mkstemp(path);
+
+	assert_true(fd >= 0);
+	pb_buf_init(&pkt);
+	pb_buf_init(all);
+	srand(7);
+	for (long i = 0; i < 20000; i++) {
+		/* sequences of very different volume: 1 the busiest */
+		uint32_t seq = 1 + (uint32_t)(rand() % (1 + rand() % N_SEQ));
+		pb_buf_reset(&pkt);
+		pb_put_varint(&pkt, TP_TRUSTED_PACKET_SEQUENCE_ID, seq);
+		if (i % 5 == 4)
+			pb_put_bytes(&pkt, 1, "bundle", 6);
+		else
+			pb_put_varint(&pkt, TP_TIMESTAMP, (uint64_t)i);
+		pb_put_bytes(all, 1, pkt.data, pkt.len);
+	}
+	assert_int_equal(write(fd, all->data, all->len), (ssize_t)all->len);
+	close(fd);
+	pb_buf_free(&pkt);
+	return path;
+}
+
+static void run_toy(const char *path, unsigned threads, const uint8_t *plan,
+		    const struct pb_buf *expect)
+{
+	struct toy_ctx ctx[PARTITION_MAX_THREADS];
+	struct sink_buf out;
+	struct vp_error err;
+	int io_error;
+	struct partition_job job = {
+		.path = path,
+		.threads = threads,
+		.fn = toy_fn,
+		.stateless = toy_stateless,
+		.seq_owner = plan,
+		.n_seq_owner = plan ? N_SEQ + 1 : 0,
+		.sink = toy_sink,
+		.sink_ctx = &out,
+	};
+
+	for (int s = 0; s <= N_SEQ; s++) {
+		seen_thread[s] = -1;
+		seen_last[s] = -1;
+	}
+	for (unsigned t = 0; t < threads; t++) {
+		ctx[t].thread = (int)t;
+		job.ctx[t] = &ctx[t];
+	}
+	pb_buf_init(&out.b);
+	err.msg[0] = '\0';
+	int rc = partition_run(&job, &err, &io_error);
+	if (rc != 0)
+		fail_msg("%u threads: %s", threads, err.msg);
+	assert_int_equal(out.b.len, expect->len);
+	assert_memory_equal(out.b.data, expect->data, expect->len);
+	pb_buf_free(&out.b);
+}
+
+static void run_same_bytes_any_plan(void **state)
+{
+	struct pb_buf all;
+	char *path = write_toy_trace(&all);
+	uint64_t load[N_SEQ + 1] = {0};
+	uint8_t plan[N_SEQ + 1];
+
+	(void)state;
+	for (uint32_t s = 1; s <= N_SEQ; s++)
+		load[s] = 1000 / s;
+	for (unsigned threads = 1; threads <= 4; threads++) {
+		run_toy(path, threads, NULL, &all);
+		partition_plan(load, N_SEQ + 1, threads, plan);
+		run_toy(path, threads, plan, &all);
+	}
+	unlink(path);
+	pb_buf_free(&all);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(plan_one_thread_hashes_all),
+		cmocka_unit_test(plan_unseen_left_to_hash),
+		cmocka_unit_test(plan_single_sequence_to_a_worker),
+		cmocka_unit_test(plan_leader_gets_less),
+		cmocka_unit_test(plan_largest_first),
+		cmocka_unit_test(run_same_bytes_any_plan),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
