@@ -8,9 +8,9 @@
  * its interning generations.  Finding a sequence's slot, making it on
  * first sight and what makes the lookup cheap (a direct index for small
  * ids, which are most: a service numbers its writers from 1; a one-entry
- * cache for the others, since packets come in runs) are this, once.  Slots are zeroed when made and kept in
- * the order first seen; a pointer to one is valid until the next
- * seq_table_get (the table may grow).
+ * cache for the others, since packets come in runs) are this, once.
+ * Slots are zeroed when made and kept in the order first seen; a pointer
+ * to one is valid until the next seq_table_get (the table may grow).
  */
 #ifndef VP_SEQ_TABLE_H
 #define VP_SEQ_TABLE_H
@@ -38,7 +38,8 @@ void seq_table_init(struct seq_table *t, size_t slot_size);
 void seq_table_free(struct seq_table *t);
 
 /* The slot of key, made (zeroed) on first sight; *made says whether it
- * was (may be NULL). */
+ * was (may be NULL).  seq_table_get_slow is its path for a key the
+ * direct index does not hold. */
 void *seq_table_get_slow(struct seq_table *t, uint64_t key, bool *made);
 static inline void *seq_table_get(struct seq_table *t, uint64_t key,
 				  bool *made)
