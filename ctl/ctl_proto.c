@@ -89,6 +89,8 @@ static void encode_payload(const struct vp_ctl_msg *m, struct pb_buf *b)
 	case VP_CTL_START:
 		pb_put_bytes(b, VP_CTL_F_CONFIG, m->bytes, m->bytes_len);
 		put_str(b, VP_CTL_F_SESSION, m->session);
+		if (m->start_key)
+			pb_put_varint(b, VP_CTL_F_START_KEY, m->start_key);
 		break;
 	case VP_CTL_STARTED:
 		pb_put_varint(b, VP_CTL_F_PID, m->pid);
@@ -210,6 +212,8 @@ static int take_field(struct vp_ctl_msg *m, const struct pb_field *f)
 			m->bytes_len = f->len;
 		} else if (f->num == VP_CTL_F_SESSION && s) {
 			take_str(m->session, sizeof(m->session), f);
+		} else if (f->num == VP_CTL_F_START_KEY && v) {
+			m->start_key = f->val;
 		}
 		break;
 	case VP_CTL_STARTED:

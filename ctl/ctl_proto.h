@@ -56,7 +56,8 @@ enum vp_ctl_type {
 				 * 3 uname, 4 consumer path, 5 consumer
 				 * usable, 6 state, 7 trace size */
 	VP_CTL_START = 3,       /* host: 1 TraceConfig (binary), 2 session
-				 * name */
+				 * name, 3 start key (the same in every
+				 * copy of one START the host resends) */
 	VP_CTL_STARTED = 4,     /* guest: 1 consumer pid */
 	VP_CTL_STOP = 5,        /* host: (empty) */
 	VP_CTL_STOPPED = 6,     /* guest: 1 trace size, 2 exit status */
@@ -84,7 +85,7 @@ enum {
 	VP_CTL_F_VERSION = 1, VP_CTL_F_HOST_NAME = 2,
 	VP_CTL_F_MACHINE = 2, VP_CTL_F_UNAME = 3, VP_CTL_F_CONSUMER = 4,
 	VP_CTL_F_CONSUMER_OK = 5, VP_CTL_F_STATE = 6, VP_CTL_F_TRACE_SIZE = 7,
-	VP_CTL_F_CONFIG = 1, VP_CTL_F_SESSION = 2,
+	VP_CTL_F_CONFIG = 1, VP_CTL_F_SESSION = 2, VP_CTL_F_START_KEY = 3,
 	VP_CTL_F_PID = 1,
 	VP_CTL_F_SIZE = 1, VP_CTL_F_EXIT_STATUS = 2,
 	VP_CTL_F_OFFSET = 1, VP_CTL_F_CHUNK = 2, VP_CTL_F_BYTES = 2,
@@ -117,6 +118,8 @@ struct vp_ctl_msg {
 	uint64_t total;        /* END */
 	uint32_t crc;          /* END */
 	uint32_t request_type; /* ERROR */
+	uint64_t start_key;    /* START: nonzero; a repeat is answered as
+				* the first */
 	char session[256];     /* START, PONG */
 	char text[VP_CTL_MAX_TEXT]; /* ERROR, PONG */
 	const uint8_t *bytes;  /* START: config; DATA: chunk */

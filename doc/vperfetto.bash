@@ -29,7 +29,8 @@ _vperfetto()
             return
             ;;
         --period-ms | --exchange-period-ms | --count | --threads | \
-            --stop-timeout | --guest-timeout | --sync-vsock-port | \
+            --stop-timeout | --start-grace | --guest-timeout | \
+            --sync-vsock-port | \
             --guest-vsock | --libvirt-uri | -t | --time | -b | --buffer | \
             -Q | --query-string | --track-event | --detach | --attach | \
             --guest-tsc-offset | --guest-tsc-scaling | --producer-socket | \

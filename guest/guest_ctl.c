@@ -226,12 +226,34 @@ static pid_t spawn_consumer(const struct gc_session *s, char *why,
 	return pid;
 }
 
+/* A START the host sent again (same key: its first copy or our answer
+ * was slow or lost) gets the answer the first got, not a second
+ * session. */
+static void answer_repeated_start(struct gc_session *s,
+				  const struct vp_ctl_msg *req,
+				  gc_send_fn send, void *ctx)
+{
+	vp_log_info("START (id %u) repeats the one that started session "
+		    "\"%s\"; answered as it was", req->id, s->session);
+	if (s->state == VP_CTL_FAILED) {
+		reply_error(req, send, ctx, "%s", s->message);
+		return;
+	}
+	struct vp_ctl_msg m = {.type = VP_CTL_STARTED, .id = req->id};
+	m.pid = s->start_pid > 0 ? (uint32_t)s->start_pid : 0;
+	send(ctx, &m);
+}
+
 static void handle_start(struct gc_session *s, const struct vp_ctl_msg *req,
 			 gc_send_fn send, void *ctx)
 {
 	char why[VP_CTL_MAX_TEXT / 2];
 	int status;
 
+	if (req->start_key && req->start_key == s->start_key) {
+		answer_repeated_start(s, req, send, ctx);
+		return;
+	}
 	if (s->state == VP_CTL_RUNNING || s->state == VP_CTL_STOPPING) {
 		reply_error(req, send, ctx, "session running (\"%s\", "
 			    "consumer pid %d); STOP it first", s->session,
@@ -256,6 +278,8 @@ static void handle_start(struct gc_session *s, const struct vp_ctl_msg *req,
 		return;
 	}
 	snprintf(s->session, sizeof(s->session), "%s", req->session);
+	s->start_key = req->start_key;
+	s->start_pid = s->pid;
 	s->state = VP_CTL_RUNNING;
 	s->message[0] = '\0';
 	s->exit_status = 0;

@@ -50,6 +50,8 @@ struct gc_session {
 	uint32_t state;          /* enum vp_ctl_state */
 	pid_t pid;               /* the consumer, while running/stopping */
 	char session[256];       /* the name START gave */
+	uint64_t start_key;      /* of the START that began it (0: none) */
+	pid_t start_pid;         /* the consumer that START started */
 	int32_t exit_status;     /* of the last consumer */
 	char message[VP_CTL_MAX_TEXT]; /* why the last session failed */
 	/* A STOP waiting for the consumer to finish. */

@@ -288,7 +288,8 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: vperfetto_guest_ctl --listen ADDR [--consumer PATH] "
-		"[--out-dir DIR] [-v]\n"
+		"[--out-dir DIR]\n"
+		"                           [--stop-timeout MS] [--start-grace MS] [-v]\n"
 		"       vperfetto_guest_ctl --help | --version\n"
 		"\n"
 		"  --listen ADDR     a character device (/dev/virtio-ports/"
@@ -300,10 +301,14 @@ static void usage(FILE *f)
 		"(default /tmp)\n"
 		"  --stop-timeout MS SIGINT to SIGKILL of the consumer "
 		"(default %d)\n"
+		"  --start-grace MS  how long a new consumer must live before "
+		"START is\n"
+		"                    answered (default %d)\n"
 		"  -v, --verbose     log every request\n"
 		"  -h, --help        this text\n"
 		"  --version         the version\n",
-		VP_CTL_DEFAULT_VSOCK_PORT, GC_STOP_TIMEOUT_MS);
+		VP_CTL_DEFAULT_VSOCK_PORT, GC_STOP_TIMEOUT_MS,
+		GC_START_GRACE_MS);
 }
 
 static int setup_listen(struct daemon *d, struct vp_error *err)
@@ -337,6 +342,7 @@ int main(int argc, char **argv)
 		{"consumer", required_argument, NULL, 'c'},
 		{"out-dir", required_argument, NULL, 'o'},
 		{"stop-timeout", required_argument, NULL, 's'},
+		{"start-grace", required_argument, NULL, 'g'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
@@ -365,6 +371,18 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			opt.stop_timeout_ms = (int)v;
+			break;
+		}
+		case 'g': {
+			char *end;
+			long v = strtol(optarg, &end, 10);
+			if (*end || end == optarg || v < 0 || v > 60000) {
+				fprintf(stderr, "vperfetto_guest_ctl: "
+					"--start-grace %s: want milliseconds "
+					"(0..60000)\n", optarg);
+				return 2;
+			}
+			opt.start_grace_ms = (int)v;
 			break;
 		}
 		case 'v':

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -19,7 +20,11 @@
 #include "event_loop.h"
 #include "ipc_sock.h"
 
+/* How long a request waits for its answer before it is sent again.  A
+ * START waits longer: the guest answers it only once its consumer has
+ * lived a moment (GC_START_GRACE_MS, 1 s). */
 #define HELLO_RESEND_MS 1000
+#define START_RESEND_MS 5000
 
 struct vp_guest_ctl {
 	int fd;
@@ -236,21 +241,21 @@ static int call(struct vp_guest_ctl *c, struct vp_ctl_msg *req, uint8_t want,
 	return expect(c, want, what, err);
 }
 
-/* An idempotent request sent again every HELLO_RESEND_MS until any of
- * its copies is answered or the deadline passes: a frame lost on the
- * serial port (or sent before the guest listened) costs a second, not
- * the whole timeout.  The guest answers a repeated HELLO or STOP as the
- * first. */
+/* An idempotent request sent again every resend_ms until any of its
+ * copies is answered or the deadline passes: a frame lost on the serial
+ * port (or sent before the guest listened) costs a second, not the whole
+ * timeout.  The guest answers a repeated HELLO, START (same start key) or
+ * STOP as the first. */
 static int call_resending(struct vp_guest_ctl *c, struct vp_ctl_msg *req,
-			  uint64_t deadline, int timeout_ms, const char *what,
-			  struct vp_error *err)
+			  uint64_t deadline, int timeout_ms, int resend_ms,
+			  const char *what, struct vp_error *err)
 {
 	uint32_t first = 0;
 
 	for (;;) {
 		uint64_t now = vp_loop_now_ms();
-		uint64_t until = now + HELLO_RESEND_MS < deadline
-					 ? now + HELLO_RESEND_MS : deadline;
+		uint64_t until = now + (uint64_t)resend_ms < deadline
+					 ? now + (uint64_t)resend_ms : deadline;
 		if (send_request(c, req, deadline, err) < 0)
 			return -1;
 		if (!first)
@@ -277,7 +282,8 @@ int vp_guest_ctl_hello(struct vp_guest_ctl *c, int timeout_ms,
 	req->type = VP_CTL_HELLO;
 	req->version = VP_CTL_VERSION;
 	gethostname(req->machine, sizeof(req->machine) - 1);
-	if (call_resending(c, req, deadline, timeout_ms, "HELLO", err) < 0)
+	if (call_resending(c, req, deadline, timeout_ms, HELLO_RESEND_MS,
+			   "HELLO", err) < 0)
 		goto out;
 	if (expect(c, VP_CTL_HELLO_REPLY, "HELLO", err) < 0)
 		goto out;
@@ -303,6 +309,18 @@ out:
 	return rc;
 }
 
+/* A key no earlier START to this guest had: random where the kernel
+ * gives randomness, else made of our pid, the time and the request id. */
+static uint64_t new_start_key(const struct vp_guest_ctl *c)
+{
+	uint64_t k = 0;
+
+	if (getrandom(&k, sizeof(k), GRND_NONBLOCK) != (ssize_t)sizeof(k))
+		k = ((uint64_t)getpid() << 40) ^ ((uint64_t)time(NULL) << 20) ^
+		    vp_loop_now_ms() ^ c->next_id;
+	return k ? k : 1;
+}
+
 int vp_guest_ctl_start(struct vp_guest_ctl *c, const uint8_t *config,
 		       size_t config_len, const char *session_name,
 		       int timeout_ms, uint32_t *pid, struct vp_error *err)
@@ -318,7 +336,13 @@ int vp_guest_ctl_start(struct vp_guest_ctl *c, const uint8_t *config,
 	if (session_name)
 		snprintf(req->session, sizeof(req->session), "%s",
 			 session_name);
-	rc = call(c, req, VP_CTL_STARTED, timeout_ms, err);
+	req->start_key = new_start_key(c);
+	rc = call_resending(c, req, vp_loop_now_ms() + (uint64_t)(timeout_ms > 0
+								  ? timeout_ms
+								  : 0),
+			    timeout_ms, START_RESEND_MS, "START", err);
+	if (rc == 0)
+		rc = expect(c, VP_CTL_STARTED, "START", err);
 	free(req);
 	if (rc == 0 && pid)
 		*pid = c->msg.pid;
@@ -337,7 +361,7 @@ int vp_guest_ctl_stop(struct vp_guest_ctl *c, int timeout_ms,
 	rc = call_resending(c, req, vp_loop_now_ms() + (uint64_t)(timeout_ms > 0
 								  ? timeout_ms
 								  : 0),
-			    timeout_ms, "STOP", err);
+			    timeout_ms, HELLO_RESEND_MS, "STOP", err);
 	if (rc == 0)
 		rc = expect(c, VP_CTL_STOPPED, "STOP", err);
 	free(req);

@@ -14,6 +14,8 @@
 #   fake    a stand-in consumer: an 8 MiB trace pulled intact, a consumer
 #           that fails at once / dies on its own / ignores SIGINT, and the
 #           daemon killed mid-pull leaves nothing at the destination
+#   slow    a START answered after 6.5 s: the host's copy sent again after
+#           5 s is answered as the first, and starts no second consumer
 #   pty     the same protocol over a pseudo-terminal (a character device,
 #           like the guest's virtio-serial port), garbage included
 # Prints PASS/FAIL per check; exits 1 if any failed.
@@ -213,6 +215,25 @@ check "fake: the failure names the closed link" "$D/fake_kill.out" \
 left=$(ls -A "$D" | grep -c 'big\.pb')
 [ "$left" = 0 ] && pass "fake: nothing half-written after the kill" ||
 	fail "fake: left behind: $(ls -A "$D" | grep 'big\.pb')"
+
+# ---- slow: a START answered after the host sent it again ---------------------
+# With a grace of 6.5 s the host's START (resent after 5 s without an
+# answer) reaches the daemon twice: the copy with the same start key is
+# answered as the first, and no second consumer starts.
+mkdir -p "$D/g4"
+timeout -k 5 200 "$ctl" --listen "unix:$D/ctl4.sock" --consumer "$fake" \
+	--out-dir "$D/g4" --start-grace 6500 -v >"$D/ctl4.log" 2>&1 &
+pids+=($!)
+wait_for "$D/ctl4.sock" || fail "vperfetto_guest_ctl (slow) did not listen"
+steps slow_start_resent "$D/ctl4.sock" hello "startraw=$D/mode_ok" ping \
+	stop "pull=$D/slow.pb"
+cmp -s "$D/slow.pb" "$D/g4/guest.pb" && pass "slow: pulled intact" ||
+	fail "slow: pulled file differs from the guest's"
+check "slow: the repeated START was answered as the first" "$D/ctl4.log" \
+	"START (id [0-9]*) repeats the one that started session"
+n=$(grep -c "START (id [0-9]*) session" "$D/ctl4.log")
+[ "$n" = 1 ] && pass "slow: one consumer for two copies of START" ||
+	fail "slow: $n consumers started:$(sed 's/^/    /' "$D/ctl4.log")"
 
 # ---- pty: a character device ------------------------------------------------
 mkdir -p "$D/g3"

@@ -79,7 +79,8 @@ static size_t sample_msgs(struct vp_ctl_msg *m)
 	strcpy(m[n].uname, "Linux 6.1.0 x86_64");
 	strcpy(m[n++].consumer, "/bin/vperfetto");
 	m[n] = (struct vp_ctl_msg){.type = VP_CTL_START, .id = 2, .bytes = cfg,
-				   .bytes_len = sizeof(cfg)};
+				   .bytes_len = sizeof(cfg),
+				   .start_key = 0xfedcba9876543210ull};
 	strcpy(m[n++].session, "s1");
 	m[n++] = (struct vp_ctl_msg){.type = VP_CTL_STARTED, .id = 2,
 				     .pid = 4242};
@@ -110,6 +111,7 @@ static void assert_msg_equal(const struct vp_ctl_msg *a,
 	assert_int_equal(a->type, b->type);
 	assert_int_equal(a->id, b->id);
 	assert_int_equal(a->version, b->version);
+	assert_true(a->start_key == b->start_key);
 	assert_string_equal(a->machine, b->machine);
 	assert_string_equal(a->uname, b->uname);
 	assert_string_equal(a->consumer, b->consumer);
