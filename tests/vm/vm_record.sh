@@ -66,7 +66,8 @@ q() { timeout 120 "$TP" --quiet "$1" -Q "$2" 2>>"$tmp/tp.log" | tail -n +2 | tr 
 vm_image "$tmp"
 echo "# $VM_IMAGE_NOTE"
 ch=$tmp/ch
-vm_boot_qemu "$ch" "$tmp/console.log" --append "vperfetto.workload=1"
+vm_boot_qemu "$ch" "$tmp/console.log" --append \
+	"vperfetto.workload=1 vperfetto.ctl_log=1"
 qemu_pid=$VM_QEMU_PID
 check "QEMU started (pid ${qemu_pid:-none})" test -n "$qemu_pid"
 [ -n "$qemu_pid" ] || { cat "$ch/run_qemu.log"; exit 1; }
@@ -136,7 +137,7 @@ start=$SECONDS
 "$RECORD" --qemu-chardev "$ch" -t 10s -v -o "$tmp/rec/merged.pb" >"$tmp/rec.log" 2>&1
 rc=$?
 check "vperfetto_record --qemu-chardev -t 10s (exit $rc, $((SECONDS - start)) s)" test $rc -eq 0
-[ $rc -eq 0 ] || cat "$tmp/rec.log"
+[ $rc -eq 0 ] || { cat "$tmp/rec.log"; tail -n 25 "$tmp/console.log"; }
 sed 's/^/# /' "$tmp/rec.log" | grep -v "^# vperfetto_record: info: starting"
 M=$tmp/rec/merged.pb
 for f in merged.pb merged.host.pb merged.guest.pb merged.report.json; do

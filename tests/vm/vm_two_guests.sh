@@ -75,7 +75,7 @@ echo "# $VM_IMAGE_NOTE"
 smp=(2 1)
 for i in 1 2; do
 	vm_boot_qemu "$tmp/ch$i" "$tmp/console$i.log" --smp "${smp[$((i - 1))]}" \
-		--append "vperfetto.workload=1 vperfetto.shell=0"
+		--append "vperfetto.workload=1 vperfetto.shell=0 vperfetto.ctl_log=1"
 	check "QEMU $i started (pid ${VM_QEMU_PID:-none})" test -n "$VM_QEMU_PID"
 	[ -n "$VM_QEMU_PID" ] || { cat "$tmp/ch$i/run_qemu.log"; exit 1; }
 	qemu_pids+=("$VM_QEMU_PID")
@@ -98,7 +98,14 @@ start=$SECONDS
 	-o "$m" >"$tmp/rec.log" 2>&1
 rc=$?
 check "vperfetto_record with two guests (exit $rc, $((SECONDS - start)) s)" test $rc -eq 0
-[ $rc -eq 0 ] || { cat "$tmp/rec.log"; exit 1; }
+if [ $rc -ne 0 ]; then
+	cat "$tmp/rec.log"
+	for i in 1 2; do # what each guest's control daemon saw
+		echo "# guest $i's console (guest_ctl: its control daemon):"
+		tail -n 25 "$tmp/console$i.log" | sed 's/^/#   /'
+	done
+	exit 1
+fi
 sed 's/^/# /' "$tmp/rec.log" | grep -E "guest|merged|exchanges" | head -n 20
 check "both guests' traces kept" test -s "$tmp/rec/merged.guest1.pb" -a \
 	-s "$tmp/rec/merged.guest2.pb"
