@@ -131,6 +131,7 @@ struct merge_guest {
 	double onto_bound_edges_ns;
 	struct rewrite_stats rw;
 	uint64_t bytes_in, bytes_out;
+	unsigned threads;      /* its rewrite ran on */
 };
 
 struct merge_result {

@@ -162,10 +162,12 @@ void report_summary(FILE *f, const struct merge_opts *o,
 				"round trip p50 %.0f ns p99 %.0f ns\n",
 				g->n_exchanges, g->n_causality_violations,
 				g->exchange_width_ns.p50, g->exchange_width_ns.p99);
-		fprintf(f, "      rewrote %llu packets: %llu packet, %llu "
-			"scoped-clock, %llu legacy-us, %llu ftrace, %llu "
-			"compact_sched, %llu snapshot timestamps\n",
-			(unsigned long long)g->rw.packets,
+		fprintf(f, "      rewrote %llu packets on %u thread%s: %llu "
+			"packet, %llu scoped-clock, %llu legacy-us, %llu "
+			"ftrace, %llu compact_sched, %llu snapshot "
+			"timestamps\n",
+			(unsigned long long)g->rw.packets, g->threads,
+			g->threads == 1 ? "" : "s",
 			(unsigned long long)g->rw.ts_packet,
 			(unsigned long long)g->rw.ts_scoped,
 			(unsigned long long)g->rw.ts_legacy_us,
