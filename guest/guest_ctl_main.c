@@ -334,6 +334,22 @@ static int setup_listen(struct daemon *d, struct vp_error *err)
 	return 0;
 }
 
+/* An option's milliseconds, lo..hi; -1 (said on stderr) when not. */
+static int parse_ms(const char *name, const char *arg, long lo, long hi,
+		    int *out)
+{
+	char *end;
+	long v = strtol(arg, &end, 10);
+
+	if (end == arg || *end || v < lo || v > hi) {
+		fprintf(stderr, "vperfetto_guest_ctl: %s %s: want milliseconds "
+			"(%ld..%ld)\n", name, arg, lo, hi);
+		return -1;
+	}
+	*out = (int)v;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	vp_log_init("vperfetto_guest_ctl", VP_LOG_WARN);
@@ -361,30 +377,16 @@ int main(int argc, char **argv)
 		case 'l': d.addr = optarg; break;
 		case 'c': opt.consumer = optarg; break;
 		case 'o': opt.out_dir = optarg; break;
-		case 's': {
-			char *end;
-			long v = strtol(optarg, &end, 10);
-			if (*end || v <= 0 || v > 3600000) {
-				fprintf(stderr, "vperfetto_guest_ctl: "
-					"--stop-timeout %s: want milliseconds "
-					"(1..3600000)\n", optarg);
+		case 's':
+			if (parse_ms("--stop-timeout", optarg, 1, 3600000,
+				     &opt.stop_timeout_ms) < 0)
 				return 2;
-			}
-			opt.stop_timeout_ms = (int)v;
 			break;
-		}
-		case 'g': {
-			char *end;
-			long v = strtol(optarg, &end, 10);
-			if (*end || end == optarg || v < 0 || v > 60000) {
-				fprintf(stderr, "vperfetto_guest_ctl: "
-					"--start-grace %s: want milliseconds "
-					"(0..60000)\n", optarg);
+		case 'g':
+			if (parse_ms("--start-grace", optarg, 0, 60000,
+				     &opt.start_grace_ms) < 0)
 				return 2;
-			}
-			opt.start_grace_ms = (int)v;
 			break;
-		}
 		case 'v':
 			vp_log_verbose();
 			break;
