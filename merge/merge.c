@@ -1320,7 +1320,6 @@ int merge_concat(const struct merge_opts *o, struct merge_result *res,
 
 /* ---- the guests' passes --------------------------------------------------------- */
 
-/* What pass 4 decides for a guest before its rewrite. */
 /* Below this many bytes a packet on average, a trace is rewritten on one
  * thread whatever --threads says.  Handing a packet to another thread
  * costs the reading thread a fixed part of what rewriting it does, which
@@ -1362,6 +1361,7 @@ static unsigned rewrite_threads(const struct sync_data *d, uint64_t bytes,
 	return threads;
 }
 
+/* What pass 4 decides for a guest before its rewrite. */
 struct guest_plan {
 	unsigned threads;    /* rewrite threads */
 	uint32_t cpu_offset; /* --no-machine-id: where its cpus start */
