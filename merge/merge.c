@@ -1327,7 +1327,8 @@ int merge_concat(const struct merge_opts *o, struct merge_result *res,
  * 22 % slower than one on 29-byte packets and 14 % slower on a guest of
  * 57 bytes a packet (small packets with ftrace bundles, half the bytes
  * each), and 9 % faster on one of 285 (a tenth small packets), at twice
- * the CPU time (tests/bench/merge_bench.py's traces, paired runs). */
+ * the CPU time (tests/bench/merge_bench.py's traces and mixes of them,
+ * paired runs, on a machine whose first core ran at half speed). */
 #define SHARE_MIN_PACKET_BYTES 128
 /* ... or this environment variable's value (0: share out any trace; the
  * tests of the threaded rewrite set it, their traces being of small
