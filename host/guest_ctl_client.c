@@ -23,7 +23,7 @@
 /* How long a request waits for its answer before it is sent again.  A
  * START waits longer: the guest answers it only once its consumer has
  * lived a moment (GC_START_GRACE_MS, 1 s). */
-#define HELLO_RESEND_MS 1000
+#define RESEND_MS 1000
 #define START_RESEND_MS 5000
 
 struct vp_guest_ctl {
@@ -226,11 +226,17 @@ static int expect(struct vp_guest_ctl *c, uint8_t type, const char *what,
 			 vp_ctl_type_name(type), c->addr);
 }
 
+/* When a request given timeout_ms from now times out. */
+static uint64_t deadline_in(int timeout_ms)
+{
+	return vp_loop_now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
+}
+
 /* One request, one reply of type want. */
 static int call(struct vp_guest_ctl *c, struct vp_ctl_msg *req, uint8_t want,
 		int timeout_ms, struct vp_error *err)
 {
-	uint64_t deadline = vp_loop_now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
+	uint64_t deadline = deadline_in(timeout_ms);
 	const char *what = vp_ctl_type_name(req->type);
 
 	if (send_request(c, req, deadline, err) < 0)
@@ -241,15 +247,17 @@ static int call(struct vp_guest_ctl *c, struct vp_ctl_msg *req, uint8_t want,
 	return expect(c, want, what, err);
 }
 
-/* An idempotent request sent again every resend_ms until any of its
- * copies is answered or the deadline passes: a frame lost on the serial
- * port (or sent before the guest listened) costs a second, not the whole
- * timeout.  The guest answers a repeated HELLO, START (same start key) or
- * STOP as the first. */
+/* call() for an idempotent request, sent again every resend_ms until any
+ * of its copies is answered or the timeout passes: a frame lost on the
+ * serial port (or sent before the guest listened) costs a resend
+ * interval, not the whole timeout.  The guest answers a repeated HELLO,
+ * START (same start key) or STOP as the first. */
 static int call_resending(struct vp_guest_ctl *c, struct vp_ctl_msg *req,
-			  uint64_t deadline, int timeout_ms, int resend_ms,
-			  const char *what, struct vp_error *err)
+			  uint8_t want, int timeout_ms, int resend_ms,
+			  struct vp_error *err)
 {
+	uint64_t deadline = deadline_in(timeout_ms);
+	const char *what = vp_ctl_type_name(req->type);
 	uint32_t first = 0;
 
 	for (;;) {
@@ -262,7 +270,7 @@ static int call_resending(struct vp_guest_ctl *c, struct vp_ctl_msg *req,
 			first = req->id;
 		if (wait_reply(c, first, req->id, until, timeout_ms, what,
 			       err) == 0)
-			return 0;
+			return expect(c, want, what, err);
 		if (vp_loop_now_ms() < until || until >= deadline)
 			return -1; /* an error, or the real deadline */
 	}
@@ -273,7 +281,6 @@ static int call_resending(struct vp_guest_ctl *c, struct vp_ctl_msg *req,
 int vp_guest_ctl_hello(struct vp_guest_ctl *c, int timeout_ms,
 		       struct vp_guest_info *info, struct vp_error *err)
 {
-	uint64_t deadline = vp_loop_now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
 	struct vp_ctl_msg *req = calloc(1, sizeof(*req));
 	int rc = -1;
 
@@ -282,10 +289,8 @@ int vp_guest_ctl_hello(struct vp_guest_ctl *c, int timeout_ms,
 	req->type = VP_CTL_HELLO;
 	req->version = VP_CTL_VERSION;
 	gethostname(req->machine, sizeof(req->machine) - 1);
-	if (call_resending(c, req, deadline, timeout_ms, HELLO_RESEND_MS,
-			   "HELLO", err) < 0)
-		goto out;
-	if (expect(c, VP_CTL_HELLO_REPLY, "HELLO", err) < 0)
+	if (call_resending(c, req, VP_CTL_HELLO_REPLY, timeout_ms,
+			   RESEND_MS, err) < 0)
 		goto out;
 	if (c->msg.version != VP_CTL_VERSION) {
 		vp_errorf(err, "guest on %s speaks control protocol version "
@@ -337,12 +342,8 @@ int vp_guest_ctl_start(struct vp_guest_ctl *c, const uint8_t *config,
 		snprintf(req->session, sizeof(req->session), "%s",
 			 session_name);
 	req->start_key = new_start_key(c);
-	rc = call_resending(c, req, vp_loop_now_ms() + (uint64_t)(timeout_ms > 0
-								  ? timeout_ms
-								  : 0),
-			    timeout_ms, START_RESEND_MS, "START", err);
-	if (rc == 0)
-		rc = expect(c, VP_CTL_STARTED, "START", err);
+	rc = call_resending(c, req, VP_CTL_STARTED, timeout_ms,
+			    START_RESEND_MS, err);
 	free(req);
 	if (rc == 0 && pid)
 		*pid = c->msg.pid;
@@ -358,12 +359,8 @@ int vp_guest_ctl_stop(struct vp_guest_ctl *c, int timeout_ms,
 	if (!req)
 		return vp_errorf(err, "out of memory");
 	req->type = VP_CTL_STOP;
-	rc = call_resending(c, req, vp_loop_now_ms() + (uint64_t)(timeout_ms > 0
-								  ? timeout_ms
-								  : 0),
-			    timeout_ms, HELLO_RESEND_MS, "STOP", err);
-	if (rc == 0)
-		rc = expect(c, VP_CTL_STOPPED, "STOP", err);
+	rc = call_resending(c, req, VP_CTL_STOPPED, timeout_ms,
+			    RESEND_MS, err);
 	free(req);
 	if (rc == 0 && trace_size)
 		*trace_size = c->msg.trace_size;
