@@ -105,6 +105,35 @@ def build_corpus(build, tmp):
         must([merge, '--no-machine-id', p(name + '_host'),
               p(name + '_guest'), '-o', p('merged_nomid_' + name), '-q'])
         out.append(('merged_nomid_' + name, p('merged_nomid_' + name)))
+    # The merge's other modes, on the first pair: the host mapped onto the
+    # guest's axis, an offset given by hand, and the two joined unchanged
+    # (one machine's worth of packets each, so not a "merged_" trace).
+    for name, opts in (('merged_onto_tg', ['--onto', 'guest']),
+                       ('merged_offset_tg',
+                        ['--guest-offset-ns', '1500000000']),
+                       ('concat_tg', ['--concat'])):
+        must([merge, p('tg_host'), p('tg_guest'), '-o', p(name), '-q']
+             + opts)
+        out.append((name, p(name)))
+    # --vm-tracks on a pair with the vCPU scenario appended (as
+    # tests/merge/vm_tracks_e2e.sh builds it).
+    vgen = os.path.join(build, 'tests', 'vperfetto_vcpu_gen')
+    params = os.path.join(tmp, 'vt_params.txt')
+    must([gen, '--host', p('vt_h'), '--guest', p('vt_g'), '--seed', '5',
+          '--duration-s', '1', '--events', '200', '--params-out', params,
+          '-q'])
+    with open(params) as f:
+        kv = dict(ln.strip().split('=', 1) for ln in f if '=' in ln)
+    must([vgen, str(int(kv['hb0']) + 100000000),
+          str(int(kv['gb0']) + 100000000), '1000', p('vt_hx'), p('vt_gx')])
+    for side in ('h', 'g'):
+        with open(p('vt_' + side + 'all'), 'wb') as o:
+            for part in (p('vt_' + side), p('vt_' + side + 'x')):
+                with open(part, 'rb') as i:
+                    shutil.copyfileobj(i, o)
+    must([merge, p('vt_hall'), p('vt_gall'), '--vm-tracks', '-o',
+          p('merged_vmtracks'), '-q'])
+    out.append(('merged_vmtracks', p('merged_vmtracks')))
     must([tpgen, '-n', '600', '--threads', '3', '--seed', '2',
           '-o', p('tpgen')])
     out.append(('tpgen', p('tpgen')))
