@@ -436,7 +436,12 @@ void cm_fit_opts_default(struct cm_fit_opts *o)
 	o->min_jump_ns = 1000000;
 	o->min_segment_samples = 2;
 	o->max_rounds = 4;
-	o->min_outlier_ns = 2.0;
+	/* Two clock reads a sample pairs lie tens of ns apart, and which
+	 * core took it or the kernel's slow frequency correction moves its
+	 * residual by a few ns: a MAD of a ns or two then rejected good
+	 * samples round after round.  A read that was preempted, the
+	 * outlier this is for, is off by microseconds. */
+	o->min_outlier_ns = 50.0;
 }
 
 int cm_fit_build(struct cm_fit *out, const struct cm_sample *in, size_t n,

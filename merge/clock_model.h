@@ -53,8 +53,8 @@ struct cm_fit_opts {
 				     * default 2 */
 	unsigned max_rounds;        /* reject-and-refit rounds; default 4 */
 	double min_outlier_ns;      /* never reject a residual this close to
-				     * the median (rounding noise when the
-				     * MAD is ~0); default 2 */
+				     * the median (read noise when the MAD
+				     * is a few ns); default 50 */
 };
 
 struct cm_segment {
