@@ -37,17 +37,11 @@ TP=$B/processor/vperfetto_tp
 E2E_VTRACED=$VTRACED
 E2E_TP=$TP
 e2e_init vp-two
-e2e_tracefs_lock
 D=$E2E_DIR
 
 # Can ftrace be used here?  (root, tracefs mounted or mountable)
 FTRACE=yes
-if [ "$(id -u)" -ne 0 ]; then
-  FTRACE="not root"
-elif [ ! -e /sys/kernel/tracing/trace_clock ] &&
-     ! mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null; then
-  FTRACE="tracefs cannot be mounted"
-fi
+e2e_ftrace_usable || FTRACE=$E2E_FTRACE_WHY
 
 # side NAME: vtraced and vtraced_probes for one "machine"
 side() {

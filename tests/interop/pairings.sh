@@ -22,14 +22,7 @@ set -u
 B=$(cd "$1" && pwd)
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../lib/e2e_lib.sh"
-PB=${PERFETTO_BIN:-$HOME/.cache/perfetto-real/bin}
-for p in traced traced_probes perfetto; do
-	if [ ! -x "$PB/$p" ]; then
-		echo "SKIP: Perfetto's $p is not at $PB" \
-			"(build it with ../shared/perfetto/build.sh or set PERFETTO_BIN)"
-		exit 77
-	fi
-done
+e2e_need_perfetto traced traced_probes perfetto
 TPS=$PB/trace_processor_shell
 [ -x "$TPS" ] || TPS=
 E2E_VTRACED=$B/service/vtraced
@@ -42,15 +35,8 @@ D=$E2E_DIR
 T=60 # seconds any one command may take
 
 ftrace_ok=
-if [ "$(id -u)" != 0 ]; then
-	ftrace_why="not root"
-elif [ ! -e /sys/kernel/tracing/trace_clock ] &&
-	! mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null; then
-	ftrace_why="no tracefs"
-else
-	ftrace_ok=1
-	e2e_tracefs_lock
-fi
+e2e_ftrace_usable && ftrace_ok=1
+ftrace_why=$E2E_FTRACE_WHY
 
 # Both sockets of one side, for the programs that follow.
 use_side() {

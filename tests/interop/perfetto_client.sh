@@ -14,13 +14,8 @@
 set -u
 B=$(cd "$1" && pwd)
 . "$(dirname "$0")/../lib/e2e_lib.sh"
-PB=${PERFETTO_BIN:-$HOME/.cache/perfetto-real/bin}
+e2e_need_perfetto perfetto
 PERFETTO=$PB/perfetto
-if [ ! -x "$PERFETTO" ]; then
-	echo "SKIP: Perfetto's perfetto client is not at $PERFETTO" \
-		"(build it with ../shared/perfetto/build.sh or set PERFETTO_BIN)"
-	exit 77
-fi
 E2E_VTRACED=$B/service/vtraced
 E2E_TP=$B/processor/vperfetto_tp
 WRITER=$B/tests/stack/stack_writer

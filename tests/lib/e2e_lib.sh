@@ -97,6 +97,37 @@ e2e_tracefs_lock() {
 	flock "$E2E_TRACEFS_FD"
 }
 
+# e2e_need_perfetto PROGRAM...: PB is where Perfetto's own programs are
+# (PERFETTO_BIN, default ~/.cache/perfetto-real/bin, which
+# ../shared/perfetto/build.sh fills); without one of those named, the
+# test prints why and exits 77 (skipped).
+e2e_need_perfetto() {
+	PB=${PERFETTO_BIN:-$HOME/.cache/perfetto-real/bin}
+	local p
+	for p in "$@"; do
+		if [ ! -x "$PB/$p" ]; then
+			echo "SKIP: Perfetto's $p is not at $PB" \
+				"(build it with ../shared/perfetto/build.sh or set PERFETTO_BIN)"
+			exit 77
+		fi
+	done
+}
+
+# e2e_ftrace_usable: true when this test can use ftrace (root, tracefs
+# mounted or mountable), holding the tracefs lock; else false with the
+# reason in E2E_FTRACE_WHY.
+e2e_ftrace_usable() {
+	E2E_FTRACE_WHY=
+	if [ "$(id -u)" != 0 ]; then
+		E2E_FTRACE_WHY="not root"
+	elif [ ! -e /sys/kernel/tracing/trace_clock ] &&
+		! mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null; then
+		E2E_FTRACE_WHY="tracefs cannot be mounted"
+	fi
+	[ -z "$E2E_FTRACE_WHY" ] || return 1
+	e2e_tracefs_lock
+}
+
 pass() {
 	echo "PASS $1"
 	E2E_PASSES=$((E2E_PASSES + 1))

@@ -214,16 +214,8 @@ check "guest killed mid-trace: no merged output, no half guest trace" \
 # The merged recording in Perfetto's own trace processor, where it is
 # built: every table of the oracle queries equal, the host and the guest
 # machines there, no stats error of our making.
-python3 "$(dirname "$0")/../processor/oracle/oracle_diff.py" "$B" \
-	--trace "vm_record_merged=$tmp/rec/merged.pb" >"$tmp/oracle.log" 2>&1
-rc=$?
-if [ $rc = 77 ]; then
-	echo "SKIP: $(tail -n 1 "$tmp/oracle.log")"
-else
-	check "the merged recording gives Perfetto's rows ($(tail -n 1 "$tmp/oracle.log"))" \
-		test $rc = 0
-	[ $rc = 0 ] || grep -A12 "^DIFF" "$tmp/oracle.log" | head -60
-fi
+. "$(dirname "$0")/../lib/oracle_check.sh"
+oracle_check "$B" "$tmp/oracle.log" "vm_record_merged=$tmp/rec/merged.pb"
 
 echo "vm_record: $failures failed"
 exit $((failures > 0))

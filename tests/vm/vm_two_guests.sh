@@ -154,16 +154,8 @@ fi
 
 # The three-machine recording in Perfetto's own trace processor, where it
 # is built (as vm_record does for one guest).
-python3 "$(dirname "$0")/../processor/oracle/oracle_diff.py" "$B" \
-	--trace "vm_two_guests_merged=$m" >"$tmp/oracle.log" 2>&1
-rc=$?
-if [ $rc = 77 ]; then
-	echo "SKIP: $(tail -n 1 "$tmp/oracle.log")"
-else
-	check "the merged recording gives Perfetto's rows ($(tail -n 1 "$tmp/oracle.log"))" \
-		test $rc = 0
-	[ $rc = 0 ] || grep -A12 "^DIFF" "$tmp/oracle.log" | head -60
-fi
+. "$(dirname "$0")/../lib/oracle_check.sh"
+oracle_check "$B" "$tmp/oracle.log" "vm_two_guests_merged=$m"
 
 echo "vm_two_guests: $failures failed"
 [ $failures -eq 0 ]
