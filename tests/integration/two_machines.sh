@@ -166,10 +166,8 @@ check "vperfetto_merge host.pb guest.pb (exit $rc)" test $rc -eq 0
 [ $rc -eq 0 ] || { cat "$D/merge.log"; exit 1; }
 sed 's/^/# /' "$D/merge.log"
 
-report() { # report EXPR: a value of the first guest in the merge report
-  python3 -c 'import json, sys
-g = json.load(open(sys.argv[1]))["guests"][0]
-print(eval(sys.argv[2], {}, {"g": g}))' "$D/report.json" "$1"
+report() { # report EXPR: a value of the guest in the merge report
+  e2e_guest_report "$D/report.json" "$1"
 }
 nex=$(report 'g["exchanges"]["count"]')
 check "the merge used the exchanges ($nex)" test "${nex:-0}" -ge 20

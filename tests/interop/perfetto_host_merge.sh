@@ -133,9 +133,7 @@ check "vperfetto_merge (exit $rc)" test $rc = 0
 sed 's/^/# /' "$D/merge.log"
 
 report() { # report EXPR: a value of the guest in the merge report
-	python3 -c 'import json, sys
-g = json.load(open(sys.argv[1]))["guests"][0]
-print(eval(sys.argv[2], {}, {"g": g}))' "$D/report.json" "$1"
+	e2e_guest_report "$D/report.json" "$1"
 }
 n=$(report 'g["exchanges"]["count"]')
 check "the merge used the exchanges ($n)" test "${n:-0}" -ge 5

@@ -97,6 +97,14 @@ e2e_tracefs_lock() {
 	flock "$E2E_TRACEFS_FD"
 }
 
+# e2e_guest_report REPORT.json EXPR: EXPR (Python, over g) for the first
+# guest of a vperfetto_merge --report file, printed.
+e2e_guest_report() {
+	python3 -c 'import json, sys
+g = json.load(open(sys.argv[1]))["guests"][0]
+print(eval(sys.argv[2], {}, {"g": g}))' "$1" "$2"
+}
+
 # e2e_need_perfetto PROGRAM...: PB is where Perfetto's own programs are
 # (PERFETTO_BIN, default ~/.cache/perfetto-real/bin, which
 # ../shared/perfetto/build.sh fills); without one of those named, the
