@@ -336,7 +336,8 @@ void cm_map_set_segment_offsets(struct cm_map *m, const int64_t *offset,
  * products) and without a call per step.  Whenever the case is not the
  * simple one (another segment, a value to clamp, a difference beyond
  * 64 bits) they answer false before they change anything, and the general
- * code does the step: the results are the same bits either way
+ * code does the step (and always where a segment has bends, clock_bend.c):
+ * the results are the same bits either way
  * (tests/merge/test_map_exact.c compares them).  Faster still, the span
  * (span_prepare) composes the three steps for one pair of segments. */
 
@@ -355,7 +356,7 @@ static bool invert_fast(const struct cm_map *m, uint64_t y, cm_q16 *out)
 	if (!f || m->hint_g >= f->nseg)
 		return false;
 	const struct cm_segment *g = &f->seg[m->hint_g];
-	if (f->nseg > 1 && (y < g->y_first || y > g->y_last))
+	if (g->nknot || (f->nseg > 1 && (y < g->y_first || y > g->y_last)))
 		return false;
 	i128 dy = (i128)y - (i128)g->y_ref;
 	if (!fits_i64(dy))
@@ -384,7 +385,7 @@ static bool eval_fast(const struct cm_map *m, cm_q16 xq, uint64_t *out,
 		return false;
 	uint64_t x = (uint64_t)(xq >> CM_Q_BITS);
 	const struct cm_segment *g = &f->seg[h];
-	if ((h > 0 && x < g->x_first) ||
+	if (g->nknot || (h > 0 && x < g->x_first) ||
 	    (h + 1 < f->nseg && x >= f->seg[h + 1].x_first))
 		return false;
 	i128 dq = xq - ((i128)g->x_ref << CM_Q_BITS);
@@ -462,6 +463,8 @@ static __attribute__((noinline)) void span_prepare(struct cm_map *m)
 		return;
 	const struct cm_segment *g = &gf->seg[m->hint_g];
 	const struct cm_segment *h = &hf->seg[m->hint_h];
+	if (g->nknot || h->nknot) /* bends: the general code's */
+		return;
 	const i128 q = (i128)1 << CM_Q_BITS;
 	const i128 qmax = (i128)UINT64_MAX * q;
 	const i128 half63 = (i128)1 << 63;

@@ -9,6 +9,7 @@
  * that - evaluation, inversion and the reported residuals - is __int128.
  */
 #include "clock_model.h"
+#include "clock_bend.h"
 #include "vp_alloc.h"
 
 #include <math.h>
@@ -148,21 +149,50 @@ static unsigned pick_shift(long double v)
 	return sh;
 }
 
-static uint64_t seg_eval(const struct cm_segment *g, uint64_t x)
+/* The line of segment g at counter x, not clamped. */
+static i128 line_eval(const struct cm_segment *g, uint64_t x)
 {
 	i128 dx = (i128)x - (i128)g->x_ref;
 	i128 p = dx * g->slope_q + g->yfrac_q + ((i128)1 << (g->shift - 1));
-	return clamp_u64((i128)g->y_ref + (p >> g->shift));
+	return (i128)g->y_ref + (p >> g->shift);
 }
 
-/* Counter at clock y with frac_bits fractional bits, rounded to nearest. */
-static i128 seg_invert(const struct cm_segment *g, uint64_t y, unsigned frac_bits)
+static uint64_t seg_eval(const struct cm_segment *g, uint64_t x)
+{
+	i128 y = line_eval(g, x);
+
+	if (g->nknot)
+		y += cm_bend_at(g->knot, g->nknot, (i128)x << CM_Q_BITS);
+	return clamp_u64(y);
+}
+
+/* The line's counter at clock y (any i128 within +-2^65), with frac_bits
+ * fractional bits, rounded to nearest. */
+static i128 line_invert(const struct cm_segment *g, i128 y, unsigned frac_bits)
 {
 	unsigned sh = g->ishift - frac_bits;
-	i128 dy = (i128)y - (i128)g->y_ref;
+	i128 dy = y - (i128)g->y_ref;
 	i128 p = dy * g->inv_q + g->xoff_q + ((i128)1 << (sh - 1));
 	return ((i128)g->x_ref << frac_bits) + (p >> sh);
 }
+
+/* Counter at clock y with frac_bits (0 or CM_Q_BITS) fractional bits,
+ * rounded to nearest: the line's, then twice the line's at y less the
+ * correction where the previous answer lies. */
+static i128 seg_invert(const struct cm_segment *g, uint64_t y, unsigned frac_bits)
+{
+	i128 x = line_invert(g, y, frac_bits);
+
+	for (int i = 0; g->nknot && i < 2; i++) {
+		i128 xq = x << (CM_Q_BITS - frac_bits);
+		x = line_invert(g, (i128)y - cm_bend_at(g->knot, g->nknot, xq),
+				frac_bits);
+	}
+	return x;
+}
+
+static void segment_stats(struct cm_segment *g, const struct cm_sample *s,
+			  size_t n, const unsigned char *used);
 
 /* Turns a fitted line over s[0..n) into the fixed-point segment g and
  * computes its residual statistics over the used samples. */
@@ -200,6 +230,14 @@ static void make_segment(struct cm_segment *g, const struct cm_sample *s,
 
 	g->x_first = s[0].x;
 	g->x_last = s[n - 1].x;
+	segment_stats(g, s, n, used);
+}
+
+/* The fitted clock at the segment's ends and the residuals of its used
+ * samples, with the bends' correction when it has one. */
+static void segment_stats(struct cm_segment *g, const struct cm_sample *s,
+			  size_t n, const unsigned char *used)
+{
 	g->y_first = seg_eval(g, g->x_first);
 	g->y_last = seg_eval(g, g->x_last);
 
@@ -351,6 +389,32 @@ static void fit_segment(const struct cm_sample *s, size_t n, const double *w,
 	free(r);
 }
 
+/* Gives segment g the bends' correction when its samples s[0..n) curve
+ * away from its line (clock_bend.c), and then its statistics again. */
+static void fit_bends(struct cm_segment *g, const struct cm_sample *s,
+		      size_t n, const double *w, unsigned char *used,
+		      const struct cm_fit_opts *o)
+{
+	if (!(o->min_bend_ns > 0) || n < 2 * CM_BEND_MIN_SAMPLES)
+		return;
+	uint64_t *x = vp_xcalloc(n, sizeof(*x));
+	int64_t *r = vp_xcalloc(n, sizeof(*r));
+	for (size_t i = 0; i < n; i++) {
+		i128 d = (i128)s[i].y - line_eval(g, s[i].x);
+		if (d < INT64_MIN / 2 || d > INT64_MAX / 2)
+			goto out; /* no clock bends so far */
+		x[i] = s[i].x;
+		r[i] = (int64_t)d;
+	}
+	struct cm_bend_input in = {x, r, w, used, n, o};
+	g->nknot = cm_bend_fit(&in, &g->knot);
+	if (g->nknot)
+		segment_stats(g, s, n, used);
+out:
+	free(r);
+	free(x);
+}
+
 /* ---- segmentation ------------------------------------------------------- */
 
 /* Does the jump at sample i persist: are c[i..i+m) all within J of c[i]
@@ -442,6 +506,9 @@ void cm_fit_opts_default(struct cm_fit_opts *o)
 	 * samples round after round.  A read that was preempted, the
 	 * outlier this is for, is off by microseconds. */
 	o->min_outlier_ns = 50.0;
+	/* Well above read noise, well below the microsecond a trace
+	 * reader cares about. */
+	o->min_bend_ns = 200.0;
 }
 
 int cm_fit_build(struct cm_fit *out, const struct cm_sample *in, size_t n,
@@ -493,6 +560,7 @@ int cm_fit_build(struct cm_fit *out, const struct cm_sample *in, size_t n,
 			used[i] = !used[i];
 		fit_segment(s + a, b - a, w + a, used, gslope, &o, &ln);
 		make_segment(&out->seg[k], s + a, b - a, used, &ln);
+		fit_bends(&out->seg[k], s + a, b - a, w + a, used, &o);
 		out->n_used += out->seg[k].n_used;
 		out->n_rejected += out->seg[k].n_rejected;
 		if (out->seg[k].resid_max_ns > out->resid_max_ns)
@@ -510,6 +578,8 @@ void cm_fit_free(struct cm_fit *f)
 {
 	if (!f)
 		return;
+	for (size_t i = 0; i < f->nseg; i++)
+		free(f->seg[i].knot);
 	free(f->seg);
 	memset(f, 0, sizeof(*f));
 }
@@ -638,6 +708,8 @@ uint64_t cm_fit_eval_q16_seg(const struct cm_fit *f, size_t seg, cm_q16 xq,
 	i128 p = di * g->slope_q + ((df * g->slope_q) >> CM_Q_BITS) +
 		 g->yfrac_q + ((i128)1 << (g->shift - 1));
 	i128 y = (i128)g->y_ref + (p >> g->shift);
+	if (g->nknot)
+		y += cm_bend_at(g->knot, g->nknot, xq);
 	if (y < 0 || y > (i128)UINT64_MAX)
 		*ovf = true;
 	return clamp_u64(y);

@@ -12,7 +12,10 @@
  *     an outlier;
  *   - each segment is a weighted least-squares line (weight 1/width^2)
  *     around a reference point, refitted a few times while samples whose
- *     residual lies beyond median + k * MAD are rejected.
+ *     residual lies beyond median + k * MAD are rejected;
+ *   - where the clock's rate changed inside a segment (NTP retuning it:
+ *     no step, a bend), a continuous piecewise-linear correction through
+ *     knots is added to the line (clock_bend.c).
  *
  * Each segment is stored in fixed point so that evaluation never touches
  * floating point:
@@ -20,7 +23,10 @@
  *   y = y_ref + (((x - x_ref) * slope_q + yfrac_q + 2^(shift-1)) >> shift)
  *   x = x_ref + (((y - y_ref) * inv_q   + xoff_q  + 2^(ishift-1)) >> ishift)
  *
- * in 128-bit arithmetic.  slope_q = slope * 2^shift is kept in [2^60, 2^61)
+ * in 128-bit arithmetic, plus the bends' correction when the segment has
+ * knots (inverted by two fixed-point iterations: the correction's rate is
+ * parts per million, so the second moves x by far less than a cycle).
+ * slope_q = slope * 2^shift is kept in [2^60, 2^61)
  * whenever the shift allows it (shift <= 62), so any slope from 2^-2 to
  * 2^40 ns/cycle keeps 60 significant bits (relative precision < 1e-18) and
  * slower slopes (counters faster than 4 GHz) keep 62 + log2(slope) bits:
@@ -55,6 +61,18 @@ struct cm_fit_opts {
 	double min_outlier_ns;      /* never reject a residual this close to
 				     * the median (read noise when the MAD
 				     * is a few ns); default 50 */
+	double min_bend_ns;         /* a segment whose residuals curve away
+				     * from its line by more than this (and
+				     * 4x the read noise) gets knots of a
+				     * piecewise-linear correction where it
+				     * bends; default 200, 0 = never */
+};
+
+/* A knot of a segment's correction: c ns added to the line at counter x
+ * (clock_bend.c; linear between knots). */
+struct cm_knot {
+	uint64_t x;
+	int64_t c;
 };
 
 struct cm_segment {
@@ -67,6 +85,10 @@ struct cm_segment {
 	int64_t inv_q, xoff_q;
 	unsigned ishift;
 	size_t n_used, n_rejected;
+	/* the bends: none (nknot 0) or a correction through nknot >= 2
+	 * knots, added to the line above in evaluation and inversion */
+	struct cm_knot *knot;
+	size_t nknot;
 	double slope;             /* ns per cycle, for reports */
 	double resid_rms_ns, resid_max_ns; /* of the used samples */
 };

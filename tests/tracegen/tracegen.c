@@ -239,6 +239,11 @@ int tg_params_check(const struct tg_params *p, char *err, size_t errlen)
 		       -1;
 	if (!(p->drift_ppm > -1000.0 && p->drift_ppm < 1000.0))
 		return set_err(err, errlen, "drift must be within +-1000 ppm"), -1;
+	if (!(p->drift_ppm + p->drift_change_ppm > -1000.0 &&
+	      p->drift_ppm + p->drift_change_ppm < 1000.0))
+		return set_err(err, errlen,
+			       "drift after its change must be within +-1000 ppm"),
+		       -1;
 	if (p->jitter_ns > p->sync_period_ns / 100)
 		return set_err(err, errlen,
 			       "jitter must be at most 1%% of the sync period"), -1;
@@ -330,7 +335,8 @@ struct pkey {
 static const struct pkey pkeys[] = {
 	PK(seed, PT_U64), PK(duration_ns, PT_U64), PK(sync_period_ns, PT_U64),
 	PK(offset, PT_I64), PK(tsc_ratio, PT_U64), PK(tsc_frac_bits, PT_U32),
-	PK(drift_ppm, PT_F64), PK(jitter_ns, PT_U64),
+	PK(drift_ppm, PT_F64), PK(drift_change_ppm, PT_F64),
+	PK(jitter_ns, PT_U64),
 	PK(outlier_every, PT_U32), PK(host_step_ns, PT_I64),
 	PK(host_step_at, PT_F64), PK(tsc_step, PT_I64),
 	PK(n_events, PT_U64), PK(n_threads, PT_U32),
@@ -519,6 +525,33 @@ static uint64_t step_dc(const struct tg_params *p)
 	return step_window(p) * pc + pc / 2;
 }
 
+/* Guest BOOTTIME ns since gb0 after dc host cycles since c0: at the
+ * drifted rate, which changes at step_dc by drift_change_ppm. */
+static long double guest_ns_at(const struct tg_params *p, long double dc)
+{
+	long double ns_per_cycle = 1e9L / (long double)p->host_hz;
+	long double k = (long double)step_dc(p);
+
+	if (!p->drift_change_ppm || dc < k)
+		return dc * ns_per_cycle * one_plus_drift(p);
+	return k * ns_per_cycle * one_plus_drift(p) +
+	       (dc - k) * ns_per_cycle * (one_plus_drift(p) +
+				       (long double)p->drift_change_ppm * 1e-6L);
+}
+
+/* Its inverse: host ns since hb0 (no step) at guest ns dt since gb0. */
+static long double host_ns_at(const struct tg_params *p, long double dt)
+{
+	long double ns_per_cycle = 1e9L / (long double)p->host_hz;
+	long double hk = (long double)step_dc(p) * ns_per_cycle;
+	long double gk = hk * one_plus_drift(p);
+
+	if (!p->drift_change_ppm || dt < gk)
+		return dt / one_plus_drift(p);
+	return hk + (dt - gk) / (one_plus_drift(p) +
+				 (long double)p->drift_change_ppm * 1e-6L);
+}
+
 static uint64_t add_signed(uint64_t base, long double delta_ns)
 {
 	return base + (uint64_t)(int64_t)llroundl(delta_ns);
@@ -556,14 +589,13 @@ uint64_t tg_guest_boottime_at(const struct tg_params *p, uint64_t c)
 	/* guest cycles / rho = host cycles; then ns at the drifted rate */
 	long double dc = (long double)num / (long double)p->tsc_ratio;
 
-	return add_signed(p->gb0, dc * 1e9L / (long double)p->host_hz *
-					  one_plus_drift(p));
+	return add_signed(p->gb0, guest_ns_at(p, dc));
 }
 
 uint64_t tg_truth_guest_to_host(const struct tg_params *p, uint64_t t)
 {
 	int64_t dt = (int64_t)(t - p->gb0);
-	long double host_ns = (long double)dt / one_plus_drift(p);
+	long double host_ns = host_ns_at(p, (long double)dt);
 	uint64_t v = add_signed(p->hb0, host_ns);
 
 	if (p->host_step_ns) {

@@ -17,6 +17,9 @@
  *                             + (c >= c_step ? tsc_step : 0)
  *   guest BOOTTIME   gb(gc) = gb0 + (gc - gc(c0)) * 1e9 / (F * rho)
  *                                  * (1 + delta)
+ *                    (with drift_change_ppm, the rate 1 + delta holds up to
+ *                    c_step and 1 + delta + change * 1e-6 from there on:
+ *                    the clock bends there, it does not jump)
  *   guest MONOTONIC  gm     = gb - guest_mono_lag_ns  (a fixed suspend offset)
  *   guest REALTIME   gr     = gb + guest_realtime_offset_ns
  *
@@ -78,6 +81,9 @@ struct tg_params {
 	uint64_t tsc_ratio;         /* R: rho = R / 2^frac_bits (default 1.0) */
 	uint32_t tsc_frac_bits;     /* 48 as on VMX */
 	double drift_ppm;           /* guest BOOTTIME rate error vs the host */
+	double drift_change_ppm;    /* ... changes by this much at the step
+				     * point (NTP retuning the guest clock):
+				     * continuous, no quiet periods; 0 = none */
 	uint64_t jitter_ns;         /* uniform +- on each sync clock read */
 	uint32_t outlier_every;     /* every Nth guest sync sample +50 us; 0 off */
 	int64_t host_step_ns;       /* host BOOTTIME jump (>= 0); 0 = none */

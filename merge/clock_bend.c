@@ -1,0 +1,424 @@
+/*
+ * clock_bend.c - finds where a segment's clock bends away from its line
+ * and fits a continuous piecewise-linear correction through knots there
+ * (clock_bend.h).
+ *
+ * Why a bend is not an outlier nor a step: the kernel retunes BOOTTIME's
+ * rate (NTP, chrony) while the counter runs on; over a long trace the
+ * clock then curves away from any one line by microseconds, smoothly.
+ * A single line per segment would either reject the samples at the ends
+ * as outliers or keep them and be wrong in the middle.
+ *
+ * How: the residuals against the line are smoothed by a running median
+ * of CM_BEND_MIN_SAMPLES + 1 samples, which an outlier cannot move but a
+ * bend does.  While the smoothed residual of some interval between knots
+ * exceeds the threshold (min_bend_ns, or four times the read noise
+ * measured from neighbouring samples when that is larger), a knot goes
+ * where it is largest, at least CM_BEND_MIN_SAMPLES samples from the
+ * interval's ends; the knots' values are the weighted least-squares
+ * linear spline through the samples (a tridiagonal system).  Then the
+ * outliers are chosen again against the corrected model, as the line fit
+ * chose them against the line.
+ */
+#include "clock_bend.h"
+#include "vp_alloc.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef cm_i128 i128;
+
+/* At most this many knots per segment: one per ~minute over hours. */
+#define MAX_KNOTS 256
+/* Knot-adding rounds; each round adds a knot to every interval that
+ * needs one, so the count can double per round. */
+#define MAX_ROUNDS 12
+/* A correction beyond this (about 18 minutes) is no bend of a clock. */
+#define MAX_CORRECTION_NS ((int64_t)1 << 40)
+
+#define MAD_TO_SIGMA 1.4826L
+
+static int cmp_ld(const void *a, const void *b)
+{
+	long double p = *(const long double *)a, q = *(const long double *)b;
+	return p < q ? -1 : p > q ? 1 : 0;
+}
+
+/* Median of v[0..n), n > 0; sorts v. */
+static long double median_sorted(long double *v, size_t n)
+{
+	qsort(v, n, sizeof(*v), cmp_ld);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* A linear spline: knot counters t[0..k) (strictly increasing) and the
+ * values c[] there. */
+struct spline {
+	uint64_t t[MAX_KNOTS];
+	long double c[MAX_KNOTS];
+	size_t k;
+};
+
+/* The interval of x (0 .. k-2), the end ones beyond the knots; from a
+ * hint, as samples come in order. */
+static size_t interval_of(const struct spline *sp, uint64_t x, size_t j)
+{
+	while (j + 2 < sp->k && x >= sp->t[j + 1])
+		j++;
+	while (j > 0 && x < sp->t[j])
+		j--;
+	return j;
+}
+
+/* Position of x in interval j: 0 at t[j], 1 at t[j+1]. */
+static long double frac_in(const struct spline *sp, size_t j, uint64_t x)
+{
+	long double d = x >= sp->t[j] ? (long double)(x - sp->t[j])
+				      : -(long double)(sp->t[j] - x);
+	return d / (long double)(sp->t[j + 1] - sp->t[j]);
+}
+
+static long double spline_at(const struct spline *sp, uint64_t x, size_t *j)
+{
+	*j = interval_of(sp, x, *j);
+	long double u = frac_in(sp, *j, x);
+	return sp->c[*j] * (1 - u) + sp->c[*j + 1] * u;
+}
+
+/* Weighted least squares for the knot values over the used samples.
+ * Returns -1 when the system is singular (an interval without samples). */
+static int spline_solve(struct spline *sp, const struct cm_bend_input *in)
+{
+	size_t k = sp->k, j = 0;
+	long double *d = vp_xcalloc(k, sizeof(*d));  /* diagonal */
+	long double *e = vp_xcalloc(k, sizeof(*e));  /* above it */
+	long double *b = vp_xcalloc(k, sizeof(*b));
+	int rc = 0;
+
+	for (size_t i = 0; i < in->n; i++) {
+		if (!in->used[i])
+			continue;
+		j = interval_of(sp, in->x[i], j);
+		long double u = frac_in(sp, j, in->x[i]), v = 1 - u;
+		long double w = in->w[i], r = (long double)in->r[i];
+		d[j] += w * v * v;
+		e[j] += w * u * v;
+		d[j + 1] += w * u * u;
+		b[j] += w * v * r;
+		b[j + 1] += w * u * r;
+	}
+	/* Thomas' algorithm: symmetric, so the sub-diagonal is e[] too. */
+	for (size_t i = 1; i < k && rc == 0; i++) {
+		if (!(d[i - 1] > 0)) {
+			rc = -1;
+			break;
+		}
+		long double f = e[i - 1] / d[i - 1];
+		d[i] -= f * e[i - 1];
+		b[i] -= f * b[i - 1];
+	}
+	if (rc == 0 && !(d[k - 1] > 0))
+		rc = -1;
+	for (size_t i = k; rc == 0 && i-- > 0;) {
+		long double num = b[i] - (i + 1 < k ? e[i] * sp->c[i + 1] : 0);
+		sp->c[i] = num / d[i];
+		if (!isfinite(sp->c[i]) ||
+		    fabsl(sp->c[i]) > (long double)MAX_CORRECTION_NS)
+			rc = -1;
+	}
+	free(b);
+	free(e);
+	free(d);
+	return rc;
+}
+
+/* Read noise of the used samples, as a standard deviation: from the
+ * second differences of neighbours (r[j-1] - 2 r[j] + r[j+1]: sqrt(6)
+ * times the noise), in which any line cancels and a bend moves one. */
+static long double read_noise(const struct cm_bend_input *in,
+			      const size_t *u, size_t m)
+{
+	long double *dd = vp_xcalloc(m, sizeof(*dd));
+
+	for (size_t j = 1; j + 1 < m; j++)
+		dd[j - 1] = (long double)in->r[u[j - 1]] -
+			    2 * (long double)in->r[u[j]] +
+			    (long double)in->r[u[j + 1]];
+	long double med = median_sorted(dd, m - 2);
+	for (size_t j = 0; j + 2 < m; j++)
+		dd[j] = fabsl(dd[j] - med);
+	long double sigma = MAD_TO_SIGMA * median_sorted(dd, m - 2) / sqrtl(6);
+	free(dd);
+	return sigma;
+}
+
+/* Running median of e[0..m) over CM_BEND_MIN_SAMPLES + 1 neighbours. */
+static void smooth(const long double *e, size_t m, long double *s)
+{
+	const size_t h = CM_BEND_MIN_SAMPLES / 2;
+	long double win[CM_BEND_MIN_SAMPLES + 1];
+
+	for (size_t j = 0; j < m; j++) {
+		size_t a = j >= h ? j - h : 0, b = j + h < m ? j + h : m - 1;
+		memcpy(win, e + a, (b - a + 1) * sizeof(*win));
+		s[j] = median_sorted(win, b - a + 1);
+	}
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t p = *(const uint64_t *)a, q = *(const uint64_t *)b;
+	return p < q ? -1 : p > q;
+}
+
+/* The first of the used samples u[0..m) at or after counter x. */
+static size_t first_at(const struct cm_bend_input *in, const size_t *u,
+		       size_t m, uint64_t x)
+{
+	size_t lo = 0, hi = m;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (in->x[u[mid]] < x)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Weighted squared error of the continuous two-piece line through knots
+ * at ends[0], t and ends[1], fitted to the samples u[a..b] alone. */
+static long double local_error(const struct cm_bend_input *in,
+			       const size_t *u, size_t a, size_t b,
+			       uint64_t t, struct spline *tmp)
+{
+	struct cm_bend_input sub = *in;
+	size_t i0 = u[a], i1 = u[b];
+
+	sub.x += i0;
+	sub.r += i0;
+	sub.w += i0;
+	sub.used += i0;
+	sub.n = i1 - i0 + 1;
+	tmp->k = 3;
+	tmp->t[0] = in->x[i0];
+	tmp->t[1] = t;
+	tmp->t[2] = in->x[i1];
+	if (spline_solve(tmp, &sub) < 0)
+		return INFINITY;
+	long double sum = 0;
+	size_t j = 0;
+	for (size_t i = 0; i < sub.n; i++) {
+		if (!sub.used[i])
+			continue;
+		long double e = (long double)sub.r[i] - spline_at(tmp, sub.x[i], &j);
+		sum += sub.w[i] * e * e;
+	}
+	return sum;
+}
+
+/* Where in the interval of used samples u[a..b] one knot fits it best:
+ * at a sample, or half-way to the next one (a clock's rate changes
+ * between two samples), at least CM_BEND_MIN_SAMPLES samples from both
+ * ends.  Searched coarse to fine: 33 places, then around the best. */
+static uint64_t best_knot(const struct cm_bend_input *in, const size_t *u,
+			  size_t a, size_t b, struct spline *tmp)
+{
+	const size_t M = CM_BEND_MIN_SAMPLES;
+	size_t lo = a + M, hi = b - M, at = lo;
+	uint64_t where = in->x[u[lo]];
+	long double least = INFINITY;
+
+	for (;;) {
+		size_t stride = (hi - lo) / 32 ? (hi - lo) / 32 : 1;
+		for (size_t j = lo; j <= hi; j += stride) {
+			uint64_t x0 = in->x[u[j]];
+			for (int h = 0; h < (stride == 1 && j < b - M ? 2 : 1); h++) {
+				uint64_t t = h ? x0 + (in->x[u[j + 1]] - x0) / 2 : x0;
+				long double err = local_error(in, u, a, b, t, tmp);
+				if (err < least) {
+					least = err;
+					where = t;
+					at = j;
+				}
+			}
+		}
+		if (stride == 1)
+			return where;
+		lo = at >= a + M + stride ? at - stride : a + M;
+		hi = at + stride <= b - M ? at + stride : b - M;
+	}
+}
+
+/* One round: a knot in every interval of sp whose smoothed residual s[]
+ * (over the used samples u[0..m)) goes beyond thr, where it fits the
+ * interval best.  Returns how many were added. */
+static size_t add_knots(const struct cm_bend_input *in, const size_t *u,
+			size_t m, struct spline *sp, const long double *s,
+			long double thr)
+{
+	const size_t M = CM_BEND_MIN_SAMPLES;
+	size_t n0 = sp->k, added = 0;
+	struct spline tmp;
+
+	for (size_t i = 0; i + 1 < n0 && sp->k < MAX_KNOTS; i++) {
+		size_t a = first_at(in, u, m, sp->t[i]);
+		size_t b = first_at(in, u, m, sp->t[i + 1]);
+		if (b >= m)
+			b = m - 1;
+		if (b < a || b - a < 2 * M)
+			continue;
+		size_t best = a;
+		for (size_t j = a; j <= b; j++)
+			if (fabsl(s[j]) > fabsl(s[best]))
+				best = j;
+		if (!(fabsl(s[best]) > thr))
+			continue;
+		sp->t[sp->k++] = best_knot(in, u, a, b, &tmp);
+		added++;
+	}
+	if (added) {
+		/* the values follow the knots by the next solve */
+		qsort(sp->t, sp->k, sizeof(*sp->t), cmp_u64);
+	}
+	return added;
+}
+
+/* Chooses the outliers again against the corrected model: beyond
+ * median + k * MAD of all samples' residuals, as the line's fit does.
+ * Keeps the old choice when an interval would be left with fewer than 2
+ * samples.  Returns 1 when used[] changed. */
+static int rechoose(const struct cm_bend_input *in, const struct spline *sp,
+		    long double *e, long double *tmp, unsigned char *next)
+{
+	size_t j = 0;
+
+	for (size_t i = 0; i < in->n; i++)
+		e[i] = tmp[i] = (long double)in->r[i] - spline_at(sp, in->x[i], &j);
+	long double med = median_sorted(tmp, in->n);
+	for (size_t i = 0; i < in->n; i++)
+		tmp[i] = fabsl(e[i] - med);
+	long double thr = (long double)in->o->outlier_k * MAD_TO_SIGMA *
+			  median_sorted(tmp, in->n);
+	if (thr < (long double)in->o->min_outlier_ns)
+		thr = (long double)in->o->min_outlier_ns;
+
+	size_t *count = vp_xcalloc(sp->k, sizeof(*count));
+	j = 0;
+	for (size_t i = 0; i < in->n; i++) {
+		next[i] = fabsl(e[i] - med) <= thr;
+		j = interval_of(sp, in->x[i], j);
+		count[j] += next[i];
+	}
+	int ok = 1;
+	for (size_t i = 0; i + 1 < sp->k; i++)
+		ok &= count[i] >= 2;
+	free(count);
+	if (!ok || memcmp(next, in->used, in->n) == 0)
+		return 0;
+	memcpy(in->used, next, in->n);
+	return 1;
+}
+
+size_t cm_bend_fit(const struct cm_bend_input *in, struct cm_knot **knots)
+{
+	const size_t M = CM_BEND_MIN_SAMPLES;
+	size_t m = 0, out = 0;
+
+	*knots = NULL;
+	if (!(in->o->min_bend_ns > 0) || in->n < 2 * M)
+		return 0;
+	size_t *u = vp_xcalloc(in->n, sizeof(*u));
+	for (size_t i = 0; i < in->n; i++)
+		if (in->used[i] && (m == 0 || in->x[i] > in->x[u[m - 1]]))
+			u[m++] = i;
+	struct spline *sp = vp_xcalloc(1, sizeof(*sp));
+	long double *e = vp_xcalloc(in->n, sizeof(*e));
+	long double *s = vp_xcalloc(in->n, sizeof(*s));
+	unsigned char *keep = vp_xcalloc(in->n, 1);
+	if (m < 2 * M)
+		goto done;
+
+	long double thr = 4 * read_noise(in, u, m);
+	if (thr < (long double)in->o->min_bend_ns)
+		thr = (long double)in->o->min_bend_ns;
+	sp->k = 2;
+	sp->t[0] = in->x[u[0]];
+	sp->t[1] = in->x[u[m - 1]];
+	memcpy(keep, in->used, in->n);
+	for (unsigned round = 0; round < MAX_ROUNDS; round++) {
+		if (spline_solve(sp, in) < 0)
+			goto fail;
+		size_t j = 0;
+		for (size_t q = 0; q < m; q++)
+			e[q] = (long double)in->r[u[q]] -
+			       spline_at(sp, in->x[u[q]], &j);
+		smooth(e, m, s);
+		if (add_knots(in, u, m, sp, s, thr) == 0)
+			break;
+	}
+	if (spline_solve(sp, in) < 0)
+		goto fail;
+	if (sp->k == 2)
+		goto done; /* no bend: nothing changed */
+
+	long double *tmp = s; /* n long doubles, free now */
+	unsigned char *next = vp_xcalloc(in->n, 1);
+	for (unsigned round = 0; round < in->o->max_rounds; round++) {
+		if (!rechoose(in, sp, e, tmp, next))
+			break;
+		if (spline_solve(sp, in) < 0) {
+			free(next);
+			goto fail;
+		}
+	}
+	free(next);
+	*knots = vp_xcalloc(sp->k, sizeof(**knots));
+	for (size_t i = 0; i < sp->k; i++)
+		(*knots)[i] = (struct cm_knot){sp->t[i],
+					       (int64_t)llroundl(sp->c[i])};
+	out = sp->k;
+	goto done;
+fail:
+	memcpy(in->used, keep, in->n); /* as it came */
+done:
+	free(keep);
+	free(s);
+	free(e);
+	free(sp);
+	free(u);
+	return out;
+}
+
+/* floor((num + den/2) / den) for den > 0: num / den to the nearest. */
+static i128 div_nearest(i128 num, i128 den)
+{
+	i128 n = num + den / 2;
+	i128 q = n / den;
+	if (n % den != 0 && n < 0)
+		q--;
+	return q;
+}
+
+cm_i128 cm_bend_at(const struct cm_knot *k, size_t n, cm_i128 xq)
+{
+	const i128 lim = (i128)1 << 62;
+	size_t lo = 0, hi = n - 1;
+
+	/* the last knot at or before xq, and at most the last but one */
+	while (hi - lo > 1) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (((i128)k[mid].x << CM_Q_BITS) <= xq)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	if (lo > n - 2)
+		lo = n - 2;
+	i128 dx = xq - ((i128)k[lo].x << CM_Q_BITS);
+	i128 span = (i128)(k[lo + 1].x - k[lo].x) << CM_Q_BITS;
+	i128 v = (i128)k[lo].c +
+		 div_nearest((i128)(k[lo + 1].c - k[lo].c) * dx, span);
+	return v > lim ? lim : v < -lim ? -lim : v;
+}
