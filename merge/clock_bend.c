@@ -321,6 +321,32 @@ static int rechoose(const struct cm_bend_input *in, const struct spline *sp,
 	return 1;
 }
 
+/* Unmarks used samples u[0..m) that stand out from the running median
+ * of their neighbours by more than outlier_k times the read noise (and
+ * min_outlier_ns): a preempted read, which would pull the knots as much
+ * as a bend does.  The running median follows a bend, so no bend is
+ * taken for outliers.  Returns the used samples left, u[] updated. */
+static size_t drop_spikes(const struct cm_bend_input *in, size_t *u,
+			  size_t m, long double noise, long double *e,
+			  long double *s)
+{
+	long double lim = (long double)in->o->outlier_k * noise;
+	size_t k = 0;
+
+	if (lim < (long double)in->o->min_outlier_ns)
+		lim = (long double)in->o->min_outlier_ns;
+	for (size_t q = 0; q < m; q++)
+		e[q] = (long double)in->r[u[q]];
+	smooth(e, m, s);
+	for (size_t q = 0; q < m; q++) {
+		if (fabsl(e[q] - s[q]) > lim)
+			in->used[u[q]] = 0;
+		else
+			u[k++] = u[q];
+	}
+	return k;
+}
+
 size_t cm_bend_fit(const struct cm_bend_input *in, struct cm_knot **knots)
 {
 	const size_t M = CM_BEND_MIN_SAMPLES;
@@ -337,16 +363,20 @@ size_t cm_bend_fit(const struct cm_bend_input *in, struct cm_knot **knots)
 	long double *e = vp_xcalloc(in->n, sizeof(*e));
 	long double *s = vp_xcalloc(in->n, sizeof(*s));
 	unsigned char *keep = vp_xcalloc(in->n, 1);
+	memcpy(keep, in->used, in->n);
 	if (m < 2 * M)
 		goto done;
 
-	long double thr = 4 * read_noise(in, u, m);
+	long double noise = read_noise(in, u, m);
+	long double thr = 4 * noise;
 	if (thr < (long double)in->o->min_bend_ns)
 		thr = (long double)in->o->min_bend_ns;
+	m = drop_spikes(in, u, m, noise, e, s);
+	if (m < 2 * M)
+		goto done;
 	sp->k = 2;
 	sp->t[0] = in->x[u[0]];
 	sp->t[1] = in->x[u[m - 1]];
-	memcpy(keep, in->used, in->n);
 	for (unsigned round = 0; round < MAX_ROUNDS; round++) {
 		if (spline_solve(sp, in) < 0)
 			goto fail;
@@ -361,7 +391,7 @@ size_t cm_bend_fit(const struct cm_bend_input *in, struct cm_knot **knots)
 	if (spline_solve(sp, in) < 0)
 		goto fail;
 	if (sp->k == 2)
-		goto done; /* no bend: nothing changed */
+		goto done; /* no bend */
 
 	long double *tmp = s; /* n long doubles, free now */
 	unsigned char *next = vp_xcalloc(in->n, 1);
@@ -379,10 +409,10 @@ size_t cm_bend_fit(const struct cm_bend_input *in, struct cm_knot **knots)
 		(*knots)[i] = (struct cm_knot){sp->t[i],
 					       (int64_t)llroundl(sp->c[i])};
 	out = sp->k;
-	goto done;
 fail:
-	memcpy(in->used, keep, in->n); /* as it came */
 done:
+	if (!out)
+		memcpy(in->used, keep, in->n); /* as it came */
 	free(keep);
 	free(s);
 	free(e);

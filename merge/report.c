@@ -128,9 +128,14 @@ void report_summary(FILE *f, const struct merge_opts *o,
 			continue;
 		}
 		const struct cm_fit *gf = guest_fit(g);
-		fprintf(f, "%zu samples (%zu rejected), %zu segment(s), "
-			"drift %+.2f ppm\n", gf->n_used + gf->n_rejected,
-			gf->n_rejected, gf->nseg, g->drift_ppm);
+		size_t knots = 0;
+		for (size_t k = 0; k < gf->nseg; k++)
+			knots += gf->seg[k].nknot;
+		fprintf(f, "%zu samples (%zu rejected), %zu segment(s), ",
+			gf->n_used + gf->n_rejected, gf->n_rejected, gf->nseg);
+		if (knots)
+			fprintf(f, "bent at %zu knots, ", knots);
+		fprintf(f, "drift %+.2f ppm\n", g->drift_ppm);
 		fprintf(f, "      counter offset %lld (%s", (long long)g->cross.offset,
 			source_name(g->cross.source));
 		if (g->cross.offset_hi > g->cross.offset_lo)
@@ -215,13 +220,14 @@ static void json_fit(FILE *f, const struct cm_fit *fit)
 			"\"clock_first_ns\": %llu, \"clock_last_ns\": %llu, "
 			"\"samples_used\": %zu, \"samples_rejected\": %zu, "
 			"\"ns_per_cycle\": %.15g, \"frequency_hz\": %.6f, "
-			"\"residual_rms_ns\": %.3f, \"residual_max_ns\": %.3f}",
+			"\"residual_rms_ns\": %.3f, \"residual_max_ns\": %.3f, "
+			"\"knots\": %zu}",
 			i ? ", " : "", (unsigned long long)s->x_first,
 			(unsigned long long)s->x_last,
 			(unsigned long long)s->y_first,
 			(unsigned long long)s->y_last, s->n_used, s->n_rejected,
 			s->slope, s->slope > 0 ? 1e9 / s->slope : 0.0,
-			s->resid_rms_ns, s->resid_max_ns);
+			s->resid_rms_ns, s->resid_max_ns, s->nknot);
 	}
 	fprintf(f, "]}");
 }

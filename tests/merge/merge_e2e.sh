@@ -93,6 +93,18 @@ check "cmdline: offset source is cmdline" grep -q '"source": "cmdline"' "$W/cl.j
 expect_exit "cmdline: a wrong offset is flagged by the exchanges" 0 "contradict the chosen counter offset" \
       "$MERGE" "$W/ex.host.pb" "$W/ex.guest.pb" -o "$W/cl2.out.pb" --guest-tsc-offset 12345
 
+# 3b. the guest clock's rate changes by 3 ppm at 30 % of two minutes (NTP
+# retuning it: 75 us off any one line), with jitter and outliers: one
+# segment with bends, and the truth within 1 us everywhere
+gen bend --seed 23 --duration-s 120 --exchanges 200 --drift-ppm -40 \
+    --drift-change-ppm 3 --step-at 0.3 --jitter-ns 300 --outlier-every 40
+merge_and_check bend 1000
+check "bend: one guest segment, with knots, and a bound under 1 us" python3 -c "
+import json,sys; g=json.load(open('$W/bend.json'))['guests'][0]
+s=g['fit_boottime']['segments']
+sys.exit(0 if len(s)==1 and s[0]['knots']>=3 and
+         g['fit_boottime']['residual_max_ns'] < 1000 else 1)"
+
 # 4. the host clock steps (suspend): two segments
 gen step --seed 13 --duration-s 20 --step-ns 30000000000 --exchanges 50
 merge_and_check step 1000

@@ -281,10 +281,98 @@ static void test_outliers(void **state)
 	assert_true(f.n_rejected >= injected);
 	assert_true(f.n_rejected <= injected + n / 100);
 	assert_int_equal(f.n_used + f.n_rejected, n);
+	assert_int_equal(f.seg[0].nknot, 0); /* outliers are no bend */
 	uint64_t e = max_fit_error(&f, &t, s, n, 0, 0);
 	report("1% outliers +-50 us: max error ns (<= 20)", (double)e);
 	assert_true(e <= 20);
 	cm_fit_free(&f);
+	free(s);
+}
+
+/* A clock whose rate the kernel retunes three times in 10 minutes
+ * (+1.5, -2 and +0.5 ppm at 25 %, 60 % and 80 %: 300 us away from any
+ * one line at the end), read every 100 ms with +-30 ns of noise and a
+ * preempted read (+20 us) every 97th sample: one segment, with bends,
+ * within 100 ns of the truth everywhere, also between samples, every
+ * outlier rejected and few others, inversion exact to a few cycles and
+ * the error bound holding.  The same reads of a straight clock get no
+ * knot. */
+#define BEND_N 6000
+static long double bent_y(uint64_t x, uint64_t x0, const long double *ppm,
+			  const uint64_t *at, size_t k)
+{
+	long double y = (long double)(x - x0) / 3;
+	for (size_t i = 0; i < k; i++)
+		if (x > at[i])
+			y += (long double)(x - at[i]) / 3 * ppm[i] * 1e-6L;
+	return y;
+}
+
+static void test_bends(void **state)
+{
+	(void)state;
+	const uint64_t x0 = (1ull << 52) + 77, y0 = 1ull << 58;
+	const uint64_t step = 300000000; /* 100 ms of a 3 GHz counter */
+	long double ppm[3] = {1.5, -2.0, 0.5};
+	uint64_t at[3] = {x0 + BEND_N * step / 4 + step / 3,
+			  x0 + BEND_N * step * 3 / 5 + step / 2,
+			  x0 + BEND_N * step * 4 / 5 + step / 7};
+	struct rng r = {31};
+	struct cm_sample *s = calloc(BEND_N, sizeof(*s));
+	size_t outliers = 0;
+
+	assert_non_null(s);
+	for (int bent = 1; bent >= 0; bent--) {
+		size_t nb = bent ? 3 : 0;
+		for (size_t i = 0; i < BEND_N; i++) {
+			s[i].x = x0 + i * step + rng_below(&r, step / 8);
+			s[i].y = y0 + (uint64_t)llroundl(bent_y(s[i].x, x0, ppm,
+								at, nb)) +
+				 (uint64_t)rng_pm(&r, 30);
+			if (i % 97 == 50) {
+				s[i].y += 20000;
+				outliers += bent;
+			}
+		}
+		struct cm_fit f;
+		assert_int_equal(cm_fit_build(&f, s, BEND_N, NULL), 0);
+		assert_int_equal(f.nseg, 1);
+		if (!bent) {
+			assert_int_equal(f.seg[0].nknot, 0);
+			assert_int_equal(f.n_rejected, BEND_N / 97 + 1);
+			cm_fit_free(&f);
+			break;
+		}
+		assert_true(f.seg[0].nknot >= 4);
+		printf("# bends: %zu knots, %zu rejected of %zu outliers\n",
+		       f.seg[0].nknot, f.n_rejected, outliers);
+		assert_true(f.n_rejected >= outliers);
+		assert_true(f.n_rejected <= outliers + BEND_N / 200);
+		uint64_t worst = 0, worst_inv = 0;
+		size_t hint = 0;
+		for (size_t i = 0; i + 1 < BEND_N; i++) {
+			uint64_t x = s[i].x + (s[i + 1].x - s[i].x) * (i % 5) / 5;
+			uint64_t want = y0 + (uint64_t)llroundl(bent_y(x, x0, ppm,
+								      at, 3));
+			uint64_t y = cm_fit_eval(&f, x, &hint);
+			if (absdiff(y, want) > worst)
+				worst = absdiff(y, want);
+			assert_true((double)absdiff(y, want) <=
+				    cm_fit_error_ns(&f, x) + 30);
+			uint64_t back = cm_fit_invert(&f, y, NULL);
+			if (absdiff(back, x) > worst_inv)
+				worst_inv = absdiff(back, x);
+			/* the fractional evaluation agrees with the whole one */
+			assert_int_equal(cm_fit_eval_q16(&f, (cm_q16)x << CM_Q_BITS,
+							 NULL), y);
+		}
+		report("bends: max error ns (<= 100)", (double)worst);
+		report("bends: inversion max error cycles (<= 4)",
+		       (double)worst_inv);
+		assert_true(worst <= 100);
+		assert_true(worst_inv <= 4);
+		cm_fit_free(&f);
+	}
 	free(s);
 }
 
@@ -856,6 +944,7 @@ int main(void)
 		cmocka_unit_test(test_outliers),
 		cmocka_unit_test(test_single_outlier),
 		cmocka_unit_test(test_read_noise_kept),
+		cmocka_unit_test(test_bends),
 		cmocka_unit_test(test_suspend_step),
 		cmocka_unit_test(test_steps_noisy),
 		cmocka_unit_test(test_inversion),
