@@ -34,6 +34,7 @@ struct kind_stats {
 	uint64_t count, failed, unchecked;
 	uint64_t max_err;
 	long double sum_err;
+	uint64_t measured; /* timestamps in sum_err: within tolerance or not */
 	int64_t min_signed, max_signed;
 };
 
@@ -226,6 +227,7 @@ int main(int argc, char **argv)
 			if (e > s->max_signed)
 				s->max_signed = e;
 			s->sum_err += (long double)ae;
+			s->measured++;
 			if (ae > t)
 				fail = true, why = "beyond tolerance";
 		}
@@ -248,13 +250,12 @@ int main(int argc, char **argv)
 		       "err range");
 		for (int k = 0; k < TS_KIND_COUNT; k++) {
 			const struct kind_stats *s = &st[k];
-			uint64_t checked = s->count - s->unchecked - s->failed;
 			if (!s->count)
 				continue;
 			printf("%-20s %10" PRIu64 " %8" PRIu64 " %9" PRIu64
 			       " %12" PRIu64 " %12.1Lf", ts_kind_name((enum ts_kind)k),
 			       s->count, s->failed, s->unchecked, s->max_err,
-			       checked ? s->sum_err / checked : 0.0L);
+			       s->measured ? s->sum_err / s->measured : 0.0L);
 			if (s->min_signed <= s->max_signed)
 				printf("  [%" PRId64 ", %" PRId64 "]", s->min_signed,
 				       s->max_signed);
