@@ -45,6 +45,16 @@ static const struct cm_fit *guest_fit(const struct merge_guest *g)
 }
 
 /* The path of guest n (1-based). */
+/* Knots of the bends over all of a fit's segments. */
+static size_t fit_knots(const struct cm_fit *f)
+{
+	size_t n = 0;
+
+	for (size_t k = 0; k < f->nseg; k++)
+		n += f->seg[k].nknot;
+	return n;
+}
+
 static const char *guest_path(const struct merge_result *res, size_t n)
 {
 	return res->guests[n - 1].path;
@@ -106,10 +116,13 @@ void report_summary(FILE *f, const struct merge_opts *o,
 	fprintf(f, "host  %s: %llu packets, %zu %s sync samples",
 		o->host, (unsigned long long)res->host_packets,
 		res->host_samples, builtin_clock_name(res->clock));
-	if (res->have_host_fit)
-		fprintf(f, ", %zu segment(s), %zu rejected, residual max %.0f ns",
-			res->host_fit.nseg, res->host_fit.n_rejected,
-			res->host_fit.resid_max_ns);
+	if (res->have_host_fit) {
+		fprintf(f, ", %zu segment(s)", res->host_fit.nseg);
+		if (fit_knots(&res->host_fit))
+			fprintf(f, " bent at %zu knots", fit_knots(&res->host_fit));
+		fprintf(f, ", %zu rejected, residual max %.0f ns",
+			res->host_fit.n_rejected, res->host_fit.resid_max_ns);
+	}
 	fputc('\n', f);
 	if (res->onto_guest)
 		summary_onto_host(f, res);
@@ -128,9 +141,7 @@ void report_summary(FILE *f, const struct merge_opts *o,
 			continue;
 		}
 		const struct cm_fit *gf = guest_fit(g);
-		size_t knots = 0;
-		for (size_t k = 0; k < gf->nseg; k++)
-			knots += gf->seg[k].nknot;
+		size_t knots = fit_knots(gf);
 		fprintf(f, "%zu samples (%zu rejected), %zu segment(s), ",
 			gf->n_used + gf->n_rejected, gf->n_rejected, gf->nseg);
 		if (knots)
