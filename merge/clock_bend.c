@@ -39,16 +39,17 @@ typedef cm_i128 i128;
 
 #define MAD_TO_SIGMA 1.4826L
 
-static int cmp_ld(const void *a, const void *b)
+/* Median of a running window (at most CM_BEND_MIN_SAMPLES + 1 values):
+ * insertion sort, which beats any call for so few. */
+static long double window_median(long double *v, size_t n)
 {
-	long double p = *(const long double *)a, q = *(const long double *)b;
-	return p < q ? -1 : p > q ? 1 : 0;
-}
-
-/* Median of v[0..n), n > 0; sorts v. */
-static long double median_sorted(long double *v, size_t n)
-{
-	qsort(v, n, sizeof(*v), cmp_ld);
+	for (size_t i = 1; i < n; i++) {
+		long double t = v[i];
+		size_t j = i;
+		for (; j > 0 && v[j - 1] > t; j--)
+			v[j] = v[j - 1];
+		v[j] = t;
+	}
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
@@ -86,9 +87,11 @@ static long double spline_at(const struct spline *sp, uint64_t x, size_t *j)
 	return sp->c[*j] * (1 - u) + sp->c[*j + 1] * u;
 }
 
-/* Weighted least squares for the knot values over the used samples.
- * Returns -1 when the system is singular (an interval without samples). */
-static int spline_solve(struct spline *sp, const struct cm_bend_input *in)
+/* Weighted least squares for the knot values over the used samples (every
+ * step-th of them: a coarse search needs no more).  Returns -1 when the
+ * system is singular (an interval without samples). */
+static int spline_solve(struct spline *sp, const struct cm_bend_input *in,
+			size_t step)
 {
 	size_t k = sp->k, j = 0;
 	long double *d = vp_xcalloc(k, sizeof(*d));  /* diagonal */
@@ -96,7 +99,7 @@ static int spline_solve(struct spline *sp, const struct cm_bend_input *in)
 	long double *b = vp_xcalloc(k, sizeof(*b));
 	int rc = 0;
 
-	for (size_t i = 0; i < in->n; i++) {
+	for (size_t i = 0; i < in->n; i += step) {
 		if (!in->used[i])
 			continue;
 		j = interval_of(sp, in->x[i], j);
@@ -145,10 +148,10 @@ static long double read_noise(const struct cm_bend_input *in,
 		dd[j - 1] = (long double)in->r[u[j - 1]] -
 			    2 * (long double)in->r[u[j]] +
 			    (long double)in->r[u[j + 1]];
-	long double med = median_sorted(dd, m - 2);
+	long double med = cm_median_ld(dd, m - 2);
 	for (size_t j = 0; j + 2 < m; j++)
 		dd[j] = fabsl(dd[j] - med);
-	long double sigma = MAD_TO_SIGMA * median_sorted(dd, m - 2) / sqrtl(6);
+	long double sigma = MAD_TO_SIGMA * cm_median_ld(dd, m - 2) / sqrtl(6);
 	free(dd);
 	return sigma;
 }
@@ -162,7 +165,7 @@ static void smooth(const long double *e, size_t m, long double *s)
 	for (size_t j = 0; j < m; j++) {
 		size_t a = j >= h ? j - h : 0, b = j + h < m ? j + h : m - 1;
 		memcpy(win, e + a, (b - a + 1) * sizeof(*win));
-		s[j] = median_sorted(win, b - a + 1);
+		s[j] = window_median(win, b - a + 1);
 	}
 }
 
@@ -188,10 +191,11 @@ static size_t first_at(const struct cm_bend_input *in, const size_t *u,
 }
 
 /* Weighted squared error of the continuous two-piece line through knots
- * at ends[0], t and ends[1], fitted to the samples u[a..b] alone. */
+ * at the samples u[a], u[b] and at t, fitted to the samples between
+ * alone (every step-th of them). */
 static long double local_error(const struct cm_bend_input *in,
 			       const size_t *u, size_t a, size_t b,
-			       uint64_t t, struct spline *tmp)
+			       uint64_t t, size_t step, struct spline *tmp)
 {
 	struct cm_bend_input sub = *in;
 	size_t i0 = u[a], i1 = u[b];
@@ -205,11 +209,11 @@ static long double local_error(const struct cm_bend_input *in,
 	tmp->t[0] = in->x[i0];
 	tmp->t[1] = t;
 	tmp->t[2] = in->x[i1];
-	if (spline_solve(tmp, &sub) < 0)
+	if (spline_solve(tmp, &sub, step) < 0)
 		return INFINITY;
 	long double sum = 0;
 	size_t j = 0;
-	for (size_t i = 0; i < sub.n; i++) {
+	for (size_t i = 0; i < sub.n; i += step) {
 		if (!sub.used[i])
 			continue;
 		long double e = (long double)sub.r[i] - spline_at(tmp, sub.x[i], &j);
@@ -228,15 +232,19 @@ static uint64_t best_knot(const struct cm_bend_input *in, const size_t *u,
 	const size_t M = CM_BEND_MIN_SAMPLES;
 	size_t lo = a + M, hi = b - M, at = lo;
 	uint64_t where = in->x[u[lo]];
-	long double least = INFINITY;
 
 	for (;;) {
+		/* errors over other samples than the level before's */
+		long double least = INFINITY;
 		size_t stride = (hi - lo) / 32 ? (hi - lo) / 32 : 1;
+		/* the coarse places need no more than ~4096 samples each */
+		size_t step = stride > 1 && (b - a) / 4096 ? (b - a) / 4096 : 1;
 		for (size_t j = lo; j <= hi; j += stride) {
 			uint64_t x0 = in->x[u[j]];
 			for (int h = 0; h < (stride == 1 && j < b - M ? 2 : 1); h++) {
 				uint64_t t = h ? x0 + (in->x[u[j + 1]] - x0) / 2 : x0;
-				long double err = local_error(in, u, a, b, t, tmp);
+				long double err = local_error(in, u, a, b, t, step,
+							       tmp);
 				if (err < least) {
 					least = err;
 					where = t;
@@ -296,11 +304,11 @@ static int rechoose(const struct cm_bend_input *in, const struct spline *sp,
 
 	for (size_t i = 0; i < in->n; i++)
 		e[i] = tmp[i] = (long double)in->r[i] - spline_at(sp, in->x[i], &j);
-	long double med = median_sorted(tmp, in->n);
+	long double med = cm_median_ld(tmp, in->n);
 	for (size_t i = 0; i < in->n; i++)
 		tmp[i] = fabsl(e[i] - med);
 	long double thr = (long double)in->o->outlier_k * MAD_TO_SIGMA *
-			  median_sorted(tmp, in->n);
+			  cm_median_ld(tmp, in->n);
 	if (thr < (long double)in->o->min_outlier_ns)
 		thr = (long double)in->o->min_outlier_ns;
 
@@ -378,7 +386,7 @@ size_t cm_bend_fit(const struct cm_bend_input *in, struct cm_knot **knots)
 	sp->t[0] = in->x[u[0]];
 	sp->t[1] = in->x[u[m - 1]];
 	for (unsigned round = 0; round < MAX_ROUNDS; round++) {
-		if (spline_solve(sp, in) < 0)
+		if (spline_solve(sp, in, 1) < 0)
 			goto fail;
 		size_t j = 0;
 		for (size_t q = 0; q < m; q++)
@@ -388,7 +396,7 @@ size_t cm_bend_fit(const struct cm_bend_input *in, struct cm_knot **knots)
 		if (add_knots(in, u, m, sp, s, thr) == 0)
 			break;
 	}
-	if (spline_solve(sp, in) < 0)
+	if (spline_solve(sp, in, 1) < 0)
 		goto fail;
 	if (sp->k == 2)
 		goto done; /* no bend */
@@ -398,7 +406,7 @@ size_t cm_bend_fit(const struct cm_bend_input *in, struct cm_knot **knots)
 	for (unsigned round = 0; round < in->o->max_rounds; round++) {
 		if (!rechoose(in, sp, e, tmp, next))
 			break;
-		if (spline_solve(sp, in) < 0) {
+		if (spline_solve(sp, in, 1) < 0) {
 			free(next);
 			goto fail;
 		}

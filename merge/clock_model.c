@@ -110,8 +110,8 @@ static long double select_ld(long double *v, size_t n, size_t k)
 }
 
 /* Median of v[0..n), n > 0: the middle value, or the mean of the two in
- * the middle.  Reorders v. */
-static long double median_ld(long double *v, size_t n)
+ * the middle.  Reorders v.  (clock_bend.c's too.) */
+long double cm_median_ld(long double *v, size_t n)
 {
 	long double upper = select_ld(v, n, n / 2);
 
@@ -270,7 +270,7 @@ static void compute_weights(const struct cm_sample *s, size_t n, double *w)
 	for (size_t i = 0; i < n; i++)
 		if (s[i].width)
 			known[k++] = (long double)s[i].width;
-	double def = k ? (double)median_ld(known, k) : 1.0;
+	double def = k ? (double)cm_median_ld(known, k) : 1.0;
 	for (size_t i = 0; i < n; i++) {
 		double width = s[i].width ? (double)s[i].width : def;
 		w[i] = 1.0 / (width * width);
@@ -292,7 +292,7 @@ static int robust_slope(const struct cm_sample *s, size_t n, long double *slope)
 		v[k++] = dy_of(&s[i], s[i - 1].y) / dx_of(&s[i], s[i - 1].x);
 	}
 	if (k)
-		*slope = median_ld(v, k);
+		*slope = cm_median_ld(v, k);
 	free(v);
 	return k ? 0 : -1;
 }
@@ -366,11 +366,11 @@ static void fit_segment(const struct cm_sample *s, size_t n, const double *w,
 	for (unsigned round = 0; round < o->max_rounds; round++) {
 		for (size_t i = 0; i < n; i++)
 			tmp[i] = r[i] = resid(ln, &s[i], s[0].x, s[0].y);
-		long double med = median_ld(tmp, n);
+		long double med = cm_median_ld(tmp, n);
 		for (size_t i = 0; i < n; i++)
 			tmp[i] = fabsl(r[i] - med);
 		long double thr = (long double)o->outlier_k * MAD_TO_SIGMA *
-				  median_ld(tmp, n);
+				  cm_median_ld(tmp, n);
 		if (thr < (long double)o->min_outlier_ns)
 			thr = (long double)o->min_outlier_ns;
 
