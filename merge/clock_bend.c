@@ -16,9 +16,12 @@
  * measured from neighbouring samples when that is larger), a knot goes
  * where it is largest, at least CM_BEND_MIN_SAMPLES samples from the
  * interval's ends; the knots' values are the weighted least-squares
- * linear spline through the samples (a tridiagonal system).  Then the
- * outliers are chosen again against the corrected model, as the line fit
- * chose them against the line.
+ * linear spline through the samples (a tridiagonal system).  Outliers
+ * are spikes: samples that stand out from the running median of their
+ * neighbours by more than outlier_k times the read noise.  They are set
+ * aside before the knots are placed and chosen again against the
+ * corrected model; a stretch of samples the model follows badly (past
+ * MAX_KNOTS) stays in, so that the error bound shows it.
  */
 #include "clock_bend.h"
 #include "vp_alloc.h"
@@ -225,26 +228,28 @@ static long double local_error(const struct cm_bend_input *in,
 /* Where in the interval of used samples u[a..b] one knot fits it best:
  * at a sample, or half-way to the next one (a clock's rate changes
  * between two samples), at least CM_BEND_MIN_SAMPLES samples from both
- * ends.  Searched coarse to fine: 33 places, then around the best. */
+ * ends.  Searched coarse to fine: 33 places over the interval (fitted to
+ * ~4096 of its samples), then 33 around the best, fitted to the samples
+ * near them (at least 512 on each side), and so on down to every one:
+ * the cost does not grow with the interval. */
 static uint64_t best_knot(const struct cm_bend_input *in, const size_t *u,
 			  size_t a, size_t b, struct spline *tmp)
 {
-	const size_t M = CM_BEND_MIN_SAMPLES;
-	size_t lo = a + M, hi = b - M, at = lo;
+	const size_t M = CM_BEND_MIN_SAMPLES, NEAR = 512;
+	size_t lo = a + M, hi = b - M, at = lo, fa = a, fb = b;
 	uint64_t where = in->x[u[lo]];
 
 	for (;;) {
 		/* errors over other samples than the level before's */
 		long double least = INFINITY;
 		size_t stride = (hi - lo) / 32 ? (hi - lo) / 32 : 1;
-		/* the coarse places need no more than ~4096 samples each */
-		size_t step = stride > 1 && (b - a) / 4096 ? (b - a) / 4096 : 1;
+		size_t step = (fb - fa) / 4096 ? (fb - fa) / 4096 : 1;
 		for (size_t j = lo; j <= hi; j += stride) {
 			uint64_t x0 = in->x[u[j]];
 			for (int h = 0; h < (stride == 1 && j < b - M ? 2 : 1); h++) {
 				uint64_t t = h ? x0 + (in->x[u[j + 1]] - x0) / 2 : x0;
-				long double err = local_error(in, u, a, b, t, step,
-							       tmp);
+				long double err = local_error(in, u, fa, fb, t,
+							      step, tmp);
 				if (err < least) {
 					least = err;
 					where = t;
@@ -256,6 +261,9 @@ static uint64_t best_knot(const struct cm_bend_input *in, const size_t *u,
 			return where;
 		lo = at >= a + M + stride ? at - stride : a + M;
 		hi = at + stride <= b - M ? at + stride : b - M;
+		size_t reach = 3 * stride > NEAR ? 3 * stride : NEAR;
+		fa = lo >= a + reach ? lo - reach : a;
+		fb = hi + reach <= b ? hi + reach : b;
 	}
 }
 
@@ -293,29 +301,27 @@ static size_t add_knots(const struct cm_bend_input *in, const size_t *u,
 	return added;
 }
 
-/* Chooses the outliers again against the corrected model: beyond
- * median + k * MAD of all samples' residuals, as the line's fit does.
- * Keeps the old choice when an interval would be left with fewer than 2
- * samples.  Returns 1 when used[] changed. */
+/* Chooses the outliers again against the corrected model, all samples
+ * alike: those that stand out from the running median of their
+ * neighbours' residuals by more than lim, as drop_spikes did before the
+ * knots.  A stretch the knots follow badly is model error, which the
+ * error bound must see, not outliers; and the samples the line's fit
+ * rejected only because the clock bent come back.  Keeps the old choice
+ * when an interval would be left with fewer than 2 samples.  Returns 1
+ * when used[] changed. */
 static int rechoose(const struct cm_bend_input *in, const struct spline *sp,
-		    long double *e, long double *tmp, unsigned char *next)
+		    long double lim, long double *e, long double *s,
+		    unsigned char *next)
 {
 	size_t j = 0;
 
 	for (size_t i = 0; i < in->n; i++)
-		e[i] = tmp[i] = (long double)in->r[i] - spline_at(sp, in->x[i], &j);
-	long double med = cm_median_ld(tmp, in->n);
-	for (size_t i = 0; i < in->n; i++)
-		tmp[i] = fabsl(e[i] - med);
-	long double thr = (long double)in->o->outlier_k * MAD_TO_SIGMA *
-			  cm_median_ld(tmp, in->n);
-	if (thr < (long double)in->o->min_outlier_ns)
-		thr = (long double)in->o->min_outlier_ns;
-
+		e[i] = (long double)in->r[i] - spline_at(sp, in->x[i], &j);
+	smooth(e, in->n, s);
 	size_t *count = vp_xcalloc(sp->k, sizeof(*count));
 	j = 0;
 	for (size_t i = 0; i < in->n; i++) {
-		next[i] = fabsl(e[i] - med) <= thr;
+		next[i] = fabsl(e[i] - s[i]) <= lim;
 		j = interval_of(sp, in->x[i], j);
 		count[j] += next[i];
 	}
@@ -330,19 +336,16 @@ static int rechoose(const struct cm_bend_input *in, const struct spline *sp,
 }
 
 /* Unmarks used samples u[0..m) that stand out from the running median
- * of their neighbours by more than outlier_k times the read noise (and
+ * of their neighbours by more than lim (outlier_k times the read noise, at least
  * min_outlier_ns): a preempted read, which would pull the knots as much
  * as a bend does.  The running median follows a bend, so no bend is
  * taken for outliers.  Returns the used samples left, u[] updated. */
 static size_t drop_spikes(const struct cm_bend_input *in, size_t *u,
-			  size_t m, long double noise, long double *e,
+			  size_t m, long double lim, long double *e,
 			  long double *s)
 {
-	long double lim = (long double)in->o->outlier_k * noise;
 	size_t k = 0;
 
-	if (lim < (long double)in->o->min_outlier_ns)
-		lim = (long double)in->o->min_outlier_ns;
 	for (size_t q = 0; q < m; q++)
 		e[q] = (long double)in->r[u[q]];
 	smooth(e, m, s);
@@ -379,7 +382,10 @@ size_t cm_bend_fit(const struct cm_bend_input *in, struct cm_knot **knots)
 	long double thr = 4 * noise;
 	if (thr < (long double)in->o->min_bend_ns)
 		thr = (long double)in->o->min_bend_ns;
-	m = drop_spikes(in, u, m, noise, e, s);
+	long double lim = (long double)in->o->outlier_k * noise;
+	if (lim < (long double)in->o->min_outlier_ns)
+		lim = (long double)in->o->min_outlier_ns;
+	m = drop_spikes(in, u, m, lim, e, s);
 	if (m < 2 * M)
 		goto done;
 	sp->k = 2;
@@ -401,10 +407,9 @@ size_t cm_bend_fit(const struct cm_bend_input *in, struct cm_knot **knots)
 	if (sp->k == 2)
 		goto done; /* no bend */
 
-	long double *tmp = s; /* n long doubles, free now */
 	unsigned char *next = vp_xcalloc(in->n, 1);
 	for (unsigned round = 0; round < in->o->max_rounds; round++) {
-		if (!rechoose(in, sp, e, tmp, next))
+		if (!rechoose(in, sp, lim, e, s, next))
 			break;
 		if (spline_solve(sp, in, 1) < 0) {
 			free(next);

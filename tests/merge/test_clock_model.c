@@ -347,7 +347,7 @@ static void test_bends(void **state)
 		printf("# bends: %zu knots, %zu rejected of %zu outliers\n",
 		       f.seg[0].nknot, f.n_rejected, outliers);
 		assert_true(f.n_rejected >= outliers);
-		assert_true(f.n_rejected <= outliers + BEND_N / 200);
+		assert_true(f.n_rejected <= outliers + BEND_N / 1000);
 		uint64_t worst = 0, worst_inv = 0;
 		size_t hint = 0;
 		for (size_t i = 0; i + 1 < BEND_N; i++) {
