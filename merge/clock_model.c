@@ -184,7 +184,8 @@ static i128 seg_invert(const struct cm_segment *g, uint64_t y, unsigned frac_bit
 	i128 x = line_invert(g, y, frac_bits);
 
 	for (int i = 0; g->nknot && i < 2; i++) {
-		i128 xq = x << (CM_Q_BITS - frac_bits);
+		/* a product: x may be below 0, where a shift is undefined */
+		i128 xq = x * ((i128)1 << (CM_Q_BITS - frac_bits));
 		x = line_invert(g, (i128)y - cm_bend_at(g->knot, g->nknot, xq),
 				frac_bits);
 	}
