@@ -33,15 +33,22 @@ for t in fuzz_pb_wire fuzz_trace_reader fuzz_tp_load fuzz_rewrite fuzz_sync_skim
   cp "$work/trace/host.pb" "$work/trace/guest.pb" "$work/$t/"
 done
 # fuzz_merge: two bytes (big-endian length of the host half), host, guest.
+# A second pair whose guest clock bends (its rate changes by 20 ppm): the
+# fit's knots (merge/clock_bend.c).
 mk fuzz_merge
-python3 - "$work/trace/host.pb" "$work/trace/guest.pb" \
-  "$work/fuzz_merge/pair" <<'PY'
+"$build/tests/vperfetto_tracegen" --host "$work/trace/bent_host.pb" \
+  --guest "$work/trace/bent_guest.pb" --seed 5 --duration-s 4 --events 10 \
+  --exchanges 3 --drift-change-ppm 20 >/dev/null
+for pair in "" bent_; do
+python3 - "$work/trace/${pair}host.pb" "$work/trace/${pair}guest.pb" \
+  "$work/fuzz_merge/${pair}pair" <<'PY'
 import sys
 h = open(sys.argv[1], 'rb').read()
 g = open(sys.argv[2], 'rb').read()
 n = min(len(h), 0xffff)
 open(sys.argv[3], 'wb').write(bytes([n >> 8, n & 0xff]) + h[:n] + g)
 PY
+done
 mk fuzz_textproto
 cat >"$work/fuzz_textproto/config.pbtxt" <<'EOF'
 buffers { size_kb: 1024 fill_policy: RING_BUFFER }
