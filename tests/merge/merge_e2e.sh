@@ -105,6 +105,14 @@ s=g['fit_boottime']['segments']
 sys.exit(0 if len(s)==1 and s[0]['knots']>=3 and
          g['fit_boottime']['residual_max_ns'] < 1000 else 1)"
 
+# ... and the host's BOOTTIME bends too (-4 ppm), at 60 % of a minute
+gen hbend --seed 24 --duration-s 60 --exchanges 100 --host-drift-change-ppm -4 \
+    --drift-change-ppm 2 --step-at 0.6 --jitter-ns 200 --outlier-every 30
+merge_and_check hbend 1000
+check "hbend: the host's fit bends, in one segment" python3 -c "
+import json,sys; s=json.load(open('$W/hbend.json'))['host']['fit']['segments']
+sys.exit(0 if len(s)==1 and s[0]['knots']>=3 else 1)"
+
 # 4. the host clock steps (suspend): two segments
 gen step --seed 13 --duration-s 20 --step-ns 30000000000 --exchanges 50
 merge_and_check step 1000

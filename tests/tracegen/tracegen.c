@@ -239,6 +239,11 @@ int tg_params_check(const struct tg_params *p, char *err, size_t errlen)
 		       -1;
 	if (!(p->drift_ppm > -1000.0 && p->drift_ppm < 1000.0))
 		return set_err(err, errlen, "drift must be within +-1000 ppm"), -1;
+	if (!(p->host_drift_change_ppm > -1000.0 &&
+	      p->host_drift_change_ppm < 1000.0))
+		return set_err(err, errlen,
+			       "host drift change must be within +-1000 ppm"),
+		       -1;
 	if (!(p->drift_ppm + p->drift_change_ppm > -1000.0 &&
 	      p->drift_ppm + p->drift_change_ppm < 1000.0))
 		return set_err(err, errlen,
@@ -336,6 +341,7 @@ static const struct pkey pkeys[] = {
 	PK(seed, PT_U64), PK(duration_ns, PT_U64), PK(sync_period_ns, PT_U64),
 	PK(offset, PT_I64), PK(tsc_ratio, PT_U64), PK(tsc_frac_bits, PT_U32),
 	PK(drift_ppm, PT_F64), PK(drift_change_ppm, PT_F64),
+	PK(host_drift_change_ppm, PT_F64),
 	PK(jitter_ns, PT_U64),
 	PK(outlier_every, PT_U32), PK(host_step_ns, PT_I64),
 	PK(host_step_at, PT_F64), PK(tsc_step, PT_I64),
@@ -552,6 +558,18 @@ static long double host_ns_at(const struct tg_params *p, long double dt)
 				 (long double)p->drift_change_ppm * 1e-6L);
 }
 
+/* What host BOOTTIME gains over its first rate dc host cycles after c0:
+ * from step_dc on it runs host_drift_change_ppm faster. */
+static long double host_bend_ns(const struct tg_params *p, long double dc)
+{
+	long double k = (long double)step_dc(p);
+
+	if (!p->host_drift_change_ppm || dc < k)
+		return 0;
+	return (dc - k) * 1e9L / (long double)p->host_hz *
+	       (long double)p->host_drift_change_ppm * 1e-6L;
+}
+
 static uint64_t add_signed(uint64_t base, long double delta_ns)
 {
 	return base + (uint64_t)(int64_t)llroundl(delta_ns);
@@ -561,7 +579,8 @@ uint64_t tg_host_boottime_at(const struct tg_params *p, uint64_t c)
 {
 	int64_t dc = (int64_t)(c - p->c0);
 	uint64_t v = add_signed(p->hb0, (long double)dc * 1e9L /
-					      (long double)p->host_hz);
+					      (long double)p->host_hz +
+					      host_bend_ns(p, (long double)dc));
 
 	if (p->host_step_ns && dc >= (int64_t)step_dc(p))
 		v += (uint64_t)p->host_step_ns;
@@ -596,13 +615,11 @@ uint64_t tg_truth_guest_to_host(const struct tg_params *p, uint64_t t)
 {
 	int64_t dt = (int64_t)(t - p->gb0);
 	long double host_ns = host_ns_at(p, (long double)dt);
-	uint64_t v = add_signed(p->hb0, host_ns);
+	long double dc = host_ns * (long double)p->host_hz / 1e9L;
+	uint64_t v = add_signed(p->hb0, host_ns + host_bend_ns(p, dc));
 
-	if (p->host_step_ns) {
-		long double dc = host_ns * (long double)p->host_hz / 1e9L;
-		if (dc >= (long double)step_dc(p))
-			v += (uint64_t)p->host_step_ns;
-	}
+	if (p->host_step_ns && dc >= (long double)step_dc(p))
+		v += (uint64_t)p->host_step_ns;
 	return v;
 }
 

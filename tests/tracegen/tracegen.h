@@ -19,7 +19,8 @@
  *                                  * (1 + delta)
  *                    (with drift_change_ppm, the rate 1 + delta holds up to
  *                    c_step and 1 + delta + change * 1e-6 from there on:
- *                    the clock bends there, it does not jump)
+ *                    the clock bends there, it does not jump;
+ *                    host_drift_change_ppm bends hb(c) the same way)
  *   guest MONOTONIC  gm     = gb - guest_mono_lag_ns  (a fixed suspend offset)
  *   guest REALTIME   gr     = gb + guest_realtime_offset_ns
  *
@@ -84,6 +85,8 @@ struct tg_params {
 	double drift_change_ppm;    /* ... changes by this much at the step
 				     * point (NTP retuning the guest clock):
 				     * continuous, no quiet periods; 0 = none */
+	double host_drift_change_ppm; /* host BOOTTIME's rate against the
+				     * counter changes by this much there */
 	uint64_t jitter_ns;         /* uniform +- on each sync clock read */
 	uint32_t outlier_every;     /* every Nth guest sync sample +50 us; 0 off */
 	int64_t host_step_ns;       /* host BOOTTIME jump (>= 0); 0 = none */

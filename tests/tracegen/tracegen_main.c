@@ -30,6 +30,7 @@ static void usage(FILE *f)
 "  --tsc-scaling R:F    ratio R / 2^F (default 2^48:48, i.e. 1)\n"
 "  --drift-ppm X        guest BOOTTIME rate error (default 25)\n"
 "  --drift-change-ppm X ... changes by X ppm at --step-at (default 0)\n"
+"  --host-drift-change-ppm X  host BOOTTIME's rate changes by X ppm there\n"
 "  --jitter-ns N        uniform +- N on every sync clock read (default 100)\n"
 "  --outlier-every N    every Nth guest sync sample +50 us (default 0: none)\n"
 "  --step-ns N          host BOOTTIME jumps forward by N (a suspend gap)\n"
@@ -234,6 +235,9 @@ int main(int argc, char **argv)
 				return bad_arg(o, v);
 		} else if (!strcmp(o, "--drift-change-ppm")) {
 			if (parse_f64(v, &p.drift_change_ppm))
+				return bad_arg(o, v);
+		} else if (!strcmp(o, "--host-drift-change-ppm")) {
+			if (parse_f64(v, &p.host_drift_change_ppm))
 				return bad_arg(o, v);
 		} else if (!strcmp(o, "--jitter-ns")) {
 			if (parse_u64(v, &p.jitter_ns))
