@@ -602,6 +602,23 @@ static bool map_via(void *ctx, uint32_t clock, uint64_t in, uint64_t *out)
 	return map_onto(&m->onto, m->onto.target, host, out);
 }
 
+/* Says what the scan of a trace did not keep of its sync data, to stay
+ * within its memory bound (sync_scan.h). */
+static void warn_thinned(struct merge_result *res, const char *side,
+			 const char *path, const struct sync_data *d)
+{
+	size_t thinned = sync_data_thinned(d);
+
+	if (thinned)
+		warn(res, "%s %s: %zu sync samples and exchanges of more than "
+		     "%d of a kind were left out, an even spread of them kept, "
+		     "to bound the merge's memory", side, path, thinned,
+		     SYNC_MAX_SAMPLES);
+	if (d->n_kvm_dropped)
+		warn(res, "%s %s: %zu kvm_tsc changes beyond the first %d were "
+		     "ignored", side, path, d->n_kvm_dropped, SYNC_MAX_KVM);
+}
+
 /* Picks the counter relation for guest gi: command line, kvm_tsc in the host
  * trace, the guest's sync exchanges, or ratio 1 offset 0. */
 /* A value of the counter offset and the host time its first record was
@@ -942,6 +959,7 @@ static int model_guest(const struct merge_opts *o, size_t gi,
 	g->n_snapshot_samples = gd->n_snapshot_samples;
 	g->n_event_samples = gd->n_event_samples;
 	memset(gm, 0, sizeof(*gm));
+	warn_thinned(res, "guest", g->path, gd);
 
 	if (gi < o->n_offset_ns) {
 		/* Given by hand: no model, whatever sync data there is. */
@@ -1778,6 +1796,7 @@ int merge_run(const struct merge_opts *o, struct merge_result *res,
 	res->max_host_seq = hd->max_seq_id;
 	res->n_kvm_records = hd->n_kvm;
 	res->host_incremental_64 = hd->n_incremental_64;
+	warn_thinned(res, "host", o->host, hd);
 
 	/* Pass 3: the host clock model (onto a guest's axis, the host's
 	 * other clock too, for the host's own packets on it). */

@@ -91,10 +91,65 @@ struct sync_scanner {
 	struct vp_error *err;
 };
 
+/* Whether the next value offered to the array arr of *n elements of
+ * `size` bytes is kept (sync_scan.h, SYNC_MAX_SAMPLES): every stride-th
+ * one is; a full array first drops every other element, and the stride
+ * doubles. */
+static bool thin_keep(struct thinning *t, void *arr, size_t *n, size_t size)
+{
+	size_t k = t->offered++;
+
+	if (!t->stride)
+		t->stride = 1;
+	if (k % t->stride)
+		return false;
+	if (*n < SYNC_MAX_SAMPLES)
+		return true;
+	/* element i was offered as number i * stride: keep the even ones */
+	unsigned char *a = arr;
+	for (size_t i = 1; 2 * i < *n; i++)
+		memcpy(a + i * size, a + 2 * i * size, size);
+	*n = (*n + 1) / 2;
+	t->stride *= 2;
+	return k % t->stride == 0;
+}
+
+size_t sync_data_thinned(const struct sync_data *d)
+{
+	return d->boot.thin.offered - d->boot.n +
+	       d->mono.thin.offered - d->mono.n +
+	       d->realtime.thin.offered - d->realtime.n +
+	       d->ex_thin.offered - d->n_ex;
+}
+
 static void push_sample(struct sample_vec *v, uint64_t x, uint64_t y)
 {
+	if (!thin_keep(&v->thin, v->v, &v->n, sizeof(*v->v)))
+		return;
 	VP_XGROW(v->v, v->cap, v->n + 1);
 	v->v[v->n++] = (struct cm_sample){.x = x, .y = y, .width = 0};
+}
+
+/* Keeps a kvm_tsc record that changes a value of its vCPU (the last 64
+ * records are looked at: a producer writes one per change, and maybe
+ * again now and then), up to SYNC_MAX_KVM. */
+static void push_kvm(struct sync_data *d, const struct kvm_tsc_record *r)
+{
+	for (size_t i = d->n_kvm, looked = 0; i-- > 0 && looked < 64; looked++) {
+		const struct kvm_tsc_record *p = &d->kvm[i];
+		if (p->vm_pid != r->vm_pid || p->vcpu != r->vcpu)
+			continue;
+		if (p->tsc_offset == r->tsc_offset && p->ratio == r->ratio &&
+		    p->frac_bits == r->frac_bits)
+			return;
+		break;
+	}
+	if (d->n_kvm >= SYNC_MAX_KVM) {
+		d->n_kvm_dropped++;
+		return;
+	}
+	VP_XGROW(d->kvm, d->cap_kvm, d->n_kvm + 1);
+	d->kvm[d->n_kvm++] = *r;
 }
 
 struct sync_scanner *sync_scanner_new(const char *path)
@@ -343,6 +398,8 @@ static int scan_track_event(struct sync_scanner *s, const struct seq *q,
 			d->n_bad_sync_events++;
 			return 0;
 		}
+		if (!thin_keep(&d->ex_thin, d->ex, &d->n_ex, sizeof(*d->ex)))
+			return 0;
 		VP_XGROW(d->ex, d->cap_ex, d->n_ex + 1);
 		d->ex[d->n_ex++] = (struct cm_exchange){
 			.guest_send = v[K_ANN_SEND],
@@ -355,15 +412,14 @@ static int scan_track_event(struct sync_scanner *s, const struct seq *q,
 			d->n_bad_sync_events++;
 			return 0;
 		}
-		VP_XGROW(d->kvm, d->cap_kvm, d->n_kvm + 1);
-		d->kvm[d->n_kvm++] = (struct kvm_tsc_record){
+		push_kvm(d, &(struct kvm_tsc_record){
 			.vm_pid = (int64_t)v[K_ANN_VM_PID],
 			.vcpu = (int64_t)v[K_ANN_VCPU],
 			.tsc_offset = (int64_t)v[K_ANN_TSC_OFFSET],
 			.ratio = has[K_ANN_TSC_RATIO] ? v[K_ANN_TSC_RATIO] : 0,
 			.frac_bits = v[K_ANN_TSC_FRAC],
 			.ts = ts,
-		};
+		});
 	}
 	return 0;
 }

@@ -34,9 +34,24 @@ struct kvm_tsc_record {
 	uint64_t ts;        /* packet timestamp, as written */
 };
 
+/* What the scan keeps of a trace's sync data, whatever its size (the
+ * merge's memory is bounded): of each kind of sample and of the
+ * exchanges, at most SYNC_MAX_SAMPLES, an even spread of all (when full,
+ * every other one is dropped and from then on only every other one
+ * offered is kept; `offered` counts them all); of the kvm_tsc records,
+ * those that change a value of their vCPU, at most SYNC_MAX_KVM. */
+#define SYNC_MAX_SAMPLES 131072
+#define SYNC_MAX_KVM 65536
+
+/* Kept entries of an array thinned as above. */
+struct thinning {
+	size_t offered, stride;
+};
+
 struct sample_vec {
 	struct cm_sample *v;
 	size_t n, cap;
+	struct thinning thin;
 };
 
 /* Sequences of ids below this have their load measured (seq_load). */
@@ -60,8 +75,10 @@ struct sync_data {
 	size_t n_compressed;         /* packets with compressed_packets */
 	struct cm_exchange *ex;
 	size_t n_ex, cap_ex;
+	struct thinning ex_thin;
 	struct kvm_tsc_record *kvm;
 	size_t n_kvm, cap_kvm;
+	size_t n_kvm_dropped;        /* changes beyond SYNC_MAX_KVM */
 	uint32_t max_seq_id;
 	uint32_t max_machine_id;     /* largest TracePacket.machine_id seen */
 	bool have_cpu;               /* an FtraceEventBundle.cpu was seen */
@@ -76,6 +93,9 @@ struct sync_data {
 };
 
 struct sync_scanner;
+
+/* Sync samples and exchanges the scan offered but did not keep. */
+size_t sync_data_thinned(const struct sync_data *d);
 
 struct sync_scanner *sync_scanner_new(const char *path);
 void sync_scanner_free(struct sync_scanner *s);

@@ -113,6 +113,14 @@ check "hbend: the host's fit bends, in one segment" python3 -c "
 import json,sys; s=json.load(open('$W/hbend.json'))['host']['fit']['segments']
 sys.exit(0 if len(s)==1 and s[0]['knots']>=3 else 1)"
 
+# 3c. more sync samples and exchanges than the scan keeps (150k, 1 ms
+# apart): an even spread of them, said in a warning, and the truth still
+gen thin --seed 8 --duration-s 150 --sync-period-ms 1 --exchanges 150000 \
+    --events 2000 --drift-change-ppm 1
+merge_and_check thin 1000
+check "thin: the report says samples were left out" \
+      grep -q "left out, an even spread of them kept" "$W/thin.json"
+
 # 4. the host clock steps (suspend): two segments
 gen step --seed 13 --duration-s 20 --step-ns 30000000000 --exchanges 50
 merge_and_check step 1000

@@ -7,7 +7,8 @@
 # compact_sched bundles, nearly all on one sequence: the shape that once
 # took 660 MiB on two threads) on 1, 2 and as many threads as there are
 # CPUs, and fails when the peak RSS of any run exceeds 64 MiB or the
-# outputs differ.  The traces go under /tmp and are removed.
+# outputs differ; then a trace of 600k sync samples a side, which must
+# stay within 64 MiB too.  The traces go under /tmp and are removed.
 set -uo pipefail
 # Generated traces are of small packets, which the merge rewrites on one
 # thread whatever --threads says; here two threads must really be two.
@@ -39,5 +40,21 @@ for t in $(printf '%s\n' 1 2 "$ncpu" | sort -nu); do
   elif cmp -s "$first" "$W/out.$t.pb"; then ok "--threads $t: same bytes as --threads 1"; rm -f "$W/out.$t.pb"
   else bad "--threads $t: output differs from --threads 1"; fi
 done
+rm -f "$W"/*.pb
+
+# The sync data is bounded too: 600k samples a side (10 minutes every
+# 1 ms), of which the scan keeps an even spread (sync_scan.h).
+"$TG" --host "$W/sh.pb" --guest "$W/sg.pb" --seed 7 --duration-s 600 \
+  --sync-period-ms 1 --events 2000 --exchanges 200000 >/dev/null
+if /usr/bin/time -f %M -o "$W/rss" "$MERGE" "$W/sh.pb" "$W/sg.pb" \
+     -o "$W/s.out.pb" 2>"$W/log"; then
+  rss=$(tail -1 "$W/rss")
+  if [ "$rss" -le "$LIMIT_KIB" ]; then ok "600k sync samples: peak RSS $((rss / 1024)) MiB <= 64 MiB"
+  else bad "600k sync samples: peak RSS $((rss / 1024)) MiB > 64 MiB"; fi
+  if grep -q "left out, an even spread of them kept" "$W/log"; then ok "600k sync samples: the thinning is reported"
+  else bad "600k sync samples: the thinning is reported"; sed 's/^/    /' "$W/log"; fi
+else
+  bad "600k sync samples: merge"; sed 's/^/    /' "$W/log"
+fi
 echo "# $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
