@@ -260,6 +260,63 @@ static void put_sync_snapshot(struct pb_buf *b, uint64_t boot, uint64_t ctr)
 	pb_end_nested(b, m);
 }
 
+static void put_kvm(struct pb_buf *b, uint64_t ts, int64_t vcpu, int64_t off)
+{
+	pb_put_varint(b, TP_TIMESTAMP, ts);
+	size_t m = pb_begin_nested(b, TP_TRACK_EVENT);
+	pb_put_string(b, TE_CATEGORIES, "vperfetto");
+	pb_put_string(b, TE_NAME, "kvm_tsc");
+	put_annotation(b, "vm_pid", 0, DA_INT_VALUE, 4242);
+	put_annotation(b, "vcpu", 0, DA_INT_VALUE, (uint64_t)vcpu);
+	put_annotation(b, "tsc_offset", 0, DA_INT_VALUE, (uint64_t)off);
+	pb_end_nested(b, m);
+}
+
+/* More samples than SYNC_MAX_SAMPLES: an even spread of them is kept
+ * (every stride-th of those offered, in order), the rest counted; a
+ * kvm_tsc record that repeats its vCPU's values is not kept. */
+static void test_thinning(void **state)
+{
+	(void)state;
+	struct sync_scanner *s = sync_scanner_new("x.pb");
+	struct pb_buf b;
+	const size_t n = 3 * SYNC_MAX_SAMPLES + 5;
+	pb_buf_init(&b);
+
+	for (size_t i = 0; i < n; i++) {
+		put_sync_snapshot(&b, 1000000 + 3 * i, 5000 + i);
+		scan(s, &b);
+	}
+	struct sync_data *d = sync_scanner_data(s);
+	/* offered 3 * 2^17 + 5: thinned twice, every 4th kept */
+	assert_int_equal(d->boot.thin.offered, n);
+	assert_int_equal(d->boot.thin.stride, 4);
+	assert_int_equal(d->boot.n, (n + 3) / 4);
+	assert_true(d->boot.n <= SYNC_MAX_SAMPLES);
+	for (size_t i = 0; i < d->boot.n; i++) {
+		assert_int_equal(d->boot.v[i].x, 5000 + 4 * i);
+		assert_int_equal(d->boot.v[i].y, 1000000 + 12 * i);
+	}
+	assert_int_equal(sync_data_thinned(d), n - d->boot.n);
+
+	/* vcpu 0: 7, 7 (kept once), 8; vcpu 1: 7 between them */
+	put_kvm(&b, 10, 0, 7);
+	scan(s, &b);
+	put_kvm(&b, 11, 1, 7);
+	scan(s, &b);
+	put_kvm(&b, 12, 0, 7);
+	scan(s, &b);
+	put_kvm(&b, 13, 0, 8);
+	scan(s, &b);
+	assert_int_equal(d->n_kvm, 3);
+	assert_int_equal(d->kvm[0].ts, 10);
+	assert_int_equal(d->kvm[1].ts, 11);
+	assert_int_equal(d->kvm[2].ts, 13);
+	assert_int_equal(d->n_kvm_dropped, 0);
+	pb_buf_free(&b);
+	sync_scanner_free(s);
+}
+
 /* Appends packet p to the trace t and empties p. */
 static void add_packet(struct pb_buf *t, struct pb_buf *p)
 {
@@ -472,6 +529,7 @@ int main(void)
 		cmocka_unit_test(test_literal_and_interned),
 		cmocka_unit_test(test_snapshots),
 		cmocka_unit_test(test_exchanges_and_kvm),
+		cmocka_unit_test(test_thinning),
 		cmocka_unit_test(test_malformed),
 		cmocka_unit_test(test_skim_as_plain),
 		cmocka_unit_test(test_skim_reads_little),
