@@ -49,7 +49,11 @@ rm -f "$W"/*.pb
 if /usr/bin/time -f %M -o "$W/rss" "$MERGE" "$W/sh.pb" "$W/sg.pb" \
      -o "$W/s.out.pb" 2>"$W/log"; then
   rss=$(tail -1 "$W/rss")
-  if [ "$rss" -le "$LIMIT_KIB" ]; then ok "600k sync samples: peak RSS $((rss / 1024)) MiB <= 64 MiB"
+  if [ -n "${ASAN_OPTIONS:-}${TSAN_OPTIONS:-}" ]; then
+    # A sanitizer's shadow memory and its quarantine of freed blocks
+    # (the fits free arrays of MiBs) are not the merge's.
+    echo "# skip: 600k sync samples: peak RSS $((rss / 1024)) MiB not held to 64 MiB under a sanitizer"
+  elif [ "$rss" -le "$LIMIT_KIB" ]; then ok "600k sync samples: peak RSS $((rss / 1024)) MiB <= 64 MiB"
   else bad "600k sync samples: peak RSS $((rss / 1024)) MiB > 64 MiB"; fi
   if grep -q "left out, an even spread of them kept" "$W/log"; then ok "600k sync samples: the thinning is reported"
   else bad "600k sync samples: the thinning is reported"; sed 's/^/    /' "$W/log"; fi
