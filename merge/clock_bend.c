@@ -24,6 +24,7 @@
  * MAX_KNOTS) stays in, so that the error bound shows it.
  */
 #include "clock_bend.h"
+#include "median.h"
 #include "vp_alloc.h"
 
 #include <math.h>
@@ -39,8 +40,6 @@ typedef cm_i128 i128;
 #define MAX_ROUNDS 12
 /* A correction beyond this (about 18 minutes) is no bend of a clock. */
 #define MAX_CORRECTION_NS ((int64_t)1 << 40)
-
-#define MAD_TO_SIGMA 1.4826L
 
 /* Median of a running window (at most CM_BEND_MIN_SAMPLES + 1 values):
  * insertion sort, which beats any call for so few. */
@@ -151,10 +150,10 @@ static long double read_noise(const struct cm_bend_input *in,
 		dd[j - 1] = (long double)in->r[u[j - 1]] -
 			    2 * (long double)in->r[u[j]] +
 			    (long double)in->r[u[j + 1]];
-	long double med = cm_median_ld(dd, m - 2);
+	long double med = median_ld(dd, m - 2);
 	for (size_t j = 0; j + 2 < m; j++)
 		dd[j] = fabsl(dd[j] - med);
-	long double sigma = MAD_TO_SIGMA * cm_median_ld(dd, m - 2) / sqrtl(6);
+	long double sigma = MAD_TO_SIGMA * median_ld(dd, m - 2) / sqrtl(6);
 	free(dd);
 	return sigma;
 }
@@ -391,9 +390,11 @@ size_t cm_bend_fit(const struct cm_bend_input *in, struct cm_knot **knots)
 	sp->k = 2;
 	sp->t[0] = in->x[u[0]];
 	sp->t[1] = in->x[u[m - 1]];
-	for (unsigned round = 0; round < MAX_ROUNDS; round++) {
+	for (unsigned round = 0;; round++) {
 		if (spline_solve(sp, in, 1) < 0)
-			goto fail;
+			goto done;
+		if (round == MAX_ROUNDS)
+			break;
 		size_t j = 0;
 		for (size_t q = 0; q < m; q++)
 			e[q] = (long double)in->r[u[q]] -
@@ -402,8 +403,6 @@ size_t cm_bend_fit(const struct cm_bend_input *in, struct cm_knot **knots)
 		if (add_knots(in, u, m, sp, s, thr) == 0)
 			break;
 	}
-	if (spline_solve(sp, in, 1) < 0)
-		goto fail;
 	if (sp->k == 2)
 		goto done; /* no bend */
 
@@ -413,7 +412,7 @@ size_t cm_bend_fit(const struct cm_bend_input *in, struct cm_knot **knots)
 			break;
 		if (spline_solve(sp, in, 1) < 0) {
 			free(next);
-			goto fail;
+			goto done;
 		}
 	}
 	free(next);
@@ -422,7 +421,6 @@ size_t cm_bend_fit(const struct cm_bend_input *in, struct cm_knot **knots)
 		(*knots)[i] = (struct cm_knot){sp->t[i],
 					       (int64_t)llroundl(sp->c[i])};
 	out = sp->k;
-fail:
 done:
 	if (!out)
 		memcpy(in->used, keep, in->n); /* as it came */

@@ -39,7 +39,4 @@ size_t cm_bend_fit(const struct cm_bend_input *in, struct cm_knot **knots);
  * between knots, and the end pieces' lines beyond them. */
 cm_i128 cm_bend_at(const struct cm_knot *k, size_t n, cm_i128 xq);
 
-/* Median of v[0..n), n > 0, reordering v (clock_model.c): in O(n). */
-long double cm_median_ld(long double *v, size_t n);
-
 #endif /* VP_CLOCK_BEND_H */

@@ -10,6 +10,7 @@
  */
 #include "clock_model.h"
 #include "clock_bend.h"
+#include "median.h"
 #include "vp_alloc.h"
 
 #include <math.h>
@@ -22,9 +23,6 @@ __extension__ typedef __int128 i128;
 /* Slopes a clock may have against a counter, ns/cycle. */
 #define SLOPE_MIN 0x1p-40L
 #define SLOPE_MAX 0x1p40L
-
-/* MAD of a normal distribution -> its standard deviation. */
-#define MAD_TO_SIGMA 1.4826L
 
 /* A line fitted to a segment, relative to the segment's first sample
  * (x0, y0): y - y0 = my + slope * ((x - x0) - mx). */
@@ -52,77 +50,6 @@ static int cmp_sample(const void *a, const void *b)
 	if (p->y != q->y)
 		return p->y < q->y ? -1 : 1;
 	return 0;
-}
-
-static int cmp_ld(const void *a, const void *b)
-{
-	long double p = *(const long double *)a, q = *(const long double *)b;
-	return p < q ? -1 : p > q ? 1 : 0;
-}
-
-static void swap_ld(long double *a, long double *b)
-{
-	long double t = *a;
-	*a = *b;
-	*b = t;
-}
-
-/* The k-th smallest of v[0..n) (k < n), with every element before it no
- * larger and every one after it no smaller.  Reorders v.  Quickselect,
- * three ways (ties, which residuals in whole ns have many, end a round):
- * O(n) on most inputs; after about 2 log2(n) rounds without an end
- * (inputs made to defeat the pivot) what is left is sorted: O(n log n)
- * at worst. */
-static long double select_ld(long double *v, size_t n, size_t k)
-{
-	ptrdiff_t lo = 0, hi = (ptrdiff_t)n - 1, want = (ptrdiff_t)k;
-	unsigned rounds = 8;
-
-	for (size_t m = n; m > 1; m >>= 1)
-		rounds += 2;
-	while (hi > lo) {
-		if (rounds-- == 0) {
-			qsort(v + lo, (size_t)(hi - lo + 1), sizeof(*v), cmp_ld);
-			break;
-		}
-		/* the median of the first, middle and last as the pivot */
-		long double a = v[lo], b = v[lo + (hi - lo) / 2], c = v[hi];
-		long double p = a < b ? (b < c ? b : a < c ? c : a)
-				      : (a < c ? a : b < c ? c : b);
-		/* v[lo..lt) < p, v[lt..i) == p, v(gt..hi] > p */
-		ptrdiff_t lt = lo, i = lo, gt = hi;
-		while (i <= gt) {
-			if (v[i] < p)
-				swap_ld(&v[lt++], &v[i++]);
-			else if (p < v[i])
-				swap_ld(&v[i], &v[gt--]);
-			else
-				i++;
-		}
-		if (want < lt)
-			hi = lt - 1;
-		else if (want > gt)
-			lo = gt + 1;
-		else
-			return v[want]; /* among those equal to the pivot */
-	}
-	return v[want];
-}
-
-/* Median of v[0..n), n > 0: the middle value, or the mean of the two in
- * the middle.  Reorders v.  (clock_bend.c's too.) */
-long double cm_median_ld(long double *v, size_t n)
-{
-	long double upper = select_ld(v, n, n / 2);
-
-	if (n % 2)
-		return upper;
-	/* the largest of the n/2 before it is the other middle value */
-	long double lower = v[0];
-	for (size_t i = 1; i < n / 2; i++)
-		if (v[i] > lower)
-			lower = v[i];
-	return (lower + upper) / 2;
 }
 
 /* x and y of a sample relative to a reference sample, as long double.  The
@@ -192,8 +119,30 @@ static i128 seg_invert(const struct cm_segment *g, uint64_t y, unsigned frac_bit
 	return x;
 }
 
+/* The fitted clock at the segment's ends and the residuals of its used
+ * samples, with the bends' correction when it has one. */
 static void segment_stats(struct cm_segment *g, const struct cm_sample *s,
-			  size_t n, const unsigned char *used);
+			  size_t n, const unsigned char *used)
+{
+	g->y_first = seg_eval(g, g->x_first);
+	g->y_last = seg_eval(g, g->x_last);
+
+	double sum2 = 0, rmax = 0;
+	g->n_used = g->n_rejected = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!used[i]) {
+			g->n_rejected++;
+			continue;
+		}
+		double r = (double)((i128)s[i].y - (i128)seg_eval(g, s[i].x));
+		sum2 += r * r;
+		if (fabs(r) > rmax)
+			rmax = fabs(r);
+		g->n_used++;
+	}
+	g->resid_rms_ns = g->n_used ? sqrt(sum2 / (double)g->n_used) : 0;
+	g->resid_max_ns = rmax;
+}
 
 /* Turns a fitted line over s[0..n) into the fixed-point segment g and
  * computes its residual statistics over the used samples. */
@@ -234,31 +183,6 @@ static void make_segment(struct cm_segment *g, const struct cm_sample *s,
 	segment_stats(g, s, n, used);
 }
 
-/* The fitted clock at the segment's ends and the residuals of its used
- * samples, with the bends' correction when it has one. */
-static void segment_stats(struct cm_segment *g, const struct cm_sample *s,
-			  size_t n, const unsigned char *used)
-{
-	g->y_first = seg_eval(g, g->x_first);
-	g->y_last = seg_eval(g, g->x_last);
-
-	double sum2 = 0, rmax = 0;
-	g->n_used = g->n_rejected = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (!used[i]) {
-			g->n_rejected++;
-			continue;
-		}
-		double r = (double)((i128)s[i].y - (i128)seg_eval(g, s[i].x));
-		sum2 += r * r;
-		if (fabs(r) > rmax)
-			rmax = fabs(r);
-		g->n_used++;
-	}
-	g->resid_rms_ns = g->n_used ? sqrt(sum2 / (double)g->n_used) : 0;
-	g->resid_max_ns = rmax;
-}
-
 /* ---- fitting ------------------------------------------------------------ */
 
 /* Weight of each sample: 1/width^2, unknown widths (0) replaced by the
@@ -271,7 +195,7 @@ static void compute_weights(const struct cm_sample *s, size_t n, double *w)
 	for (size_t i = 0; i < n; i++)
 		if (s[i].width)
 			known[k++] = (long double)s[i].width;
-	double def = k ? (double)cm_median_ld(known, k) : 1.0;
+	double def = k ? (double)median_ld(known, k) : 1.0;
 	for (size_t i = 0; i < n; i++) {
 		double width = s[i].width ? (double)s[i].width : def;
 		w[i] = 1.0 / (width * width);
@@ -293,7 +217,7 @@ static int robust_slope(const struct cm_sample *s, size_t n, long double *slope)
 		v[k++] = dy_of(&s[i], s[i - 1].y) / dx_of(&s[i], s[i - 1].x);
 	}
 	if (k)
-		*slope = cm_median_ld(v, k);
+		*slope = median_ld(v, k);
 	free(v);
 	return k ? 0 : -1;
 }
@@ -367,11 +291,11 @@ static void fit_segment(const struct cm_sample *s, size_t n, const double *w,
 	for (unsigned round = 0; round < o->max_rounds; round++) {
 		for (size_t i = 0; i < n; i++)
 			tmp[i] = r[i] = resid(ln, &s[i], s[0].x, s[0].y);
-		long double med = cm_median_ld(tmp, n);
+		long double med = median_ld(tmp, n);
 		for (size_t i = 0; i < n; i++)
 			tmp[i] = fabsl(r[i] - med);
 		long double thr = (long double)o->outlier_k * MAD_TO_SIGMA *
-				  cm_median_ld(tmp, n);
+				  median_ld(tmp, n);
 		if (thr < (long double)o->min_outlier_ns)
 			thr = (long double)o->min_outlier_ns;
 
