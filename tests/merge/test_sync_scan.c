@@ -313,6 +313,18 @@ static void test_thinning(void **state)
 	assert_int_equal(d->kvm[1].ts, 11);
 	assert_int_equal(d->kvm[2].ts, 13);
 	assert_int_equal(d->n_kvm_dropped, 0);
+
+	/* changes past SYNC_MAX_KVM are counted, not kept; a repeat of the
+	 * last one kept is no change and no drop */
+	for (size_t i = d->n_kvm; i < SYNC_MAX_KVM + 100; i++) {
+		put_kvm(&b, 100 + i, 0, (int64_t)(9 + i));
+		scan(s, &b);
+	}
+	assert_int_equal(d->n_kvm, SYNC_MAX_KVM);
+	assert_int_equal(d->n_kvm_dropped, 100);
+	put_kvm(&b, 1u << 30, 0, d->kvm[d->n_kvm - 1].tsc_offset);
+	scan(s, &b);
+	assert_int_equal(d->n_kvm_dropped, 100);
 	pb_buf_free(&b);
 	sync_scanner_free(s);
 }
