@@ -179,6 +179,22 @@ run_tests() {
   [ "$FAILED" -eq 0 ]
 }
 
+# fuzz_one EXE SECONDS CORPUS: one libFuzzer target for SECONDS from its
+# seeds; writes build-fuzz/<target>.log and .status (ok or failed).
+fuzz_one() {
+  local exe=$1 secs=$2 corpus=$3 t
+  t=$(basename "$exe")
+  rm -f "build-fuzz/$t.status"
+  if UBSAN_OPTIONS=halt_on_error=1:abort_on_error=1:print_stacktrace=1 \
+     "$exe" -max_total_time="$secs" -max_len=65536 -print_final_stats=0 \
+       "$corpus/$t" "tests/fuzz/seeds/$t" "$corpus/trace" \
+       >"build-fuzz/$t.log" 2>&1; then
+    echo ok >"build-fuzz/$t.status"
+  else
+    echo failed >"build-fuzz/$t.status"
+  fi
+}
+
 fuzz() {
   local secs=${1:-60}
   say "libFuzzer targets, ${secs}s each"
@@ -200,14 +216,18 @@ fuzz() {
       cp "$d/trace.pb" "$corpus/trace/$(basename "$d").pb"
     done
   fi
-  local total=0 failed=0
+  # Targets run side by side, one per CPU: each gets its full time and
+  # the wall time is divided by the CPUs.
+  local jobs
+  jobs=$(nproc 2>/dev/null || echo 1)
+  local total=0 failed=0 running=0
   local exe t
+  local -a targets=()
   # Every libFuzzer target the build made (tests/*/fuzz_*, and one level
   # deeper: tests/probes/*/fuzz_*).
   for exe in build-fuzz/tests/*/fuzz_* build-fuzz/tests/*/*/fuzz_*; do
     [ -f "$exe" ] && [ -x "$exe" ] || continue
     t=$(basename "$exe")
-    mkdir -p "$corpus/$t"
     total=$((total + 1))
     # Each target starts from its checked-in seeds (tests/fuzz/make_seeds.sh);
     # what it finds goes to build-fuzz/corpus/<target>.
@@ -216,10 +236,19 @@ fuzz() {
       echo "fuzz: $t has no seed corpus in tests/fuzz/seeds/$t"
       continue
     fi
-    if UBSAN_OPTIONS=halt_on_error=1:abort_on_error=1:print_stacktrace=1 \
-       "$exe" -max_total_time="$secs" -max_len=65536 -print_final_stats=0 \
-         "$corpus/$t" "tests/fuzz/seeds/$t" "$corpus/trace" \
-         >"build-fuzz/$t.log" 2>&1; then
+    mkdir -p "$corpus/$t"
+    targets+=("$t")
+    fuzz_one "$exe" "$secs" "$corpus" &
+    running=$((running + 1))
+    if [ "$running" -ge "$jobs" ]; then
+      wait -n || true
+      running=$((running - 1))
+    fi
+  done
+  wait || true
+  # The verdicts, in order: each run left build-fuzz/<target>.status.
+  for t in "${targets[@]}"; do
+    if [ "$(cat "build-fuzz/$t.status" 2>/dev/null)" = ok ]; then
       echo "fuzz: $t ok ($(grep -c . "build-fuzz/$t.log") log lines)"
     else
       failed=$((failed + 1))
