@@ -334,6 +334,37 @@ static int rechoose(const struct cm_bend_input *in, const struct spline *sp,
 	return 1;
 }
 
+/* floor((num + den/2) / den) for den > 0: num / den to the nearest. */
+static i128 div_nearest(i128 num, i128 den)
+{
+	i128 n = num + den / 2;
+	i128 q = n / den;
+	if (n % den != 0 && n < 0)
+		q--;
+	return q;
+}
+
+/* Each knot's rate: the difference of its correction and the next one's
+ * over their distance, in as many bits as keep |rate_q| below 2^44 (so
+ * any counter's product stays within 128 bits) up to CM_KNOT_MAX_RSHIFT
+ * (so the difference shifted fits too: |dc| < 2^42).  The relative error
+ * is below 2^-43, a small fraction of a ns over a piece. */
+static void set_rates(struct cm_knot *k, size_t n)
+{
+	for (size_t i = 0; i + 1 < n; i++) {
+		i128 dc = (i128)k[i + 1].c - k[i].c;
+		i128 span = (i128)(k[i + 1].x - k[i].x) << CM_Q_BITS;
+		i128 mag = dc < 0 ? -dc : dc;
+		unsigned sh = CM_KNOT_MAX_RSHIFT;
+		while (sh > 1 && mag * ((i128)1 << sh) / span >= ((i128)1 << 44))
+			sh--;
+		k[i].rshift = sh;
+		k[i].rate_q = (int64_t)div_nearest(dc * ((i128)1 << sh), span);
+	}
+	k[n - 1].rshift = k[n - 2].rshift;
+	k[n - 1].rate_q = k[n - 2].rate_q;
+}
+
 /* Unmarks used samples u[0..m) that stand out from the running median
  * of their neighbours by more than lim (outlier_k times the read noise, at least
  * min_outlier_ns): a preempted read, which would pull the knots as much
@@ -418,8 +449,9 @@ size_t cm_bend_fit(const struct cm_bend_input *in, struct cm_knot **knots)
 	free(next);
 	*knots = vp_xcalloc(sp->k, sizeof(**knots));
 	for (size_t i = 0; i < sp->k; i++)
-		(*knots)[i] = (struct cm_knot){sp->t[i],
-					       (int64_t)llroundl(sp->c[i])};
+		(*knots)[i] = (struct cm_knot){.x = sp->t[i],
+					       .c = (int64_t)llroundl(sp->c[i])};
+	set_rates(*knots, sp->k);
 	out = sp->k;
 done:
 	if (!out)
@@ -432,22 +464,10 @@ done:
 	return out;
 }
 
-/* floor((num + den/2) / den) for den > 0: num / den to the nearest. */
-static i128 div_nearest(i128 num, i128 den)
+size_t cm_bend_piece_for(const struct cm_knot *k, size_t n, cm_i128 xq)
 {
-	i128 n = num + den / 2;
-	i128 q = n / den;
-	if (n % den != 0 && n < 0)
-		q--;
-	return q;
-}
-
-cm_i128 cm_bend_at(const struct cm_knot *k, size_t n, cm_i128 xq)
-{
-	const i128 lim = (i128)1 << 62;
 	size_t lo = 0, hi = n - 1;
 
-	/* the last knot at or before xq, and at most the last but one */
 	while (hi - lo > 1) {
 		size_t mid = lo + (hi - lo) / 2;
 		if (((i128)k[mid].x << CM_Q_BITS) <= xq)
@@ -455,11 +475,10 @@ cm_i128 cm_bend_at(const struct cm_knot *k, size_t n, cm_i128 xq)
 		else
 			hi = mid;
 	}
-	if (lo > n - 2)
-		lo = n - 2;
-	i128 dx = xq - ((i128)k[lo].x << CM_Q_BITS);
-	i128 span = (i128)(k[lo + 1].x - k[lo].x) << CM_Q_BITS;
-	i128 v = (i128)k[lo].c +
-		 div_nearest((i128)(k[lo + 1].c - k[lo].c) * dx, span);
-	return v > lim ? lim : v < -lim ? -lim : v;
+	return lo;
+}
+
+cm_i128 cm_bend_at(const struct cm_knot *k, size_t n, cm_i128 xq)
+{
+	return cm_bend_piece(&k[cm_bend_piece_for(k, n, xq)], xq);
 }

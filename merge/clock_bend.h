@@ -4,8 +4,9 @@
  * clock whose rate against the counter changed while no step happened
  * (NTP retuning BOOTTIME's frequency; a long trace bends by microseconds).
  *
- * Internal to clock_model.c: the fit calls cm_bend_fit once per segment,
- * and evaluation adds cm_bend_at to the line.
+ * Internal to the clock model: the fit (clock_model.c) calls cm_bend_fit
+ * once per segment, evaluation adds cm_bend_at to the line, and
+ * clock_map.c's short cut remembers the piece it used last.
  */
 #ifndef VP_CLOCK_BEND_H
 #define VP_CLOCK_BEND_H
@@ -38,5 +39,25 @@ size_t cm_bend_fit(const struct cm_bend_input *in, struct cm_knot **knots);
 /* The correction, ns, at counter xq (CM_Q_BITS fractional bits): linear
  * between knots, and the end pieces' lines beyond them. */
 cm_i128 cm_bend_at(const struct cm_knot *k, size_t n, cm_i128 xq);
+
+/* The piece cm_bend_at uses at xq: the last knot at or before it, but at
+ * most the last but one (and the first for an xq before it). */
+size_t cm_bend_piece_for(const struct cm_knot *k, size_t n, cm_i128 xq);
+
+/* The same on the piece that starts at knot k (the last but one holds the
+ * piece beyond the last knot too): what cm_bend_at gives once it has
+ * found the knot, and clock_map's short cut with the knot it remembers. */
+static inline cm_i128 cm_bend_piece(const struct cm_knot *k, cm_i128 xq)
+{
+	const cm_i128 lim = (cm_i128)1 << 62, far = (cm_i128)1 << 82;
+	cm_i128 dx = xq - ((cm_i128)k->x << CM_Q_BITS);
+
+	/* beyond any counter: the product stays within 128 bits */
+	dx = dx > far ? far : dx < -far ? -far : dx;
+	cm_i128 v = (cm_i128)k->c + ((dx * k->rate_q +
+				      ((cm_i128)1 << (k->rshift - 1))) >>
+				     k->rshift);
+	return v > lim ? lim : v < -lim ? -lim : v;
+}
 
 #endif /* VP_CLOCK_BEND_H */

@@ -9,6 +9,7 @@
  * cm_map_ts takes shortcuts for the common case (the hot path below) that
  * give the same bits as its steps one by one.
  */
+#include "clock_bend.h"
 #include "clock_map.h"
 #include "vp_alloc.h"
 
@@ -336,35 +337,72 @@ void cm_map_set_segment_offsets(struct cm_map *m, const int64_t *offset,
  * products) and without a call per step.  Whenever the case is not the
  * simple one (another segment, a value to clamp, a difference beyond
  * 64 bits) they answer false before they change anything, and the general
- * code does the step (and always where a segment has bends, clock_bend.c):
- * the results are the same bits either way
- * (tests/merge/test_map_exact.c compares them).  Faster still, the span
- * (span_prepare) composes the three steps for one pair of segments. */
+ * code does the step: the results are the same bits either way
+ * (tests/merge/test_map_exact.c compares them).  A segment with bends
+ * (clock_bend.c) adds its correction at the piece it used last.  Faster
+ * still, the span (span_prepare) composes the three steps for one pair of
+ * segments without bends. */
 
 static bool fits_i64(i128 v)
 {
 	return v >= INT64_MIN && v <= INT64_MAX;
 }
 
+/* cm_bend_at(g->knot, g->nknot, xq), looking first at the piece *hint
+ * names, and remembering the one used.  The same value: the same piece,
+ * and the same product in 64 x 64 bits when the distance allows. */
+static i128 bend_hinted(const struct cm_segment *g, i128 xq, size_t *hint)
+{
+	const struct cm_knot *k = g->knot;
+	size_t j = *hint, n = g->nknot;
+
+	if (j + 1 >= n || (j > 0 && xq < ((i128)k[j].x << CM_Q_BITS)) ||
+	    (j + 2 < n && xq >= ((i128)k[j + 1].x << CM_Q_BITS))) {
+		j = cm_bend_piece_for(k, n, xq);
+		*hint = j;
+	}
+	i128 dx = xq - ((i128)k[j].x << CM_Q_BITS);
+	if (!fits_i64(dx))
+		return cm_bend_piece(&k[j], xq);
+	const i128 lim = (i128)1 << 62;
+	i128 v = (i128)k[j].c + (((i128)(int64_t)dx * k[j].rate_q +
+				 ((i128)1 << (k[j].rshift - 1))) >>
+				k[j].rshift);
+	return v > lim ? lim : v < -lim ? -lim : v;
+}
+
+/* The line of g inverted at dy = y - y_ref, as in line_invert of
+ * clock_model.c with CM_Q_BITS fractional bits. */
+static i128 line_invert_fast(const struct cm_segment *g, int64_t dy)
+{
+	unsigned sh = g->ishift - CM_Q_BITS;
+	i128 p = (i128)dy * g->inv_q + g->xoff_q + ((i128)1 << (sh - 1));
+	return ((i128)g->x_ref << CM_Q_BITS) + (p >> sh);
+}
+
 /* cm_fit_invert_q16_ovf(m->guest, y, &m->hint_g, ...) when the hinted
  * segment's fitted range holds y, or the fit has only that segment
- * (seg_for_y then keeps the hint), and the result needs no clamping. */
-static bool invert_fast(const struct cm_map *m, uint64_t y, cm_q16 *out)
+ * (seg_for_y then keeps the hint), and the result needs no clamping.
+ * With bends, seg_invert's two steps. */
+static bool invert_fast(struct cm_map *m, uint64_t y, cm_q16 *out)
 {
 	const struct cm_fit *f = m->guest;
 
 	if (!f || m->hint_g >= f->nseg)
 		return false;
 	const struct cm_segment *g = &f->seg[m->hint_g];
-	if (g->nknot || (f->nseg > 1 && (y < g->y_first || y > g->y_last)))
+	if (f->nseg > 1 && (y < g->y_first || y > g->y_last))
 		return false;
 	i128 dy = (i128)y - (i128)g->y_ref;
 	if (!fits_i64(dy))
 		return false;
-	unsigned sh = g->ishift - CM_Q_BITS;
-	i128 p = (i128)(int64_t)dy * g->inv_q + g->xoff_q +
-		 ((i128)1 << (sh - 1));
-	i128 xq = ((i128)g->x_ref << CM_Q_BITS) + (p >> sh);
+	i128 xq = line_invert_fast(g, (int64_t)dy);
+	for (int i = 0; g->nknot && i < 2; i++) {
+		i128 d = dy - bend_hinted(g, xq, &m->hint_gk);
+		if (!fits_i64(d))
+			return false;
+		xq = line_invert_fast(g, (int64_t)d);
+	}
 	if (xq < 0 || xq > ((i128)UINT64_MAX << CM_Q_BITS))
 		return false;
 	*out = xq;
@@ -374,7 +412,7 @@ static bool invert_fast(const struct cm_map *m, uint64_t y, cm_q16 *out)
 /* cm_fit_eval_q16_ovf(m->host, xq, &m->hint_h, ovf) when xq needs no
  * clamping and the hinted segment is the one used for its whole counter
  * (seg_for_x then keeps the hint). */
-static bool eval_fast(const struct cm_map *m, cm_q16 xq, uint64_t *out,
+static bool eval_fast(struct cm_map *m, cm_q16 xq, uint64_t *out,
 		      bool *ovf)
 {
 	const struct cm_fit *f = m->host;
@@ -385,7 +423,7 @@ static bool eval_fast(const struct cm_map *m, cm_q16 xq, uint64_t *out,
 		return false;
 	uint64_t x = (uint64_t)(xq >> CM_Q_BITS);
 	const struct cm_segment *g = &f->seg[h];
-	if (g->nknot || (h > 0 && x < g->x_first) ||
+	if ((h > 0 && x < g->x_first) ||
 	    (h + 1 < f->nseg && x >= f->seg[h + 1].x_first))
 		return false;
 	i128 dq = xq - ((i128)g->x_ref << CM_Q_BITS);
@@ -397,6 +435,8 @@ static bool eval_fast(const struct cm_map *m, cm_q16 xq, uint64_t *out,
 		 (((i128)df * g->slope_q) >> CM_Q_BITS) + g->yfrac_q +
 		 ((i128)1 << (g->shift - 1));
 	i128 y = (i128)g->y_ref + (p >> g->shift);
+	if (g->nknot)
+		y += bend_hinted(g, xq, &m->hint_hk);
 	if (y < 0 || y > (i128)UINT64_MAX) {
 		*ovf = true;
 		y = y < 0 ? 0 : (i128)UINT64_MAX;

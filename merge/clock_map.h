@@ -95,6 +95,8 @@ struct cm_map {
 	const struct cm_cross *cross;
 	const struct cm_fit *host;
 	size_t hint_g, hint_h;
+	/* the piece of the hinted segments' bends used last (clock_bend.h) */
+	size_t hint_gk, hint_hk;
 	/* set by cm_map_init from *cross: the normalised ratio, and its
 	 * reciprocal g2h_q / 2^g2h_shift for the division-free hot path */
 	uint64_t ratio;

@@ -68,12 +68,19 @@ struct cm_fit_opts {
 				     * bends; default 200, 0 = never */
 };
 
-/* A knot of a segment's correction: c ns added to the line at counter x
- * (clock_bend.c; linear between knots). */
+/* A knot of a segment's correction: c ns added to the line at counter x,
+ * and the rate of the piece from there to the next knot (the last knot
+ * repeats the rate before it) as rate_q / 2^rshift ns per counter cycle
+ * with CM_Q_BITS fractional bits: at xq, c + ((xq - (x << CM_Q_BITS)) *
+ * rate_q + 2^(rshift - 1)) >> rshift (clock_bend.c).  A multiply, where a
+ * division by the knots' distance would cost ten. */
 struct cm_knot {
 	uint64_t x;
 	int64_t c;
+	int64_t rate_q;     /* |rate_q| < 2^44 */
+	unsigned rshift;    /* 1..CM_KNOT_MAX_RSHIFT */
 };
+#define CM_KNOT_MAX_RSHIFT 84
 
 struct cm_segment {
 	uint64_t x_first, x_last; /* sampled span in x (all samples) */

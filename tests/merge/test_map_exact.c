@@ -11,7 +11,9 @@
  * and near 2^64, segment offsets, scaling ratios) and random inputs
  * (monotonic streams with small steps as a trace has them, jumps, values
  * at and around every segment's ends, 0 and UINT64_MAX), and compares the
- * results, the overflow flags and the hints after each call.
+ * results, the overflow flags and the hints after each call.  Fits whose
+ * clock bends (clock_bend.h) add the correction the model defines to the
+ * reference's lines, by cm_bend_at's search.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock_bend.h"
 #include "clock_map.h"
 #include "clock_model.h"
 
@@ -102,13 +105,24 @@ static size_t ref_seg_for_y(const struct cm_fit *f, uint64_t y, size_t *hint)
 	return h;
 }
 
-static i128 ref_seg_invert(const struct cm_segment *g, uint64_t y,
-			   unsigned frac_bits)
+static i128 ref_line_invert(const struct cm_segment *g, i128 y)
 {
-	unsigned sh = g->ishift - frac_bits;
-	i128 dy = (i128)y - (i128)g->y_ref;
+	unsigned sh = g->ishift - CM_Q_BITS;
+	i128 dy = y - (i128)g->y_ref;
 	i128 p = dy * g->inv_q + g->xoff_q + ((i128)1 << (sh - 1));
-	return ((i128)g->x_ref << frac_bits) + (p >> sh);
+	return ((i128)g->x_ref << CM_Q_BITS) + (p >> sh);
+}
+
+/* The line inverted, then twice at y less the bends' correction where
+ * the previous answer lies (clock_model.h). */
+static i128 ref_seg_invert(const struct cm_segment *g, uint64_t y)
+{
+	i128 x = ref_line_invert(g, y);
+
+	for (int i = 0; g->nknot && i < 2; i++)
+		x = ref_line_invert(g, (i128)y - cm_bend_at(g->knot, g->nknot,
+							    x));
+	return x;
 }
 
 static uint64_t ref_eval_q16_seg(const struct cm_fit *f, size_t seg,
@@ -133,6 +147,8 @@ static uint64_t ref_eval_q16_seg(const struct cm_fit *f, size_t seg,
 	i128 p = di * g->slope_q + ((df * g->slope_q) >> CM_Q_BITS) +
 		 g->yfrac_q + ((i128)1 << (g->shift - 1));
 	i128 y = (i128)g->y_ref + (p >> g->shift);
+	if (g->nknot)
+		y += cm_bend_at(g->knot, g->nknot, xq);
 	if (y < 0 || y > (i128)UINT64_MAX)
 		*ovf = true;
 	return ref_clamp_u64(y);
@@ -164,8 +180,7 @@ static cm_q16 ref_invert_q16_ovf(const struct cm_fit *f, uint64_t y,
 
 	if (!f || !f->nseg)
 		return (i128)y << CM_Q_BITS;
-	i128 xq = ref_seg_invert(&f->seg[ref_seg_for_y(f, y, hint)], y,
-				 CM_Q_BITS);
+	i128 xq = ref_seg_invert(&f->seg[ref_seg_for_y(f, y, hint)], y);
 	if (xq < 0 || xq > qmax) {
 		*ovf = true;
 		return xq < 0 ? 0 : qmax;
@@ -218,10 +233,12 @@ static uint64_t rng_below(struct rng *r, uint64_t n)
 
 /* A fit of nseg segments from samples: a counter of hz near x0 against a
  * clock near y0, each segment's clock stepped by up to +-step_ns (steps
- * back included) and its rate off by a few hundred ppm. */
+ * back included) and its rate off by a few hundred ppm; with `bend`, the
+ * rate changes by up to +-50 ppm three times in each segment, so that
+ * the fit has bends. */
 static void random_fit(struct rng *r, struct cm_fit *f, size_t nseg,
 		       uint64_t x0, uint64_t y0, double ns_per_cycle,
-		       uint64_t step_ns)
+		       uint64_t step_ns, bool bend)
 {
 	size_t per = 20 + rng_below(r, 40), n = per * nseg;
 	struct cm_sample *s = calloc(n, sizeof(*s));
@@ -236,6 +253,8 @@ static void random_fit(struct rng *r, struct cm_fit *f, size_t nseg,
 		if (k)
 			y += (double)rng_below(r, 2 * step_ns) - (double)step_ns;
 		for (size_t i = 0; i < per; i++) {
+			if (bend && i % (per / 4) == per / 8)
+				rate *= 1.0 + ((double)rng_below(r, 100) - 50) * 1e-6;
 			uint64_t d = dx + rng_below(r, dx / 8 + 1);
 			x += d;
 			y += (double)d * rate;
@@ -249,10 +268,10 @@ static void random_fit(struct rng *r, struct cm_fit *f, size_t nseg,
 	struct cm_fit_opts o;
 	cm_fit_opts_default(&o);
 	o.min_jump_ns = step_ns / 4 + 1000000;
-	/* Lines only, as the reference knows them: the shortcuts leave a
-	 * segment with bends to the general code.  (Near 2^64 the clock
-	 * above, summed in doubles, does wander by microseconds.) */
-	o.min_bend_ns = 0;
+	/* Lines only unless asked: near 2^64 the clock above, summed in
+	 * doubles, does wander by microseconds. */
+	if (!bend)
+		o.min_bend_ns = 0;
 	assert_int_equal(cm_fit_build(f, s, n, &o), 0);
 	free(s);
 }
@@ -336,8 +355,8 @@ static void compare_batch(const struct cm_map *m, const struct cm_map *ref,
 static i128 host_q_at(const struct cm_map *m, size_t k, uint64_t y)
 {
 	int64_t off = m->seg_offset ? m->seg_offset[k] : m->cross->offset;
-	return ref_guest_to_host_q(m, ref_seg_invert(&m->guest->seg[k], y,
-						     CM_Q_BITS), off);
+	return ref_guest_to_host_q(m, ref_seg_invert(&m->guest->seg[k], y),
+			     off);
 }
 
 /* Every place where a step of the map changes its course - the guest
@@ -373,7 +392,7 @@ static void compare_edges(struct cm_map *m, struct cm_map *ref)
 			uint64_t lo = lo0, hi = hi0;
 			while (lo < hi) {
 				uint64_t mid = lo + (hi - lo) / 2;
-				i128 v = e < 2 ? ref_seg_invert(g, mid, CM_Q_BITS)
+				i128 v = e < 2 ? ref_seg_invert(g, mid)
 					       : host_q_at(m, k, mid);
 				if (v >= edge[e])
 					hi = mid;
@@ -468,10 +487,10 @@ static const double rates[] = {1e9 / 24e6, 1.0, 1.0 / 3, 1.0 / 4.2,
 #define N_RATES (sizeof(rates) / sizeof(rates[0]))
 
 static void run_cases(uint64_t seed, bool scaled, bool seg_offsets,
-		      size_t cases, size_t per_case)
+		      bool bend, size_t cases, size_t per_case)
 {
 	struct rng r = {seed};
-	size_t clamped = 0, total = 0;
+	size_t clamped = 0, total = 0, knots = 0;
 
 	for (size_t t = 0; t < cases; t++) {
 		double rate = rates[rng_below(&r, N_RATES)];
@@ -509,13 +528,17 @@ static void run_cases(uint64_t seed, bool scaled, bool seg_offsets,
 			gx0 -= (1ull << 47) + rng_below(&r, 1ull << 40);
 		struct cm_fit hf, gf;
 		random_fit(&r, &hf, 1 + rng_below(&r, 3), hx0, hy0, rate,
-			   5000000000ull);
+			   5000000000ull, bend);
 		random_fit(&r, &gf, 1 + rng_below(&r, 4), gx0, gy0,
 			   rate / ((double)c.ratio / (double)(1ull << c.frac_bits)),
-			   3000000000ull);
+			   3000000000ull, bend);
 		int64_t so[8];
 		for (size_t k = 0; k < gf.nseg && k < 8; k++)
 			so[k] = off + (int64_t)rng_below(&r, 20000000) - 10000000;
+		for (size_t k = 0; k < gf.nseg; k++)
+			knots += gf.seg[k].nknot;
+		for (size_t k = 0; k < hf.nseg; k++)
+			knots += hf.seg[k].nknot;
 		clamped += compare_maps(&r, &gf, &c, &hf,
 					seg_offsets && gf.nseg <= 8 ? so : NULL,
 					per_case);
@@ -523,27 +546,38 @@ static void run_cases(uint64_t seed, bool scaled, bool seg_offsets,
 		cm_fit_free(&hf);
 		cm_fit_free(&gf);
 	}
-	printf("# %zu inputs over %zu fit pairs, %zu clamped: all equal\n",
-	       total, cases, clamped);
+	printf("# %zu inputs over %zu fit pairs (%zu knots), %zu clamped: "
+	       "all equal\n", total, cases, knots, clamped);
+	if (bend)
+		assert_true(knots >= cases); /* the bends were there */
 }
 
 static void test_ratio_one(void **state)
 {
 	(void)state;
-	run_cases(1, false, false, 300, 20000);
+	run_cases(1, false, false, false, 300, 20000);
 }
 
 static void test_segment_offsets(void **state)
 {
 	(void)state;
-	run_cases(2, false, true, 300, 20000);
+	run_cases(2, false, true, false, 300, 20000);
 }
 
 static void test_scaled(void **state)
 {
 	(void)state;
-	run_cases(3, true, false, 200, 20000);
-	run_cases(4, true, true, 100, 20000);
+	run_cases(3, true, false, false, 200, 20000);
+	run_cases(4, true, true, false, 100, 20000);
+}
+
+/* Clocks that bend: the correction's pieces, remembered from one time to
+ * the next, give what the search over all knots gives. */
+static void test_bends(void **state)
+{
+	(void)state;
+	run_cases(6, false, true, true, 150, 20000);
+	run_cases(7, true, false, true, 100, 20000);
 }
 
 /* Empty fits (no samples on a side) pass values through both ways. */
@@ -554,7 +588,8 @@ static void test_empty_fits(void **state)
 	struct cm_fit empty = {0}, f;
 	struct cm_cross c = {.ratio = 1, .offset = -123456789};
 
-	random_fit(&r, &f, 2, 1ull << 50, 1ull << 40, 1.0 / 3, 1000000000);
+	random_fit(&r, &f, 2, 1ull << 50, 1ull << 40, 1.0 / 3, 1000000000,
+		   false);
 	compare_maps(&r, &f, &c, &empty, NULL, 100000);
 	compare_maps(&r, &empty, &c, &f, NULL, 100000);
 	cm_fit_free(&f);
@@ -566,6 +601,7 @@ int main(void)
 		cmocka_unit_test(test_ratio_one),
 		cmocka_unit_test(test_segment_offsets),
 		cmocka_unit_test(test_scaled),
+		cmocka_unit_test(test_bends),
 		cmocka_unit_test(test_empty_fits),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
