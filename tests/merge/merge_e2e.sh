@@ -379,10 +379,10 @@ expect_exit "report in a missing directory: exit 4 before merging" 4 "nodir/r.js
 check "report in a missing directory: no output" test ! -e "$W/rep.out.pb"
 # Ctrl-C in the middle of a merge: exit 130, nothing left behind.  The
 # signal handler removes the temporary file and ends the process at once,
-# with its threads still running: under ThreadSanitizer that is no leak.
+# with its threads still running (the tsan test setup of meson.build does
+# not call that a leak).
 "$TG" --host "$W/big.host.pb" --guest "$W/big.guest.pb" --seed 5 --target-bytes 150M -q >/dev/null
-TSAN_OPTIONS="${TSAN_OPTIONS:-}:report_thread_leaks=0" \
-	"$MERGE" -q "$W/big.host.pb" "$W/big.guest.pb" -o "$W/int.out.pb" 2>"$W/log" &
+"$MERGE" -q "$W/big.host.pb" "$W/big.guest.pb" -o "$W/int.out.pb" 2>"$W/log" &
 mpid=$!
 sleep 0.3
 kill -INT "$mpid"
