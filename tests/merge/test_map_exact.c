@@ -576,8 +576,8 @@ static void test_scaled(void **state)
 static void test_bends(void **state)
 {
 	(void)state;
-	run_cases(6, false, true, true, 150, 20000);
-	run_cases(7, true, false, true, 100, 20000);
+	run_cases(6, false, true, true, 100, 10000);
+	run_cases(7, true, false, true, 60, 10000);
 }
 
 /* Empty fits (no samples on a side) pass values through both ways. */
