@@ -396,9 +396,13 @@ static bool invert_fast(struct cm_map *m, uint64_t y, cm_q16 *out)
 	i128 dy = (i128)y - (i128)g->y_ref;
 	if (!fits_i64(dy))
 		return false;
-	i128 xq = line_invert_fast(g, (int64_t)dy);
+	i128 xq = line_invert_fast(g, (int64_t)dy), prev = 0;
 	for (int i = 0; g->nknot && i < 2; i++) {
-		i128 d = dy - bend_hinted(g, xq, &m->hint_gk);
+		i128 b = bend_hinted(g, xq, &m->hint_gk);
+		if (i && b == prev)
+			break; /* the same correction: the same answer again */
+		prev = b;
+		i128 d = dy - b;
 		if (!fits_i64(d))
 			return false;
 		xq = line_invert_fast(g, (int64_t)d);
