@@ -50,12 +50,16 @@ size_t cm_bend_piece_for(const struct cm_knot *k, size_t n, cm_i128 xq);
 static inline cm_i128 cm_bend_piece(const struct cm_knot *k, cm_i128 xq)
 {
 	const cm_i128 lim = (cm_i128)1 << 62, far = (cm_i128)1 << 82;
-	cm_i128 dx = xq - ((cm_i128)k->x << CM_Q_BITS);
+	cm_i128 dx = xq - ((cm_i128)k->x << CM_Q_BITS), p;
 
-	/* beyond any counter: the product stays within 128 bits */
-	dx = dx > far ? far : dx < -far ? -far : dx;
-	cm_i128 v = (cm_i128)k->c + ((dx * k->rate_q +
-				      ((cm_i128)1 << (k->rshift - 1))) >>
+	if (dx >= INT64_MIN && dx <= INT64_MAX) {
+		p = (cm_i128)(int64_t)dx * k->rate_q; /* one 64 x 64 multiply */
+	} else {
+		/* beyond any counter: the product stays within 128 bits */
+		dx = dx > far ? far : dx < -far ? -far : dx;
+		p = dx * k->rate_q;
+	}
+	cm_i128 v = (cm_i128)k->c + ((p + ((cm_i128)1 << (k->rshift - 1))) >>
 				     k->rshift);
 	return v > lim ? lim : v < -lim ? -lim : v;
 }

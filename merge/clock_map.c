@@ -349,8 +349,7 @@ static bool fits_i64(i128 v)
 }
 
 /* cm_bend_at(g->knot, g->nknot, xq), looking first at the piece *hint
- * names, and remembering the one used.  The same value: the same piece,
- * and the same product in 64 x 64 bits when the distance allows. */
+ * names, and remembering the one used: the same piece, the same value. */
 static i128 bend_hinted(const struct cm_segment *g, i128 xq, size_t *hint)
 {
 	const struct cm_knot *k = g->knot;
@@ -361,14 +360,7 @@ static i128 bend_hinted(const struct cm_segment *g, i128 xq, size_t *hint)
 		j = cm_bend_piece_for(k, n, xq);
 		*hint = j;
 	}
-	i128 dx = xq - ((i128)k[j].x << CM_Q_BITS);
-	if (!fits_i64(dx))
-		return cm_bend_piece(&k[j], xq);
-	const i128 lim = (i128)1 << 62;
-	i128 v = (i128)k[j].c + (((i128)(int64_t)dx * k[j].rate_q +
-				 ((i128)1 << (k[j].rshift - 1))) >>
-				k[j].rshift);
-	return v > lim ? lim : v < -lim ? -lim : v;
+	return cm_bend_piece(&k[j], xq);
 }
 
 /* The line of g inverted at dy = y - y_ref, as in line_invert of
