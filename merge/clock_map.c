@@ -392,7 +392,7 @@ static bool invert_fast(struct cm_map *m, uint64_t y, cm_q16 *out)
 	for (int i = 0; g->nknot && i < 2; i++) {
 		i128 b = bend_hinted(g, xq, &m->hint_gk);
 		if (i && b == prev)
-			break; /* the same correction: the same answer again */
+			break; /* as seg_invert: the same answer again */
 		prev = b;
 		i128 d = dy - b;
 		if (!fits_i64(d))

@@ -105,16 +105,21 @@ static i128 line_invert(const struct cm_segment *g, i128 y, unsigned frac_bits)
 
 /* Counter at clock y with frac_bits (0 or CM_Q_BITS) fractional bits,
  * rounded to nearest: the line's, then twice the line's at y less the
- * correction where the previous answer lies. */
+ * correction where the previous answer lies (once when the second
+ * correction is the first again: the same input, the same answer;
+ * clock_map.c's invert_fast stops there too). */
 static i128 seg_invert(const struct cm_segment *g, uint64_t y, unsigned frac_bits)
 {
-	i128 x = line_invert(g, y, frac_bits);
+	i128 x = line_invert(g, y, frac_bits), prev = 0;
 
 	for (int i = 0; g->nknot && i < 2; i++) {
 		/* a product: x may be below 0, where a shift is undefined */
 		i128 xq = x * ((i128)1 << (CM_Q_BITS - frac_bits));
-		x = line_invert(g, (i128)y - cm_bend_at(g->knot, g->nknot, xq),
-				frac_bits);
+		i128 b = cm_bend_at(g->knot, g->nknot, xq);
+		if (i && b == prev)
+			break;
+		prev = b;
+		x = line_invert(g, (i128)y - b, frac_bits);
 	}
 	return x;
 }
