@@ -111,6 +111,9 @@ static const char default_guest_config[] =
 	"data_sources { config { name: \"linux.system_info\" } }\n";
 
 #define REC_MAX_GUESTS 8
+/* The run directory with its NUL: room for "/p.sock" after it within
+ * a socket address's 108 bytes. */
+#define RUN_DIR_MAX 100
 
 /* One guest as the command line names it. */
 struct target {
@@ -152,7 +155,7 @@ struct run {
 	struct options o;
 	struct guest g[REC_MAX_GUESTS];
 	size_t n_guests;
-	char dir[64];                  /* sockets, configs, logs */
+	char dir[RUN_DIR_MAX];         /* sockets, configs, logs */
 	char host_pb[PATH_MAX], report[PATH_MAX];
 	char p_sock[PATH_MAX], c_sock[PATH_MAX];
 	pid_t vtraced, probes, host_clock, consumer;
@@ -997,6 +1000,24 @@ out:
 	return status;
 }
 
+/* The run directory's mkdtemp template: under $TMPDIR when it is set
+ * and short enough for the sockets inside (sun_path holds 108 bytes
+ * with its NUL), else under /tmp. */
+static void make_run_dir_template(char dir[RUN_DIR_MAX])
+{
+	static const char leaf[] = "/vperfetto_record.XXXXXX";
+	const char *tmp = getenv("TMPDIR");
+	size_t n = tmp ? strlen(tmp) : 0;
+
+	while (n > 1 && tmp[n - 1] == '/')
+		n--;
+	if (!tmp || !n || tmp[0] != '/' || n > RUN_DIR_MAX - sizeof(leaf)) {
+		tmp = "/tmp";
+		n = 4;
+	}
+	snprintf(dir, RUN_DIR_MAX, "%.*s%s", (int)n, tmp, leaf);
+}
+
 static void remove_run_dir(const struct run *r)
 {
 	static const char *const names[] = {
@@ -1073,7 +1094,7 @@ int main(int argc, char **argv)
 	sigprocmask(SIG_BLOCK, &r.sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	snprintf(r.dir, sizeof(r.dir), "/tmp/vperfetto_record.XXXXXX");
+	make_run_dir_template(r.dir);
 	if (!mkdtemp(r.dir)) {
 		perror("vperfetto_record: mkdtemp");
 		return REC_HOST_FAILED;

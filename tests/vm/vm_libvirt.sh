@@ -32,6 +32,9 @@ done
 export PATH=$PATH:/usr/sbin
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/vm_libvirt.XXXXXX")
+# vperfetto_record keeps a failed run's logs under $TMPDIR: in $tmp, so
+# that they go with it
+export TMPDIR=$tmp
 chmod 755 "$tmp"
 name=vperfetto-test-$$
 started=()

@@ -30,6 +30,9 @@ TP=$B/processor/vperfetto_tp
 vm_require_qemu
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/vm_record.XXXXXX")
+# vperfetto_record keeps a failed run's logs under $TMPDIR: in $tmp, so
+# that they go with it
+export TMPDIR=$tmp
 qemu_pid=""
 pids=()
 stop_qemu() {
@@ -111,6 +114,8 @@ check "host session fails: exit 2 (got $rc)" test $rc -eq 2
 check "host session fails: vtraced's message is shown" \
 	grep -q "simulated failure" "$tmp/nohost.log"
 check "host session fails: no output" test ! -e "$tmp/nohost.pb"
+check "host session fails: its logs are kept under \$TMPDIR" \
+	grep -q "logs in $tmp/vperfetto_record\." "$tmp/nohost.log"
 
 for args in "-o $tmp/x.pb" "--guest-vsock 5 --qmp q.sock -o $tmp/x.pb" \
 	"--qemu-chardev $tmp/silent.sock" "--qemu-chardev $tmp/silent.sock -t 0 -o $tmp/x.pb" \

@@ -25,6 +25,9 @@ PDECODE=$(cd "$(dirname "$0")/.." && pwd)/check_protoc_decode.sh
 vm_require_qemu
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/vm_two_guests.XXXXXX")
+# vperfetto_record keeps a failed run's logs under $TMPDIR: in $tmp, so
+# that they go with it
+export TMPDIR=$tmp
 qemu_pids=()
 cleanup() {
 	for p in "${qemu_pids[@]}"; do kill "$p" 2>/dev/null; done

@@ -33,6 +33,9 @@ command -v taskset >/dev/null || vm_skip "taskset not found (util-linux)"
 [ "$(nproc)" -ge 2 ] || vm_skip "needs two host CPUs"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/vm_vcpu.XXXXXX")
+# vperfetto_record keeps a failed run's logs under $TMPDIR: in $tmp, so
+# that they go with it
+export TMPDIR=$tmp
 qemu_pid=""
 hog_pid=""
 cleanup() {
