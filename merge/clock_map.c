@@ -147,6 +147,21 @@ uint64_t cm_cross_host_to_guest(const struct cm_cross *c, uint64_t host_cycles)
 	return clamp_u64(apply_ratio(host_cycles, r, f) + c->offset);
 }
 
+const char *cm_source_name(enum cm_offset_source s)
+{
+	switch (s) {
+	case CM_SRC_CMDLINE:
+		return "command line";
+	case CM_SRC_KVM_TSC:
+		return "kvm_tsc";
+	case CM_SRC_EXCHANGES:
+		return "sync exchanges";
+	case CM_SRC_DEFAULT:
+		return "default";
+	}
+	return "?";
+}
+
 uint64_t cm_cross_guest_to_host(const struct cm_cross *c, uint64_t guest_cycles)
 {
 	uint64_t r;

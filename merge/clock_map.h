@@ -27,6 +27,10 @@ enum cm_offset_source {
 	CM_SRC_DEFAULT,
 };
 
+/* Where an offset came from, as the summary says it: "command line",
+ * "kvm_tsc", "sync exchanges" or "default". */
+const char *cm_source_name(enum cm_offset_source s);
+
 /* guest = ((host * ratio) >> frac_bits) + offset; ratio == 1 << frac_bits
  * means 1.0 (the fast path). */
 struct cm_cross {

@@ -899,6 +899,62 @@ static void choose_cross(const struct merge_opts *o, size_t gi,
 	     g->path);
 }
 
+/* The host counter of guest counter gx in guest fit segment i, with the
+ * offset in force there. */
+static uint64_t seg_to_host(const struct merge_guest *g, const int64_t *so,
+			    size_t i, uint64_t gx)
+{
+	struct cm_cross c = g->cross;
+
+	if (so)
+		c.offset = so[i];
+	return cm_cross_guest_to_host(&c, gx);
+}
+
+/* A guest's sync samples may start or end a little outside the host's
+ * (the sessions start one after the other): the map extrapolates there,
+ * and its error bound says how well.  Farther apart than this, and than
+ * both spans together, they are not of one recording. */
+#define MEET_SLACK_NS 10e9
+
+/* Whether the guest's sync samples, carried to the host's counter, meet
+ * the host's: a guest recorded beside another host trace (or given a
+ * wrong counter offset) does not, and no map of its time can be right.
+ * *lo..*hi is the guest's span in host cycles. */
+static bool guest_meets_host(const struct merge_guest *g,
+			     const struct merge_result *res, uint64_t *lo,
+			     uint64_t *hi)
+{
+	const struct cm_fit *gf = g->have_boot ? &g->fit_boot : &g->fit_mono;
+	const int64_t *so = g->have_boot ? g->seg_offset_boot
+					 : g->seg_offset_mono;
+	const struct cm_fit *hf = &res->host_fit;
+
+	if (!gf->nseg || !hf->nseg)
+		return true;
+	uint64_t h0 = hf->seg[0].x_first, h1 = hf->seg[hf->nseg - 1].x_last;
+	double gap = INFINITY, span = 0;
+	*lo = UINT64_MAX;
+	*hi = 0;
+	for (size_t i = 0; i < gf->nseg; i++) {
+		uint64_t a = seg_to_host(g, so, i, gf->seg[i].x_first);
+		uint64_t b = seg_to_host(g, so, i, gf->seg[i].x_last);
+		if (a > b) {
+			uint64_t t = a;
+			a = b;
+			b = t;
+		}
+		double d = b < h0 ? (double)(h0 - b) : a > h1 ? (double)(a - h1) : 0;
+		gap = d < gap ? d : gap;
+		span += (double)(b - a);
+		*lo = a < *lo ? a : *lo;
+		*hi = b > *hi ? b : *hi;
+	}
+	span += (double)(h1 - h0);
+	double ns_per_cycle = hf->seg[0].slope;
+	return gap <= span || gap * ns_per_cycle <= MEET_SLACK_NS;
+}
+
 /* Error bounds, frequency agreement and exchange checks of a fitted guest. */
 static void fit_quality(struct merge_guest *g, const struct sync_data *gd,
 			struct guest_map *gm, struct merge_result *res)
@@ -991,13 +1047,20 @@ static int model_guest(const struct merge_opts *o, size_t gi,
 	}
 
 	if (!res->have_host_fit || (!g->have_boot && !g->have_mono)) {
-		const char *why = !res->have_host_fit
-			? "the host trace has no usable clock-sync snapshots "
-			  "(BOOTTIME or MONOTONIC with clock 64)"
-			: "the guest trace has no usable cros/guest_clock_sync "
-			  "samples";
+		/* the trace that lacks them, named: the host's or this guest's */
+		char why[160];
+		if (!res->have_host_fit)
+			snprintf(why, sizeof(why), "%s: the host trace has no "
+				 "usable clock-sync snapshots (%s with clock "
+				 "64, two at least)", o->host,
+				 o->clock ? builtin_clock_name(res->clock)
+					  : "BOOTTIME or MONOTONIC");
+		else
+			snprintf(why, sizeof(why), "%s: the guest trace has no "
+				 "usable cros/guest_clock_sync samples",
+				 g->path);
 		if (!o->allow_unsynced)
-			return failf(err, MERGE_NO_SYNC, "%s: %s", g->path, why);
+			return failf(err, MERGE_NO_SYNC, "%s", why);
 		warn(res, "guest %s: not synced (%s); its timestamps pass through "
 		     "unchanged (--allow-unsynced)", g->path, why);
 		g->synced = false;
@@ -1005,6 +1068,18 @@ static int model_guest(const struct merge_opts *o, size_t gi,
 	}
 	g->synced = true;
 	choose_cross(o, gi, hd, gd, g, res);
+	uint64_t glo, ghi;
+	if (!guest_meets_host(g, res, &glo, &ghi)) {
+		const struct cm_fit *hf = &res->host_fit;
+		warn(res, "guest %s: its sync samples fall at host counter "
+		     "%llu..%llu (counter offset from the %s) and the host "
+		     "trace's at %llu..%llu: they are far apart; was it "
+		     "recorded beside this host trace?", g->path,
+		     (unsigned long long)glo, (unsigned long long)ghi,
+		     cm_source_name(g->cross.source),
+		     (unsigned long long)hf->seg[0].x_first,
+		     (unsigned long long)hf->seg[hf->nseg - 1].x_last);
+	}
 	if (g->have_boot) {
 		cm_map_init(&gm->boot, &g->fit_boot, &g->cross, &res->host_fit);
 		if (g->seg_offset_boot)

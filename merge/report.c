@@ -9,21 +9,6 @@
 #include "perfetto_fields.h"
 #include "out_file.h"
 
-static const char *source_name(enum cm_offset_source s)
-{
-	switch (s) {
-	case CM_SRC_CMDLINE:
-		return "command line";
-	case CM_SRC_KVM_TSC:
-		return "kvm_tsc";
-	case CM_SRC_EXCHANGES:
-		return "sync exchanges";
-	case CM_SRC_DEFAULT:
-		return "default";
-	}
-	return "?";
-}
-
 static const char *source_key(enum cm_offset_source s)
 {
 	switch (s) {
@@ -148,7 +133,7 @@ void report_summary(FILE *f, const struct merge_opts *o,
 			fprintf(f, "bent at %zu knots, ", knots);
 		fprintf(f, "drift %+.2f ppm\n", g->drift_ppm);
 		fprintf(f, "      counter offset %lld (%s", (long long)g->cross.offset,
-			source_name(g->cross.source));
+			cm_source_name(g->cross.source));
 		if (g->cross.offset_hi > g->cross.offset_lo)
 			fprintf(f, ", interval %lld..%lld",
 				(long long)g->cross.offset_lo,
@@ -168,7 +153,7 @@ void report_summary(FILE *f, const struct merge_opts *o,
 				"offset %lld (%s, one of %zu values)\n", k,
 				(unsigned long long)sf->seg[k].x_first,
 				(long long)so[k],
-				source_name(g->seg_offset_source),
+				cm_source_name(g->seg_offset_source),
 				g->n_offset_values);
 		fprintf(f, "      error bound p50 %.0f ns, p99 %.0f ns, max %.0f ns "
 			"(%.0f ns at the trace's ends)\n", g->bound_ns.p50,

@@ -357,11 +357,29 @@ expect_exit "-o naming an input through a link: exit 1" 1 "names the input" \
       "$MERGE" "$W/ex.host.pb" "$W/ex.guest.pb" -o "$W/link.pb"
 # a valid trace with no sync data: one packet with a timestamp
 printf '\x0a\x02\x40\x05' > "$W/nosync.pb"
-expect_exit "no sync data in the host: exit 3" 3 "no usable clock-sync" \
+expect_exit "no sync data in the host: exit 3, the host named" 3 "nosync.pb: the host trace has no usable clock-sync" \
       "$MERGE" "$W/nosync.pb" "$W/ex.guest.pb" -o "$W/bad.out.pb"
 expect_exit "no sync data in the guest: exit 3" 3 "no usable cros/guest_clock_sync" \
       "$MERGE" "$W/ex.host.pb" "$W/nosync.pb" -o "$W/bad.out.pb"
 check "no sync data: no output" test ! -e "$W/bad.out.pb"
+# a guest beside another host recording: the same run, the host's counter
+# 10^13 cycles (about an hour) later, so the guest's samples are far from
+# all of the host's
+sed -E 's/^c0=([0-9]+)$/echo c0=$((\1 + 10000000000000))/e' "$W/ex.params" \
+	>"$W/far.params"
+check "another host recording: made" "$TG" --params "$W/far.params" \
+	--host "$W/far.host.pb" --guest "$W/far.guest.pb"
+expect_exit "guest beside another host trace: warned, exit 0" 0 \
+      "warning: guest .*ex.guest.pb: its sync samples fall at host counter [0-9]+\.\.[0-9]+ \(counter offset from the sync exchanges\) and the host trace's at [0-9]+\.\.[0-9]+: they are far apart" \
+      "$MERGE" "$W/far.host.pb" "$W/ex.guest.pb" -o "$W/far.out.pb"
+expect_exit "a counter offset far off on the command line: warned, exit 0" 0 \
+      "warning: guest .*ex.guest.pb: .*counter offset from the command line\) .*far apart" \
+      "$MERGE" "$W/ex.host.pb" "$W/ex.guest.pb" -o "$W/far2.out.pb" \
+      --guest-tsc-offset 1
+expect_exit "a guest beside its own host trace: no such warning" 0 "" \
+      "$MERGE" "$W/ex.host.pb" "$W/ex.guest.pb" -o "$W/near.out.pb"
+check "a guest beside its own host trace: no such warning" \
+      bash -c "! grep -q 'far apart' '$W/log'"
 expect_exit "no sync data + --allow-unsynced: exit 0 with a warning" 0 "not synced" \
       "$MERGE" "$W/ex.host.pb" "$W/nosync.pb" -o "$W/uns.out.pb" --allow-unsynced
 check "unsynced guest: timestamp unchanged, machine id added" python3 -c "
