@@ -689,6 +689,20 @@ size_t cm_map_ts_many(struct cm_map *m, const uint64_t *in, uint64_t *out,
 }
 
 
+/* How far counter x lies outside segment g's sampled span (0: inside). */
+static uint64_t seg_distance(const struct cm_segment *g, uint64_t x)
+{
+	return x < g->x_first ? g->x_first - x
+	       : x > g->x_last ? x - g->x_last : 0;
+}
+
+/* cm_fit_error_ns at x in a given segment. */
+static double seg_error_ns(const struct cm_segment *g, uint64_t x)
+{
+	return g->resid_max_ns +
+	       (double)seg_distance(g, x) * g->slope * CM_EXTRAP_RATE;
+}
+
 double cm_map_error_ns(const struct cm_map *m, uint64_t guest_ns)
 {
 	const struct cm_cross *c = m->cross;
@@ -698,7 +712,13 @@ double cm_map_error_ns(const struct cm_map *m, uint64_t guest_ns)
 	if (m->seg_offset && seg < m->n_seg_offset)
 		own.offset = m->seg_offset[seg];
 	uint64_t hx = cm_cross_guest_to_host(&own, gx);
-	double e = cm_fit_error_ns(m->guest, gx) + cm_fit_error_ns(m->host, hx);
+	/* the segment the inversion used: a counter just below its first
+	 * sample would otherwise be judged by the segment before, from
+	 * across a change of the counter offset */
+	const struct cm_segment *gs = m->guest->nseg ? &m->guest->seg[seg]
+						     : NULL;
+	double e = (gs ? seg_error_ns(gs, gx) : 0) +
+		   cm_fit_error_ns(m->host, hx);
 
 	/* The offset may be anywhere in [offset_lo, offset_hi]. */
 	i128 below = (i128)c->offset - c->offset_lo;
@@ -763,13 +783,6 @@ static cm_q16 host_to_guest_q(const struct cm_map *m, cm_q16 hq,
 	return (i128)(h * whole_r + part) + off_q;
 }
 
-/* How far counter x lies outside segment g's sampled span (0: inside). */
-static uint64_t seg_distance(const struct cm_segment *g, uint64_t x)
-{
-	return x < g->x_first ? g->x_first - x
-	       : x > g->x_last ? x - g->x_last : 0;
-}
-
 /* The guest counter at host counter hq, and the segment of the guest fit
  * to evaluate it in.  With one offset that is the segment holding the
  * counter.  With an offset per segment (a migration, a TSC write), the
@@ -820,13 +833,6 @@ uint64_t cm_map_inv_ts(struct cm_map *m, uint64_t host_ns)
 {
 	bool ovf = false;
 	return cm_map_inv_ts_ovf(m, host_ns, &ovf);
-}
-
-/* cm_fit_error_ns at x in a given segment. */
-static double seg_error_ns(const struct cm_segment *g, uint64_t x)
-{
-	return g->resid_max_ns +
-	       (double)seg_distance(g, x) * g->slope * CM_EXTRAP_RATE;
 }
 
 double cm_map_inv_error_ns(const struct cm_map *m, uint64_t host_ns)

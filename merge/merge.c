@@ -628,10 +628,20 @@ struct offset_change {
 	uint64_t ts;
 };
 
+/* How far host time t lies outside [lo, hi): 0 inside. */
+static uint64_t outside(uint64_t t, uint64_t lo, uint64_t hi)
+{
+	return t < lo ? lo - t : t >= hi ? t - hi + 1 : 0;
+}
+
 /* The offset in force during segment k of guest fit f: the value whose
  * span of host time holds the segment's middle when placed on the host's
  * axis with that very value (a wrong value puts it off by the size of
- * the change, seconds for a real migration). */
+ * the change, seconds for a real migration).  The first value's span
+ * reaches back to the start of time, so a change that moved the counter
+ * back can leave two values that both hold it: then the one that puts
+ * the middle nearer the host's own samples wins (the wrong one puts it
+ * the size of the change away from them). */
 static int64_t segment_offset(const struct cm_fit *f, size_t k,
 			      const struct offset_change *ch, size_t n,
 			      const struct cm_cross *c,
@@ -639,7 +649,9 @@ static int64_t segment_offset(const struct cm_fit *f, size_t k,
 {
 	const struct cm_segment *s = &f->seg[k];
 	uint64_t xm = s->x_first + (s->x_last - s->x_first) / 2;
-	uint64_t best_d = UINT64_MAX;
+	uint64_t h_lo = host->seg[0].y_first;
+	uint64_t h_hi = host->seg[host->nseg - 1].y_last;
+	uint64_t best_d = UINT64_MAX, best_far = UINT64_MAX;
 	size_t best = n - 1;
 
 	for (size_t j = 0; j < n; j++) {
@@ -647,11 +659,13 @@ static int64_t segment_offset(const struct cm_fit *f, size_t k,
 		t.offset = ch[j].offset;
 		uint64_t ht = cm_fit_eval(host, cm_cross_guest_to_host(&t, xm),
 					  NULL);
-		uint64_t lo = j ? ch[j].ts : 0;
-		uint64_t hi = j + 1 < n ? ch[j + 1].ts : UINT64_MAX;
-		uint64_t d = ht < lo ? lo - ht : ht >= hi ? ht - hi + 1 : 0;
-		if (d < best_d) {
+		uint64_t d = outside(ht, j ? ch[j].ts : 0,
+				     j + 1 < n ? ch[j + 1].ts : UINT64_MAX);
+		uint64_t far = outside(ht, h_lo,
+				       h_hi < UINT64_MAX ? h_hi + 1 : h_hi);
+		if (d < best_d || (d == best_d && far < best_far)) {
 			best_d = d;
+			best_far = far;
 			best = j;
 		}
 	}

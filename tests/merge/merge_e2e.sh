@@ -74,6 +74,21 @@ s=g['segment_offsets_boottime']
 sys.exit(0 if len(s)==2 and s[1]['offset']-s[0]['offset']==3000000000 else 1)"
 gen tscback --seed 15 --duration-s 10 --kvm-tsc --exchanges 0 --tsc-step -7000000000 --step-at 0.3
 merge_and_check tscback 1000
+# ... back by far more than the trace is long (300 s of cycles): both
+# recorded values then place the later segment within the first one's
+# span, and the one that puts it among the host's samples must win; the
+# error bound stays that of the fit on either side of the change
+gen tscfar --seed 38 --duration-s 10 --kvm-tsc --tsc-step -900000000000 --step-at 0.5
+merge_and_check tscfar 1000
+check "tscfar: the error bound stays under 1 us" python3 -c "
+import json,sys; g=json.load(open('$W/tscfar.json'))['guests'][0]
+sys.exit(0 if g['error_bound_ns']['max'] < 1000 and
+         g['exchanges']['causality_violations']==0 else 1)"
+gen tscfwdfar --seed 38 --duration-s 10 --kvm-tsc --tsc-step 900000000000 --step-at 0.5
+merge_and_check tscfwdfar 1000
+check "tscfwdfar: the error bound at the change stays under 1 us" python3 -c "
+import json,sys; g=json.load(open('$W/tscfwdfar.json'))['guests'][0]
+sys.exit(0 if g['error_bound_ns']['max'] < 1000 else 1)"
 # ... with no kvm_tsc record: the exchanges inside each segment give its own
 gen tscex --seed 16 --duration-s 20 --exchanges 100 --tsc-step 3000000000
 merge_and_check tscex 1000

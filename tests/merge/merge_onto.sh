@@ -128,6 +128,9 @@ grep -q '"segment_offsets_boottime"' "$t/kvmstep.json" &&
 # find the step back, which the default merge gets wrong just as well.)
 onto_case kvmback --seed 15 --kvm-tsc --exchanges 0 --duration-s 10 \
 	--tsc-step -7000000000 --step-at 0.3
+# ... back by far more than the trace is long (300 s of cycles)
+onto_case kvmbackfar --seed 38 --kvm-tsc --duration-s 10 \
+	--tsc-step -900000000000 --step-at 0.5
 # ... and with no kvm_tsc record: the exchanges of each segment.
 onto_case exstep --seed 16 --exchanges 100 --tsc-step 3000000000
 
