@@ -107,11 +107,29 @@ static void say_interrupted(int sig, const char *tail)
 		return;
 }
 
+/* The signals that ask a program to stop: the ones counted, and the
+ * first of which a cooperative program handles itself. */
+static const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
+/* The other signals whose default is to end the process, without a
+ * core: they end it too, but only after the temporaries are gone.
+ * SIGPIPE ends it quietly (a reader that went away, as `| head`).
+ * SIGXFSZ is not here: it is ignored, so that a write past the file
+ * size limit fails with EFBIG and is reported as the error it is. */
+static const int fatal_signals[] = {SIGPIPE, SIGALRM, SIGUSR1, SIGUSR2,
+				    SIGVTALRM, SIGPROF, SIGXCPU};
+
+static bool is_stop_signal(int sig)
+{
+	return sig == SIGINT || sig == SIGTERM || sig == SIGHUP;
+}
+
 static void on_signal(int sig)
 {
 	int e = errno;
-	g_count++;
-	if (g_cooperative && g_count == 1) {
+	bool stop = is_stop_signal(sig);
+	if (stop)
+		g_count++;
+	if (stop && g_cooperative && g_count == 1) {
 		errno = e;
 		return;
 	}
@@ -121,8 +139,19 @@ static void on_signal(int sig)
 		return;
 	}
 	vp_out_cleanup_all();
-	say_interrupted(sig, ", nothing written\n");
+	if (sig != SIGPIPE)
+		say_interrupted(sig, ", nothing written\n");
 	_exit(128 + sig);
+}
+
+/* The set of every signal on_signal takes. */
+static void handled_signals(sigset_t *set)
+{
+	sigemptyset(set);
+	for (size_t i = 0; i < sizeof(stop_signals) / sizeof(int); i++)
+		sigaddset(set, stop_signals[i]);
+	for (size_t i = 0; i < sizeof(fatal_signals) / sizeof(int); i++)
+		sigaddset(set, fatal_signals[i]);
 }
 
 volatile sig_atomic_t *vp_out_signals(bool cooperative)
@@ -133,9 +162,11 @@ volatile sig_atomic_t *vp_out_signals(bool cooperative)
 	sa.sa_handler = on_signal;
 	sigemptyset(&sa.sa_mask);
 	g_cooperative = cooperative;
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
+	for (size_t i = 0; i < sizeof(stop_signals) / sizeof(int); i++)
+		sigaction(stop_signals[i], &sa, NULL);
+	for (size_t i = 0; i < sizeof(fatal_signals) / sizeof(int); i++)
+		sigaction(fatal_signals[i], &sa, NULL);
+	signal(SIGXFSZ, SIG_IGN);
 	g_installed = 1;
 	return &g_count;
 }
@@ -619,10 +650,7 @@ int vp_out_commit_all(struct vp_out **outs, size_t n, struct vp_error *err)
 	size_t i, done = 0;
 	int rc = 0;
 
-	sigemptyset(&block);
-	sigaddset(&block, SIGINT);
-	sigaddset(&block, SIGTERM);
-	sigaddset(&block, SIGHUP);
+	handled_signals(&block);
 	pthread_sigmask(SIG_BLOCK, &block, &old);
 	g_committing = 1;
 

@@ -20,6 +20,10 @@
  * (vp_out_signals): SIGINT/SIGTERM/SIGHUP remove them and end the process
  * with 128 + the signal, unless the program asked to see the first signal
  * itself (to stop cleanly), in which case only the next one does that.
+ * The other signals that end a process without a core (SIGPIPE, SIGALRM,
+ * SIGUSR1/2, SIGVTALRM, SIGPROF, SIGXCPU) remove them and end it at once;
+ * SIGXFSZ is ignored, so that a write past `ulimit -f` fails (EFBIG) and
+ * is reported like any other failed write.
  *
  * A destination that exists and is not a regular file (a FIFO, a
  * character device such as /dev/null) is written directly: it cannot be
@@ -102,6 +106,10 @@ void vp_out_abort(struct vp_out *o);
  * cooperative true: the first such signal is only counted (the program
  *   polls vp_out_signal_count() and stops cleanly); a second one acts as
  *   above.
+ * Either way the other terminating signals (see the top of this file)
+ * remove the temporaries and _exit(128 + signal) at once (SIGPIPE with no
+ * message), and SIGXFSZ is ignored.  A program that would rather see
+ * EPIPE sets SIGPIPE to SIG_IGN after this call.
  * Returns the counter, for code that takes a volatile sig_atomic_t *.
  * While vp_out_commit*() renames, signals wait until it is done. */
 volatile sig_atomic_t *vp_out_signals(bool cooperative);

@@ -965,6 +965,7 @@ stop_host:
 	/* From here on nothing is left to stop cleanly: a signal removes the
 	 * file being pulled or merged and ends the run. */
 	vp_out_signals(false);
+	signal(SIGPIPE, SIG_IGN); /* a closed socket is an error, not an end */
 	sigprocmask(SIG_UNBLOCK, &r->sigs, NULL);
 	for (size_t i = 0; i < r->n_guests; i++) {
 		struct guest *g = &r->g[i];

@@ -423,6 +423,31 @@ wait "$mpid"; st=$?
 if [ "$st" -eq 130 ] && grep -q interrupted "$W/log" && [ ! -e "$W/int.out.pb" ] &&
    ! ls -a "$W" | grep -q '^\.int\.out\.pb\.'; then ok "interrupted: exit 130, no output, no temporary"
 else echo "    exit $st"; bad "interrupted: exit 130, no output, no temporary"; fi
+# Any other signal that ends a process cleans up the same way.
+"$MERGE" -q "$W/big.host.pb" "$W/big.guest.pb" -o "$W/usr.out.pb" \
+	--report "$W/usr.json" 2>"$W/log" &
+mpid=$!
+sleep 0.3
+kill -USR1 "$mpid"
+wait "$mpid"; st=$?
+if [ "$st" -eq 138 ] && grep -q "signal 10" "$W/log" &&
+   [ ! -e "$W/usr.out.pb" ] && [ ! -e "$W/usr.json" ] &&
+   ! ls -a "$W" | grep -q '^\.usr\.'; then ok "SIGUSR1: exit 138, no output, no temporary"
+else echo "    exit $st"; bad "SIGUSR1: exit 138, no output, no temporary"; fi
+# A file size limit (ulimit -f): the write fails (no SIGXFSZ death), the
+# merge says so and exits 4, leaving nothing; an existing output is kept.
+echo "precious" > "$W/fsz.out.pb"
+(ulimit -f 20000; exec "$MERGE" -q "$W/big.host.pb" "$W/big.guest.pb" \
+	-o "$W/fsz.out.pb") >"$W/log" 2>&1; st=$?
+if [ "$st" -eq 4 ] && grep -q "fsz.out.pb: cannot write: File too large" "$W/log" &&
+   grep -qx precious "$W/fsz.out.pb" && ! ls -a "$W" | grep -q '^\.fsz\.'; then
+	ok "ulimit -f: exit 4, File too large, old output kept, no temporary"
+else echo "    exit $st: $(cat "$W/log")"; bad "ulimit -f: exit 4, old output kept, no temporary"; fi
+# stderr closed under the merge (| head -c0): the output is still written.
+"$MERGE" "$W/ex.host.pb" "$W/ex.guest.pb" -o "$W/pipe.out.pb" 2>&1 | head -c0
+st=${PIPESTATUS[0]}
+check "stderr a closed pipe: exit 0 ($st) and the output written" \
+	bash -c "[ $st -eq 0 ] && [ -s '$W/pipe.out.pb' ]"
 rm -f "$W/big.host.pb" "$W/big.guest.pb"
 check "inputs never modified" bash -c "cmp -s '$W/ex.host.pb' '$W/link.pb'"
 
