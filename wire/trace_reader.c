@@ -51,7 +51,9 @@ int trace_reader_open(struct trace_reader **out, const char *path,
 		      struct vp_error *err)
 {
 	struct stat st;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO with no writer would block the open itself,
+	 * before it can be told apart and refused. */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 
 	if (fd < 0)
 		return vp_errorf(err, "%s: cannot open: %s", path, strerror(errno));
@@ -59,6 +61,9 @@ int trace_reader_open(struct trace_reader **out, const char *path,
 		close(fd);
 		return vp_errorf(err, "%s: not a regular file", path);
 	}
+	int fl = fcntl(fd, F_GETFL);
+	if (fl >= 0)
+		fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
 	struct trace_reader *r = malloc(sizeof(*r));
 	char *p = strdup(path);
 	if (!r || !p) {

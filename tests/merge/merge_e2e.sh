@@ -362,6 +362,11 @@ expect_exit "truncated guest: existing output kept" 2 "byte offset" \
       "$MERGE" "$W/ex.host.pb" "$W/trunc.pb" -o "$W/exists.pb"
 check "truncated guest: existing output unchanged" grep -qx precious "$W/exists.pb"
 check "no temporary files left behind" bash -c "! ls -a '$W' | grep -q '^\.exists\.pb\.'"
+mkfifo "$W/fifo.pb"
+expect_exit "a FIFO with no writer as guest: refused at once, exit 2" 2 \
+      "fifo.pb: not a regular file" \
+      timeout 20 "$MERGE" "$W/ex.host.pb" "$W/fifo.pb" -o "$W/bad.out.pb"
+rm -f "$W/fifo.pb"
 printf 'not a trace at all\n' > "$W/text.pb"
 expect_exit "text as host: exit 2" 2 "text.pb: byte offset" \
       "$MERGE" "$W/text.pb" "$W/ex.guest.pb" -o "$W/bad.out.pb"
