@@ -272,19 +272,20 @@ struct scan_ctx {
 	struct sync_scanner *sc;
 	struct pb_buf scratch; /* inflated compressed_packets */
 	struct inflate_budget budget;
-	bool copy;             /* pass the record on to the output */
 };
 
-static int scan_record(void *ctx, const uint8_t *raw, size_t raw_len,
-		       uint32_t field, uint8_t wt, const uint8_t *data,
-		       size_t len, uint64_t off, struct pb_buf *out,
+/* Scans one record read whole (a packet; other records hold nothing
+ * the scan wants). */
+static int scan_record(struct scan_ctx *c, const struct trace_record *rec,
 		       struct vp_error *err)
 {
-	struct scan_ctx *c = ctx;
+	const uint8_t *data = rec->data;
+	size_t len = rec->len;
+	uint64_t off = rec->data_offset;
 
 	/* each_packet with the scanner called directly: a call less per
 	 * packet */
-	if (field == TRACE_PACKET_FIELD && wt == PB_WT_LEN) {
+	if (rec->field == TRACE_PACKET_FIELD && rec->wt == PB_WT_LEN) {
 		int rc = sync_scan_packet(c->sc, data, len, off, err);
 		if (rc > 0)
 			rc = each_inner_packet(c->path, data, len, off,
@@ -294,8 +295,6 @@ static int scan_record(void *ctx, const uint8_t *raw, size_t raw_len,
 			return -1;
 		shrink_buf(&c->scratch);
 	}
-	if (c->copy)
-		pb_put_raw(out, raw, raw_len);
 	return 0;
 }
 
@@ -313,9 +312,7 @@ static int scan_skimming(struct scan_ctx *c, struct progress *pg,
 			rc = vp_errorf(err, "interrupted");
 			break;
 		}
-		if (rc == 1 && scan_record(c, rec.raw, rec.raw_len, rec.field,
-					   rec.wt, rec.data, rec.len,
-					   rec.data_offset, NULL, err) < 0) {
+		if (rc == 1 && scan_record(c, &rec, err) < 0) {
 			rc = -1;
 			break;
 		}
@@ -324,6 +321,65 @@ static int scan_skimming(struct scan_ctx *c, struct progress *pg,
 		rc = 0;
 	}
 	sync_skim_close(&k);
+	return rc < 0 ? -1 : 0;
+}
+
+/* The host's records over this many bytes are skimmed for the scanner
+ * and pass to the output in pieces straight from the file, so that a
+ * 64 MiB packet costs no buffer of its size; smaller ones are read whole
+ * and copied, which costs less than reading them in two goes. */
+#define COPY_SKIM_MIN TRACE_READ_BUF
+
+/* The output of a copy, and whether writing to it failed (an output
+ * error, exit 4, not the input's). */
+struct copy_out {
+	struct trace_writer *w;
+	bool failed;
+};
+
+static int write_piece(void *ctx, const uint8_t *p, size_t n,
+		       struct vp_error *err)
+{
+	struct copy_out *co = ctx;
+
+	if (trace_writer_raw(co->w, p, n, err) < 0) {
+		co->failed = true;
+		return -1;
+	}
+	return 0;
+}
+
+/* A scan that copies every record to w as it is (the host's). */
+static int scan_copying(struct scan_ctx *c, struct trace_writer *w,
+			struct progress *pg, volatile sig_atomic_t *cancel,
+			int *io_error, struct vp_error *err)
+{
+	struct sync_skim k;
+	struct trace_record rec;
+	struct copy_out co = {w, false};
+	int rc = sync_skim_open(&k, c->path, c->sc, COPY_SKIM_MIN, err);
+
+	while (rc == 0 && (rc = sync_skim_next(&k, &rec, err)) > 0) {
+		if (cancel && *cancel) {
+			rc = vp_errorf(err, "interrupted");
+			break;
+		}
+		if (rc == 1) {
+			rc = scan_record(c, &rec, err);
+			if (rc == 0)
+				rc = write_piece(&co, rec.raw, rec.raw_len,
+						 err);
+		} else {
+			rc = trace_reader_pass(k.rd, rec.offset, rec.raw_len,
+					       write_piece, &co, err);
+		}
+		if (rc < 0)
+			break;
+		if (pg->on)
+			progress_add(pg, rec.raw_len);
+	}
+	sync_skim_close(&k);
+	*io_error = co.failed;
 	return rc < 0 ? -1 : 0;
 }
 
@@ -338,24 +394,12 @@ static int scan_file(const char *path, struct sync_scanner **out,
 		.path = path,
 		.sc = sync_scanner_new(path),
 		.budget = {0, max_inflate},
-		.copy = copy_to != NULL,
-	};
-	struct partition_job job = {
-		.path = path,
-		.threads = 1,
-		.fn = scan_record,
-		.ctx = {&c},
-		.sink = copy_to ? sink_writer : NULL,
-		.sink_ctx = copy_to,
-		.progress = pg->on ? progress_cb : NULL, /* a call per record */
-		.progress_ctx = pg,
-		.cancel = cancel,
 	};
 	int io_error = 0, rc;
 
 	pb_buf_init(&c.scratch);
 	if (copy_to)
-		rc = partition_run(&job, err, &io_error);
+		rc = scan_copying(&c, copy_to, pg, cancel, &io_error, err);
 	else
 		rc = scan_skimming(&c, pg, cancel, err);
 	pb_buf_free(&c.scratch);

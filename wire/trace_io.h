@@ -66,6 +66,15 @@ const uint8_t *trace_reader_peek(struct trace_reader *r, uint64_t off,
  * there.  Within what the reader holds this costs no system call. */
 int trace_reader_seek(struct trace_reader *r, uint64_t off,
 		      struct vp_error *err);
+/* Hands the file's bytes [off, off + len) to fn, in pieces of at most
+ * TRACE_READ_BUF read into the reader's own buffer, and leaves the
+ * reader at off + len: a record of any size passes with no buffer of
+ * its size.  Returns 0; -1 when fn fails (its message) or on a read
+ * error or a file that ends first (err names the file and offset). */
+typedef int (*trace_piece_fn)(void *ctx, const uint8_t *p, size_t n,
+			      struct vp_error *err);
+int trace_reader_pass(struct trace_reader *r, uint64_t off, uint64_t len,
+		      trace_piece_fn fn, void *ctx, struct vp_error *err);
 /* Starts again from the beginning of the file. */
 int trace_reader_rewind(struct trace_reader *r, struct vp_error *err);
 uint64_t trace_reader_size(const struct trace_reader *r);

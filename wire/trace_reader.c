@@ -196,6 +196,40 @@ static int refill(struct trace_reader *r, struct vp_error *err)
 	return refill_want(r, 0, err);
 }
 
+int trace_reader_pass(struct trace_reader *r, uint64_t off, uint64_t len,
+		      trace_piece_fn fn, void *ctx, struct vp_error *err)
+{
+	if (len > INT64_MAX || off > INT64_MAX - len)
+		return vp_errorf(err, "%s: byte offset %llu: a range of %llu "
+				 "bytes is out of range", r->path,
+				 (unsigned long long)off,
+				 (unsigned long long)len);
+	if (reposition(r, off, err) < 0)
+		return -1;
+	while (len) {
+		size_t want = len < sizeof(r->buf) ? (size_t)len
+						   : sizeof(r->buf);
+		ssize_t n = read_full(r->fd, r->buf, want, r->buf_off);
+		if (n < 0)
+			return vp_errorf(err, "%s: read error at byte offset "
+					 "%llu: %s", r->path,
+					 (unsigned long long)r->buf_off,
+					 strerror(errno));
+		r->n_read += (size_t)n;
+		if ((size_t)n < want)
+			return vp_errorf(err, "%s: byte offset %llu: the file "
+					 "ends %llu bytes before the record "
+					 "does", r->path,
+					 (unsigned long long)(r->buf_off + n),
+					 (unsigned long long)(len - n));
+		r->buf_off += (uint64_t)n;
+		len -= (uint64_t)n;
+		if (fn(ctx, r->buf, (size_t)n, err) < 0)
+			return -1;
+	}
+	return 0;
+}
+
 static int truncated(struct trace_reader *r, uint64_t at, const char *what,
 		     uint64_t want, struct vp_error *err)
 {
