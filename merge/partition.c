@@ -426,6 +426,62 @@ static void pool_free(struct pool *pl)
 }
 
 
+/* Hands the filled window w, the n-th of the file, to the workers. */
+static void dispatch(struct pool *pl, struct window *w, uint64_t n)
+{
+	pthread_mutex_lock(&pl->mu);
+	w->seqno = n;
+	w->pending = pl->n - 1;
+	w->state = READY;
+	pthread_cond_broadcast(&pl->cv);
+	pthread_mutex_unlock(&pl->mu);
+}
+
+/* Finishes the oldest windows in flight (*first_pending .. n - 1) until
+ * at most `keep` are left; the first failure sets *status and *err. */
+static void drain(struct pool *pl, uint64_t *first_pending, uint64_t n,
+		  uint64_t keep, int *status, struct vp_error *err,
+		  int *io_error)
+{
+	while (*first_pending < n && n - *first_pending > keep) {
+		struct vp_error werr;
+		int f = finish_window(pl, &pl->win[*first_pending % pl->slots],
+				      &werr);
+		(*first_pending)++;
+		if (f < 0 && !*status) {
+			*status = -1;
+			*err = werr;
+			*io_error = f == -2;
+		}
+	}
+}
+
+/* A record larger than a window, once every window before it is out:
+ * the workers are idle then, so the leader handles it with its owner's
+ * state and hands its output straight to the sink.  Memory then holds
+ * the record and its output once, not once per window in flight. */
+static int run_big(struct pool *pl, const struct trace_record *rec,
+		   struct pb_buf *out, struct vp_error *err, int *io_error)
+{
+	const struct partition_job *job = pl->job;
+	size_t load[PARTITION_MAX_THREADS] = {0};
+	unsigned owner = owner_of(job, rec, pl->n, load);
+	int rc = run_record(job, job->ctx[owner], rec, out, NULL, err);
+
+	if (rc == 0 && job->sink && out->len) {
+		struct iovec v = {out->data, out->len};
+		if (job->sink(job->sink_ctx, &v, 1, err) < 0) {
+			*io_error = 1;
+			rc = -1;
+		}
+	}
+	pb_buf_reset(out);
+	shrink(out);
+	if (rc == 0 && job->progress)
+		job->progress(job->progress_ctx, rec->raw_len);
+	return rc;
+}
+
 static int run_many(const struct partition_job *job, struct vp_error *err,
 		    int *io_error)
 {
@@ -482,11 +538,28 @@ static int run_many(const struct partition_job *job, struct vp_error *err,
 	}
 
 	struct window *w = &pl.win[0];
+	struct pb_buf big_out;
+	pb_buf_init(&big_out);
 	memset(load, 0, sizeof(load));
 	for (;;) {
 		rc = trace_reader_next(rd, &rec, err);
 		if (rc > 0 && cancelled(job))
 			rc = vp_errorf(err, "interrupted");
+		if (rc > 0 && rec.raw_len > PARTITION_WINDOW_BYTES) {
+			if (w->count) {
+				dispatch(&pl, w, n++);
+				memset(load, 0, sizeof(load));
+				w = &pl.win[n % pl.slots];
+			}
+			drain(&pl, &first_pending, n, 0, &status, err,
+			      io_error);
+			if (status || run_big(&pl, &rec, &big_out, err,
+					      io_error) < 0) {
+				status = -1;
+				break;
+			}
+			continue;
+		}
 		if (rc > 0) {
 			unsigned owner = owner_of(job, &rec, pl.n, load);
 			struct share *s = &w->sh[owner];
@@ -517,28 +590,14 @@ static int run_many(const struct partition_job *job, struct vp_error *err,
 		 * of them may have failed earlier in the file. */
 		if (rc <= 0 || w->count == PARTITION_WINDOW_RECORDS ||
 		    w->bytes >= PARTITION_WINDOW_BYTES) {
-			pthread_mutex_lock(&pl.mu);
-			w->seqno = n;
-			w->pending = pl.n - 1;
-			w->state = READY;
-			pthread_cond_broadcast(&pl.cv);
-			pthread_mutex_unlock(&pl.mu);
-			n++;
+			dispatch(&pl, w, n++);
 			memset(load, 0, sizeof(load));
 			/* Keep at most slots - 1 windows in flight. */
-			while (first_pending < n &&
-			       (rc <= 0 || n - first_pending >= pl.slots)) {
-				struct vp_error werr;
-				int f = finish_window(&pl, &pl.win[first_pending %
-								   pl.slots], &werr);
-				first_pending++;
-				if (f < 0 && !status) {
-					status = -1;
-					*err = werr;
-					*io_error = f == -2;
-					rc = -1;
-				}
-			}
+			drain(&pl, &first_pending, n,
+			      rc <= 0 ? 0 : pl.slots - 1, &status, err,
+			      io_error);
+			if (status)
+				rc = -1;
 			if (rc <= 0)
 				break;
 			w = &pl.win[n % pl.slots];
@@ -546,6 +605,9 @@ static int run_many(const struct partition_job *job, struct vp_error *err,
 	}
 	if (rc < 0)
 		status = -1;
+	/* After a failure in run_big, windows before it may be in flight */
+	drain(&pl, &first_pending, n, 0, &status, err, io_error);
+	pb_buf_free(&big_out);
 
 	pthread_mutex_lock(&pl.mu);
 	pl.stop = true;

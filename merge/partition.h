@@ -18,7 +18,10 @@
  * Memory is bounded by bytes, not records: a window closes at
  * PARTITION_WINDOW_BYTES of input (or PARTITION_WINDOW_RECORDS records),
  * at most threads + 2 windows are in flight, and a buffer that grew past
- * a few windows for a large record is given back once it is emitted.
+ * a few windows for a large record is given back once it is emitted.  A
+ * record larger than a window waits until every window before it is out
+ * (the workers idle) and is handled alone by the first thread, with its
+ * owner's context: one such record is held at a time, with its output.
  *
  * With an output sink the result is the same bytes, in the same order, as
  * one thread would write: the first thread interleaves the threads' output
