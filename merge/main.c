@@ -94,6 +94,8 @@ static uint64_t guest_packets(const struct merge_result *res)
 	return n;
 }
 
+_Static_assert(MERGE_MAX_GUESTS == 64, "the usage message says 64");
+
 static int usage_error(const char *fmt, const char *arg)
 {
 	fprintf(stderr, "vperfetto_merge: ");
@@ -244,6 +246,10 @@ int main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, ":o:qh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'o':
+			if (o.out)
+				return usage_error("%s", "-o given twice");
+			if (!*optarg)
+				return usage_error("%s", "-o: an empty file name");
 			o.out = optarg;
 			break;
 		case OPT_OFFSET:
@@ -288,6 +294,11 @@ int main(int argc, char **argv)
 						   "monotonic)", optarg);
 			break;
 		case OPT_REPORT:
+			if (report)
+				return usage_error("%s", "--report given twice");
+			if (!*optarg)
+				return usage_error("%s", "--report: an empty file "
+						   "name");
 			report = optarg;
 			break;
 		case OPT_ALLOW_UNSYNCED:
@@ -347,7 +358,8 @@ int main(int argc, char **argv)
 	o.host = argv[optind++];
 	for (; optind < argc; optind++) {
 		if (o.n_guests == MERGE_MAX_GUESTS)
-			return usage_error("%s", "too many guest traces");
+			return usage_error("%s", "too many guest traces (at "
+					   "most 64)");
 		o.guests[o.n_guests++] = argv[optind];
 	}
 	if (o.n_tsc_offset && o.n_tsc_offset != o.n_guests)

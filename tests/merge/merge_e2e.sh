@@ -408,6 +408,15 @@ sys.exit(0 if o[len(h):].startswith(b'\x0a\x05\x40\x05\x90\x06\x01') else 1)"
 expect_exit "missing input: exit 2" 2 "nope.pb: cannot open" \
       "$MERGE" "$W/nope.pb" "$W/ex.guest.pb" -o "$W/bad.out.pb"
 expect_exit "usage: no -o" 1 "no output file" "$MERGE" "$W/ex.host.pb" "$W/ex.guest.pb"
+expect_exit "usage: -o twice" 1 "-o given twice" \
+      "$MERGE" "$W/ex.host.pb" "$W/ex.guest.pb" -o "$W/x1.pb" -o "$W/x2.pb"
+expect_exit "usage: -o empty" 1 "-o: an empty file name" \
+      "$MERGE" "$W/ex.host.pb" "$W/ex.guest.pb" -o ""
+expect_exit "usage: --report twice" 1 "--report given twice" \
+      "$MERGE" "$W/ex.host.pb" "$W/ex.guest.pb" -o "$W/x1.pb" --report "$W/r1.json" --report "$W/r2.json"
+check "usage errors: nothing written" bash -c "! ls '$W'/x1.pb '$W'/x2.pb '$W'/r1.json '$W'/r2.json 2>/dev/null"
+expect_exit "usage: 65 guest traces" 1 "too many guest traces \(at most 64\)" \
+      "$MERGE" "$W/ex.host.pb" $(for i in $(seq 65); do printf '%s ' "$W/ex.guest.pb"; done) -o "$W/x1.pb"
 expect_exit "usage: offsets not once per guest" 1 "once per guest" \
       "$MERGE" "$W/ex.host.pb" "$W/ex.guest.pb" "$W/g2.guest.pb" -o "$W/x.pb" --guest-tsc-offset 1
 expect_exit "usage: bad scaling" 1 "RATIO:FRACBITS" \
