@@ -493,18 +493,22 @@ struct __attribute__((aligned(128))) guest_map {
 	uint64_t overflow; /* values clamped: far outside the model */
 };
 
-/* in + off, clamped to the uint64 range (counted as an overflow). */
+/* in + off, clamped to [0, INT64_MAX] (counted as an overflow): a trace
+ * processor takes timestamps as int64, and one past INT64_MAX would
+ * become negative there. */
 static uint64_t add_offset(uint64_t in, int64_t off, bool *ovf)
 {
 	if (off < 0 && in < (uint64_t)0 - (uint64_t)off) {
 		*ovf = true;
 		return 0;
 	}
-	if (off > 0 && in > UINT64_MAX - (uint64_t)off) {
+	uint64_t out = in + (uint64_t)off;
+	if ((off > 0 && in > UINT64_MAX - (uint64_t)off) ||
+	    (out > INT64_MAX && in <= INT64_MAX)) {
 		*ovf = true;
-		return UINT64_MAX;
+		return INT64_MAX;
 	}
-	return in + (uint64_t)off;
+	return out;
 }
 
 /* A REALTIME value of a trace on the same machine's BOOTTIME, as a trace

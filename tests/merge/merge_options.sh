@@ -131,6 +131,21 @@ grep -q "rewrote [0-9]* packets on 2 threads:" "$t/th2.log" &&
 check "threads: the same bytes on one thread and two" cmp -s "$t/th1.pb" \
 	"$t/th2.pb"
 
+# ---- an offset that carries times past int64 ----------------------------------
+# A trace processor takes timestamps as int64: a guest time moved past
+# INT64_MAX is clamped there and counted, never written as a value that
+# would read back negative.
+"$MERGE" "$t/host.pb" "$t/guest.pb" -o "$t/big.pb" \
+	--guest-offset-ns 9223372036854775807 2>"$t/big.log"
+check "offset past int64: merge exits 0" test $? -eq 0
+grep -q "mapped timestamps fell outside the range of their field" \
+	"$t/big.log" && pass "offset past int64: the clamped times are counted" ||
+	fail "offset past int64: no warning: $(cat "$t/big.log")"
+n=$(query_rows "$t/big.pb" "select coalesce(sum(value), 0) from stats \
+	where name = 'trace_sorter_negative_timestamp_dropped'")
+check "offset past int64: no timestamp reads back negative ($n dropped)" \
+	test "$n" = 0
+
 # ---- usage errors ----------------------------------------------------------
 "$MERGE" -q "$t/host.pb" "$t/guest.pb" -o "$t/x.pb" --guest-offset-ns 12abc \
 	2>"$t/err"
