@@ -84,6 +84,11 @@ struct seq {
 struct sync_scanner {
 	char *path;
 	struct seq_table seqs; /* of struct seq */
+	/* every sequence id of SYNC_SEQ_LOAD_IDS or more seen (those below
+	 * have a seq_load), and the last one looked up */
+	struct u64map big_seqs;
+	bool have_last_seq;
+	uint32_t last_seq;
 	struct sync_data d;
 	/* the packet being scanned, for error offsets */
 	const uint8_t *pkt;
@@ -157,6 +162,7 @@ struct sync_scanner *sync_scanner_new(const char *path)
 	struct sync_scanner *s = vp_xcalloc(1, sizeof(*s));
 	s->path = vp_xstrdup(path);
 	seq_table_init(&s->seqs, sizeof(struct seq));
+	u64map_init(&s->big_seqs);
 	s->d.trace_clock = BUILTIN_CLOCK_BOOTTIME;
 	return s;
 }
@@ -178,6 +184,7 @@ void sync_scanner_free(struct sync_scanner *s)
 	for (size_t i = 0; i < seq_table_count(&s->seqs); i++)
 		u64map_free(&((struct seq *)seq_table_at(&s->seqs, i))->interned);
 	seq_table_free(&s->seqs);
+	u64map_free(&s->big_seqs);
 	sync_data_free(&s->d);
 	free(s->path);
 	free(s);
@@ -532,6 +539,33 @@ bool sync_scan_field_skim(uint32_t num, const uint8_t *head, size_t n,
 	}
 }
 
+/* Counts sequence id, once; fails past SYNC_MAX_SEQUENCES.  Before the
+ * packet's seq_load is added: a load of 0 is an id not seen yet. */
+static int note_sequence(struct sync_scanner *s, uint32_t id)
+{
+	uint64_t v;
+
+	if (id < SYNC_SEQ_LOAD_IDS) {
+		if (s->d.seq_load[id])
+			return 0;
+	} else {
+		if (s->have_last_seq && s->last_seq == id)
+			return 0;
+		s->have_last_seq = true;
+		s->last_seq = id;
+		if (u64map_get(&s->big_seqs, id, &v))
+			return 0;
+		u64map_put(&s->big_seqs, id, 1);
+	}
+	if (++s->d.n_sequences <= SYNC_MAX_SEQUENCES)
+		return 0;
+	return vp_errorf(s->err, "%s: byte offset %llu: sequence %u is one "
+			 "more than the %d packet sequences a trace may have "
+			 "(the merge keeps state for each)", s->path,
+			 (unsigned long long)s->pkt_off, id,
+			 SYNC_MAX_SEQUENCES);
+}
+
 int sync_scan_packet(struct sync_scanner *s, const uint8_t *pkt, size_t len,
 		     uint64_t off, struct vp_error *err)
 {
@@ -555,6 +589,8 @@ int sync_scan_packet(struct sync_scanner *s, const uint8_t *pkt, size_t len,
 		return 1; /* the caller inflates it and scans what is inside */
 	}
 	s->d.n_packets++;
+	if (note_sequence(s, p.seq_id) < 0)
+		return -1;
 	if (p.seq_id < SYNC_SEQ_LOAD_IDS)
 		s->d.seq_load[p.seq_id] += len + SYNC_PACKET_LOAD;
 	if (p.has_machine_id && p.machine_id > s->d.max_machine_id)

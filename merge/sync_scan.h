@@ -54,6 +54,12 @@ struct sample_vec {
 	struct thinning thin;
 };
 
+/* The most packet sequences one trace may have.  The rewrite keeps a
+ * few hundred bytes of state for each (its clocks, its defaults), so this
+ * bounds that memory (to about 30 MiB); a trace with more is refused,
+ * naming the packet that opened one too many.  A service numbers a
+ * sequence per writer: real traces have hundreds. */
+#define SYNC_MAX_SEQUENCES 65536
 /* Sequences of ids below this have their load measured (seq_load). */
 #define SYNC_SEQ_LOAD_IDS 256
 /* A packet's share of the load beyond its bytes: what handling any packet
@@ -80,6 +86,7 @@ struct sync_data {
 	size_t n_kvm, cap_kvm;
 	size_t n_kvm_dropped;        /* changes beyond SYNC_MAX_KVM */
 	uint32_t max_seq_id;
+	size_t n_sequences;          /* distinct sequence ids */
 	uint32_t max_machine_id;     /* largest TracePacket.machine_id seen */
 	bool have_cpu;               /* an FtraceEventBundle.cpu was seen */
 	uint32_t max_cpu;            /* ... the largest */

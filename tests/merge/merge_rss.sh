@@ -8,7 +8,8 @@
 # took 660 MiB on two threads) on 1, 2 and as many threads as there are
 # CPUs, and fails when the peak RSS of any run exceeds 64 MiB or the
 # outputs differ; then a trace of 600k sync samples a side, which must
-# stay within 64 MiB too, and a host packet of 60 MiB.  The traces go
+# stay within 64 MiB too, a host packet of 60 MiB, and 65500 sequences
+# (one more than the limit is refused).  The traces go
 # under /tmp and are removed.
 set -uo pipefail
 # Generated traces are of small packets, which the merge rewrites on one
@@ -90,6 +91,47 @@ if /usr/bin/time -f %M -o "$W/rss" "$MERGE" -q "$W/bh.pb" "$W/bg.pb" \
   else bad "a 60 MiB host packet: the host copied byte for byte"; fi
 else
   bad "a 60 MiB host packet: merge"; sed 's/^/    /' "$W/log"
+fi
+# Sequences: the rewrite keeps state for each, so a trace may have at
+# most 65536 (SYNC_MAX_SEQUENCES).  That many stay within 64 MiB; one
+# more is refused at the packet that opens it.
+seqs() { # OUT N: the generated guest and N packets of sequences of their own
+  python3 - "$W/bg.pb" "$1" "$2" <<'PY'
+import sys
+def varint(v):
+    out = bytearray()
+    while True:
+        out.append((v & 0x7f) | (0x80 if v >> 7 else 0))
+        v >>= 7
+        if not v:
+            return bytes(out)
+base = open(sys.argv[1], "rb").read()
+with open(sys.argv[2], "wb") as f:
+    f.write(base)
+    for i in range(int(sys.argv[3])):
+        # timestamp (8) and trusted_packet_sequence_id (10)
+        pkt = b"\x40" + varint(10**9 + i) + b"\x50" + varint(100000 + i)
+        f.write(b"\x0a" + varint(len(pkt)) + pkt)
+PY
+}
+seqs "$W/s65k.pb" 65500
+seqs "$W/s66k.pb" 65600
+if /usr/bin/time -f %M -o "$W/rss" "$MERGE" -q "$W/bh.pb" "$W/s65k.pb" \
+     -o "$W/s.out.pb" 2>"$W/log"; then
+  rss=$(tail -1 "$W/rss")
+  if [ -n "${ASAN_OPTIONS:-}${TSAN_OPTIONS:-}" ]; then
+    echo "# skip: 65500 sequences: peak RSS $((rss / 1024)) MiB not held to 64 MiB under a sanitizer"
+  elif [ "$rss" -le "$LIMIT_KIB" ]; then ok "65500 sequences: peak RSS $((rss / 1024)) MiB <= 64 MiB"
+  else bad "65500 sequences: peak RSS $((rss / 1024)) MiB > 64 MiB"; fi
+else
+  bad "65500 sequences: merge"; sed 's/^/    /' "$W/log"
+fi
+"$MERGE" -q "$W/bh.pb" "$W/s66k.pb" -o "$W/s.out.pb" 2>"$W/log"
+st=$?
+if [ $st -eq 2 ] && grep -Eq "s66k.pb: byte offset [0-9]+: sequence [0-9]+ is one more than the 65536 packet sequences" "$W/log"; then
+  ok "65600 sequences: refused (exit 2) at the packet past the limit"
+else
+  bad "65600 sequences: refused (exit $st)"; sed 's/^/    /' "$W/log"
 fi
 echo "# $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
