@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """append_packets.py - appends hand-made packets to generated traces, for
-the cases of merge_options.sh that the generator does not write.
+the cases of merge_options.sh and merge_rss.sh that the generator does not
+write.
 
   append_packets.py realtime GUEST OUT
       two instants at one guest instant: "boot_tick" on BOOTTIME and
@@ -9,6 +10,11 @@ the cases of merge_options.sh that the generator does not write.
   append_packets.py ftrace HOST GUEST HOST_OUT GUEST_OUT
       the host gets two sched_switch on cpu 3 (tid 77 running); the guest
       a print "B|1234|vp_work" and "E|1234" by pid 1234 on its cpu 1
+  append_packets.py bigpacket TRACE OUT MIB
+      one packet of MIB MiB: an unknown field (9000) of zeros, as a newer
+      producer may write
+  append_packets.py sequences TRACE OUT N
+      N packets (a timestamp each), each on a sequence of its own
 """
 import sys
 
@@ -82,6 +88,14 @@ def main():
         append(sys.argv[3], sys.argv[5],
                bundle(4092, 1, [printev(BOOT, 1234, b"B|1234|vp_work\n"),
                                 printev(BOOT + 1000, 1234, b"E|1234\n")]))
+    elif len(sys.argv) == 5 and sys.argv[1] == "bigpacket":
+        append(sys.argv[2], sys.argv[3],
+               packet(field(9000, 2, bytes(int(sys.argv[4]) << 20))))
+    elif len(sys.argv) == 5 and sys.argv[1] == "sequences":
+        # timestamp (8) and trusted_packet_sequence_id (10)
+        append(sys.argv[2], sys.argv[3], b"".join(
+            packet(field(8, 0, 10**9 + i) + field(10, 0, 100000 + i))
+            for i in range(int(sys.argv[4]))))
     else:
         sys.exit(__doc__)
 
