@@ -142,6 +142,10 @@ struct tp_ctx {
 	bool quiet;             /* no warnings on stderr (tp_warn) */
 	unsigned warnings;      /* printed so far (tp_warn stops at 20) */
 	uint64_t file_size;
+	/* FNV-1a of the first 4 KiB of the input as given (gzip'd or not),
+	 * from which a trace without a uuid gets one, as in Perfetto */
+	bool have_head_hash;
+	uint64_t head_hash;
 	uint64_t packets;       /* packets tokenized */
 	int64_t first_ts, last_ts; /* bounds of parsed events (trace time) */
 	bool have_ts;

@@ -56,7 +56,8 @@ static void usage(FILE *f)
 		"\n"
 		"options:\n"
 		"  -Q, --query-string SQL   run SQL, print the results as CSV\n"
-		"  -q, --query-file FILE    run the SQL in FILE, print the results as CSV\n"
+		"  -q, --query-file FILE    run the SQL in FILE ('-': stdin), print the\n"
+		"                           results as CSV\n"
 		"  -e, --export FILE        write every table and view to an SQLite\n"
 		"                           database FILE (after any queries)\n"
 		"      --summary            print row counts per table and the stats\n"
@@ -207,6 +208,8 @@ static char *read_stream(FILE *f)
 
 static char *read_file(const char *path)
 {
+	if (!strcmp(path, "-")) /* stdin, as Perfetto's shell takes it */
+		return read_stream(stdin);
 	FILE *f = fopen(path, "rb");
 	char *s;
 	int e;

@@ -405,7 +405,7 @@ static void print_cell(sqlite3_stmt *stmt, int c, FILE *out)
 		fprintf(out, "%f", sqlite3_column_double(stmt, c));
 		break;
 	case SQLITE_BLOB:
-		fputs_unlocked("\"<Binary data>\"", out);
+		fputs_unlocked("\"<raw bytes>\"", out);
 		break;
 	default: {
 		const unsigned char *s = sqlite3_column_text(stmt, c);

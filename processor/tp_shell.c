@@ -138,7 +138,7 @@ static char *cell_text(sqlite3_stmt *stmt, int c)
 			s = NULL;
 		break;
 	case SQLITE_BLOB:
-		s = strdup("<Binary data>");
+		s = strdup("<raw bytes>");
 		break;
 	default:
 		s = vp_xstrdup((const char *)sqlite3_column_text(stmt, c));

@@ -818,23 +818,13 @@ static void format_uuid(uint64_t msb, uint64_t lsb, char out[37])
 }
 
 /* Without a uuid in the trace, Perfetto derives one from a 64-bit FNV-1a
- * hash of the first 4 KiB of the file (as the lsb; msb 0). */
+ * hash of the first 4 KiB of the input (as the lsb; msb 0), which the
+ * loader took as it opened it (tp_input.h). */
 static bool derived_uuid(struct tp_ctx *ctx, char out[37])
 {
-	if (!ctx->path)
+	if (!ctx->have_head_hash)
 		return false;
-	FILE *f = fopen(ctx->path, "rb");
-	if (!f)
-		return false;
-	uint8_t buf[4096];
-	size_t n = fread(buf, 1, sizeof(buf), f);
-	fclose(f);
-	uint64_t h = 14695981039346656037ull;
-	for (size_t i = 0; i < n; i++) {
-		h ^= buf[i];
-		h *= 1099511628211ull;
-	}
-	format_uuid(0, h, out);
+	format_uuid(0, ctx->head_hash, out);
 	return true;
 }
 

@@ -43,6 +43,10 @@ struct trace_reader;
 
 int trace_reader_open(struct trace_reader **out, const char *path,
 		      struct vp_error *err);
+/* The same for a file already open (fd, which the reader takes over and
+ * closes, also on failure); path names it in messages. */
+int trace_reader_open_fd(struct trace_reader **out, int fd, const char *path,
+			 struct vp_error *err);
 /* 1: a record in *rec; 0: clean end of file; -1: error (err says where). */
 int trace_reader_next(struct trace_reader *r, struct trace_record *rec,
 		      struct vp_error *err);

@@ -50,13 +50,20 @@ struct trace_reader {
 int trace_reader_open(struct trace_reader **out, const char *path,
 		      struct vp_error *err)
 {
-	struct stat st;
 	/* O_NONBLOCK: a FIFO with no writer would block the open itself,
 	 * before it can be told apart and refused. */
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 
 	if (fd < 0)
 		return vp_errorf(err, "%s: cannot open: %s", path, strerror(errno));
+	return trace_reader_open_fd(out, fd, path, err);
+}
+
+int trace_reader_open_fd(struct trace_reader **out, int fd, const char *path,
+			 struct vp_error *err)
+{
+	struct stat st;
+
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		close(fd);
 		return vp_errorf(err, "%s: not a regular file", path);
