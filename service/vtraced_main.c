@@ -16,6 +16,10 @@
  * closed; a uid holds at most --max-conns-per-uid connections and all
  * together at most --max-conns (see vp_ipc_limits): idle connections
  * cannot use up the open files and lock real clients out.
+ *
+ * --pidfile is locked (flock) for the daemon's life: a second vtraced with
+ * the same file refuses to start, a symbolic link or anything but a plain
+ * file is refused, and the file is removed at exit only by its holder.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -25,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -50,6 +55,22 @@ struct opts {
 /* Defaults of the connection limits. */
 #define DEFAULT_INIT_TIMEOUT_MS 10000
 #define DEFAULT_MAX_CONNS_PER_UID 256
+
+/*
+ * The pidfile: the directory it is in (opened once, so that a relative path
+ * still names the same file after daemonize's chdir("/") and a renamed
+ * parent cannot redirect the final unlink), its name in there, and the
+ * locked file itself.
+ */
+struct pidfile {
+	const char *path; /* as given, for messages */
+	char *name;
+	int dirfd;
+	int fd;
+};
+
+/* Attempts at locking a pidfile that a stopping holder unlinks meanwhile. */
+#define PIDFILE_LOCK_TRIES 8
 
 struct app {
 	struct vp_loop *loop;
@@ -233,13 +254,172 @@ static int daemonize(void)
 	return 0;
 }
 
-static int write_pidfile(const char *path)
+/* Splits pf->path into the directory (opened as pf->dirfd) and pf->name. */
+static int pidfile_open_dir(struct pidfile *pf)
 {
-	FILE *f = fopen(path, "we");
-	if (!f)
+	const char *slash = strrchr(pf->path, '/');
+	const char *name = slash ? slash + 1 : pf->path;
+	if (!*name) {
+		errno = EISDIR;
 		return -1;
-	fprintf(f, "%d\n", (int)getpid());
-	return fclose(f);
+	}
+	pf->name = strdup(name);
+	char *dir =
+	    slash ? strndup(pf->path, (size_t)(slash - pf->path)) : strdup(".");
+	if (!pf->name || !dir) {
+		free(dir);
+		errno = ENOMEM;
+		return -1;
+	}
+	pf->dirfd = open(*dir ? dir : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	free(dir);
+	return pf->dirfd < 0 ? -1 : 0;
+}
+
+/* True if pf->name in pf->dirfd is still the file pf->fd has open. */
+static bool pidfile_is_ours(const struct pidfile *pf)
+{
+	struct stat fst, pst;
+	return fstat(pf->fd, &fst) == 0 &&
+	       fstatat(pf->dirfd, pf->name, &pst, AT_SYMLINK_NOFOLLOW) == 0 &&
+	       fst.st_dev == pst.st_dev && fst.st_ino == pst.st_ino;
+}
+
+/* The pid a pidfile holds, or 0 if it holds none (yet). */
+static long pidfile_read_pid(int fd)
+{
+	char buf[32];
+	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	char *end;
+	long pid = strtol(buf, &end, 10);
+	return end != buf && pid > 0 ? pid : 0;
+}
+
+/*
+ * Opens and locks the pidfile once: 1 when locked, 0 when it was unlinked
+ * under us (try again), -1 with a message printed.  O_NOFOLLOW: vtraced
+ * may run as root, and a symbolic link planted at the path would have it
+ * overwrite (and at exit unlink) whatever the link points to; only a plain
+ * file with one link is taken, and nothing is truncated before the lock is
+ * ours.  O_NONBLOCK and O_NOCTTY keep a FIFO or a device at the path from
+ * blocking the open or becoming our terminal before it is refused.
+ */
+static int pidfile_try_lock(struct pidfile *pf)
+{
+	struct stat st;
+	pf->fd = openat(pf->dirfd, pf->name,
+			O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY |
+			    O_NONBLOCK,
+			0644);
+	if (pf->fd < 0) {
+		if (errno == ELOOP)
+			fprintf(stderr,
+				"vtraced: pidfile %s is a symbolic link; "
+				"refusing to use it\n",
+				pf->path);
+		else
+			fprintf(stderr, "vtraced: pidfile %s: %s\n", pf->path,
+				strerror(errno));
+		return -1;
+	}
+	if (fstat(pf->fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+	    st.st_nlink != 1) {
+		fprintf(stderr,
+			"vtraced: pidfile %s is not a plain file with a single "
+			"link; refusing to use it\n",
+			pf->path);
+		goto fail;
+	}
+	/*
+	 * flock, not fcntl(F_SETLK): a flock lock belongs to the open file
+	 * description, so it survives daemonize's forks into the process that
+	 * stays; an fcntl lock belongs to the process and would go with the
+	 * parent that exits (and with any close of the file in this one).
+	 */
+	if (flock(pf->fd, LOCK_EX | LOCK_NB) != 0) {
+		if (errno != EWOULDBLOCK) {
+			fprintf(stderr, "vtraced: pidfile %s: lock: %s\n",
+				pf->path, strerror(errno));
+			goto fail;
+		}
+		long pid = pidfile_read_pid(pf->fd);
+		if (pid > 0)
+			fprintf(stderr,
+				"vtraced: pidfile %s is locked by another "
+				"vtraced (pid %ld); is it already running?\n",
+				pf->path, pid);
+		else
+			fprintf(stderr,
+				"vtraced: pidfile %s is locked by another "
+				"process; is vtraced already running?\n",
+				pf->path);
+		goto fail;
+	}
+	/* A holder that was stopping may have unlinked it before we locked
+	 * it: then this lock guards nothing and the path is free again. */
+	if (!pidfile_is_ours(pf)) {
+		close(pf->fd);
+		pf->fd = -1;
+		return 0;
+	}
+	return 1;
+fail:
+	close(pf->fd);
+	pf->fd = -1;
+	return -1;
+}
+
+/*
+ * Takes the pidfile before anything else is set up, so that a second
+ * vtraced is refused on its terminal (not after daemonize silenced it) and
+ * before it creates any socket.  The lock is kept until exit.
+ */
+static int pidfile_lock(struct pidfile *pf)
+{
+	if (pidfile_open_dir(pf) < 0) {
+		fprintf(stderr, "vtraced: pidfile %s: %s\n", pf->path,
+			strerror(errno));
+		return -1;
+	}
+	for (int i = 0; i < PIDFILE_LOCK_TRIES; i++) {
+		int rc = pidfile_try_lock(pf);
+		if (rc != 0)
+			return rc > 0 ? 0 : -1;
+	}
+	fprintf(stderr, "vtraced: pidfile %s keeps being replaced\n", pf->path);
+	return -1;
+}
+
+/* Writes our pid into the locked pidfile (after daemonize: the pid of the
+ * process that stays). */
+static int pidfile_write(struct pidfile *pf)
+{
+	char buf[32];
+	int n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
+	if (ftruncate(pf->fd, 0) != 0)
+		return -1;
+	errno = EIO; /* for a short write, which sets none */
+	return pwrite(pf->fd, buf, (size_t)n, 0) == (ssize_t)n ? 0 : -1;
+}
+
+/*
+ * Removes the pidfile if we hold it, while still holding the lock, and only
+ * if the path still names the file we locked: one someone put in its place
+ * is not ours to remove.
+ */
+static void pidfile_release(struct pidfile *pf)
+{
+	if (pf->fd >= 0) {
+		if (pidfile_is_ours(pf))
+			unlinkat(pf->dirfd, pf->name, 0);
+		close(pf->fd);
+	}
+	if (pf->dirfd >= 0)
+		close(pf->dirfd);
+	free(pf->name);
 }
 
 static void on_shutdown_done(void *ctx)
@@ -288,11 +468,15 @@ int main(int argc, char **argv)
 	vp_log_init("vtraced", VP_LOG_WARN);
 	struct opts o;
 	struct app a = {.sigfd = -1};
+	struct pidfile pf = {.dirfd = -1, .fd = -1};
 	struct vp_error err;
 	int rc = 1;
 
 	if (parse_args(argc, argv, &o) < 0)
 		return 2;
+	pf.path = o.pidfile;
+	if (o.pidfile && pidfile_lock(&pf) < 0)
+		goto out;
 	if (vp_loop_new(&a.loop, &err) < 0) {
 		fprintf(stderr, "vtraced: %s\n", err.msg);
 		goto out;
@@ -316,7 +500,7 @@ int main(int argc, char **argv)
 		perror("vtraced: daemonize");
 		goto out;
 	}
-	if (o.pidfile && write_pidfile(o.pidfile) < 0) {
+	if (o.pidfile && pidfile_write(&pf) < 0) {
 		fprintf(stderr, "vtraced: pidfile %s: %s\n", o.pidfile,
 			strerror(errno));
 		goto out;
@@ -335,8 +519,7 @@ out:
 	vp_service_free(a.svc);
 	if (a.loop)
 		vp_loop_free(a.loop);
-	if (o.pidfile && rc == 0)
-		unlink(o.pidfile);
+	pidfile_release(&pf);
 	free(o.remote);
 	return rc;
 }
