@@ -16,11 +16,20 @@
  * out_file.h output, whose fd travels with EnableTracing, renamed into
  * place at the end.  On any failure no output file is left behind and a
  * file that was there stays as it was.
+ *
+ * -o - (or /dev/stdout) writes the trace to stdout, as Perfetto's does:
+ * packets go to descriptor 1 as they are read (nothing else is ever
+ * printed there; messages go to stderr), and with write_into_file the
+ * service is handed descriptor 1 itself (it writes in sequence, never
+ * seeks).  Nothing written to stdout can be
+ * taken back: on a failure the exit status says the trace is not whole.
+ * A terminal is refused: a binary trace is never wanted on one.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <libgen.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -48,6 +57,7 @@
 #define CALL_TIMEOUT_MS 10000
 #define POLL_SLICE_MS 100
 #define FLUSH_TIMEOUT_MS 5000
+#define STDOUT_BUF (256u << 10) /* -o -: bytes gathered per write */
 
 /* ---- command line ------------------------------------------------------- */
 
@@ -77,7 +87,10 @@ static void usage(FILE *f)
 		"\n"
 		"  -c, --config FILE       TraceConfig, binary (- reads stdin)\n"
 		"      --txt               the config is in protobuf text format\n"
-		"  -o, --out FILE          the trace file to write\n"
+		"  -o, --out FILE          the trace file to write; - (or "
+		"/dev/stdout) writes\n"
+		"                          the trace to stdout (not a "
+		"terminal)\n"
 		"  -t, --time TIME         duration: 10s, 500ms, 2m (overrides "
 		"duration_ms)\n"
 		"  -b, --buffer SIZE       buffer size: 32mb, 512kb (overrides "
@@ -198,6 +211,14 @@ struct session {
 	struct pb_buf packet; /* slices of the packet being joined */
 	struct trace_writer *w;
 	uint64_t packets;
+
+	/* -o -: the trace goes to stdout, through obuf. */
+	bool to_stdout;
+	uint8_t *obuf;
+	size_t olen;
+	uint64_t obytes; /* handed to stdout or obuf so far */
+	bool stdout_dirty; /* part of the trace has reached stdout */
+	bool stdout_lent;  /* write_into_file: the service writes stdout */
 };
 
 static int session_fail(struct session *s, const char *fmt, ...)
@@ -369,13 +390,116 @@ static int wait_for(struct session *s, const bool *done, bool stoppable,
 	return s->failed ? -1 : 0;
 }
 
+/* ---- the trace on stdout (-o -) ------------------------------------------ */
+
+/* -o names stdout: "-", as in Perfetto, or one of its device names (those
+ * are written the same way: appended to what stdout is, never replaced
+ * through a rename, and never a terminal). */
+static bool out_is_stdout(const char *out)
+{
+	return out && (!strcmp(out, "-") || !strcmp(out, "/dev/stdout") ||
+		       !strcmp(out, "/dev/fd/1") ||
+		       !strcmp(out, "/proc/self/fd/1"));
+}
+
+/* stdout can take the trace: open, and not a terminal.  out: how -o
+ * named it, for the message. */
+static int check_stdout(const char *out, struct vp_error *e)
+{
+	struct stat st;
+
+	if (fstat(STDOUT_FILENO, &st) < 0)
+		return vp_errorf(e, "-o %s: stdout is not open (%s)", out,
+				 strerror(errno));
+	if (isatty(STDOUT_FILENO))
+		return vp_errorf(e, "-o %s: stdout is a terminal; refusing to "
+				 "write a binary trace to it (redirect it: "
+				 "-o - > FILE, or -o - | PROGRAM)", out);
+	return 0;
+}
+
+/* Writes all of p to stdout, waiting where it is non-blocking. */
+static int stdout_write(struct session *s, const uint8_t *p, size_t n,
+			struct vp_error *e)
+{
+	if (n > 0)
+		s->stdout_dirty = true;
+	while (n > 0) {
+		ssize_t w = write(STDOUT_FILENO, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			struct pollfd pfd = {.fd = STDOUT_FILENO,
+					     .events = POLLOUT};
+			if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
+				return vp_errorf(e, "stdout: cannot write the "
+						 "trace: %s", strerror(errno));
+			continue;
+		}
+		if (w < 0 && errno == EPIPE)
+			return vp_errorf(e, "stdout: cannot write the trace: "
+					 "its reader has gone away (%s)",
+					 strerror(EPIPE));
+		if (w <= 0)
+			return vp_errorf(e, "stdout: cannot write the trace: %s",
+					 strerror(w < 0 ? errno : ENOSPC));
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static int stdout_open(struct session *s, const char *out,
+		       struct vp_error *e)
+{
+	if (check_stdout(out, e) < 0)
+		return -1;
+	s->obuf = malloc(STDOUT_BUF);
+	if (!s->obuf)
+		return vp_errorf(e, "out of memory");
+	s->to_stdout = true;
+	return 0;
+}
+
+static int stdout_flush(struct session *s, struct vp_error *e)
+{
+	size_t n = s->olen;
+
+	s->olen = 0;
+	return stdout_write(s, s->obuf, n, e);
+}
+
+/* Appends `0x0A varint(len) packet`, as trace_writer_packet does. */
+static int stdout_packet(struct session *s, const uint8_t *p, size_t len,
+			 struct vp_error *e)
+{
+	uint8_t hdr[1 + PB_MAX_VARINT_LEN];
+	size_t hl;
+
+	hdr[0] = 0x0a;
+	hl = 1 + pb_encode_varint(hdr + 1, len);
+	if (s->olen + hl + len > STDOUT_BUF && stdout_flush(s, e) < 0)
+		return -1;
+	s->obytes += hl + len;
+	if (hl + len > STDOUT_BUF)
+		return stdout_write(s, hdr, hl, e) < 0
+			       ? -1 : stdout_write(s, p, len, e);
+	memcpy(s->obuf + s->olen, hdr, hl);
+	memcpy(s->obuf + s->olen + hl, p, len);
+	s->olen += hl + len;
+	return 0;
+}
+
 /* ---- reading the buffers ------------------------------------------------ */
 
 static int write_packet(struct session *s)
 {
 	struct vp_error e;
 
-	if (trace_writer_packet(s->w, s->packet.data, s->packet.len, &e) < 0)
+	if (s->to_stdout ? stdout_packet(s, s->packet.data, s->packet.len,
+					 &e) < 0
+			 : trace_writer_packet(s->w, s->packet.data,
+					       s->packet.len, &e) < 0)
 		return session_fail(s, "%s", e.msg);
 	s->packets++;
 	pb_buf_reset(&s->packet);
@@ -493,6 +617,12 @@ static int finish_session(struct session *s, const char *out, bool into_file,
 
 	if (wait_for(s, &s->ended, true, 2) < 0)
 		return -1;
+	if (into_file && s->to_stdout) {
+		free_buffers(s);
+		fprintf(stderr, "vperfetto: the service wrote the trace to "
+			"stdout\n");
+		return 0;
+	}
 	if (into_file) {
 		free_buffers(s);
 		struct vp_out *o = *of;
@@ -506,6 +636,14 @@ static int finish_session(struct session *s, const char *out, bool into_file,
 	if (read_buffers(s) < 0)
 		return -1;
 	free_buffers(s);
+	if (s->to_stdout) {
+		if (stdout_flush(s, &e) < 0)
+			return session_fail(s, "%s", e.msg);
+		fprintf(stderr, "vperfetto: wrote %llu packets (%llu bytes) "
+			"to stdout\n", (unsigned long long)s->packets,
+			(unsigned long long)s->obytes);
+		return 0;
+	}
 	uint64_t bytes = trace_writer_bytes(s->w);
 	struct trace_writer *w = s->w;
 	s->w = NULL;
@@ -520,6 +658,7 @@ static int cmd_trace(struct session *s, const struct options *o,
 		     vp_trace_config *tc)
 {
 	bool into_file = tc->has_write_into_file && tc->write_into_file;
+	bool std = out_is_stdout(o->out);
 	struct vp_out *of = NULL;
 	struct vp_error e;
 	int rc = -1;
@@ -527,12 +666,19 @@ static int cmd_trace(struct session *s, const struct options *o,
 	if (into_file && !o->out)
 		return session_fail(s, "write_into_file needs -o OUT");
 	/* The output first: a bad path fails before the service is asked. */
-	if (into_file) {
+	if (into_file && std) {
+		/* The service writes stdout itself, in sequence (it never
+		 * seeks), through the descriptor passed with EnableTracing. */
+		if (check_stdout(o->out, &e) < 0)
+			return session_fail(s, "%s", e.msg);
+		s->to_stdout = true;
+	} else if (into_file) {
 		if (vp_out_open(&of, o->out,
 				o->detach_key ? VP_OUT_DIRECT : 0, &e) < 0)
 			return session_fail(s, "%s", e.msg);
 	} else if (!o->detach_key) {
-		if (trace_writer_open(&s->w, o->out, &e) < 0)
+		if (std ? stdout_open(s, o->out, &e) < 0
+			: trace_writer_open(&s->w, o->out, &e) < 0)
 			return session_fail(s, "%s", e.msg);
 	}
 	if (connect_service(s) < 0)
@@ -541,8 +687,11 @@ static int cmd_trace(struct session *s, const struct options *o,
 	Perfetto__Protos__EnableTracingRequest rq =
 		PERFETTO__PROTOS__ENABLE_TRACING_REQUEST__INIT;
 	rq.trace_config = tc;
-	if (invoke_msg(s, "EnableTracing", &rq.base, into_file ? vp_out_fd(of) : -1,
-		       on_enable_reply, s) < 0)
+	int pass_fd = !into_file ? -1 : std ? STDOUT_FILENO : vp_out_fd(of);
+	if (into_file && std)
+		s->stdout_lent = true;
+	if (invoke_msg(s, "EnableTracing", &rq.base, pass_fd, on_enable_reply,
+		       s) < 0)
 		goto out;
 
 	if (o->detach_key) {
@@ -554,7 +703,7 @@ static int cmd_trace(struct session *s, const struct options *o,
 		if (call_msg(s, "Detach", &dr.base, &reply, &len) < 0)
 			goto out;
 		free(reply);
-		if (into_file) {
+		if (into_file && !std) {
 			/* The service has its own descriptor now. */
 			if (vp_out_commit(of, &e) < 0) {
 				of = NULL;
@@ -570,10 +719,10 @@ static int cmd_trace(struct session *s, const struct options *o,
 	rc = finish_session(s, o->out, into_file, &of);
 out:
 	if (rc < 0 && into_file && strstr(s->err.msg, "output file") &&
-	    !strstr(s->err.msg, o->out)) {
+	    !strstr(s->err.msg, std ? "stdout" : o->out)) {
 		char m[sizeof(s->err.msg)];
 		snprintf(m, sizeof(m), "%s", s->err.msg);
-		vp_errorf(&s->err, "%s: %s", o->out, m);
+		vp_errorf(&s->err, "%s: %s", std ? "stdout" : o->out, m);
 	}
 	if (rc < 0) {
 		if (s->w) {
@@ -592,7 +741,8 @@ static int cmd_attach(struct session *s, const struct options *o)
 	size_t len = 0;
 	struct vp_error e;
 
-	if (trace_writer_open(&s->w, o->out, &e) < 0)
+	if (out_is_stdout(o->out) ? stdout_open(s, o->out, &e) < 0
+				  : trace_writer_open(&s->w, o->out, &e) < 0)
 		return session_fail(s, "%s", e.msg);
 	ar.key = (char *)o->attach_key;
 	if (connect_service(s) < 0 ||
@@ -619,7 +769,8 @@ static int cmd_attach(struct session *s, const struct options *o)
 		goto fail;
 	if (into_file) {
 		/* The service writes the detached session's own file. */
-		trace_writer_abort(s->w);
+		if (s->w)
+			trace_writer_abort(s->w);
 		s->w = NULL;
 		if (wait_for(s, &s->ended, true, 2) < 0)
 			return -1;
@@ -793,14 +944,16 @@ static void install_signals(void)
 	signal(SIGPIPE, SIG_IGN);
 }
 
-/* -o must not be the config it reads. */
+/* -o must not be the config it reads (-o -: stdout must not be that
+ * file, e.g. appended to with >>). */
 static int check_output(const struct options *o)
 {
 	struct vp_error e;
 	const char *in = o->config_path && strcmp(o->config_path, "-")
 				 ? o->config_path : NULL;
+	const char *out = out_is_stdout(o->out) ? "/dev/stdout" : o->out;
 
-	if (vp_out_check_inputs("-o", o->out, &in, 1, &e) < 0) {
+	if (vp_out_check_inputs("-o", out, &in, 1, &e) < 0) {
 		fprintf(stderr, "vperfetto: %s\n", e.msg);
 		return -1;
 	}
@@ -834,6 +987,13 @@ int main(int argc, char **argv)
 		r = cmd_trace(&s, &o, tc);
 	if (r < 0)
 		fprintf(stderr, "vperfetto: %s\n", s.err.msg);
+	if (r < 0 && s.stdout_dirty)
+		fprintf(stderr, "vperfetto: the trace written to stdout is "
+			"incomplete\n");
+	else if (r < 0 && s.stdout_lent)
+		fprintf(stderr, "vperfetto: what the service wrote to stdout, "
+			"if anything, is not a whole trace\n");
+	free(s.obuf);
 	if (s.cli)
 		vp_ipc_client_close(s.cli);
 	pb_buf_free(&s.packet);
