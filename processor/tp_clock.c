@@ -52,6 +52,9 @@ struct machine_clocks {
 struct tp_clocks {
 	struct machine_clocks *m;
 	uint32_t n, cap;
+	/* snapshot ids: one count for every machine of the trace, as
+	 * Perfetto's clock tracker has */
+	uint32_t next_snapshot_id;
 };
 
 struct tp_clocks *tp_clocks_new(void)
@@ -165,7 +168,8 @@ uint32_t tp_clock_add_snapshot(struct tp_clocks *c, uint32_t machine,
 	/* New edges may open shorter paths. */
 	u64map_clear(&m->path_of);
 	m->npaths = 0;
-	return m->snapshots++;
+	m->snapshots++;
+	return c->next_snapshot_id++;
 }
 
 bool tp_clock_set_trace_clock(struct tp_clocks *c, uint32_t machine,

@@ -307,11 +307,13 @@ static void print_summary(struct tp_ctx *ctx, const char *path, FILE *out)
 
 /* ---- running ----------------------------------------------------------- */
 
-static int run_sql(struct sqlite3 *db, const char *sql)
+/* need_sql: -Q and -q must hold a statement (stdin need not). */
+static int run_sql(struct sqlite3 *db, const char *sql, bool need_sql)
 {
 	struct vp_error err = {{0}};
 
-	if (tp_query_run(db, sql, stdout, &err) != 0) {
+	if (tp_query_run_flags(db, sql, stdout,
+			       need_sql ? TP_QUERY_NEED_SQL : 0, &err) != 0) {
 		fflush(stdout);
 		fprintf(stderr, PROG ": %s\n", err.msg);
 		return -1;
@@ -345,7 +347,7 @@ static int run_actions(struct tp_ctx *ctx, struct sqlite3 *db,
 		const struct query *q = &o->queries[i];
 		if (i || o->summary)
 			putchar('\n');
-		if (run_sql(db, q->is_file ? q->sql : q->arg) != 0)
+		if (run_sql(db, q->is_file ? q->sql : q->arg, true) != 0)
 			return 1;
 		acted = true;
 	}
@@ -362,7 +364,7 @@ static int run_actions(struct tp_ctx *ctx, struct sqlite3 *db,
 		if (isatty(STDIN_FILENO))
 			return tp_shell_run(db, o->trace_path);
 		char *sql = read_stream(stdin);
-		int rc = sql ? run_sql(db, sql) : -1;
+		int rc = sql ? run_sql(db, sql, false) : -1;
 		if (!sql)
 			fprintf(stderr, PROG ": cannot read stdin\n");
 		free(sql);

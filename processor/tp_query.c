@@ -416,33 +416,52 @@ static void print_cell(sqlite3_stmt *stmt, int c, FILE *out)
 }
 
 /* Steps stmt to the end, printing its rows when it has columns.  *first
- * tracks whether a blank line must separate this result set. */
+ * tracks whether a blank line must separate this result set.  The rows
+ * are gathered first and printed only when the statement completes: one
+ * that fails half-way prints nothing, as in Perfetto's shell (which also
+ * holds a result whole). */
 static int run_stmt(sqlite3_stmt *stmt, FILE *out, bool *first)
 {
 	int ncols = sqlite3_column_count(stmt);
+	char *text = NULL;
+	size_t len = 0;
+	FILE *mem = ncols > 0 ? open_memstream(&text, &len) : NULL;
+	FILE *w = mem ? mem : out;
 	int rc;
 
-	if (ncols > 0) {
-		if (!*first)
-			putc_unlocked('\n', out);
-		*first = false;
-		print_header(stmt, ncols, out);
-	}
+	if (ncols > 0)
+		print_header(stmt, ncols, w);
 	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
 		for (int c = 0; c < ncols; c++) {
 			if (c)
-				putc_unlocked(',', out);
-			print_cell(stmt, c, out);
+				putc_unlocked(',', w);
+			print_cell(stmt, c, w);
 		}
 		if (ncols > 0)
-			putc_unlocked('\n', out);
+			putc_unlocked('\n', w);
 	}
+	if (mem)
+		fclose(mem);
+	if (rc == SQLITE_DONE && ncols > 0) {
+		if (!*first)
+			putc_unlocked('\n', out);
+		*first = false;
+		fwrite_unlocked(text, 1, len, out);
+	}
+	free(text);
 	return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
 int tp_query_run(struct sqlite3 *db, const char *text, FILE *out,
 		 struct vp_error *err)
 {
+	return tp_query_run_flags(db, text, out, 0, err);
+}
+
+int tp_query_run_flags(struct sqlite3 *db, const char *text, FILE *out,
+		       unsigned flags, struct vp_error *err)
+{
+	size_t ran = 0;
 	char *expanded = tp_stdlib_expand(text); /* Perfetto's macros */
 	const char *sql = expanded ? expanded : text;
 	const char *p = sql;
@@ -465,6 +484,7 @@ int tp_query_run(struct sqlite3 *db, const char *text, FILE *out,
 		}
 		if (rc > 0) { /* INCLUDE PERFETTO MODULE */
 			rc = 0;
+			ran++;
 			p = tail;
 			continue;
 		}
@@ -479,6 +499,7 @@ int tp_query_run(struct sqlite3 *db, const char *text, FILE *out,
 			p = tail;
 			continue;
 		}
+		ran++;
 		rc = run_stmt(stmt, out, &first);
 		if (rc != SQLITE_OK) {
 			rc = sql_error(db, sql, p, false, err);
@@ -491,6 +512,8 @@ int tp_query_run(struct sqlite3 *db, const char *text, FILE *out,
 	funlockfile(out);
 	fflush(out);
 	sqlite3_free(expanded);
+	if (rc == 0 && !ran && (flags & TP_QUERY_NEED_SQL))
+		return vp_errorf(err, "No valid SQL to run");
 	return rc;
 }
 

@@ -23,7 +23,13 @@ struct sqlite3 *tp_query_open(struct tp_ctx *ctx, struct vp_error *err);
 void tp_query_close(struct sqlite3 *db);
 
 /* Runs all statements of sql; prints results to out.  On an SQL error,
- * stops and returns -1 with err naming the statement's line. */
+ * stops and returns -1 with err naming the statement's line.  With
+ * TP_QUERY_NEED_SQL in flags, SQL holding no statement at all (only
+ * semicolons, blanks, comments) is an error too: "No valid SQL to run",
+ * as Perfetto's shell says of a -Q or -q. */
+#define TP_QUERY_NEED_SQL 1u
+int tp_query_run_flags(struct sqlite3 *db, const char *sql, FILE *out,
+		       unsigned flags, struct vp_error *err);
 int tp_query_run(struct sqlite3 *db, const char *sql, FILE *out,
 		 struct vp_error *err);
 

@@ -409,8 +409,10 @@ void tp_seq_clock_snapshot(struct tp_ctx *ctx, struct tp_packet *pkt,
 		if (have)
 			tp_set_int(t, TP_CLOCK_SNAPSHOT_ts, row, ts);
 		tp_set_int(t, TP_CLOCK_SNAPSHOT_clock_id, row, raw_ids[i]);
+		/* a builtin clock's name; others (sequence clocks, the
+		 * counter's 64) have none, as in Perfetto */
 		const char *name = builtin_clock_name(raw_ids[i]);
-		if (name)
+		if (strcmp(name, "unknown") != 0)
 			tp_set_str(t, TP_CLOCK_SNAPSHOT_clock_name, row,
 				   tp_s(ctx, name));
 		tp_set_int(t, TP_CLOCK_SNAPSHOT_clock_value, row, rd[i].ts_ns);

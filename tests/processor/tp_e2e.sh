@@ -207,6 +207,18 @@ got=$(timeout 60 "$bin" --quiet /dev/stdin -Q "select count(*) from slice" <"$tm
 check "gzip on /dev/stdin loads ($got)" [ "$got" = $((events / 2)) ]
 got=$(echo "select count(*) as n from slice;" | "$bin" --quiet "$trace" -q - | tail -n +2)
 check "-q -: the SQL from stdin ($got)" [ "$got" = $((events / 2)) ]
+# A statement that fails half-way prints none of its rows (Perfetto's
+# shell holds a result whole); the ones before it stand.
+"$bin" --quiet "$trace" -Q "select 1 as a; select id, case when id = 5 then
+	abs(-9223372036854775808) else id end as v from slice order by id" \
+	>"$tmp/half.csv" 2>"$tmp/half.err"
+rc=$?
+check "a statement failing half-way: exit 1, its rows not printed (exit $rc)" \
+	[ $rc -eq 1 ] && [ "$(cat "$tmp/half.csv")" = "$(printf '"a"\n1')" ]
+"$bin" --quiet "$trace" -Q ";;;" >/dev/null 2>"$tmp/nosql.err"
+rc=$?
+check "-Q with no statement: exit 1, No valid SQL to run (exit $rc)" \
+	[ $rc -eq 1 ] && grep -q "No valid SQL to run" "$tmp/nosql.err"
 got=$("$bin" --quiet "$trace" -Q "select x'00ff' as b" | tail -n +2)
 check "a blob prints as Perfetto prints it ($got)" [ "$got" = '"<raw bytes>"' ]
 
