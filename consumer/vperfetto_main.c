@@ -24,6 +24,13 @@
  * seeks).  Nothing written to stdout can be
  * taken back: on a failure the exit status says the trace is not whole.
  * A terminal is refused: a binary trace is never wanted on one.
+ *
+ * -d (--background) forks once the command line and the config have been
+ * checked, as Perfetto's does: the child leaves the session (setsid),
+ * moves to / with its standard descriptors on /dev/null and traces; the
+ * parent prints its PID and exits.  -D (--background-wait) makes the
+ * parent wait until tracing has started (or failed) first.  Relative
+ * paths were resolved before the move.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -38,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include "cmd_config.h"
@@ -74,14 +82,18 @@ struct options {
 	const char *track_event;
 	char **events;
 	size_t n_events;
+	bool background;      /* -d, or -D */
+	bool background_wait; /* -D */
 };
 
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: vperfetto -c CONFIG [--txt] -o OUT [-t TIME] [-b SIZE]\n"
+		"usage: vperfetto -c CONFIG [--txt] -o OUT [-t TIME] [-b SIZE]"
+		" [-d | -D]\n"
 		"       vperfetto -o OUT [-t TIME] [-b SIZE] [--track-event CATS]"
-		" [EVENT...]\n"
+		" [-d | -D]\n"
+		"                 [EVENT...]\n"
 		"       vperfetto --query\n"
 		"       vperfetto -c CONFIG --detach=KEY | --attach=KEY -o OUT\n"
 		"\n"
@@ -106,6 +118,11 @@ static void usage(FILE *f)
 		"      --query             list the service's producers and data "
 		"sources\n"
 		"      --consumer-socket ADDR   the service's consumer socket\n"
+		"  -d, --background        trace in the background: print the "
+		"PID and exit\n"
+		"  -D, --background-wait   as -d, but exit once tracing has "
+		"started (0), or\n"
+		"                          failed to (1)\n"
 		"  -h, --help              this help\n"
 		"      --version           the version\n");
 }
@@ -128,12 +145,14 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{"track-event", required_argument, NULL, OPT_TRACK_EVENT},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, OPT_VERSION},
+		{"background", no_argument, NULL, 'd'},
+		{"background-wait", no_argument, NULL, 'D'},
 		{NULL, 0, NULL, 0},
 	};
 	int c;
 
 	opterr = 1;
-	while ((c = getopt_long(argc, argv, "c:o:t:b:h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:o:t:b:hdD", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'c': o->config_path = optarg; break;
 		case OPT_TXT: o->txt = true; break;
@@ -145,6 +164,8 @@ static int parse_args(int argc, char **argv, struct options *o)
 		case OPT_QUERY: o->query = true; break;
 		case OPT_SOCKET: o->socket = optarg; break;
 		case OPT_TRACK_EVENT: o->track_event = optarg; break;
+		case 'd': o->background = true; break;
+		case 'D': o->background = o->background_wait = true; break;
 		case 'h': usage(stdout); return 1;
 		case OPT_VERSION:
 			printf("vperfetto %s\n", VP_VERSION);
@@ -159,12 +180,20 @@ static int parse_args(int argc, char **argv, struct options *o)
 	return 0;
 }
 
+static bool out_is_stdout(const char *out);
+
 /* Cross-option checks; prints the complaint. */
 static int check_args(const struct options *o)
 {
 	const char *bad = NULL;
 
-	if (o->query && (o->config_path || o->out || o->attach_key ||
+	if (o->background && o->query)
+		bad = "--background does not go with --query (it prints on "
+		      "stdout)";
+	else if (o->background && out_is_stdout(o->out))
+		bad = "--background does not go with -o - (stdout is "
+		      "/dev/null in the background): give -o FILE";
+	else if (o->query && (o->config_path || o->out || o->attach_key ||
 			 o->detach_key || o->n_events || o->track_event))
 		bad = "--query takes no other option but --consumer-socket";
 	else if (o->query)
@@ -185,6 +214,186 @@ static int check_args(const struct options *o)
 	if (bad) {
 		fprintf(stderr, "vperfetto: %s\nTry 'vperfetto --help'.\n", bad);
 		return -1;
+	}
+	return 0;
+}
+
+/* ---- --background ------------------------------------------------------- */
+
+/* The child's end of the pipe to the parent while the parent waits for
+ * word (-D), else -1.  The child writes 'R' once it has left the
+ * terminal's session, then (-D) 'S' once tracing has started, or 'F'
+ * and the reason. */
+static int bg_fd = -1;
+
+/* Tells a waiting parent that tracing started (ok) or could not (why);
+ * only the first word counts. */
+static void bg_notify(bool ok, const char *why)
+{
+	char msg[1 + sizeof(((struct vp_error *)0)->msg)];
+	size_t n;
+
+	if (bg_fd < 0)
+		return;
+	n = (size_t)snprintf(msg, sizeof(msg), "%c%s", ok ? 'S' : 'F',
+			     ok || !why ? "" : why);
+	if (n >= sizeof(msg))
+		n = sizeof(msg) - 1;
+	for (size_t done = 0; done < n;) {
+		ssize_t w = write(bg_fd, msg + done, n - done);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			break; /* the parent is gone: nobody to tell */
+		done += (size_t)w;
+	}
+	close(bg_fd);
+	bg_fd = -1;
+}
+
+/* path made absolute against the current directory (malloc'd), so that
+ * it means the same after chdir("/").  NULL, with errno, on failure. */
+static char *absolute(const char *path)
+{
+	char *cwd, *abs;
+
+	if (path[0] == '/')
+		return strdup(path);
+	cwd = getcwd(NULL, 0);
+	if (!cwd)
+		return NULL;
+	if (asprintf(&abs, "%s%s%s", cwd, strcmp(cwd, "/") ? "/" : "",
+		     path) < 0)
+		abs = NULL;
+	free(cwd);
+	return abs;
+}
+
+/* Reads one byte, retrying on EINTR: 1, or 0 at EOF (or on error). */
+static int read_byte(int fd, char *c)
+{
+	ssize_t n;
+
+	do
+		n = read(fd, c, 1);
+	while (n < 0 && errno == EINTR);
+	return n == 1;
+}
+
+/* The parent's side: waits for the child to have left the session,
+ * prints its PID, and with -D waits for its word.  The exit status. */
+static int bg_parent(int fd, pid_t pid, bool wait_started)
+{
+	char c, why[sizeof(((struct vp_error *)0)->msg)];
+	size_t n = 0;
+
+	if (!read_byte(fd, &c) || c != 'R') {
+		fprintf(stderr, "vperfetto: the background process (%ld) did "
+			"not start\n", (long)pid);
+		return 1;
+	}
+	printf("%ld\n", (long)pid);
+	if (fflush(stdout) != 0) {
+		fprintf(stderr, "vperfetto: cannot print the PID: %s\n",
+			strerror(errno));
+		return 1;
+	}
+	if (!wait_started)
+		return 0;
+	if (read_byte(fd, &c) && c == 'S')
+		return 0;
+	if (c == 'F')
+		while (n + 1 < sizeof(why) && read_byte(fd, &why[n]))
+			n++;
+	why[n] = '\0';
+	fprintf(stderr, "vperfetto: tracing did not start in the background "
+		"(process %ld): %s\n", (long)pid,
+		n ? why : "it ended without a word");
+	return 1;
+}
+
+/* -d / -D: resolves the relative paths the child will use, checks that
+ * the output can be created (a complaint is best shown on the terminal),
+ * then forks.  Returns 0 in the child, which has left the terminal's
+ * session and sits in / with stdin, stdout and stderr on /dev/null; else
+ * 1 with *status the parent's exit status. */
+static int go_background(struct options *o, int *status)
+{
+	struct vp_error e;
+	struct stat st;
+	int p[2];
+	pid_t pid;
+
+	*status = 1;
+	if (o->out && !(stat(o->out, &st) == 0 && !S_ISREG(st.st_mode) &&
+			!S_ISDIR(st.st_mode))) {
+		/* A regular file (or none yet): try creating its temporary
+		 * file.  A FIFO or a device is opened by the child only: a
+		 * FIFO's open waits for its reader. */
+		struct vp_out *probe;
+		if (vp_out_open(&probe, o->out, 0, &e) < 0) {
+			fprintf(stderr, "vperfetto: %s\n", e.msg);
+			return 1;
+		}
+		vp_out_abort(probe);
+	}
+	/* A relative socket path too (an abstract one starts with '@'). */
+	const char *addr = o->socket ? o->socket : vp_consumer_sock_name();
+	bool rel_sock = vp_sock_addr_kind(addr) == VP_SOCK_UNIX &&
+			addr[0] != '/' && addr[0] != '@';
+	char *out = o->out ? absolute(o->out) : NULL;
+	char *sock = rel_sock ? absolute(addr) : NULL;
+	if ((o->out && !out) || (rel_sock && !sock)) {
+		fprintf(stderr, "vperfetto: cannot resolve the relative paths "
+			"for --background: %s\n", strerror(errno));
+		free(out);
+		free(sock);
+		return 1;
+	}
+	if (pipe2(p, O_CLOEXEC) < 0) {
+		fprintf(stderr, "vperfetto: pipe: %s\n", strerror(errno));
+		free(out);
+		free(sock);
+		return 1;
+	}
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0) {
+		fprintf(stderr, "vperfetto: fork: %s\n", strerror(errno));
+		close(p[0]);
+		close(p[1]);
+		free(out);
+		free(sock);
+		return 1;
+	}
+	if (pid > 0) {
+		close(p[1]);
+		*status = bg_parent(p[0], pid, o->background_wait);
+		close(p[0]);
+		free(out);
+		free(sock);
+		return 1;
+	}
+
+	/* The child.  out and sock live as long as it does. */
+	close(p[0]);
+	if (out)
+		o->out = out;
+	if (sock)
+		o->socket = sock;
+	int null = open("/dev/null", O_RDWR);
+	if (setsid() < 0 || chdir("/") < 0 || null < 0 ||
+	    dup2(null, STDIN_FILENO) < 0 || dup2(null, STDOUT_FILENO) < 0 ||
+	    dup2(null, STDERR_FILENO) < 0)
+		_exit(1); /* the parent says it did not start */
+	if (null > STDERR_FILENO)
+		close(null);
+	bg_fd = p[1];
+	if (write(bg_fd, "R", 1) != 1)
+		_exit(1);
+	if (!o->background_wait) {
+		close(bg_fd);
+		bg_fd = -1;
 	}
 	return 0;
 }
@@ -323,6 +532,43 @@ static void on_enable_reply(void *ctx, const struct vp_ipc_reply *r)
 	if (resp->error && resp->error[0])
 		session_fail(s, "tracing failed: %s", resp->error);
 	perfetto__protos__enable_tracing_response__free_unpacked(resp, NULL);
+	/* -D: a session that ended well had started (whether or not its
+	 * event was seen). */
+	bg_notify(!s->failed, s->err.msg);
+}
+
+/* -D: ObserveEvents(ALL_DATA_SOURCES_STARTED), as Perfetto's does: the
+ * waiting parent is told when the event comes.  If the service cannot
+ * observe, the parent is told when the session ends instead. */
+static void on_observe_reply(void *ctx, const struct vp_ipc_reply *r)
+{
+	(void)ctx;
+	if (r->fd >= 0)
+		close(r->fd);
+	if (!r->success || !r->len)
+		return;
+	Perfetto__Protos__ObserveEventsResponse *resp =
+		perfetto__protos__observe_events_response__unpack(NULL, r->len,
+								  r->data);
+	if (!resp)
+		return;
+	if (resp->events && resp->events->has_all_data_sources_started &&
+	    resp->events->all_data_sources_started)
+		bg_notify(true, NULL);
+	perfetto__protos__observe_events_response__free_unpacked(resp, NULL);
+}
+
+static int observe_started(struct session *s)
+{
+	Perfetto__Protos__ObserveEventsRequest rq =
+		PERFETTO__PROTOS__OBSERVE_EVENTS_REQUEST__INIT;
+	Perfetto__Protos__ObservableEvents__Type ev =
+		PERFETTO__PROTOS__OBSERVABLE_EVENTS__TYPE__TYPE_ALL_DATA_SOURCES_STARTED;
+
+	rq.n_events_to_observe = 1;
+	rq.events_to_observe = &ev;
+	return invoke_msg(s, "ObserveEvents", &rq.base, -1, on_observe_reply,
+			  NULL);
 }
 
 static void on_flush_reply(void *ctx, const struct vp_ipc_reply *r)
@@ -683,6 +929,8 @@ static int cmd_trace(struct session *s, const struct options *o,
 	}
 	if (connect_service(s) < 0)
 		goto out;
+	if (bg_fd >= 0 && observe_started(s) < 0)
+		goto out;
 
 	Perfetto__Protos__EnableTracingRequest rq =
 		PERFETTO__PROTOS__ENABLE_TRACING_REQUEST__INIT;
@@ -714,6 +962,7 @@ static int cmd_trace(struct session *s, const struct options *o,
 		}
 		fprintf(stderr, "vperfetto: session detached as '%s'\n",
 			o->detach_key);
+		bg_notify(true, NULL); /* the service traces on */
 		return 0;
 	}
 	rc = finish_session(s, o->out, into_file, &of);
@@ -759,6 +1008,7 @@ static int cmd_attach(struct session *s, const struct options *o)
 			 resp->trace_config->has_write_into_file &&
 			 resp->trace_config->write_into_file;
 	perfetto__protos__attach_response__free_unpacked(resp, NULL);
+	bg_notify(true, NULL); /* -D: attached to a session that traces */
 
 	/* Wait for the end of the session, as its first consumer would. */
 	Perfetto__Protos__EnableTracingRequest rq =
@@ -973,6 +1223,12 @@ int main(int argc, char **argv)
 		return 1;
 	if (!o.query && !o.attach_key && build_config(&o, &tc) < 0)
 		return 1;
+	/* Before connecting, as Perfetto's does; the parent exits here. */
+	if (o.background && go_background(&o, &r) != 0) {
+		if (tc)
+			perfetto__protos__trace_config__free_unpacked(tc, NULL);
+		return r;
+	}
 	install_signals();
 
 	struct session s = {
@@ -987,6 +1243,7 @@ int main(int argc, char **argv)
 		r = cmd_trace(&s, &o, tc);
 	if (r < 0)
 		fprintf(stderr, "vperfetto: %s\n", s.err.msg);
+	bg_notify(r == 0, s.err.msg); /* -D: if not told yet */
 	if (r < 0 && s.stdout_dirty)
 		fprintf(stderr, "vperfetto: the trace written to stdout is "
 			"incomplete\n");
