@@ -1,0 +1,1 @@
+select ts, clock_id, clock_name, clock_value, dense_rank() over (order by snapshot_id) as snapshot, machine_id from clock_snapshot where not (ts = 0 and clock_value = 0) order by snapshot_id, clock_id, machine_id;
