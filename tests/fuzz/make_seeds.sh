@@ -32,6 +32,14 @@ for t in fuzz_pb_wire fuzz_trace_reader fuzz_tp_load fuzz_rewrite fuzz_sync_skim
   mk $t
   cp "$work/trace/host.pb" "$work/trace/guest.pb" "$work/$t/"
 done
+# fuzz_tp_input: a trace's head as it is, gzip'd, gzip'd and cut, and two
+# gzip members one after the other.
+mk fuzz_tp_input
+head -c 6000 "$work/trace/guest.pb" >"$work/fuzz_tp_input/plain"
+gzip -c "$work/fuzz_tp_input/plain" >"$work/fuzz_tp_input/gzip"
+head -c 1500 "$work/fuzz_tp_input/gzip" >"$work/fuzz_tp_input/gzip_cut"
+cat "$work/fuzz_tp_input/gzip" "$work/fuzz_tp_input/gzip" \
+  >"$work/fuzz_tp_input/gzip_two_members"
 # fuzz_merge: two bytes (big-endian length of the host half), host, guest.
 # A second pair whose guest clock bends (its rate changes by 20 ppm): the
 # fit's knots (merge/clock_bend.c).
