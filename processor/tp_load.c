@@ -662,9 +662,8 @@ int tp_load_file(struct tp_ctx *ctx, const char *path,
 	if (gz.msg[0] && !(opts && opts->quiet))
 		vp_log_warn("%s", gz.msg);
 	ctx->file_size = trace_reader_size(rd);
-	uint64_t next_draw = 0, n_records = 0;
+	uint64_t next_draw = 0;
 	while ((rc = trace_reader_next(rd, &rec, &rerr)) == 1) {
-		n_records++;
 		if (rec.field == TRACE_PACKET_FIELD && rec.wt == PB_WT_LEN)
 			load_packet(ctx, rec.data, rec.len, rec.data_offset);
 		else
@@ -681,17 +680,14 @@ int tp_load_file(struct tp_ctx *ctx, const char *path,
 			next_draw = rec.offset + (ctx->file_size / 100 + 1);
 		}
 	}
-	if (rc < 0 && n_records == 0) {
-		/* Not one record: not a trace at all (Perfetto: "unknown
-		 * trace type"), rather than an empty one. */
-		trace_reader_close(rd);
-		*err = rerr;
-		return -1;
+	if (rc < 0) {
+		/* Keep what was read: a truncated trace is still a trace, and
+		 * what was not read is counted (trace_truncated, a stat of
+		 * ours: Perfetto's reader counts none for it). */
+		tp_stat_inc(ctx, "trace_truncated");
+		if (!(opts && opts->quiet))
+			vp_log_warn("%s; loading what came before", rerr.msg);
 	}
-	if (rc < 0 && !(opts && opts->quiet))
-		/* Keep what was read: a truncated trace is still a trace
-		 * (Perfetto counts no stat for it). */
-		vp_log_warn("%s; loading what came before", rerr.msg);
 	trace_reader_close(rd);
 	load_finish(ctx);
 	return 0;
@@ -720,6 +716,7 @@ int tp_load_buffer(struct tp_ctx *ctx, const uint8_t *data, size_t len,
 			return -1;
 	}
 	if (r.err != PB_OK) {
+		tp_stat_inc(ctx, "trace_truncated");
 		tp_warn(ctx, "byte offset %zu: %s; loading what came before",
 			r.err_off, pb_err_str(r.err));
 	}
