@@ -134,7 +134,8 @@ void vp_service_shutdown(struct vp_service *s, void (*done)(void *ctx),
 	/* Disabling may free nothing, but iterate over a copy anyway. */
 	size_t n = s->sessions.n;
 	struct vp_session **copy = vp_xcalloc(n, sizeof(*copy));
-	memcpy(copy, s->sessions.v, n * sizeof(*copy));
+	if (n) /* no session: sessions.v may be NULL */
+		memcpy(copy, s->sessions.v, n * sizeof(*copy));
 	for (size_t i = 0; i < n; i++) {
 		if (!vp_session_alive(s, copy[i]))
 			continue;
