@@ -11,19 +11,9 @@
 #
 # usage: consumer_background_e2e.sh VPERFETTO VTRACED VPERFETTO_TP
 set -uo pipefail
-# Absolute: the runs below are in a directory of their own.
-VP=$(readlink -f "$1")
 # shellcheck source=SCRIPTDIR/../lib/e2e_lib.sh
 . "$(dirname "$0")/../lib/e2e_lib.sh"
-E2E_VTRACED=$(readlink -f "$2")
-E2E_TP=$(readlink -f "$3")
-e2e_init vp-background
-D=$E2E_DIR
-# Never reach a real service, whatever the environment says.
-export PERFETTO_CONSUMER_SOCK_NAME=$D/c.sock
-export PERFETTO_PRODUCER_SOCK_NAME=$D/p.sock
-
-start_vtraced "$D" || { fail "vtraced did not start"; e2e_finish background; }
+consumer_e2e_init background "$1" "$2" "$3"
 
 W=$D/run
 mkdir -p "$W"

@@ -219,6 +219,23 @@ start_vtraced() {
 	wait_for_socket "$dir/c.sock" && wait_for_socket "$dir/p.sock"
 }
 
+# consumer_e2e_init NAME VPERFETTO VTRACED VPERFETTO_TP: what the consumer's
+# e2e scripts share: the programs as absolute paths (VP, E2E_VTRACED,
+# E2E_TP; the scripts run in directories of their own), the work
+# directory D, both socket variables pointed there so that no real
+# service is reached, and a vtraced on those sockets.
+consumer_e2e_init() {
+	local name=$1
+	VP=$(readlink -f "$2")
+	E2E_VTRACED=$(readlink -f "$3")
+	E2E_TP=$(readlink -f "$4")
+	e2e_init "vp-$name"
+	D=$E2E_DIR
+	export PERFETTO_CONSUMER_SOCK_NAME=$D/c.sock
+	export PERFETTO_PRODUCER_SOCK_NAME=$D/p.sock
+	start_vtraced "$D" || { fail "vtraced did not start"; e2e_finish "$name"; }
+}
+
 stop_consumer() {
 	kill -INT "$1" 2>/dev/null
 	wait "$1"
