@@ -35,6 +35,7 @@ struct machine_clocks {
 	uint32_t machine;
 	uint64_t trace_clock;
 	bool trace_clock_used;
+	bool other_clock_converted; /* a clock other than the trace clock */
 	uint32_t snapshots;
 	struct edge *edges;
 	uint32_t nedges, capedges;
@@ -186,6 +187,14 @@ bool tp_clock_set_trace_clock(struct tp_clocks *c, uint32_t machine,
 	return true;
 }
 
+bool tp_clock_other_converted(const struct tp_clocks *c, uint32_t machine)
+{
+	for (uint32_t i = 0; i < c->n; i++)
+		if (c->m[i].machine == machine)
+			return c->m[i].other_clock_converted;
+	return false;
+}
+
 uint64_t tp_clock_trace_clock(const struct tp_clocks *c, uint32_t machine)
 {
 	for (uint32_t i = 0; i < c->n; i++)
@@ -289,6 +298,7 @@ bool tp_clock_to_trace(struct tp_clocks *c, uint32_t machine,
 		*out = ts;
 		return true;
 	}
+	m->other_clock_converted = true;
 	uint32_t pi = path_find(m, clock_id);
 	if (!m->paths[pi].ok)
 		return false;

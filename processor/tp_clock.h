@@ -38,6 +38,10 @@ uint32_t tp_clock_add_snapshot(struct tp_clocks *c, uint32_t machine,
 bool tp_clock_set_trace_clock(struct tp_clocks *c, uint32_t machine,
 			      uint64_t clock_id);
 uint64_t tp_clock_trace_clock(const struct tp_clocks *c, uint32_t machine);
+/* Whether a time of another clock than the machine's trace clock was
+ * converted (or tried) already: Perfetto's count of conversions, which
+ * a time already in the trace clock does not enter. */
+bool tp_clock_other_converted(const struct tp_clocks *c, uint32_t machine);
 
 /* Converts ts in clock_id to trace time; false when no path exists. */
 bool tp_clock_to_trace(struct tp_clocks *c, uint32_t machine,

@@ -491,8 +491,18 @@ static int vt_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
 	(void)errmsg;
 	struct tp_table *t = aux;
 	sqlite3_str *s = sqlite3_str_new(db);
-	sqlite3_str_appendf(s, "CREATE TABLE x(id INTEGER");
-	for (unsigned i = 0; i < t->ncols; i++)
+	/* A table whose first column is an alias of id (thread's utid,
+	 * process's upid) lists it before id, as Perfetto's does.  Both
+	 * columns are the row number, so only their names trade places. */
+	unsigned first = 0;
+	if (t->ncols && t->defs[0].type == TP_COL_ALIAS) {
+		sqlite3_str_appendf(s, "CREATE TABLE x(\"%w\" INTEGER, id INTEGER",
+				    t->defs[0].name);
+		first = 1;
+	} else {
+		sqlite3_str_appendf(s, "CREATE TABLE x(id INTEGER");
+	}
+	for (unsigned i = first; i < t->ncols; i++)
 		sqlite3_str_appendf(s, ", \"%w\" %s", t->defs[i].name,
 				    sql_type(t->defs[i].type));
 	sqlite3_str_appendf(s, ")");
@@ -564,8 +574,10 @@ static int vt_best_index(sqlite3_vtab *vt, sqlite3_index_info *info)
 		info->estimatedRows = (sqlite3_int64)n;
 	}
 	/* Every plan yields rows in id order (index lookups are stable). */
-	if (info->nOrderBy == 1 && info->aOrderBy[0].iColumn <= 0 &&
-	    !info->aOrderBy[0].desc)
+	int by = info->nOrderBy == 1 ? info->aOrderBy[0].iColumn : -2;
+	bool by_row = by == -1 || by == 0 ||
+		      (by == 1 && t->defs[0].type == TP_COL_ALIAS);
+	if (info->nOrderBy == 1 && by_row && !info->aOrderBy[0].desc)
 		info->orderByConsumed = 1;
 	return SQLITE_OK;
 }

@@ -479,8 +479,9 @@ static bool packet_time(struct tp_ctx *ctx, struct tp_packet *pkt,
 			defer_packet(ls, pkt);
 			return false;
 		}
+		/* the file's import log: machine 0 (tp_to_trace_time) */
 		tp_stat_add(ctx, "clock_sync_failure_undeferrable_packet_loss",
-			    pkt->machine, -1, 1);
+			    0, -1, 1);
 		return false;
 	}
 	if (!ctx->have_ts || pkt->ts < ctx->first_ts)
@@ -623,14 +624,14 @@ static void load_finish(struct tp_ctx *ctx)
 	tp_system_finish(ctx);
 	tp_vcpu_build(ctx, L(ctx)->opts ? L(ctx)->opts->vcpu_assign : NULL);
 	tp_diag_finish(ctx);
-	tp_stats_finish(ctx);
 	/* An empty file is no trace at all to Perfetto: it has no machine,
-	 * so no idle process or thread either. */
+	 * so no idle process or thread, and no stats of a machine either. */
 	if (ctx->file_size == 0) {
 		tp_tab(ctx, TP_T_MACHINE)->nrows = 0;
 		tp_tab(ctx, TP_T_PROCESS)->nrows = 0;
 		tp_tab(ctx, TP_T_THREAD)->nrows = 0;
 	}
+	tp_stats_finish(ctx);
 	for (unsigned i = 0; i < TP_T_COUNT; i++)
 		tp_table_shrink(&ctx->tables[i]);
 	struct tp_load_state *ls = L(ctx);

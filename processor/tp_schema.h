@@ -59,7 +59,8 @@
 	X(ARGS, real_value, REAL) X(ARGS, value_type, STR)
 
 #define TP_STATS_COLS(X)                                                    \
-	X(STATS, name, STR) X(STATS, idx, INT) X(STATS, severity, STR)      \
+	X(STATS, name, STR) X(STATS, key, INT) X(STATS, idx, INT)           \
+	X(STATS, severity, STR)                                             \
 	X(STATS, source, STR) X(STATS, value, INT)                          \
 	X(STATS, description, STR) X(STATS, machine_id, INT)                \
 	X(STATS, trace_id, INT)

@@ -306,10 +306,13 @@ bool tp_to_trace_time(struct tp_ctx *ctx, const struct tp_packet *pkt,
 		id = tp_clock_seq_scoped(pkt->seq->id, clock_id);
 	}
 	if (!tp_clock_to_trace(ctx->clocks, pkt->machine, id, ts, out)) {
+		/* on the trace's first machine whatever the packet's: Perfetto
+		 * counts a failed conversion through the trace file's import
+		 * log, which belongs to the file, not to a machine */
 		tp_stat_add(ctx,
 			    tp_clock_failure_stat(ctx->clocks, pkt->machine,
 						  id),
-			    pkt->machine, -1, 1);
+			    0, -1, 1);
 		return false;
 	}
 	return true;
@@ -324,6 +327,19 @@ static struct tp_seq_clocks *seq_clocks(struct tp_seq *s)
 			s->clocks->clock_mult[i] = 1;
 	}
 	return s->clocks;
+}
+
+
+/* Whether a snapshot's clocks have BOOTTIME and not TRACE_FILE. */
+static bool names_boottime(const uint32_t *ids, size_t n)
+{
+	bool boot = false;
+	for (size_t i = 0; i < n; i++) {
+		if (ids[i] == BUILTIN_CLOCK_TRACE_FILE)
+			return false;
+		boot |= ids[i] == BUILTIN_CLOCK_BOOTTIME;
+	}
+	return boot;
 }
 
 static struct tp_incr_clock *incr_clock(struct tp_seq *s, uint32_t clock_id)
@@ -386,9 +402,23 @@ void tp_seq_clock_snapshot(struct tp_ctx *ctx, struct tp_packet *pkt,
 		if (n == 0)
 			return;
 	}
-	if (it.has_primary &&
-	    !tp_clock_set_trace_clock(ctx->clocks, pkt->machine, it.primary))
-		tp_stat_inc(ctx, "clock_snapshot_not_monotonic");
+	if (it.has_primary) {
+		if (!tp_clock_set_trace_clock(ctx->clocks, pkt->machine,
+					      it.primary))
+			tp_stat_inc(ctx, "clock_snapshot_not_monotonic");
+		else if (pkt->machine == 0) /* Perfetto: when it takes it */
+			tp_meta_set_int(ctx, "trace_time_clock_id", -1,
+					(int64_t)it.primary);
+	} else if (pkt->machine == 0 && names_boottime(raw_ids, n) &&
+		   tp_clock_trace_clock(ctx->clocks, 0) ==
+			   BUILTIN_CLOCK_BOOTTIME &&
+		   !tp_clock_other_converted(ctx->clocks, 0)) {
+		/* A snapshot of BOOTTIME and no TRACE_FILE names BOOTTIME the
+		 * trace clock in Perfetto, which says so in the metadata
+		 * unless a time was converted before. */
+		tp_meta_set_int(ctx, "trace_time_clock_id", -1,
+				BUILTIN_CLOCK_BOOTTIME);
+	}
 	uint32_t snap = tp_clock_add_snapshot(ctx->clocks, pkt->machine, rd, n);
 
 	/* The clock_snapshot table: ts is the snapshot in trace time. */

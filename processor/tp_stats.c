@@ -506,6 +506,7 @@ struct tp_stats {
 
 	struct meta_val *meta;
 	uint32_t nmeta, meta_cap;
+	bool uuid_derived; /* trace_uuid hashed from the input, not read */
 };
 
 static uint64_t str_hash64(const char *s)
@@ -830,18 +831,20 @@ static bool derived_uuid(struct tp_ctx *ctx, char out[37])
 
 static void write_trace_wide_metadata(struct tp_ctx *ctx)
 {
+	/* Perfetto parses nothing of an empty file, so it has none */
+	if (ctx->file_size == 0)
+		return;
 	if (!tp_meta_has(ctx, "trace_type", -1))
 		tp_meta_set_str(ctx, "trace_type", -1, "proto", 5);
 	tp_meta_set_int(ctx, "trace_size_bytes", -1, (int64_t)ctx->file_size);
 	if (!tp_meta_has(ctx, "trace_uuid", -1)) {
 		char uuid[37];
-		if (derived_uuid(ctx, uuid))
+		if (derived_uuid(ctx, uuid)) {
 			tp_meta_set_str(ctx, "trace_uuid", -1, uuid,
 					strlen(uuid));
+			ctx->stats->uuid_derived = true;
+		}
 	}
-	if (ctx->clocks)
-		tp_meta_set_int(ctx, "trace_time_clock_id", -1,
-				(int64_t)tp_clock_trace_clock(ctx->clocks, 0));
 }
 
 /* Metadata keys Perfetto scopes to a machine within a trace: both
@@ -859,28 +862,99 @@ static bool meta_machine_and_trace(const char *name)
 	return false;
 }
 
+/* Entries no trace or machine owns (machine_id and trace_id NULL): the
+ * trace clock, and a trace_uuid hashed from the input, which Perfetto
+ * sets before it knows of a trace (one read from the trace is the
+ * trace's). */
+static bool meta_global(const struct tp_ctx *ctx, const char *name)
+{
+	return strcmp(name, "trace_time_clock_id") == 0 ||
+	       (ctx->stats->uuid_derived && strcmp(name, "trace_uuid") == 0);
+}
+
+/* The keys of Perfetto's own list that belong to a trace alone.  Any
+ * other trace-wide name (trace attributes, Chrome's metadata) is a key
+ * Perfetto makes up as it reads, and scopes to the trace's first machine
+ * as well. */
+static bool meta_trace_key(const char *name)
+{
+	static const char *const keys[] = {
+		"android_profile_boot_classpath", "android_profile_system_server",
+		"benchmark_description", "benchmark_had_failures",
+		"benchmark_label", "benchmark_name", "benchmark_start_time_us",
+		"benchmark_story_name", "benchmark_story_run_index",
+		"benchmark_story_run_time_us", "benchmark_story_tags",
+		"range_of_interest_start_us", "statsd_triggering_subscription_id",
+		"trace_config_pbtxt", "trace_size_bytes", "trace_trigger",
+		"trace_type", "trace_uuid", "unique_session_name", "ui_state",
+	};
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		if (strcmp(keys[i], name) == 0)
+			return true;
+	return false;
+}
+
+static void metadata_row(struct tp_ctx *ctx, const struct meta_val *m,
+			 tp_str single, tp_str multi)
+{
+	struct tp_table *t = tp_tab(ctx, TP_T_METADATA);
+	const char *name = tp_str_get(ctx->pool, m->name);
+	uint32_t r = tp_table_add_row(t);
+	tp_set_str(t, TP_METADATA_name, r, m->name);
+	tp_set_str(t, TP_METADATA_key_type, r, m->multi ? multi : single);
+	if (m->is_str) {
+		/* Perfetto's string pool holds no empty string: NULL */
+		if (tp_str_len(ctx->pool, m->s))
+			tp_set_str(t, TP_METADATA_str_value, r, m->s);
+	} else
+		tp_set_int(t, TP_METADATA_int_value, r, m->i);
+	if (m->machine < 0) {
+		if (!meta_global(ctx, name))
+			tp_set_int(t, TP_METADATA_trace_id, r, 0);
+		if (!meta_global(ctx, name) && !meta_trace_key(name))
+			tp_set_int(t, TP_METADATA_machine_id, r, 0);
+	} else {
+		tp_set_int(t, TP_METADATA_machine_id, r, m->machine);
+		if (meta_machine_and_trace(name))
+			tp_set_int(t, TP_METADATA_trace_id, r, 0);
+	}
+}
+
+/* The rows of trace-wide entry `name`. */
+static void metadata_rows_of(struct tp_ctx *ctx, tp_str name, tp_str single,
+			     tp_str multi)
+{
+	struct tp_stats *s = ctx->stats;
+	for (uint32_t i = 0; i < s->nmeta; i++)
+		if (s->meta[i].name == name && s->meta[i].machine < 0)
+			metadata_row(ctx, &s->meta[i], single, multi);
+}
+
+/* In Perfetto's order: the trace_uuid and trace_type it sets as it starts
+ * on the file, the entries the trace wrote, then the trace config it
+ * writes out once the whole file is read, and the file's size. */
 static void write_metadata(struct tp_ctx *ctx)
 {
 	struct tp_stats *s = ctx->stats;
-	struct tp_table *t = tp_tab(ctx, TP_T_METADATA);
 	tp_str single = tp_s(ctx, "single"), multi = tp_s(ctx, "multi");
+	tp_str placed[] = {
+		tp_s(ctx, "trace_uuid"), tp_s(ctx, "trace_type"),
+		tp_s(ctx, "trace_config_pbtxt"), tp_s(ctx, "trace_size_bytes"),
+	};
+	const size_t nplaced = sizeof(placed) / sizeof(placed[0]);
+
+	metadata_rows_of(ctx, placed[0], single, multi);
+	metadata_rows_of(ctx, placed[1], single, multi);
 	for (uint32_t i = 0; i < s->nmeta; i++) {
-		struct meta_val *m = &s->meta[i];
-		uint32_t r = tp_table_add_row(t);
-		tp_set_str(t, TP_METADATA_name, r, m->name);
-		tp_set_str(t, TP_METADATA_key_type, r, m->multi ? multi : single);
-		if (m->is_str)
-			tp_set_str(t, TP_METADATA_str_value, r, m->s);
-		else
-			tp_set_int(t, TP_METADATA_int_value, r, m->i);
-		if (m->machine < 0) {
-			tp_set_int(t, TP_METADATA_trace_id, r, 0);
-		} else {
-			tp_set_int(t, TP_METADATA_machine_id, r, m->machine);
-			if (meta_machine_and_trace(tp_str_get(ctx->pool, m->name)))
-				tp_set_int(t, TP_METADATA_trace_id, r, 0);
-		}
+		const struct meta_val *m = &s->meta[i];
+		bool is_placed = false;
+		for (size_t k = 0; k < nplaced && m->machine < 0; k++)
+			is_placed |= m->name == placed[k];
+		if (!is_placed)
+			metadata_row(ctx, m, single, multi);
 	}
+	metadata_rows_of(ctx, placed[2], single, multi);
+	metadata_rows_of(ctx, placed[3], single, multi);
 }
 
 /* ---- the stats table ----------------------------------------------------- */
@@ -899,6 +973,37 @@ static void def_props(const struct tp_stats *s, uint32_t def, bool *indexed,
 		*src = SRC_ANALYSIS;
 		*scope = SCOPE_MACHINE_AND_TRACE;
 	}
+}
+
+/* Stats this list has that Perfetto v58.2, the version whose key
+ * numbers the stats table's `key` column follows, does not: a later
+ * Perfetto added them in mid-list, so they are numbered after v58.2's
+ * last stat instead, and the stats after them keep v58.2's numbers. */
+static const char *const newer_stats[] = {
+	"long_trace_mode_bytes_overwritten",
+};
+#define NNEWER (sizeof(newer_stats) / sizeof(newer_stats[0]))
+
+static bool is_newer(const char *name)
+{
+	for (size_t i = 0; i < NNEWER; i++)
+		if (strcmp(newer_stats[i], name) == 0)
+			return true;
+	return false;
+}
+
+/* The stat's numeric key, as Perfetto's stats table has it: its place in
+ * Perfetto's list (extras, names outside the list, after all of it). */
+static int64_t def_key(uint32_t def)
+{
+	if (def >= NKNOWN)
+		return (int64_t)def;
+	int64_t newer_before = 0;
+	for (uint32_t i = 0; i < def; i++)
+		newer_before += is_newer(known_stats[i].name);
+	if (!is_newer(known_stats[def].name))
+		return (int64_t)def - newer_before;
+	return (int64_t)(NKNOWN - NNEWER) + newer_before;
 }
 
 static const char *def_description(const char *name)
@@ -933,6 +1038,7 @@ static void stats_row(struct tp_ctx *ctx, uint32_t def, uint32_t machine,
 	const char *name = def_name(s, def);
 	uint32_t r = tp_table_add_row(t);
 	tp_set_str(t, TP_STATS_name, r, tp_s(ctx, name));
+	tp_set_int(t, TP_STATS_key, r, def_key(def));
 	if (idx >= 0)
 		tp_set_int(t, TP_STATS_idx, r, idx);
 	tp_set_str(t, TP_STATS_severity, r, tp_s(ctx, severity_name[sev]));
@@ -946,8 +1052,31 @@ static void stats_row(struct tp_ctx *ctx, uint32_t def, uint32_t machine,
 	}
 }
 
-/* Rows in definition order: a single stat of machine 0 always appears
- * (0 if untouched); every touched (machine, index) appears. */
+/* The value of single stat `def` on `machine` in sorted[0..n), 0 when
+ * nothing touched it. */
+static int64_t single_value(const struct stat_val *sorted, uint32_t n,
+			    uint32_t def, uint32_t machine)
+{
+	uint32_t lo = 0, hi = n;
+	while (lo < hi) { /* the first entry not before (def, machine) */
+		uint32_t mid = lo + (hi - lo) / 2;
+		const struct stat_val *v = &sorted[mid];
+		if (v->def < def || (v->def == def && v->machine < machine))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (; lo < n && sorted[lo].def == def && sorted[lo].machine == machine;
+	     lo++)
+		if (sorted[lo].idx < 0)
+			return sorted[lo].value;
+	return 0;
+}
+
+/* Rows as Perfetto lists them: each known single stat once for the whole
+ * load (global ones) and once per machine (the rest), 0 when untouched,
+ * each group in key order; then every touched indexed entry, and every
+ * stat of a name Perfetto does not know. */
 static void write_stats(struct tp_ctx *ctx)
 {
 	struct tp_stats *s = ctx->stats;
@@ -957,23 +1086,36 @@ static void write_stats(struct tp_ctx *ctx)
 		memcpy(sorted, s->vals, s->nvals * sizeof(*sorted));
 		qsort(sorted, s->nvals, sizeof(*sorted), cmp_val);
 	}
-	uint32_t ndefs = (uint32_t)NKNOWN + s->nextra, j = 0;
-	for (uint32_t d = 0; d < ndefs; d++) {
-		bool indexed;
-		int sev, src, scope;
-		def_props(s, d, &indexed, &sev, &src, &scope);
-		bool have_m0 = false;
-		uint32_t k = j;
-		while (k < s->nvals && sorted[k].def == d) {
-			if (sorted[k].machine == 0 && sorted[k].idx < 0)
-				have_m0 = true;
-			k++;
+	/* an empty file has no machine, and so only the global stats */
+	uint32_t nmachines = tp_tab(ctx, TP_T_MACHINE)->nrows;
+	bool indexed;
+	int sev, src, scope;
+	for (int pass = 0; pass <= (int)nmachines; pass++) {
+		/* pass 0: the global stats; pass m + 1: machine m's */
+		for (uint32_t d = 0; d < NKNOWN; d++) {
+			def_props(s, d, &indexed, &sev, &src, &scope);
+			if (indexed || (scope == SCOPE_GLOBAL) != (pass == 0))
+				continue;
+			int64_t value = 0;
+			if (pass) {
+				value = single_value(sorted, s->nvals, d,
+						     (uint32_t)pass - 1);
+			} else { /* counted under any machine: one value */
+				for (uint32_t m = 0; m < nmachines; m++)
+					value += single_value(sorted, s->nvals,
+							      d, m);
+			}
+			stats_row(ctx, d, pass ? (uint32_t)pass - 1 : 0, -1,
+				  value);
 		}
-		if (!indexed && !have_m0)
-			stats_row(ctx, d, 0, -1, 0);
-		for (; j < k; j++)
-			stats_row(ctx, d, sorted[j].machine, sorted[j].idx,
-				  sorted[j].value);
+	}
+	for (uint32_t j = 0; j < s->nvals; j++) {
+		const struct stat_val *v = &sorted[j];
+		def_props(s, v->def, &indexed, &sev, &src, &scope);
+		bool listed = v->def < NKNOWN && !indexed &&
+			      v->machine < nmachines;
+		if (!listed)
+			stats_row(ctx, v->def, v->machine, v->idx, v->value);
 	}
 	free(sorted);
 }

@@ -40,6 +40,7 @@ enum {
 	EV_CLONE_SNAPSHOT_TRIGGER = 2,
 	EV_CHROME_TRIGGER = 3,
 	EV_INITIAL_DISPLAY_STATE = 4,
+	EV_SYS_STATS = 5,
 };
 
 enum { TRIGGER_NONE, TRIGGER_TRACE, TRIGGER_CLONE_SNAPSHOT };
@@ -185,148 +186,133 @@ static void parse_utsname(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	}
 }
 
+/* SystemInfo's string metadata after the fingerprint's and the sdk's, in
+ * the order Perfetto sets them (the order of the metadata rows). */
+static const struct {
+	uint32_t num;
+	const char *name;
+} si_late_strings[] = {
+	{SI_TRACING_SERVICE_VERSION, "tracing_service_version"},
+	{SI_ANDROID_SOC_MODEL, "android_soc_model"},
+	{SI_ANDROID_GUEST_SOC_MODEL, "android_guest_soc_model"},
+	{SI_ANDROID_HARDWARE_REVISION, "android_hardware_revision"},
+	{SI_ANDROID_STORAGE_MODEL, "android_storage_model"},
+	{SI_ANDROID_RAM_MODEL, "android_ram_model"},
+	{SI_ANDROID_SERIAL_CONSOLE, "android_serial_console"},
+};
+
+/* The last field of each number SystemInfo has, as a protobuf reader
+ * keeps it (the numbers read here are all below SI_FIELDS). */
+#define SI_FIELDS 64
+_Static_assert(SI_MACHINE_NAME < SI_FIELDS && SI_UTSNAME < SI_FIELDS &&
+		       SI_ANDROID_SERIAL_CONSOLE < SI_FIELDS,
+	       "a SystemInfo field past SI_FIELDS");
+struct si_fields {
+	struct pb_field f[SI_FIELDS];
+	bool has[SI_FIELDS];
+};
+
+static const struct pb_field *si_get(const struct si_fields *sf, uint32_t num,
+				     unsigned wt)
+{
+	if (num >= SI_FIELDS || !sf->has[num] || sf->f[num].wt != wt)
+		return NULL;
+	return &sf->f[num];
+}
+
+/* The machine table's columns a SystemInfo fills. */
+static void system_info_machine(struct tp_ctx *ctx, uint32_t row,
+				const struct si_fields *sf)
+{
+	struct tp_table *mt = tp_tab(ctx, TP_T_MACHINE);
+	const struct pb_field *g;
+
+	if ((g = si_get(sf, SI_ANDROID_BUILD_FINGERPRINT, PB_WT_LEN)))
+		tp_set_str(mt, TP_MACHINE_android_build_fingerprint, row,
+			   tp_s_field(ctx, g));
+	if ((g = si_get(sf, SI_ANDROID_SDK_VERSION, PB_WT_VARINT)))
+		tp_set_int(mt, TP_MACHINE_android_sdk_version, row,
+			   (int64_t)g->val);
+	if ((g = si_get(sf, SI_NUM_CPUS, PB_WT_VARINT)))
+		tp_set_int(mt, TP_MACHINE_num_cpus, row, (uint32_t)g->val);
+	if ((g = si_get(sf, SI_ANDROID_DEVICE_MANUFACTURER, PB_WT_LEN)))
+		tp_set_str(mt, TP_MACHINE_android_device_manufacturer, row,
+			   tp_s_field(ctx, g));
+	if ((g = si_get(sf, SI_SYSTEM_RAM_BYTES, PB_WT_VARINT))) {
+		tp_set_int(mt, TP_MACHINE_system_ram_bytes, row,
+			   (int64_t)g->val);
+		tp_set_int(mt, TP_MACHINE_system_ram_gb, row,
+			   (int64_t)((g->val + 500000000ull) / 1000000000ull));
+	}
+	if ((g = si_get(sf, SI_MACHINE_NAME, PB_WT_LEN)))
+		tp_set_str(mt, TP_MACHINE_name, row, tp_s_field(ctx, g));
+}
+
 static void parse_system_info(struct tp_ctx *ctx, const struct tp_packet *pkt,
 			      const struct pb_field *f)
 {
 	struct pb_reader r;
 	struct pb_field g;
 	int64_t m = pkt->machine;
-	struct tp_table *mt = tp_tab(ctx, TP_T_MACHINE);
-	uint32_t row = 0;
-	bool have_row = machine_row(ctx, pkt->machine, &row);
-	bool has_sdk = false;
-	const uint8_t *fp = NULL;
-	size_t fp_len = 0;
-	uint32_t page_size = 0;
+	struct si_fields *sf = vp_xcalloc(1, sizeof(*sf));
+	const struct pb_field *v;
+
 	pb_reader_init(&r, f->data, f->len);
-	while (pb_next(&r, &g)) {
-		bool len = g.wt == PB_WT_LEN, vi = g.wt == PB_WT_VARINT;
-		switch (g.num) {
-		case SI_UTSNAME:
-			if (len)
-				parse_utsname(ctx, pkt, &g);
-			break;
-		case SI_ANDROID_BUILD_FINGERPRINT:
-			if (!len)
-				break;
-			meta_str_field(ctx, "android_build_fingerprint", m, &g);
-			fp = g.data;
-			fp_len = g.len;
-			if (have_row)
-				tp_set_str(mt, TP_MACHINE_android_build_fingerprint,
-					   row, tp_s_field(ctx, &g));
-			break;
-		case SI_TRACING_SERVICE_VERSION:
-			if (len)
-				meta_str_field(ctx, "tracing_service_version", m,
-					       &g);
-			break;
-		case SI_ANDROID_SDK_VERSION:
-			if (!vi)
-				break;
-			has_sdk = true;
-			tp_meta_set_int(ctx, "android_sdk_version", m,
-					(int64_t)g.val);
-			if (have_row)
-				tp_set_int(mt, TP_MACHINE_android_sdk_version, row,
-					   (int64_t)g.val);
-			break;
-		case SI_PAGE_SIZE:
-			if (vi)
-				page_size = (uint32_t)g.val;
-			break;
-		case SI_TIMEZONE_OFF_MINS:
-			if (vi)
-				tp_meta_set_int(ctx, "timezone_off_mins", m,
-						(int32_t)g.val);
-			break;
-		case SI_NUM_CPUS:
-			if (vi && have_row)
-				tp_set_int(mt, TP_MACHINE_num_cpus, row,
-					   (uint32_t)g.val);
-			break;
-		case SI_ANDROID_SOC_MODEL:
-			if (len)
-				meta_str_field(ctx, "android_soc_model", m, &g);
-			break;
-		case SI_ANDROID_HARDWARE_REVISION:
-			if (len)
-				meta_str_field(ctx, "android_hardware_revision",
-					       m, &g);
-			break;
-		case SI_ANDROID_STORAGE_MODEL:
-			if (len)
-				meta_str_field(ctx, "android_storage_model", m,
-					       &g);
-			break;
-		case SI_ANDROID_RAM_MODEL:
-			if (len)
-				meta_str_field(ctx, "android_ram_model", m, &g);
-			break;
-		case SI_ANDROID_GUEST_SOC_MODEL:
-			if (len)
-				meta_str_field(ctx, "android_guest_soc_model", m,
-					       &g);
-			break;
-		case SI_ANDROID_DEVICE_MANUFACTURER:
-			if (len)
-				meta_str_field(ctx, "android_device_manufacturer",
-					       m, &g);
-			if (len && have_row)
-				tp_set_str(mt,
-					   TP_MACHINE_android_device_manufacturer,
-					   row,
-					   tp_intern(ctx->pool,
-						     (const char *)g.data,
-						     g.len));
-			break;
-		case SI_ANDROID_SERIAL_CONSOLE:
-			if (len)
-				meta_str_field(ctx, "android_serial_console", m,
-					       &g);
-			break;
-		case SI_SYSTEM_RAM_BYTES:
-			if (!vi)
-				break;
-			tp_meta_set_int(ctx, "system_ram_bytes", m,
-					(int64_t)g.val);
-			tp_meta_set_int(ctx, "system_ram_gb", m,
-					(int64_t)((g.val + 500000000ull) /
-						  1000000000ull));
-			if (have_row) {
-				tp_set_int(mt, TP_MACHINE_system_ram_bytes, row,
-					   (int64_t)g.val);
-				tp_set_int(mt, TP_MACHINE_system_ram_gb, row,
-					   (int64_t)((g.val + 500000000ull) /
-						     1000000000ull));
-			}
-			break;
-		case SI_MACHINE_NAME:
-			if (len && have_row)
-				tp_set_str(mt, TP_MACHINE_name, row,
-					   tp_s_field(ctx, &g));
-			break;
-		default:
-			break;
+	while (pb_next(&r, &g))
+		if (g.num < SI_FIELDS) {
+			sf->f[g.num] = g;
+			sf->has[g.num] = true;
 		}
-	}
-	tp_sys_stats_page_size(ctx, page_size ? page_size : 4096);
+	uint32_t row = 0;
+	if (machine_row(ctx, pkt->machine, &row))
+		system_info_machine(ctx, row, sf);
+
+	/* the metadata, in Perfetto's order */
+	if ((v = si_get(sf, SI_UTSNAME, PB_WT_LEN)))
+		parse_utsname(ctx, pkt, v);
+	if ((v = si_get(sf, SI_TIMEZONE_OFF_MINS, PB_WT_VARINT)))
+		tp_meta_set_int(ctx, "timezone_off_mins", m, (int32_t)v->val);
+	const struct pb_field *fp =
+		si_get(sf, SI_ANDROID_BUILD_FINGERPRINT, PB_WT_LEN);
+	const struct pb_field *sdk = si_get(sf, SI_ANDROID_SDK_VERSION,
+					    PB_WT_VARINT);
+	int64_t fp_sdk = -1;
 	if (fp) {
 		const char *inc;
 		size_t inc_len;
-		if (fingerprint_incremental((const char *)fp, fp_len, &inc,
-					    &inc_len))
+		meta_str_field(ctx, "android_build_fingerprint", m, fp);
+		if (fingerprint_incremental((const char *)fp->data, fp->len,
+					    &inc, &inc_len))
 			tp_meta_set_str(ctx, "android_incremental_build", m, inc,
 					inc_len);
-		int64_t sdk = has_sdk ? -1
-				      : fingerprint_sdk((const char *)fp, fp_len);
-		if (sdk >= 0) {
-			tp_meta_set_int(ctx, "android_sdk_version", m, sdk);
-			if (have_row)
-				tp_set_int(mt, TP_MACHINE_android_sdk_version,
-					   row, sdk);
-		}
+		if (!sdk)
+			fp_sdk = fingerprint_sdk((const char *)fp->data,
+						 fp->len);
 	}
+	if ((v = si_get(sf, SI_ANDROID_DEVICE_MANUFACTURER, PB_WT_LEN)))
+		meta_str_field(ctx, "android_device_manufacturer", m, v);
+	if (sdk)
+		tp_meta_set_int(ctx, "android_sdk_version", m,
+				(int64_t)sdk->val);
+	else if (fp_sdk >= 0) {
+		tp_meta_set_int(ctx, "android_sdk_version", m, fp_sdk);
+		if (machine_row(ctx, pkt->machine, &row))
+			tp_set_int(tp_tab(ctx, TP_T_MACHINE),
+				   TP_MACHINE_android_sdk_version, row, fp_sdk);
+	}
+	for (size_t i = 0; i < sizeof(si_late_strings) /
+				   sizeof(si_late_strings[0]); i++)
+		if ((v = si_get(sf, si_late_strings[i].num, PB_WT_LEN)))
+			meta_str_field(ctx, si_late_strings[i].name, m, v);
+	if ((v = si_get(sf, SI_SYSTEM_RAM_BYTES, PB_WT_VARINT))) {
+		tp_meta_set_int(ctx, "system_ram_bytes", m, (int64_t)v->val);
+		tp_meta_set_int(ctx, "system_ram_gb", m,
+				(int64_t)((v->val + 500000000ull) /
+					  1000000000ull));
+	}
+	v = si_get(sf, SI_PAGE_SIZE, PB_WT_VARINT);
+	tp_sys_stats_page_size(ctx, v && v->val ? (uint32_t)v->val : 4096);
+	free(sf);
 }
 
 /* ---- cpu_info ------------------------------------------------------------------ */
@@ -1222,6 +1208,14 @@ static void system_parse(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 		parse_initial_display_state(ctx, machine, ts, msg, n);
 		break;
 	}
+	case EV_SYS_STATS: {
+		struct tp_packet pkt = { .ts = ts, .has_ts = true };
+		struct pb_field f = { .num = TP_SYS_STATS, .wt = PB_WT_LEN,
+				      .data = msg, .len = n };
+		memcpy(&pkt.machine, p + 1, 4);
+		tp_sys_stats_parse(ctx, &pkt, &f);
+		break;
+	}
 	default:
 		break;
 	}
@@ -1407,8 +1401,8 @@ bool tp_system_tokenize(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	if (f->wt != PB_WT_LEN)
 		return false;
 	switch (f->num) {
-	case TP_SYS_STATS:
-		tp_sys_stats_parse(ctx, pkt, f);
+	case TP_SYS_STATS: /* parsed in timestamp order, as Perfetto does */
+		push_event(ctx, pkt, EV_SYS_STATS, f);
 		return true;
 	case TP_TRACE_CONFIG:
 		parse_trace_config(ctx, pkt, f);
