@@ -649,6 +649,59 @@ static void raw_typed(struct tp_ctx *ctx, const struct ft_event_desc *d,
 	raw_args_commit(ctx, row, b);
 }
 
+/* A GenericFtraceEvent, which names itself and each of its fields: a row
+ * named by event_name, each field an arg (uint_value as an int arg, as
+ * Perfetto stores it). */
+static void raw_generic(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,
+			uint32_t machine, uint32_t utid, const uint8_t *data,
+			size_t len)
+{
+	struct tp_args_builder *b = &st(ctx)->args;
+	struct pb_reader r, fr;
+	struct pb_field f, g;
+	tp_str name = 0;
+
+	pb_reader_init(&r, data, len);
+	while (pb_next(&r, &f))
+		if (f.num == GEN_EVENT_NAME && f.wt == PB_WT_LEN)
+			name = tp_intern(ctx->pool, (const char *)f.data, f.len);
+	uint32_t row = raw_row(ctx, ts, name, cpu, machine, utid);
+	tp_args_builder_reset(b);
+	pb_reader_init(&r, data, len);
+	while (pb_next(&r, &f)) {
+		if (f.num != GEN_FIELD || f.wt != PB_WT_LEN)
+			continue;
+		tp_str key = 0, str = 0;
+		bool has_int = false, has_uint = false, has_str = false;
+		uint64_t iv = 0, uv = 0;
+		pb_reader_init(&fr, f.data, f.len);
+		while (pb_next(&fr, &g)) {
+			if (g.num == GENF_NAME && g.wt == PB_WT_LEN) {
+				key = tp_intern(ctx->pool, (const char *)g.data,
+						g.len);
+			} else if (g.num == GENF_INT && g.wt == PB_WT_VARINT) {
+				has_int = true;
+				iv = g.val;
+			} else if (g.num == GENF_UINT && g.wt == PB_WT_VARINT) {
+				has_uint = true;
+				uv = g.val;
+			} else if (g.num == GENF_STR && g.wt == PB_WT_LEN) {
+				has_str = true;
+				str = tp_intern(ctx->pool, (const char *)g.data,
+						g.len);
+			}
+		}
+		/* the first of the value fields set, in Perfetto's order */
+		if (has_int)
+			tp_args_add_int(b, key, key, (int64_t)iv);
+		else if (has_uint)
+			tp_args_add_int(b, key, key, (int64_t)uv);
+		else if (has_str)
+			tp_args_add_str(b, key, key, str);
+	}
+	raw_args_commit(ctx, row, b);
+}
+
 /* ---- thread states ---------------------------------------------------- */
 
 static uint32_t *ts_last(struct tp_ctx *ctx, uint32_t utid)
@@ -1438,7 +1491,11 @@ static void parse_event(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 			mstat(ctx, h.machine, "ftrace_bundle_tokenizer_errors");
 			return;
 		}
-		if (f.num != FE_SCHED_SWITCH) {
+		if (f.num == FE_GENERIC) {
+			raw_generic(ctx, ts, h.cpu, h.machine,
+				    tp_thread_get(ctx, h.machine, pid), f.data,
+				    f.len);
+		} else if (f.num != FE_SCHED_SWITCH) {
 			const struct ft_event_desc *d = ft_event_by_id(f.num);
 			if (d && (d->uses & FT_USE_PROCESSOR)) {
 				uint32_t utid = tp_thread_get(ctx, h.machine,

@@ -16,6 +16,13 @@
  *                    the thread's "Funcgraph" track; the idle task (pid 0)
  *                    runs on every cpu at once, so its functions go on a
  *                    track per cpu ("swapper<cpu> -funcgraph")
+ *   signal_generate / signal_deliver
+ *                    a slice of no duration on the track of the thread
+ *                    the signal is for (generate: its pid field; deliver:
+ *                    the event's thread), with the signal as signal.sig
+ *   workqueue_execute_start / workqueue_execute_end
+ *                    a "workqueue" slice on the worker thread's track,
+ *                    named like funcgraph's, with the cpu as arg
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -188,6 +195,57 @@ static void funcgraph(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,
 		tp_slice_end(ctx, track, ts, 0, name, -1);
 }
 
+/* ---- signals and work items -------------------------------------------- */
+
+static int64_t one_int_arg(struct tp_ctx *ctx, const char *key, int64_t v)
+{
+	struct tp_args_builder b;
+	tp_str k = tp_s(ctx, key);
+
+	tp_args_builder_init(&b);
+	tp_args_add_int(&b, k, k, v);
+	int64_t id = tp_args_commit(ctx, &b);
+	tp_args_builder_free(&b);
+	return id;
+}
+
+static void signal_event(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
+			 int64_t pid, bool generate, const uint8_t *data,
+			 size_t len)
+{
+	int32_t sig = (int32_t)varint_field(data, len,
+					     generate ? SIGG_SIG : SIGD_SIG);
+	if (generate) /* the pid the signal goes to, not the sender's */
+		pid = (int32_t)varint_field(data, len, SIGG_PID);
+	uint32_t track = tp_track_thread(ctx, tp_thread_get(ctx, machine, pid));
+	tp_slice_complete(ctx, track, ts, 0, 0,
+			  tp_s(ctx, generate ? "signal_generate"
+					     : "signal_deliver"),
+			  one_int_arg(ctx, "signal.sig", sig));
+}
+
+static void workqueue(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,
+		      uint32_t machine, int64_t pid, uint32_t gen, bool start,
+		      const uint8_t *data, size_t len)
+{
+	uint32_t track = tp_track_thread(ctx, tp_thread_get(ctx, machine, pid));
+	tp_str cat = tp_s(ctx, "workqueue");
+
+	if (!start) {
+		tp_slice_end(ctx, track, ts, cat, 0, -1);
+		return;
+	}
+	uint64_t fn = varint_field(data, len, WQES_FUNCTION);
+	tp_str name = tp_kernel_symbol(ctx, gen, fn);
+	char buf[32];
+	if (!name) {
+		snprintf(buf, sizeof buf, "%#" PRIx64, fn);
+		name = tp_s(ctx, buf);
+	}
+	tp_slice_begin(ctx, track, ts, cat, name,
+		       one_int_arg(ctx, "cpu", cpu));
+}
+
 bool tp_kslice_parse(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,
 		     uint32_t machine, int64_t pid, uint32_t gen, uint32_t id,
 		     const uint8_t *data, size_t len)
@@ -204,6 +262,16 @@ bool tp_kslice_parse(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,
 	case FE_FUNCGRAPH_EXIT:
 		funcgraph(ctx, ts, cpu, machine, pid, gen,
 			  id == FE_FUNCGRAPH_ENTRY, data, len);
+		return true;
+	case FE_SIGNAL_GENERATE:
+	case FE_SIGNAL_DELIVER:
+		signal_event(ctx, ts, machine, pid, id == FE_SIGNAL_GENERATE,
+			     data, len);
+		return true;
+	case FE_WORKQUEUE_EXECUTE_START:
+	case FE_WORKQUEUE_EXECUTE_END:
+		workqueue(ctx, ts, cpu, machine, pid, gen,
+			  id == FE_WORKQUEUE_EXECUTE_START, data, len);
 		return true;
 	default:
 		return false;
