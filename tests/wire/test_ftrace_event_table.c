@@ -125,9 +125,13 @@ static void test_misses(void **state)
 	assert_null(ft_event_by_id(99999));
 	assert_null(ft_event_by_name("sched", "no_such_event"));
 	assert_null(ft_event_by_name("kvm", "sched_switch"));
-	/* Events without a group are not the probes'. */
-	assert_null(ft_event_by_name("power", "cpu_frequency"));
+	/* An event is found in its own group only; one without a group
+	 * (the processor's alone) in none. */
+	assert_non_null(ft_event_by_name("power", "cpu_frequency"));
+	assert_null(ft_event_by_name("irq", "cpu_frequency"));
 	assert_null(ft_event_by_name("", "cpu_frequency"));
+	assert_null(ft_event_by_name("", "tracing_mark_write"));
+	assert_null(ft_event_by_name("ftrace", "tracing_mark_write"));
 }
 
 int main(void)
