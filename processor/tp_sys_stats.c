@@ -541,17 +541,54 @@ static void gpufreq_value(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	tp_counter_add(ctx, t, pkt->ts, (double)v, -1);
 }
 
-void tp_sys_stats_parse(struct tp_ctx *ctx, const struct tp_packet *pkt,
-			    const struct pb_field *f)
+/* SysStats' fields in the order Perfetto's parser reads them (the order
+ * of the tracks and counter rows it makes), whatever their order on the
+ * wire. */
+static const uint32_t sys_stats_order[] = {
+	SS_MEMINFO, SS_DEVFREQ, SS_CPUFREQ_KHZ, SS_VMSTAT, SS_CPU_STAT,
+	SS_NUM_IRQ, SS_NUM_SOFTIRQ, SS_NUM_FORKS, SS_NUM_IRQ_TOTAL,
+	SS_NUM_SOFTIRQ_TOTAL, SS_BUDDY_INFO, SS_DISK_STAT, SS_PSI,
+	SS_THERMAL_ZONE, SS_CPUIDLE_STATE, SS_GPUFREQ_MHZ,
+};
+
+/* A singular counter (num_forks, num_irq_total, num_softirq_total): its
+ * last value on the wire, as a protobuf reader keeps it. */
+static void sys_singular(struct tp_ctx *ctx, const struct tp_packet *pkt,
+			 const struct pb_field *f, uint32_t num)
+{
+	struct pb_reader r;
+	struct pb_field g;
+	bool have = false;
+	uint64_t v = 0;
+
+	pb_reader_init(&r, f->data, f->len);
+	while (pb_next(&r, &g))
+		if (g.num == num && g.wt == PB_WT_VARINT) {
+			have = true;
+			v = g.val;
+		}
+	if (!have)
+		return;
+	const char *n = num == SS_NUM_FORKS ? "num_forks"
+			: num == SS_NUM_IRQ_TOTAL ? "num_irq_total"
+						  : "num_softirq_total";
+	tp_counter_add(ctx, plain_counter_track(ctx, pkt->machine, n, n),
+		       pkt->ts, (double)v, -1);
+}
+
+/* Every field `num` of the message, in wire order. */
+static void sys_repeated(struct tp_ctx *ctx, const struct tp_packet *pkt,
+			 const struct pb_field *f, uint32_t num)
 {
 	struct pb_reader r;
 	struct pb_field g;
 	uint32_t cpu_i = 0, gpu_i = 0;
-	if (!pkt->has_ts)
-		return;
+
 	pb_reader_init(&r, f->data, f->len);
 	while (pb_next(&r, &g)) {
-		bool len = g.wt == PB_WT_LEN, vi = g.wt == PB_WT_VARINT;
+		if (g.num != num)
+			continue;
+		bool len = g.wt == PB_WT_LEN;
 		switch (g.num) {
 		case SS_MEMINFO:
 			if (len)
@@ -569,18 +606,6 @@ void tp_sys_stats_parse(struct tp_ctx *ctx, const struct tp_packet *pkt,
 		case SS_NUM_SOFTIRQ:
 			if (len)
 				sys_irq(ctx, pkt, &g, g.num == SS_NUM_SOFTIRQ);
-			break;
-		case SS_NUM_FORKS:
-		case SS_NUM_IRQ_TOTAL:
-		case SS_NUM_SOFTIRQ_TOTAL:
-			if (vi) {
-				const char *n = g.num == SS_NUM_FORKS ? "num_forks"
-					: g.num == SS_NUM_IRQ_TOTAL ? "num_irq_total"
-					: "num_softirq_total";
-				uint32_t t = plain_counter_track(ctx, pkt->machine,
-								 n, n);
-				tp_counter_add(ctx, t, pkt->ts, (double)g.val, -1);
-			}
 			break;
 		case SS_DEVFREQ:
 			if (len)
@@ -615,5 +640,21 @@ void tp_sys_stats_parse(struct tp_ctx *ctx, const struct tp_packet *pkt,
 		default:
 			break;
 		}
+	}
+}
+
+void tp_sys_stats_parse(struct tp_ctx *ctx, const struct tp_packet *pkt,
+			    const struct pb_field *f)
+{
+	if (!pkt->has_ts)
+		return;
+	for (size_t i = 0; i < sizeof(sys_stats_order) /
+				   sizeof(sys_stats_order[0]); i++) {
+		uint32_t num = sys_stats_order[i];
+		if (num == SS_NUM_FORKS || num == SS_NUM_IRQ_TOTAL ||
+		    num == SS_NUM_SOFTIRQ_TOTAL)
+			sys_singular(ctx, pkt, f, num);
+		else
+			sys_repeated(ctx, pkt, f, num);
 	}
 }
