@@ -69,6 +69,29 @@ struct pidfile {
 	int fd;
 };
 
+/* An address both comma-separated lists name (a static copy), or NULL. */
+static const char *shared_address(const char *a, const char *b)
+{
+	static char hit[256];
+	size_t la = strlen(a);
+
+	for (size_t i = 0; i < la;) {
+		size_t n = strcspn(a + i, ",");
+		for (const char *q = b; *q;) {
+			size_t m = strcspn(q, ",");
+			if (n && n == m && !memcmp(a + i, q, n) &&
+			    n < sizeof(hit)) {
+				memcpy(hit, a + i, n);
+				hit[n] = 0;
+				return hit;
+			}
+			q += m + (q[m] == ',');
+		}
+		i += n + (a[i + n] == ',');
+	}
+	return NULL;
+}
+
 /* Attempts at locking a pidfile that a stopping holder unlinks meanwhile. */
 #define PIDFILE_LOCK_TRIES 8
 
@@ -200,6 +223,17 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		o->producer_socks = vp_producer_sock_name();
 	if (!o->consumer_socks)
 		o->consumer_socks = vp_consumer_sock_name();
+	const char *both = shared_address(o->producer_socks,
+					  o->consumer_socks);
+	if (both) {
+		/* the second listen would find the first and say a service
+		 * is already there, which is not what happened */
+		fprintf(stderr, "vtraced: %s is both a producer and a consumer "
+			"socket address: give each its own (--producer-socket, "
+			"--consumer-socket or PERFETTO_PRODUCER_SOCK_NAME, "
+			"PERFETTO_CONSUMER_SOCK_NAME)\n", both);
+		return -1;
+	}
 	return 0;
 }
 

@@ -5,6 +5,7 @@
 # exits; a symbolic link at the path is refused and its target left as it
 # was; with --background the file holds the pid of the daemon that stays;
 # at exit vtraced removes its pidfile, but not a file put in its place.
+# And one address given for both sockets is refused up front, by name.
 #
 # usage: pidfile_e2e.sh BUILD_DIR
 set -uo pipefail
@@ -63,7 +64,7 @@ check "the first vtraced removed its pidfile at exit" test ! -e "$D/vtraced.pid"
 
 # --- 2. a symbolic link at the path is refused --------------------------------
 echo "--- symbolic link"
-mkdir "$D/s"
+mkdir "$D/same"
 echo "precious contents" >"$D/victim.txt"
 ln -s "$D/victim.txt" "$D/pid.link"
 timeout 10 "$VTRACED" --foreground --producer-socket "$D/s/p.sock" \
@@ -135,5 +136,18 @@ echo "someone else's" >"$D/r.pid"
 e2e_stop "$R"
 check "vtraced left the file it did not lock" \
   test "$(cat "$D/r.pid" 2>/dev/null)" = "someone else's"
+
+# --- 5. one address for both sockets -------------------------------------------
+echo "--- one address for both sockets"
+mkdir "$D/same"
+out=$(PERFETTO_PRODUCER_SOCK_NAME="$D/same/x.sock" \
+  PERFETTO_CONSUMER_SOCK_NAME="$D/same/y.sock,$D/same/x.sock" \
+  timeout 10 "$VTRACED" --pidfile "$D/same.pid" 2>&1)
+rc=$?
+check "it exits 2 at once (exit $rc)" test $rc -eq 2
+check "it names the address: $out" \
+  grep -q "$D/same/x.sock is both a producer and a consumer socket" <<<"$out"
+check "it made no socket and no pidfile" \
+  test ! -e "$D/same/x.sock" -a ! -e "$D/same/y.sock" -a ! -e "$D/same.pid"
 
 e2e_finish pidfile_e2e
