@@ -64,7 +64,7 @@ check "the first vtraced removed its pidfile at exit" test ! -e "$D/vtraced.pid"
 
 # --- 2. a symbolic link at the path is refused --------------------------------
 echo "--- symbolic link"
-mkdir "$D/same"
+mkdir "$D/s"
 echo "precious contents" >"$D/victim.txt"
 ln -s "$D/victim.txt" "$D/pid.link"
 timeout 10 "$VTRACED" --foreground --producer-socket "$D/s/p.sock" \
