@@ -32,6 +32,11 @@ for t in fuzz_pb_wire fuzz_trace_reader fuzz_tp_load fuzz_rewrite fuzz_sync_skim
   mk $t
   cp "$work/trace/host.pb" "$work/trace/guest.pb" "$work/$t/"
 done
+# fuzz_tp_load also starts from the processor's own small cases of ftrace
+# and system data.
+for c in vp_ftrace_kinds vp_sys_stats_order; do
+  cp "$repo/tests/processor/cases/$c/trace.pb" "$work/fuzz_tp_load/$c.pb"
+done
 # fuzz_tp_input: a trace's head as it is, gzip'd, gzip'd and cut, and two
 # gzip members one after the other.
 mk fuzz_tp_input
