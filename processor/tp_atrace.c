@@ -32,7 +32,7 @@ static void set_spec(struct tp_ctx *ctx, uint32_t machine, const char *type,
 	s->name = name;
 	s->upid = upid;
 	tp_str k = tp_s(ctx, "upid");
-	tp_args_add_uint(dims, k, k, upid);
+	tp_args_add_int(dims, k, k, upid);
 	k = tp_s(ctx, "name");
 	tp_args_add_str(dims, k, k, name);
 }

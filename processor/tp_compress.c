@@ -218,7 +218,7 @@ static uint32_t spec_track(struct tp_ctx *ctx, uint32_t set, uint32_t i,
 	for (size_t j = 0; dims && j < dims->n; j++)
 		tp_args_add(&b, &dims->v[j]);
 	tp_str k = tp_s(ctx, "track_compressor_idx");
-	tp_args_add_uint(&b, k, k, i);
+	tp_args_add_int(&b, k, k, (int64_t)i);
 	struct tp_track_spec spec = *s;
 	spec.dimension_arg_set_id = tp_args_commit(ctx, &b);
 	tp_args_builder_free(&b);

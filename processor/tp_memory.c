@@ -227,7 +227,7 @@ static uint32_t change_track(struct tp_ctx *ctx, uint32_t machine,
 		tp_args_add_str(&b, k, k, heap);
 	}
 	tp_str k = tp_s(ctx, "utid");
-	tp_args_add_uint(&b, k, k, utid);
+	tp_args_add_int(&b, k, k, utid);
 	s.dimension_arg_set_id = tp_args_commit(ctx, &b);
 	tp_args_builder_free(&b);
 	return tp_track_intern(ctx, &s);

@@ -90,10 +90,11 @@ static void dim_str(struct tp_ctx *ctx, const char *key, tp_str v)
 	tp_args_add_str(&ss(ctx)->args, k, k, v);
 }
 
+/* Perfetto keeps a track's numeric dimensions as int args. */
 static void dim_uint(struct tp_ctx *ctx, const char *key, uint64_t v)
 {
 	tp_str k = tp_s(ctx, key);
-	tp_args_add_uint(&ss(ctx)->args, k, k, v);
+	tp_args_add_int(&ss(ctx)->args, k, k, (int64_t)v);
 }
 
 /* A counter track with no dimensions. */

@@ -116,7 +116,7 @@ static uint32_t legacy_async_track(struct tp_ctx *ctx, const struct ev *e,
 	if (process_scoped) {
 		sp.upid = upid;
 		k = tp_s(ctx, "upid");
-		tp_args_add_uint(&dims, k, k, upid);
+		tp_args_add_int(&dims, k, k, upid);
 	}
 	if (scope) {
 		k = tp_s(ctx, "scope");
@@ -146,7 +146,18 @@ static int64_t upid_dims(struct tp_ctx *ctx, uint32_t upid)
 	tp_str k = tp_s(ctx, "upid");
 
 	tp_args_builder_reset(b);
-	tp_args_add_uint(b, k, k, upid);
+	tp_args_add_int(b, k, k, upid);
+	return tp_args_commit(ctx, b);
+}
+
+/* The source args of a track legacy Chrome events made. */
+static int64_t chrome_source_args(struct tp_ctx *ctx)
+{
+	struct tp_args_builder *b = &LS(ctx)->b;
+	tp_str k = tp_s(ctx, "source");
+
+	tp_args_builder_reset(b);
+	tp_args_add_str(b, k, k, tp_s(ctx, "chrome"));
 	return tp_args_commit(ctx, b);
 }
 
@@ -192,6 +203,7 @@ bool tp_te_legacy_track(struct tp_ctx *ctx, struct ev *e, uint32_t *track)
 			sp.type = tp_s(ctx, "chrome_process_instant");
 			sp.upid = e->upid;
 			sp.dimension_arg_set_id = upid_dims(ctx, e->upid);
+			sp.source_arg_set_id = chrome_source_args(ctx);
 			*track = tp_track_intern(ctx, &sp);
 			break;
 		default:

@@ -748,13 +748,13 @@ static int64_t create_merged_track(struct tp_ctx *ctx, const struct res *r,
 	k = tp_s(ctx, "parent_track_uuid");
 	tp_args_add_int(&s->b2, k, k, (int64_t)r->parent_uuid);
 	k = tp_s(ctx, "merge_key_type");
-	tp_args_add_uint(&s->b2, k, k, r->merge);
+	tp_args_add_int(&s->b2, k, k, r->merge);
 	if (r->merge_value) {
 		k = tp_s(ctx, "merge_key_value");
 		tp_args_add_str(&s->b2, k, k, r->merge_value);
 	}
 	k = tp_s(ctx, "track_compressor_idx");
-	tp_args_add_uint(&s->b2, k, k, lane);
+	tp_args_add_int(&s->b2, k, k, lane);
 	sp.dimension_arg_set_id = tp_args_commit(ctx, &s->b2);
 	uint32_t track = tp_track_new(ctx, &sp);
 	set_source_args(ctx, r, track, r->intern_seq);
