@@ -1249,13 +1249,16 @@ static void chrome_btm(struct tp_ctx *ctx, const struct pb_field *f)
 	free(t.p);
 	struct pb_reader r;
 	struct pb_field g;
+	/* the scenario, then the rule: Perfetto's order of the rows */
 	pb_reader_init(&r, f->data, f->len);
-	while (pb_next(&r, &g)) {
+	while (pb_next(&r, &g))
 		if (g.num == BTM_SCENARIO_NAME_HASH &&
-		    (g.wt == PB_WT_FIXED32 || g.wt == PB_WT_VARINT)) {
+		    (g.wt == PB_WT_FIXED32 || g.wt == PB_WT_VARINT))
 			tp_meta_set_int(ctx, "cr-scenario_name_hash", -1,
 					(uint32_t)g.val);
-		} else if (g.num == BTM_TRIGGERED_RULE && g.wt == PB_WT_LEN) {
+	pb_reader_init(&r, f->data, f->len);
+	while (pb_next(&r, &g)) {
+		if (g.num == BTM_TRIGGERED_RULE && g.wt == PB_WT_LEN) {
 			struct pb_reader tr;
 			struct pb_field h;
 			pb_reader_init(&tr, g.data, g.len);
@@ -1270,91 +1273,117 @@ static void chrome_btm(struct tp_ctx *ctx, const struct pb_field *f)
 	}
 }
 
+/* Field trials, as Perfetto prints them: "{ name: N, group: G } " each,
+ * a newline before every second one after the first two. */
+static void chrome_field_trial(struct text *t, int *line,
+			       const struct pb_field *g)
+{
+	uint64_t fn = 0, fg = 0;
+	struct pb_reader h;
+	struct pb_field e;
+	char buf[64];
+
+	pb_reader_init(&h, g->data, g->len);
+	while (pb_next(&h, &e)) {
+		if (e.num == FH_NAME)
+			fn = e.val;
+		else if (e.num == FH_GROUP)
+			fg = e.val;
+	}
+	if (*line == 2) {
+		text_put(t, "\n", 1);
+		*line = 1;
+	} else {
+		(*line)++;
+	}
+	snprintf(buf, sizeof(buf), "{ name: %u, group: %u } ", (uint32_t)fn,
+		 (uint32_t)fg);
+	text_cstr(t, buf);
+}
+
+/* One field of a ChromeMetadataPacket, as metadata named with prefix. */
+static void chrome_metadata_field(struct tp_ctx *ctx, const char *prefix,
+				  const struct pb_field *g)
+{
+	bool len = g->wt == PB_WT_LEN, vi = g->wt == PB_WT_VARINT;
+	const char *key = NULL;
+	char name[64];
+
+	switch (g->num) {
+	case CM_BACKGROUND_TRACING_METADATA:
+		if (len)
+			chrome_btm(ctx, g);
+		return;
+	case CM_CHROME_VERSION_CODE:
+		if (vi) {
+			snprintf(name, sizeof(name), "%splaystore_version_code",
+				 prefix);
+			tp_meta_set_int(ctx, name, -1, (int32_t)g->val);
+		}
+		return;
+	case CM_CHANNEL:
+		if (vi) {
+			snprintf(name, sizeof(name), "%schannel", prefix);
+			tp_meta_set_int(ctx, name, -1, (int64_t)g->val);
+		}
+		return;
+	case CM_ENABLED_CATEGORIES:
+		key = "enabled_categories";
+		break;
+	case CM_APP_PACKAGE_NAME:
+		key = "package-name";
+		break;
+	case CM_APP_VERSION:
+		key = "product-version";
+		break;
+	case CM_OS_NAME:
+		key = "os-name";
+		break;
+	default:
+		return;
+	}
+	if (len) {
+		snprintf(name, sizeof(name), "%s%s", prefix, key);
+		meta_str_field(ctx, name, -1, g);
+	}
+}
+
+/* A ChromeMetadataPacket: its fields field by field in the order Perfetto
+ * sets them (the order of its rows), whatever their order on the wire. */
 static void parse_chrome_metadata(struct tp_ctx *ctx, const struct pb_field *f)
 {
+	static const uint32_t order[] = {
+		CM_CHROME_VERSION_CODE, CM_APP_VERSION, CM_OS_NAME,
+		CM_APP_PACKAGE_NAME, CM_CHANNEL, CM_ENABLED_CATEGORIES,
+		CM_FIELD_TRIAL_HASHES, CM_BACKGROUND_TRACING_METADATA,
+	};
 	struct tp_system_state *st = sys(ctx);
 	char prefix[8], name[64];
+	struct pb_reader r;
+	struct pb_field g;
+
 	snprintf(prefix, sizeof(prefix), "cr-%c-",
 		 'a' + (int)(st->chrome_metadata_count % 26));
 	st->chrome_metadata_count++;
-	struct text trials = { 0 };
-	int line = 0;
-	bool has_trials = false;
-	struct pb_reader r;
-	struct pb_field g;
-	pb_reader_init(&r, f->data, f->len);
-	while (pb_next(&r, &g)) {
-		bool len = g.wt == PB_WT_LEN, vi = g.wt == PB_WT_VARINT;
-		const char *key = NULL;
-		switch (g.num) {
-		case CM_BACKGROUND_TRACING_METADATA:
-			if (len)
-				chrome_btm(ctx, &g);
-			break;
-		case CM_CHROME_VERSION_CODE:
-			if (vi) {
-				snprintf(name, sizeof(name), "%splaystore_version_code",
-					 prefix);
-				tp_meta_set_int(ctx, name, -1, (int32_t)g.val);
-			}
-			break;
-		case CM_CHANNEL:
-			if (vi) {
-				snprintf(name, sizeof(name), "%schannel", prefix);
-				tp_meta_set_int(ctx, name, -1, (int64_t)g.val);
-			}
-			break;
-		case CM_ENABLED_CATEGORIES:
-			key = "enabled_categories";
-			break;
-		case CM_APP_PACKAGE_NAME:
-			key = "package-name";
-			break;
-		case CM_APP_VERSION:
-			key = "product-version";
-			break;
-		case CM_OS_NAME:
-			key = "os-name";
-			break;
-		case CM_FIELD_TRIAL_HASHES:
-			if (len) {
-				uint64_t fn = 0, fg = 0;
-				struct pb_reader h;
-				struct pb_field e;
-				pb_reader_init(&h, g.data, g.len);
-				while (pb_next(&h, &e)) {
-					if (e.num == FH_NAME)
-						fn = e.val;
-					else if (e.num == FH_GROUP)
-						fg = e.val;
-				}
-				if (line == 2) {
-					text_put(&trials, "\n", 1);
-					line = 1;
-				} else {
-					line++;
-				}
-				char buf[64];
-				snprintf(buf, sizeof(buf),
-					 "{ name: %u, group: %u } ",
-					 (uint32_t)fn, (uint32_t)fg);
-				text_cstr(&trials, buf);
-				has_trials = true;
-			}
-			break;
-		default:
-			break;
+	for (size_t k = 0; k < sizeof(order) / sizeof(order[0]); k++) {
+		struct text trials = { 0 };
+		int line = 0;
+		pb_reader_init(&r, f->data, f->len);
+		while (pb_next(&r, &g)) {
+			if (g.num != order[k])
+				continue;
+			if (g.num != CM_FIELD_TRIAL_HASHES)
+				chrome_metadata_field(ctx, prefix, &g);
+			else if (g.wt == PB_WT_LEN)
+				chrome_field_trial(&trials, &line, &g);
 		}
-		if (key && len) {
-			snprintf(name, sizeof(name), "%s%s", prefix, key);
-			meta_str_field(ctx, name, -1, &g);
+		if (trials.p) {
+			snprintf(name, sizeof(name), "%sfield_trial_hashes",
+				 prefix);
+			tp_meta_set_str(ctx, name, -1, trials.p, trials.len);
 		}
+		free(trials.p);
 	}
-	if (has_trials) {
-		snprintf(name, sizeof(name), "%sfield_trial_hashes", prefix);
-		tp_meta_set_str(ctx, name, -1, trials.p, trials.len);
-	}
-	free(trials.p);
 }
 
 /* ---- initial display state ---------------------------------------------------------- */
