@@ -25,6 +25,7 @@ struct lane {
 };
 
 struct cset {
+	int64_t group; /* track_group_id of its tracks, -1 until one is made */
 	uint64_t *key;
 	size_t nkey;
 	uint32_t next; /* next set with the same hash + 1, or 0 */
@@ -92,6 +93,7 @@ uint32_t tp_compress_set(struct tp_compress *c, const uint64_t *key,
 	uint32_t id = c->n++;
 	struct cset *set = &c->sets[id];
 	memset(set, 0, sizeof(*set));
+	set->group = -1;
 	set->key = vp_xmalloc(n ? n * sizeof(*key) : 1);
 	if (n)
 		memcpy(set->key, key, n * sizeof(*key));
@@ -170,6 +172,16 @@ int64_t *tp_compress_lane_track(struct tp_compress *c, uint32_t set,
 	return &c->sets[set].lanes[lane].track;
 }
 
+void tp_compress_mark_track(struct tp_ctx *ctx, struct tp_compress *c,
+			    uint32_t set, uint32_t track)
+{
+	struct cset *cs = &c->sets[set];
+	if (cs->group < 0) /* one number for all sets of the load */
+		cs->group = ctx->track_groups++;
+	tp_set_int(tp_tab(ctx, TP_T_TRACK), TP_TRACK_track_group_id, track,
+		   cs->group);
+}
+
 /* ---- by track spec ---------------------------------------------------- */
 
 static void key_put(struct tp_compress *c, size_t *n, uint64_t v)
@@ -223,6 +235,7 @@ static uint32_t spec_track(struct tp_ctx *ctx, uint32_t set, uint32_t i,
 	spec.dimension_arg_set_id = tp_args_commit(ctx, &b);
 	tp_args_builder_free(&b);
 	*t = tp_track_new(ctx, &spec);
+	tp_compress_mark_track(ctx, ctx->compress, set, (uint32_t)*t);
 	return (uint32_t)*t;
 }
 

@@ -57,6 +57,11 @@ uint32_t tp_compress_lane(struct tp_compress *c, uint32_t set,
  * children of the set's tracks hang below. */
 uint32_t tp_compress_lane_first(struct tp_compress *c, uint32_t set);
 /* The track of a lane: -1 until the caller makes it and stores it here. */
+/* Gives a track just made for a lane of set its set's track_group_id,
+ * numbered across all sets of the load in the order their first track
+ * was made (Perfetto's numbering of its compressor's sets). */
+void tp_compress_mark_track(struct tp_ctx *ctx, struct tp_compress *c,
+			    uint32_t set, uint32_t track);
 int64_t *tp_compress_lane_track(struct tp_compress *c, uint32_t set,
 				uint32_t lane);
 

@@ -110,6 +110,8 @@ struct tp_packet {
 
 struct tp_ctx {
 	struct tp_strpool *pool;
+	/* track_group_id of the next set of compressed tracks (tp_compress) */
+	uint32_t track_groups;
 	struct tp_table tables[TP_T_COUNT];
 
 	struct tp_sorter *sorter;

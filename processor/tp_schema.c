@@ -98,7 +98,7 @@ const char tp_schema_views_sql[] =
 	"CREATE VIEW counters AS SELECT v.*, t.name, t.unit FROM counter v"
 	" JOIN counter_track t ON v.track_id = t.id ORDER BY ts;\n"
 	"CREATE VIEW track AS SELECT id, name, type, dimension_arg_set_id,"
-	" parent_id, source_arg_set_id, machine_id, NULL AS track_group_id"
+	" parent_id, source_arg_set_id, machine_id, track_group_id"
 	" FROM __intrinsic_track;\n"
 	"CREATE VIEW thread_track AS SELECT " TRACK_COMMON
 	", utid FROM __intrinsic_track"

@@ -30,7 +30,8 @@
 	X(TRACK, source_arg_set_id, INT) X(TRACK, machine_id, INT)          \
 	X(TRACK, type, STR) X(TRACK, dimension_arg_set_id, INT)             \
 	X(TRACK, event_type, STR) X(TRACK, counter_unit, STR)               \
-	X(TRACK, utid, INT) X(TRACK, upid, INT)
+	X(TRACK, utid, INT) X(TRACK, upid, INT)                             \
+	X(TRACK, track_group_id, INT)
 
 #define TP_COUNTER_COLS(X)                                                  \
 	X(COUNTER, ts, INT) X(COUNTER, track_id, INT)                       \

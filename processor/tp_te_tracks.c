@@ -774,8 +774,11 @@ static int64_t lane_track(struct tp_ctx *ctx, size_t i, uint32_t lane)
 {
 	struct tp_te_tracks *s = S(ctx);
 	int64_t *t = tp_compress_lane_track(s->compress, s->res[i].set, lane);
-	if (*t < 0)
+	if (*t < 0) {
 		*t = create_merged_track(ctx, &s->res[i], lane);
+		tp_compress_mark_track(ctx, s->compress, s->res[i].set,
+				       (uint32_t)*t);
+	}
 	return *t;
 }
 
