@@ -1475,44 +1475,16 @@ int merge_concat(const struct merge_opts *o, struct merge_result *res,
 
 /* ---- the guests' passes --------------------------------------------------------- */
 
-/* Below this many bytes a packet on average, a trace is rewritten on one
- * thread whatever --threads says.  Handing a packet to another thread
- * costs the reading thread a fixed part of what rewriting it does, which
- * packets of tens of bytes do not repay: on two cores, two threads were
- * 22 % slower than one on 29-byte packets and 14 % slower on a guest of
- * 57 bytes a packet (small packets with ftrace bundles, half the bytes
- * each), and 9 % faster on one of 285 (a tenth small packets), at twice
- * the CPU time (tests/bench/merge_bench.py's traces and mixes of them,
- * paired runs, on a machine whose first core ran at half speed). */
-#define SHARE_MIN_PACKET_BYTES 128
-/* ... or this environment variable's value (0: share out any trace; the
- * tests of the threaded rewrite set it, their traces being of small
- * packets). */
-#define SHARE_MIN_ENV "VPERFETTO_MERGE_SHARE_MIN"
-
-static uint64_t share_min_packet_bytes(void)
-{
-	const char *v = getenv(SHARE_MIN_ENV);
-	char *end;
-
-	if (!v || !*v)
-		return SHARE_MIN_PACKET_BYTES;
-	errno = 0;
-	unsigned long long n = strtoull(v, &end, 10);
-	if (*end || errno || v[0] == '-')
-		return SHARE_MIN_PACKET_BYTES; /* not a number: the default */
-	return n;
-}
-
-/* The threads to rewrite a trace of `bytes` on, of at most `threads`:
- * one when it has compressed_packets (the packets inside may belong to
- * any sequence) or small packets (SHARE_MIN_PACKET_BYTES). */
-static unsigned rewrite_threads(const struct sync_data *d, uint64_t bytes,
-				unsigned threads)
+/* The threads to rewrite a trace on, of at most `threads`: one when it
+ * has compressed_packets (the packets inside may belong to any
+ * sequence).  Small packets are shared out too: the first thread finds
+ * a packet's owner by skimming its fields (partition.c), which costs a
+ * few per cent of rewriting it; on two cores, two threads took 0.70 to
+ * 0.78 of one thread's time on guests of 27 to 57 bytes a packet
+ * (tests/bench/merge_bench.py's traces and a mix of both, paired runs). */
+static unsigned rewrite_threads(const struct sync_data *d, unsigned threads)
 {
 	if (threads < 2 || d->n_compressed)
-		return 1;
-	if (d->n_packets && bytes / d->n_packets < share_min_packet_bytes())
 		return 1;
 	return threads;
 }
@@ -1743,7 +1715,7 @@ static int rewrite_host(const struct merge_opts *o, const struct sync_data *hd,
 			struct trace_writer *w, struct progress *pg,
 			struct vp_error *err)
 {
-	unsigned nt = rewrite_threads(hd, file_size(o->host), threads);
+	unsigned nt = rewrite_threads(hd, threads);
 	struct onto_map *omt = vp_xaligned_alloc(128, nt * sizeof(*omt));
 	struct rewrite_cfg *cfg = vp_xcalloc(nt, sizeof(*cfg));
 
@@ -1904,8 +1876,7 @@ int merge_run(const struct merge_opts *o, struct merge_result *res,
 	for (size_t i = 0; i < o->n_guests; i++) {
 		gsc[i] = items[i].sc;
 		plan[i].threads = items[i].status == MERGE_OK
-			? rewrite_threads(sync_scanner_data(gsc[i]),
-					  file_size(o->guests[i]), threads)
+			? rewrite_threads(sync_scanner_data(gsc[i]), threads)
 			: threads;
 		if (status == MERGE_OK && items[i].status != MERGE_OK) {
 			status = items[i].status;

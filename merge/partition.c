@@ -229,6 +229,62 @@ static unsigned seq_owner(const struct partition_job *job, uint32_t seq_id,
 	return 1 + partition_owner(seq_id, n - 1);
 }
 
+/* Packets below this many bytes are never spread by bytes. */
+#define PARTITION_SPREAD_MIN 512
+
+/* The packet's trusted_packet_sequence_id (the last one, as a decoder
+ * reads it), 0 when it has none or is malformed (then the thread of
+ * sequence 0 takes it, and reports it).  Values other than the id's are
+ * skipped, not decoded: this runs on the leader for every packet. */
+static uint32_t peek_seq(const struct trace_record *rec)
+{
+	const uint8_t *p = rec->data, *end = rec->data + rec->len;
+	uint32_t seq = 0;
+	uint64_t tag, v;
+
+	while (p < end) {
+		if (*p < 0x80)
+			tag = *p++;
+		else if (!pb_read_varint(&p, end, &tag))
+			return 0;
+		switch (tag & 7) {
+		case PB_WT_VARINT:
+			if (tag == (TP_TRUSTED_PACKET_SEQUENCE_ID << 3 |
+				    PB_WT_VARINT)) {
+				if (!pb_read_varint(&p, end, &v))
+					return 0;
+				/* as the decoder takes it (trace_model.h) */
+				seq = v <= UINT32_MAX ? (uint32_t)v : 0;
+				break;
+			}
+			while (p < end && *p >= 0x80)
+				p++;
+			if (p++ >= end)
+				return 0;
+			break;
+		case PB_WT_LEN:
+			if (!pb_read_varint(&p, end, &v) ||
+			    v > (uint64_t)(end - p))
+				return 0;
+			p += v;
+			break;
+		case PB_WT_FIXED64:
+			if (end - p < 8)
+				return 0;
+			p += 8;
+			break;
+		case PB_WT_FIXED32:
+			if (end - p < 4)
+				return 0;
+			p += 4;
+			break;
+		default:
+			return 0;
+		}
+	}
+	return seq;
+}
+
 /* The thread that owns a record: packets of sequence state by sequence id,
  * stateless packets whichever thread has the least to do in this window,
  * everything else (and anything malformed, which the leader then reports)
@@ -241,16 +297,12 @@ static unsigned owner_of(const struct partition_job *job,
 
 	if (rec->field != TRACE_PACKET_FIELD || rec->wt != PB_WT_LEN)
 		return 0;
-	if (!job->stateless) {
-		struct pb_reader r;
-		struct pb_field f;
-		pb_reader_init(&r, rec->data, rec->len);
-		while (pb_next(&r, &f))
-			if (f.num == TP_TRUSTED_PACKET_SEQUENCE_ID &&
-			    f.wt == PB_WT_VARINT)
-				return seq_owner(job, (uint32_t)f.val, n);
-		return 0;
-	}
+	if (!job->stateless)
+		return seq_owner(job, peek_seq(rec), n);
+	/* A small packet goes with its sequence: spreading it would buy
+	 * less than finding out whether it may be spread costs. */
+	if (rec->len < PARTITION_SPREAD_MIN)
+		return seq_owner(job, peek_seq(rec), n);
 	if (!job->stateless(rec->data, rec->len, &seq))
 		return seq_owner(job, seq, n);
 	/* The leader also reads, copies and emits, which costs it about

@@ -14,9 +14,6 @@
 # few command-line cases, and compares exit status, stderr and output.
 # With BENCH_DIR (merge_bench.py's work directory), also the bench traces.
 set -u
-# Generated traces are of small packets, which the merge rewrites on one
-# thread whatever --threads says; here two threads must really be two.
-export VPERFETTO_MERGE_SHARE_MIN=0
 if [ $# -lt 3 ]; then
 	echo "usage: $0 OLD_MERGE NEW_MERGE BUILD_DIR [BENCH_DIR]" >&2
 	exit 1

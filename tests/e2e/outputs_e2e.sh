@@ -17,9 +17,6 @@
 #      is and the next run of the command removes it (not one of a live
 #      process).
 set -uo pipefail
-# Generated traces are of small packets, which the merge rewrites on one
-# thread whatever --threads says; here two threads must really be two.
-export VPERFETTO_MERGE_SHARE_MIN=0
 B=$1
 MERGE=$B/merge/vperfetto_merge
 TP=$B/processor/vperfetto_tp

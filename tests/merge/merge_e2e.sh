@@ -9,9 +9,6 @@
 # unknown or misnumbered fields), and checks the bad-input contract: exit
 # status, a message naming the file and byte offset, and no output.
 set -uo pipefail
-# Generated traces are of small packets, which the merge rewrites on one
-# thread whatever --threads says; here two threads must really be two.
-export VPERFETTO_MERGE_SHARE_MIN=0
 TG=$1 MERGE=$2 TRUTH=$3 PCHECK=$4 PDECODE=$5 PROTO_DIR=$6
 W=$(mktemp -d /tmp/vp_e2e.XXXXXX)
 trap 'rm -rf "$W"' EXIT

@@ -9,9 +9,6 @@
 #
 # Usage: merge_onto.sh BUILD_ROOT
 set -u
-# Generated traces are of small packets, which the merge rewrites on one
-# thread whatever --threads says; here two threads must really be two.
-export VPERFETTO_MERGE_SHARE_MIN=0
 B=$1
 HERE=$(dirname "$0")
 . "$HERE/../lib/e2e_lib.sh"

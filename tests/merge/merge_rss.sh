@@ -12,9 +12,6 @@
 # (one more than the limit is refused).  The traces go
 # under /tmp and are removed.
 set -uo pipefail
-# Generated traces are of small packets, which the merge rewrites on one
-# thread whatever --threads says; here two threads must really be two.
-export VPERFETTO_MERGE_SHARE_MIN=0
 TG=$1 MERGE=$2 GEN=$3 SIZE_MB=${4:-300}
 LIMIT_KIB=$((64 * 1024))
 W=$(mktemp -d /tmp/vp_rss.XXXXXX)

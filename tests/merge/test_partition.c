@@ -125,8 +125,10 @@ static bool toy_stateless(const uint8_t *pkt, size_t len, uint32_t *seq_id)
 	*seq_id = 0;
 	pb_reader_init(&r, pkt, len);
 	while (pb_next(&r, &f)) {
-		if (f.num == TP_TRUSTED_PACKET_SEQUENCE_ID)
-			*seq_id = (uint32_t)f.val;
+		/* as trace_model.h's decoder: the last one, 0 past 32 bits */
+		if (f.num == TP_TRUSTED_PACKET_SEQUENCE_ID &&
+		    f.wt == PB_WT_VARINT)
+			*seq_id = f.val <= UINT32_MAX ? (uint32_t)f.val : 0;
 		if (f.num == 1)
 			stateless = true;
 	}
@@ -205,9 +207,22 @@ static char *write_toy_trace(struct pb_buf *all, bool big)
 		/* sequences of very different volume: 1 the busiest */
 		uint32_t seq = 1 + (uint32_t)(rand() % (1 + rand() % N_SEQ));
 		pb_buf_reset(&pkt);
-		pb_put_varint(&pkt, TP_TRUSTED_PACKET_SEQUENCE_ID, seq);
+		/* Fields of every wire type and long tags before the id,
+		 * which the leader skims past; now and then a decoy id that
+		 * a later one overrides, or one past 32 bits (sequence 0). */
+		if (i % 7 == 1) {
+			pb_put_fixed64(&pkt, 9001, (uint64_t)i);
+			pb_put_fixed32(&pkt, 3, (uint32_t)i);
+			pb_put_varint(&pkt, 9002, UINT64_MAX - (uint64_t)i);
+		}
+		if (i % 11 == 3)
+			pb_put_varint(&pkt, TP_TRUSTED_PACKET_SEQUENCE_ID,
+				      seq % N_SEQ + 1);
+		pb_put_varint(&pkt, TP_TRUSTED_PACKET_SEQUENCE_ID,
+			      i % 13 == 5 ? (1ull << 32) + seq : seq);
+		/* bundles large enough to be spread by bytes */
 		if (i % 5 == 4)
-			pb_put_bytes(&pkt, 1, "bundle", 6);
+			pb_put_bytes(&pkt, 1, pad, 600);
 		else
 			pb_put_varint(&pkt, TP_TIMESTAMP, (uint64_t)i);
 		if (big && i % 3000 == 2999)
