@@ -191,6 +191,7 @@ struct share {
 	size_t *out_len;        /* length of each record's output in `out` */
 	size_t n_out;
 	bool failed;
+	uint64_t failed_at;     /* file offset of the record that failed */
 	struct vp_error err;
 } __attribute__((aligned(128)));
 
@@ -343,6 +344,7 @@ static void work_share(const struct partition_job *job, unsigned t,
 		if (run_record(job, job->ctx[t], &tr, &s->out, &s->out_len[k],
 			       &s->err) < 0) {
 			s->failed = true;
+			s->failed_at = m->data_offset;
 			return;
 		}
 		s->n_out = k + 1;
@@ -436,11 +438,18 @@ static int finish_window(struct pool *pl, struct window *w,
 	pthread_mutex_unlock(&pl->mu);
 	if (!done)
 		return -1;
-	for (unsigned t = 1; t < pl->n && !rc; t++)
-		if (w->sh[t].failed) {
-			*err = w->sh[t].err;
-			rc = -1;
-		}
+	/* Of the workers that failed, the one whose record comes first in
+	 * the file: a worker stops at its first failure, but another may
+	 * have failed earlier in the window. */
+	const struct share *first = NULL;
+	for (unsigned t = 1; t < pl->n; t++)
+		if (w->sh[t].failed &&
+		    (!first || w->sh[t].failed_at < first->failed_at))
+			first = &w->sh[t];
+	if (first) {
+		*err = first->err;
+		rc = -1;
+	}
 	if (!rc)
 		rc = emit_window(pl, w, err) < 0 ? -2 : 0;
 	for (unsigned t = 0; t < pl->n; t++) {

@@ -296,6 +296,72 @@ static void run_same_bytes_any_plan(void **state)
 	same_bytes_any_plan(false);
 }
 
+/* Fails on records of a given index, naming it. */
+static long fail_index[2];
+
+static int failing_fn(void *ctx, const uint8_t *raw, size_t raw_len,
+		      uint32_t field, uint8_t wt, const uint8_t *data,
+		      size_t len, uint64_t data_off, struct pb_buf *out,
+		      struct vp_error *err)
+{
+	struct pb_reader r;
+	struct pb_field f;
+
+	(void)ctx;
+	(void)field;
+	(void)wt;
+	(void)data_off;
+	pb_reader_init(&r, data, len);
+	while (pb_next(&r, &f))
+		if (f.num == TP_TIMESTAMP &&
+		    ((long)f.val == fail_index[0] || (long)f.val == fail_index[1]))
+			return vp_errorf(err, "record %ld", (long)f.val);
+	pb_put_raw(out, raw, raw_len);
+	return 0;
+}
+
+/* Two workers fail in one window, the second one's record first in the
+ * file: that one is reported, as one thread would have. */
+static void run_reports_first_failure(void **state)
+{
+	char path[] = "/tmp/test_partition_XXXXXX";
+	int fd = mkstemp(path);
+	struct pb_buf all, pkt;
+	uint32_t seq_of[3] = {0, 0, 0}; /* a sequence of worker 1 and of 2 */
+	struct vp_error err;
+	int io_error;
+
+	(void)state;
+	assert_true(fd >= 0);
+	for (uint32_t s = 1; s < 64 && (!seq_of[1] || !seq_of[2]); s++)
+		seq_of[1 + partition_owner(s, 2)] = s;
+	assert_true(seq_of[1] && seq_of[2]);
+	pb_buf_init(&all);
+	pb_buf_init(&pkt);
+	for (long i = 0; i < 100; i++) {
+		pb_buf_reset(&pkt);
+		pb_put_varint(&pkt, TP_TRUSTED_PACKET_SEQUENCE_ID,
+			      seq_of[1 + (i & 1)]);
+		pb_put_varint(&pkt, TP_TIMESTAMP, (uint64_t)i);
+		pb_put_bytes(&all, 1, pkt.data, pkt.len);
+	}
+	assert_int_equal(write(fd, all.data, all.len), (ssize_t)all.len);
+	close(fd);
+	fail_index[0] = 11; /* odd: worker 2's */
+	fail_index[1] = 20; /* even: worker 1's */
+	struct partition_job job = {
+		.path = path,
+		.threads = 3,
+		.fn = failing_fn,
+	};
+	assert_int_equal(partition_run(&job, &err, &io_error), -1);
+	assert_string_equal(err.msg, "record 11");
+	assert_int_equal(io_error, 0);
+	unlink(path);
+	pb_buf_free(&all);
+	pb_buf_free(&pkt);
+}
+
 /* ... with records larger than a window among them. */
 static void run_big_records(void **state)
 {
@@ -313,6 +379,7 @@ int main(void)
 		cmocka_unit_test(plan_largest_first),
 		cmocka_unit_test(run_same_bytes_any_plan),
 		cmocka_unit_test(run_big_records),
+		cmocka_unit_test(run_reports_first_failure),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
