@@ -7,7 +7,8 @@
 # compact_sched bundles, nearly all on one sequence: the shape that once
 # took 660 MiB on two threads) on 1, 2 and as many threads as there are
 # CPUs, and fails when the peak RSS of any run exceeds 64 MiB or the
-# outputs differ; then a trace of 600k sync samples a side, which must
+# outputs differ; runs it again inside a memory cgroup capped at 64 MiB
+# where there is one; then a trace of 600k sync samples a side, which must
 # stay within 64 MiB too, a host packet of 60 MiB, and 65500 sequences
 # (one more than the limit is refused).  The traces go
 # under /tmp and are removed.
@@ -53,6 +54,51 @@ for t in $(printf '%s\n' 1 2 "$ncpu" | sort -nu); do
   elif cmp -s "$first" "$W/out.$t.pb"; then ok "--threads $t: same bytes as --threads 1"; rm -f "$W/out.$t.pb"
   else bad "--threads $t: output differs from --threads 1"; fi
 done
+
+# The same merge inside a memory cgroup capped at 64 MiB (page cache of
+# the output included, which the kernel reclaims as it goes): the cap is
+# enforced, not just measured.  Needs root and a writable memory
+# controller (cgroup v2 or v1); skipped, saying why, where there is none.
+memcg_dir() {
+  local v2=/sys/fs/cgroup
+  if [ -f "$v2/cgroup.subtree_control" ] &&
+     grep -qw memory "$v2/cgroup.subtree_control" 2>/dev/null &&
+     mkdir "$v2/vp_rss.$$" 2>/dev/null; then
+    echo $((64 << 20)) >"$v2/vp_rss.$$/memory.max" 2>/dev/null &&
+      { echo 0 >"$v2/vp_rss.$$/memory.swap.max"; } 2>/dev/null
+    echo "$v2/vp_rss.$$"; return 0
+  fi
+  local v1=/sys/fs/cgroup/memory
+  if [ -f "$v1/memory.limit_in_bytes" ] && mkdir "$v1/vp_rss.$$" 2>/dev/null; then
+    echo $((64 << 20)) >"$v1/vp_rss.$$/memory.limit_in_bytes" &&
+      { echo 0 >"$v1/vp_rss.$$/memory.swappiness"; } 2>/dev/null
+    echo "$v1/vp_rss.$$"; return 0
+  fi
+  return 1
+}
+if [ -n "${ASAN_OPTIONS:-}${TSAN_OPTIONS:-}" ]; then
+  echo "# skip: 64 MiB memory cgroup: not under a sanitizer (its shadow memory is not the merge's)"
+elif ! cg=$(memcg_dir); then
+  echo "# skip: 64 MiB memory cgroup: no writable memory controller here (needs root and cgroup v1 or v2 with memory)"
+else
+  for t in $(printf '%s\n' 2 "$ncpu" | sort -nu); do
+    [ "$t" -le "$ncpu" ] || continue
+    sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' sh "$cg" \
+      "$MERGE" -q --threads "$t" "$W/host.pb" "$W/guest.pb" \
+      -o "$W/cg.$t.pb" 2>"$W/log"
+    st=$?
+    if [ $st -ne 0 ]; then
+      bad "--threads $t in a 64 MiB memory cgroup: exit $st$([ $st -eq 137 ] && echo ' (killed at the cap)')"
+      sed 's/^/    /' "$W/log"
+    elif cmp -s "$first" "$W/cg.$t.pb"; then
+      ok "--threads $t in a 64 MiB memory cgroup: same bytes as without"
+    else
+      bad "--threads $t in a 64 MiB memory cgroup: output differs"
+    fi
+    rm -f "$W/cg.$t.pb"
+  done
+  rmdir "$cg" 2>/dev/null || true
+fi
 rm -f "$W"/*.pb
 
 # The sync data is bounded too: 600k samples a side (10 minutes every
