@@ -147,6 +147,20 @@ tp_str tp_kernel_symbol(struct tp_ctx *ctx, uint32_t gen, uint64_t iid)
 	return s;
 }
 
+/* A kernel function's name: its interned symbol, else its address as
+ * printf's %#x writes it (0x before any value but 0). */
+static tp_str symbol_or_address(struct tp_ctx *ctx, uint32_t gen,
+				uint64_t addr)
+{
+	tp_str name = tp_kernel_symbol(ctx, gen, addr);
+	char buf[32];
+
+	if (name)
+		return name;
+	snprintf(buf, sizeof buf, "%#" PRIx64, addr);
+	return tp_s(ctx, buf);
+}
+
 static uint32_t funcgraph_track(struct tp_ctx *ctx, uint32_t machine,
 				uint32_t cpu, int64_t pid)
 {
@@ -180,14 +194,7 @@ static void funcgraph(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,
 		      const uint8_t *data, size_t len)
 {
 	uint64_t fn = varint_field(data, len, entry ? FGE_FUNC : FGX_FUNC);
-	tp_str name = tp_kernel_symbol(ctx, gen, fn);
-	char buf[32];
-
-	if (!name) {
-		/* printf's %#x: 0x before any value but 0 */
-		snprintf(buf, sizeof buf, "%#" PRIx64, fn);
-		name = tp_s(ctx, buf);
-	}
+	tp_str name = symbol_or_address(ctx, gen, fn);
 	uint32_t track = funcgraph_track(ctx, machine, cpu, pid);
 	if (entry)
 		tp_slice_begin(ctx, track, ts, 0, name, -1);
@@ -236,12 +243,7 @@ static void workqueue(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,
 		return;
 	}
 	uint64_t fn = varint_field(data, len, WQES_FUNCTION);
-	tp_str name = tp_kernel_symbol(ctx, gen, fn);
-	char buf[32];
-	if (!name) {
-		snprintf(buf, sizeof buf, "%#" PRIx64, fn);
-		name = tp_s(ctx, buf);
-	}
+	tp_str name = symbol_or_address(ctx, gen, fn);
 	tp_slice_begin(ctx, track, ts, cat, name,
 		       one_int_arg(ctx, "cpu", cpu));
 }
