@@ -21,7 +21,9 @@
  * a few windows for a large record is given back once it is emitted.  A
  * record larger than a window waits until every window before it is out
  * (the workers idle) and is handled alone by the first thread, with its
- * owner's context: one such record is held at a time, with its output.
+ * owner's context: one such record is held at a time, with its output,
+ * and of a packet only what the job's function reads (`passes`): the
+ * long runs of fields it copies as they are go from file to sink.
  *
  * With an output sink the result is the same bytes, in the same order, as
  * one thread would write: the first thread interleaves the threads' output
@@ -71,6 +73,12 @@ struct partition_job {
 	partition_fn fn;
 	void *ctx[PARTITION_MAX_THREADS]; /* one per thread */
 	partition_stateless stateless;    /* NULL: every packet by sequence */
+	/* True for the packet fields (by number) fn copies byte for byte
+	 * whatever they hold: a record larger than a window is then not read
+	 * whole, those fields are passed from the file to the sink (partition.c,
+	 * "records larger than a window").  NULL: such records are read
+	 * whole. */
+	bool (*passes)(uint32_t num);
 	/* The owner of each sequence of id below n_seq_owner, or
 	 * PARTITION_BY_HASH (partition_plan); NULL: all by the hash. */
 	const uint8_t *seq_owner;

@@ -1066,6 +1066,8 @@ int rewrite_packet(struct rewriter *rw, const uint8_t *pkt, size_t len,
 			count_unmapped(rw);
 	}
 
+	/* Every field number handled here is one rewrite_field_passes()
+	 * says does not pass. */
 	const uint8_t *run = pkt;
 	for (size_t k = 0; vp_packet_field(&pi, &k, &r, &spare, &fp);) {
 		bool v = fp->wt == PB_WT_VARINT, l = fp->wt == PB_WT_LEN;
@@ -1180,6 +1182,28 @@ int rewrite_packet(struct rewriter *rw, const uint8_t *pkt, size_t len,
 	if (cfg->machine_id)
 		pb_put_varint(out, TP_MACHINE_ID, cfg->machine_id);
 	return 0;
+}
+
+bool rewrite_field_passes(uint32_t num)
+{
+	/* the envelope (vp_packet_decode reads it), compressed packets (the
+	 * caller inflates them) and what rewrite_packet's switch handles */
+	if (vp_packet_is_envelope(num))
+		return false;
+	switch (num) {
+	case TP_COMPRESSED_PACKETS:
+	case TP_SYNCHRONIZATION_MARKER:
+	case TP_TRACK_EVENT:
+	case TP_THREAD_DESCRIPTOR:
+	case TP_FTRACE_EVENTS:
+	case TP_PROCESS_DESCRIPTOR:
+	case TP_PROCESS_TREE:
+	case TP_PROCESS_STATS:
+	case TP_TRACK_DESCRIPTOR:
+		return false;
+	default:
+		return true;
+	}
 }
 
 bool rewrite_packet_stateless(const uint8_t *pkt, size_t len, uint32_t *seq_id)

@@ -98,6 +98,11 @@ int rewrite_packet(struct rewriter *rw, const uint8_t *pkt, size_t len,
  * same counts; *seq_id is the packet's sequence either way. */
 bool rewrite_packet_stateless(const uint8_t *pkt, size_t len,
 			      uint32_t *seq_id);
+/* True when rewrite_packet copies every top-level field of number num
+ * byte for byte, whatever it holds, under any configuration, and reads
+ * nothing in it: the body of such a field need not be in memory (a large
+ * packet's may be passed from file to output, partition.h). */
+bool rewrite_field_passes(uint32_t num);
 const struct rewrite_stats *rewriter_stats(const struct rewriter *rw);
 /* Adds src's counts to dst (the halves of a partitioned rewrite). */
 void rewrite_stats_add(struct rewrite_stats *dst,

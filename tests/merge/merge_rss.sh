@@ -9,7 +9,8 @@
 # CPUs, and fails when the peak RSS of any run exceeds 64 MiB or the
 # outputs differ; runs it again inside a memory cgroup capped at 64 MiB
 # where there is one; then a trace of 600k sync samples a side, which must
-# stay within 64 MiB too, a host packet of 60 MiB, and 65500 sequences
+# stay within 64 MiB too, a host and a guest packet of 60 MiB, and 65500
+# sequences
 # (one more than the limit is refused).  The traces go
 # under /tmp and are removed.
 set -uo pipefail
@@ -123,6 +124,45 @@ if rss_case "a 60 MiB host packet" $((16 * 1024)) \
   if cmp -s -n "$(stat -c %s "$W/bh.pb")" "$W/bh.pb" "$W/b.out.pb"; then ok "a 60 MiB host packet: the host copied byte for byte"
   else bad "a 60 MiB host packet: the host copied byte for byte"; fi
 fi
+
+# A guest packet of 60 MiB of a field the rewrite copies as it is: the
+# field passes from file to output in pieces, never held whole; the
+# output is the merge without it, then the packet with its machine_id.
+python3 "$APPEND" bigpacket "$W/bg.pb" "$W/bgb.pb" 60
+"$MERGE" -q "$W/h.pb" "$W/bg.pb" -o "$W/bg.out.pb" 2>"$W/log" ||
+  { bad "a 60 MiB guest packet: the merge without it"; sed 's/^/    /' "$W/log"; }
+for t in 1 2; do
+  if rss_case "a 60 MiB guest packet, --threads $t" $((16 * 1024)) \
+       "$MERGE" -q --threads $t "$W/h.pb" "$W/bgb.pb" -o "$W/bgb.out.pb"; then
+    if python3 - "$W/bg.out.pb" "$W/bgb.out.pb" <<'PY'
+import sys
+def varint(b, i):
+    v = s = 0
+    while True:
+        c = b[i]; i += 1; v |= (c & 0x7f) << s; s += 7
+        if c < 0x80:
+            return v, i
+small = open(sys.argv[1], "rb").read()
+big = open(sys.argv[2], "rb").read()
+assert big[:len(small)] == small, "the rest of the output changed"
+tag, i = varint(big, len(small))
+n, i = varint(big, i)
+assert tag == 0x0a and i + n == len(big), "one packet after the rest"
+fields = []
+end = i + n
+while i < end:
+    t, i = varint(big, i)
+    if t & 7 == 2:
+        l, i = varint(big, i); fields.append((t >> 3, big[i:i + l])); i += l
+    else:
+        v, i = varint(big, i); fields.append((t >> 3, v))
+assert fields[0][0] == 9000 and fields[0][1] == bytes(60 << 20), "the field"
+assert [f[0] for f in fields[1:]] == [98], fields[1:]
+PY
+    then ok "a 60 MiB guest packet, --threads $t: its field passed byte for byte"
+    else bad "a 60 MiB guest packet, --threads $t: the output"; fi
+  fi
+done
 
 # Sequences: the rewrite keeps state for each, so a trace may have at
 # most 65536 (SYNC_MAX_SEQUENCES).  That many stay within 64 MiB; one

@@ -528,6 +528,50 @@ static void test_malformed_offsets(void **state)
 
 /* A map that leaves some times unmapped and sends some back in time, so
  * that compact_sched lists meet every case: mapped, unmapped, clamped. */
+/* rewrite_field_passes: a field of a number it names is copied byte for
+ * byte and never read, whatever it holds (here bytes that are no message
+ * at all), by a rewriter of either configuration. */
+static void test_passing_fields(void **state)
+{
+	static const uint8_t junk[] = {0xff, 0xff, 0xff, 0x07, 0x0b, 0x00};
+	struct pb_buf in, out, want;
+	unsigned n_pass = 0;
+
+	(void)state;
+	pb_buf_init(&in);
+	pb_buf_init(&out);
+	pb_buf_init(&want);
+	for (int remap = 0; remap < 2; remap++) {
+		struct rewriter *rw = new_rw(remap);
+		for (uint32_t num = 1; num <= 1200; num++) {
+			if (!rewrite_field_passes(num))
+				continue;
+			n_pass += !remap;
+			pb_buf_reset(&in);
+			pb_buf_reset(&want);
+			pb_put_varint(&in, TP_TIMESTAMP, 7000000000ull);
+			pb_put_varint(&in, TP_TRUSTED_PACKET_SEQUENCE_ID, 3);
+			pb_put_bytes(&want, num, junk, sizeof(junk));
+			pb_put_raw(&in, want.data, want.len);
+			rewrite(rw, &in, &out);
+			assert_non_null(memmem(out.data, out.len, want.data,
+					       want.len));
+		}
+		rewriter_free(rw);
+	}
+	/* what the rewrite reads does not pass; most numbers do */
+	assert_false(rewrite_field_passes(TP_TRACK_EVENT));
+	assert_false(rewrite_field_passes(TP_FTRACE_EVENTS));
+	assert_false(rewrite_field_passes(TP_CLOCK_SNAPSHOT));
+	assert_false(rewrite_field_passes(TP_COMPRESSED_PACKETS));
+	assert_false(rewrite_field_passes(TP_INTERNED_DATA));
+	assert_true(rewrite_field_passes(9000));
+	assert_true(n_pass > 1100);
+	pb_buf_free(&in);
+	pb_buf_free(&out);
+	pb_buf_free(&want);
+}
+
 static bool odd_map(void *ctx, uint32_t clock, uint64_t in, uint64_t *out)
 {
 	(void)ctx;
@@ -642,6 +686,7 @@ int main(void)
 		cmocka_unit_test(test_remap_ids),
 		cmocka_unit_test(test_uuid_permutation),
 		cmocka_unit_test(test_malformed_offsets),
+		cmocka_unit_test(test_passing_fields),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
