@@ -546,9 +546,9 @@ static void drain(struct pool *pl, uint64_t *first_pending, uint64_t n,
  * each run replaced by an empty field of the run's first number, and its
  * output gets each run back, passed from the file to the sink in pieces.
  * A packet of 60 MiB of a payload nobody rewrites then costs a few MiB.
- * Anything else (not a packet, malformed, compressed, a skeleton over
- * SKELETON_MAX, a failure of the function) is read whole, as before, so
- * that results and messages are the same either way. */
+ * Anything else (not a packet, malformed or cut short, a skeleton over
+ * SKELETON_MAX) is read whole, as before, and so is a packet the function
+ * fails on, so that its message names the offset in the file. */
 
 #define STREAM_MIN (4u << 10)
 #define SKELETON_MAX (4u << 20)
