@@ -541,17 +541,22 @@ static void drain(struct pool *pl, uint64_t *first_pending, uint64_t n,
  * window before it is out (the workers are idle then), and its output
  * goes straight to the sink.  When the job says which packet fields its
  * function copies byte for byte whatever they hold (job->passes), the
- * record is not read whole: runs of such fields of STREAM_MIN bytes or
- * more stay in the file.  The function sees a "skeleton" of the packet,
- * each run replaced by an empty field of the run's first number, and its
- * output gets each run back, passed from the file to the sink in pieces.
- * A packet of 60 MiB of a payload nobody rewrites then costs a few MiB.
- * Anything else (not a packet, malformed or cut short, a skeleton over
- * SKELETON_MAX) is read whole, as before, and so is a packet the function
- * fails on, so that its message names the offset in the file. */
+ * record is not read whole: runs of such fields of PARTITION_STREAM_MIN
+ * bytes or more stay in the file.  The function sees a "skeleton" of the
+ * packet, each run replaced by an empty field of the run's first number,
+ * and its output gets each run back, passed from the file to the sink in
+ * pieces.  A packet of 60 MiB of a payload nobody rewrites then costs a
+ * few MiB.  Anything else (not a packet, malformed or cut short, a
+ * skeleton over PARTITION_SKELETON_MAX) is read whole, as before, and so
+ * is a packet the function fails on, so that its message names the
+ * offset in the file. */
 
-#define STREAM_MIN (4u << 10)
-#define SKELETON_MAX (4u << 20)
+#ifndef PARTITION_STREAM_MIN /* (fuzz builds set smaller ones) */
+#define PARTITION_STREAM_MIN (4u << 10)
+#endif
+#ifndef PARTITION_SKELETON_MAX
+#define PARTITION_SKELETON_MAX (4u << 20)
+#endif
 
 /* A run of passing fields left in the file. */
 struct stream_run {
@@ -627,7 +632,7 @@ static bool end_run(struct trace_reader *rd, struct skeleton *k,
 {
 	uint64_t len = off - *run_off;
 
-	if (len >= STREAM_MIN) {
+	if (len >= PARTITION_STREAM_MIN) {
 		size_t before = k->pkt.len;
 		pb_put_tag(&k->pkt, run_num, PB_WT_LEN);
 		pb_put_raw_varint(&k->pkt, 0);
@@ -643,7 +648,7 @@ static bool end_run(struct trace_reader *rd, struct skeleton *k,
 		*n_pass += run_fields;
 	}
 	*run_off = off;
-	return k->pkt.len <= SKELETON_MAX;
+	return k->pkt.len <= PARTITION_SKELETON_MAX;
 }
 
 /* Builds the skeleton of rec (a record the reader left unread): false
@@ -679,7 +684,7 @@ static bool skim_record(const struct partition_job *job,
 			run_off = off + size;
 			if (trace_reader_pass(rd, off, size, append_piece,
 					      &k->pkt, err) < 0 ||
-			    k->pkt.len > SKELETON_MAX)
+			    k->pkt.len > PARTITION_SKELETON_MAX)
 				return false;
 		}
 		off += size;

@@ -5,7 +5,9 @@
  * without sync data still reach the rewriter.  Any status is fine; crashes,
  * leaks, undefined behaviour and an output left behind on failure are not,
  * and neither is a difference between one thread and three (status,
- * message or a byte of the output).
+ * message or a byte of the output) or an internal error.  Fuzz builds
+ * shrink the merge's windows (meson.build), so packets of a few KiB take
+ * the path of large packets.
  */
 #include <stdio.h>
 #include <stdint.h>
@@ -106,7 +108,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char m1[VP_ERROR_MAX], m3[VP_ERROR_MAX];
 	int s1 = merge_once(host, guest, out, 1, &b1, &n1, m1, sizeof(m1));
 	int s3 = merge_once(host, guest, out, 3, &b3, &n3, m3, sizeof(m3));
-	if (s1 != s3 || strcmp(m1, m3) != 0 || n1 != n3 ||
+	if (strstr(m1, "internal error") || strstr(m3, "internal error") ||
+	    s1 != s3 || strcmp(m1, m3) != 0 || n1 != n3 ||
 	    (n1 && memcmp(b1, b3, n1) != 0)) {
 		fprintf(stderr, "1 thread: %d %s (%zu bytes); 3 threads: %d %s "
 			"(%zu bytes)\n", s1, m1, n1, s3, m3, n3);
