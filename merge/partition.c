@@ -581,49 +581,6 @@ static int append_piece(void *ctx, const uint8_t *p, size_t n,
 	return 0;
 }
 
-/* The tag, and the value or length, of the field at file offset off,
- * which must end by end: its size (0 when malformed or cut short). */
-static uint64_t field_at(struct trace_reader *rd, uint64_t off, uint64_t end,
-			 uint32_t *num, struct vp_error *err)
-{
-	size_t got = 0;
-	const uint8_t *h = trace_reader_peek(rd, off, 2 * PB_MAX_VARINT_LEN,
-					     &got, err);
-	uint64_t tag, v, size;
-
-	if (!h)
-		return 0;
-	if (got > end - off)
-		got = (size_t)(end - off);
-	const uint8_t *p = h, *e = h + got;
-	if (!pb_read_varint(&p, e, &tag) || tag >> 3 == 0 ||
-	    tag >> 3 > PB_MAX_FIELD_NUMBER)
-		return 0;
-	*num = (uint32_t)(tag >> 3);
-	switch (tag & 7) {
-	case PB_WT_VARINT:
-		if (!pb_read_varint(&p, e, &v))
-			return 0;
-		size = 0;
-		break;
-	case PB_WT_LEN:
-		if (!pb_read_varint(&p, e, &v))
-			return 0;
-		size = v;
-		break;
-	case PB_WT_FIXED64:
-		size = 8;
-		break;
-	case PB_WT_FIXED32:
-		size = 4;
-		break;
-	default:
-		return 0;
-	}
-	size += (uint64_t)(p - h);
-	return size <= end - off ? size : 0;
-}
-
 /* Ends the run of passing fields [*run_off, off): left in the file, a
  * placeholder in its place, when long enough; else copied in. */
 static bool end_run(struct trace_reader *rd, struct skeleton *k,
@@ -669,9 +626,12 @@ static bool skim_record(const struct partition_job *job,
 	    rec->wt != PB_WT_LEN || trace_reader_size(rd) < end)
 		return false;
 	while (off < end) {
-		uint64_t size = field_at(rd, off, end, &num, err);
-		if (!size)
+		struct trace_field_head h;
+		if (trace_reader_field_head(rd, off, end, 2 * PB_MAX_VARINT_LEN,
+					    &h, err) <= 0)
 			return false;
+		uint64_t size = h.size;
+		num = h.num;
 		if (job->passes(num)) {
 			if (!run_fields)
 				run_num = num;
@@ -818,14 +778,7 @@ static int run_unread(const struct partition_job *job, struct trace_reader *rd,
 		/* read whole below: its message names the right offset */
 	}
 	pb_buf_reset(out);
-	if (trace_reader_seek(rd, rec->offset, err) < 0)
-		goto done;
-	int got = trace_reader_next(rd, rec, err);
-	if (got == 0)
-		vp_errorf(err, "%s: byte offset %llu: the file ended while "
-			  "it was read", job->path,
-			  (unsigned long long)rec->offset);
-	if (got <= 0)
+	if (trace_reader_reread(rd, rec, rec, err) < 0)
 		goto done;
 	unsigned owner = n > 1 ? owner_of(job, rec, n, load) : 0;
 	rc = run_record(job, job->ctx[owner], rec, out, NULL, err);

@@ -16,23 +16,6 @@
  * (a bundle's cpu is its first field). */
 #define HEAD_PEEK 64u
 
-/* The record read whole, for the plain scan (whole may be head). */
-static int whole_record(struct trace_reader *rd,
-			const struct trace_record *head,
-			struct trace_record *whole, struct vp_error *err)
-{
-	uint64_t at = head->offset;
-
-	if (trace_reader_seek(rd, at, err) < 0)
-		return -1;
-	int rc = trace_reader_next(rd, whole, err);
-	if (rc == 0) /* the file shrank since its header was read */
-		return vp_errorf(err, "%s: byte offset %llu: the file ends "
-				 "before this record",
-				 trace_reader_path(rd), (unsigned long long)at);
-	return rc < 0 ? -1 : 1;
-}
-
 /* Appends the field at file offset pos (of the packet ending at end) to
  * out as the scanner needs it, and returns its length in the file; 0
  * when the skim cannot go on exactly (see the header), SIZE_MAX on a
@@ -40,44 +23,23 @@ static int whole_record(struct trace_reader *rd,
 static size_t skim_field(struct trace_reader *rd, uint64_t pos, uint64_t end,
 			 struct pb_buf *out, struct vp_error *err)
 {
-	size_t got, want = end - pos < HEAD_PEEK ? (size_t)(end - pos) : HEAD_PEEK;
-	const uint8_t *p = trace_reader_peek(rd, pos, want, &got, err);
+	struct trace_field_head h;
+	int rc = trace_reader_field_head(rd, pos, end, HEAD_PEEK, &h, err);
 
-	if (!p)
-		return SIZE_MAX;
-	if (got < want)
-		return 0;
-
-	const uint8_t *q = p;
-	uint64_t tag, len;
-	if (!pb_read_varint(&q, p + got, &tag) || (tag >> 3) == 0 ||
-	    (tag >> 3) > PB_MAX_FIELD_NUMBER)
-		return 0;
-	uint32_t num = (uint32_t)(tag >> 3);
-	size_t size;
-	if ((tag & 7) == PB_WT_LEN) {
-		if (num == TP_COMPRESSED_PACKETS || /* inflated by the caller */
-		    !pb_read_varint(&q, p + got, &len))
+	if (rc <= 0)
+		return rc < 0 ? SIZE_MAX : 0;
+	if (h.wt == PB_WT_LEN && h.num == TP_COMPRESSED_PACKETS)
+		return 0; /* inflated by the caller */
+	if (h.wt == PB_WT_LEN && h.size - h.hdr >= ELIDE_MIN) {
+		size_t mark = pb_begin_nested(out, h.num);
+		if (!sync_scan_field_skim(h.num, h.p + h.hdr, h.got - h.hdr,
+					  out))
 			return 0;
-		size_t hdr = (size_t)(q - p);
-		if (len > end - pos - hdr)
-			return 0;
-		if (len >= ELIDE_MIN) {
-			size_t mark = pb_begin_nested(out, num);
-			if (!sync_scan_field_skim(num, q, got - hdr, out))
-				return 0;
-			pb_end_nested(out, mark);
-			return hdr + (size_t)len;
-		}
-		size = hdr + (size_t)len;
-	} else {
-		struct pb_reader r;
-		struct pb_field f;
-		pb_reader_init(&r, p, got);
-		if (!pb_next(&r, &f))
-			return 0;
-		size = (size_t)(f.end - p);
+		pb_end_nested(out, mark);
+		return (size_t)h.size;
 	}
+	const uint8_t *p = h.p;
+	size_t got = h.got, size = (size_t)h.size;
 	if (size > got) {
 		p = trace_reader_peek(rd, pos, size, &got, err);
 		if (!p)
@@ -98,21 +60,21 @@ static int skim_packet(struct sync_skim *k, const struct trace_record *head,
 	uint64_t pos = head->data_offset, end = head->offset + head->raw_len;
 
 	if (end > trace_reader_size(k->rd)) /* cut short: as the plain scan says */
-		return whole_record(k->rd, head, whole, err);
+		return trace_reader_reread(k->rd, head, whole, err);
 	pb_buf_reset(&k->scratch);
 	while (pos < end) {
 		size_t n = skim_field(k->rd, pos, end, &k->scratch, err);
 		if (n == SIZE_MAX)
 			return -1;
 		if (n == 0)
-			return whole_record(k->rd, head, whole, err);
+			return trace_reader_reread(k->rd, head, whole, err);
 		pos += n;
 	}
 	/* A failure here is in bytes the packet holds as they are; the plain
 	 * scan of the whole gives it with its true offset. */
 	if (sync_scan_packet(k->sc, k->scratch.data, k->scratch.len,
 			     head->data_offset, err) != 0)
-		return whole_record(k->rd, head, whole, err);
+		return trace_reader_reread(k->rd, head, whole, err);
 	if (trace_reader_seek(k->rd, end, err) < 0)
 		return -1;
 	return 0;
@@ -144,7 +106,7 @@ int sync_skim_large(struct sync_skim *k, struct trace_record *rec,
 	if (rec->field == TRACE_PACKET_FIELD && rec->wt == PB_WT_LEN)
 		rc = skim_packet(k, rec, rec, err);
 	else /* not a packet: read whole, as the plain scan does */
-		rc = whole_record(k->rd, rec, rec, err);
+		rc = trace_reader_reread(k->rd, rec, rec, err);
 	if (rc < 0)
 		return -1;
 	return rc == 0 ? 2 : 1;

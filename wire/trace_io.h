@@ -79,6 +79,28 @@ typedef int (*trace_piece_fn)(void *ctx, const uint8_t *p, size_t n,
 			      struct vp_error *err);
 int trace_reader_pass(struct trace_reader *r, uint64_t off, uint64_t len,
 		      trace_piece_fn fn, void *ctx, struct vp_error *err);
+/* After trace_reader_next_head left `head` unread: reads it whole into
+ * *whole after all (whole may be head).  1, or -1 (also when the file
+ * ends before the record does, naming its offset). */
+int trace_reader_reread(struct trace_reader *r, const struct trace_record *head,
+			struct trace_record *whole, struct vp_error *err);
+/* The head of the field at file offset off inside a message that ends
+ * at end (a skim of a record left unread): its number, wire type, the
+ * bytes of its tag and length, and its whole size.  p holds the
+ * min(want, end - off) bytes read at off (valid until the next call).
+ * 1; 0 when no whole field is there (malformed, running past end, or
+ * the file shorter); -1 on a read error. */
+struct trace_field_head {
+	uint32_t num;
+	uint8_t wt;
+	size_t hdr;       /* tag, and length of a length-delimited field */
+	uint64_t size;    /* hdr + payload (or the varint / fixed value) */
+	const uint8_t *p;
+	size_t got;
+};
+int trace_reader_field_head(struct trace_reader *r, uint64_t off,
+			    uint64_t end, size_t want,
+			    struct trace_field_head *h, struct vp_error *err);
 /* Starts again from the beginning of the file. */
 int trace_reader_rewind(struct trace_reader *r, struct vp_error *err);
 uint64_t trace_reader_size(const struct trace_reader *r);

@@ -128,6 +128,66 @@ static int reposition(struct trace_reader *r, uint64_t off,
 	return 0;
 }
 
+int trace_reader_reread(struct trace_reader *r, const struct trace_record *head,
+			struct trace_record *whole, struct vp_error *err)
+{
+	uint64_t at = head->offset;
+
+	if (trace_reader_seek(r, at, err) < 0)
+		return -1;
+	int rc = trace_reader_next(r, whole, err);
+	if (rc == 0) /* the file shrank since its header was read */
+		return vp_errorf(err, "%s: byte offset %llu: the file ends "
+				 "before this record", r->path,
+				 (unsigned long long)at);
+	return rc < 0 ? -1 : 1;
+}
+
+int trace_reader_field_head(struct trace_reader *r, uint64_t off,
+			    uint64_t end, size_t want,
+			    struct trace_field_head *h, struct vp_error *err)
+{
+	uint64_t tag, v;
+
+	if (want > end - off)
+		want = (size_t)(end - off);
+	h->p = trace_reader_peek(r, off, want, &h->got, err);
+	if (!h->p)
+		return -1;
+	if (h->got < want)
+		return 0;
+	const uint8_t *q = h->p, *e = h->p + h->got;
+	if (!pb_read_varint(&q, e, &tag) || (tag >> 3) == 0 ||
+	    (tag >> 3) > PB_MAX_FIELD_NUMBER)
+		return 0;
+	h->num = (uint32_t)(tag >> 3);
+	h->wt = (uint8_t)(tag & 7);
+	switch (h->wt) {
+	case PB_WT_VARINT:
+		if (!pb_read_varint(&q, e, &v))
+			return 0;
+		h->hdr = (size_t)(q - h->p);
+		h->size = h->hdr;
+		break;
+	case PB_WT_LEN:
+		if (!pb_read_varint(&q, e, &v))
+			return 0;
+		h->hdr = (size_t)(q - h->p);
+		h->size = h->hdr + v;
+		if (v > end - off - h->hdr)
+			return 0;
+		break;
+	case PB_WT_FIXED64:
+	case PB_WT_FIXED32:
+		h->hdr = (size_t)(q - h->p);
+		h->size = h->hdr + (h->wt == PB_WT_FIXED64 ? 8 : 4);
+		break;
+	default:
+		return 0;
+	}
+	return h->size <= end - off;
+}
+
 int trace_reader_rewind(struct trace_reader *r, struct vp_error *err)
 {
 	r->chunk = sizeof(r->buf);
