@@ -50,6 +50,7 @@
 #include <unistd.h>
 
 #include "cmd_config.h"
+#include "ctl_proto.h"
 #include "guest_ctl_client.h"
 #include "merge.h"
 #include "out_file.h"
@@ -858,6 +859,28 @@ static int start_guests(struct run *r, const uint8_t *cfg, size_t len,
 }
 
 /* A guest's failure, named when there are several. */
+/* After a STOP that failed: whether the guest still answers a PING, added
+ * to err, so that a guest that hung (or lost its vperfetto_guest_ctl) is
+ * told from a session that would not stop. */
+static void probe_after_stop(struct vp_guest_ctl *c, struct vp_error *err)
+{
+	struct vp_guest_status st;
+	struct vp_error e;
+	size_t n = strlen(err->msg);
+
+	st.state = UINT32_MAX; /* left so when nothing answers */
+	vp_guest_ctl_ping(c, 5000, &st, &e);
+	if (st.state == UINT32_MAX)
+		snprintf(err->msg + n, sizeof(err->msg) - n,
+			 "; it answers no PING either (5 s): the guest, or "
+			 "vperfetto_guest_ctl in it, has stopped running");
+	else
+		snprintf(err->msg + n, sizeof(err->msg) - n,
+			 "; it still answers PING (session \"%.100s\" %s%s%.200s)",
+			 st.session, vp_ctl_state_name(st.state),
+			 st.message[0] ? ": " : "", st.message);
+}
+
 static void say_guest_failed(const struct run *r, const struct vp_error *err)
 {
 	if (r->n_guests > 1 && r->failed_guest)
@@ -941,6 +964,7 @@ static int record(struct run *r)
 		if (vp_guest_ctl_stop(r->g[i].ctl, 60000, &guest_size,
 				      &err) < 0) {
 			r->failed_guest = &r->g[i];
+			probe_after_stop(r->g[i].ctl, &err);
 			say_guest_failed(r, &err);
 			status = REC_GUEST_FAILED;
 		}

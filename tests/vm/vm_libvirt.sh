@@ -83,7 +83,7 @@ cp "$img/vmlinuz" "$img/initramfs.img" "$tmp/"
 chmod 644 "$tmp/vmlinuz" "$tmp/initramfs.img"
 chmod 777 "$tmp/ch"
 bash "$V/make_domain.sh" "$name" "$tmp/vmlinuz" "$tmp/initramfs.img" "$tmp/ch" \
-	"append=vperfetto.workload=1" >"$tmp/domain.xml" 2>"$tmp/make_domain.log"
+	"append=vperfetto.workload=1 vperfetto.ctl_log=1" >"$tmp/domain.xml" 2>"$tmp/make_domain.log"
 check "make_domain.sh wrote the domain XML" test -s "$tmp/domain.xml"
 virsh -c "$URI" create "$tmp/domain.xml" >"$tmp/create.log" 2>&1
 rc=$?
@@ -103,6 +103,9 @@ mkdir -p "$tmp/rec"
 rc=$?
 check "vperfetto_record --domain $name -t 8s (exit $rc)" test $rc -eq 0
 sed 's/^/# /' "$tmp/rec.log"
+# A failed run: what the guest's console (with vperfetto_guest_ctl's log,
+# vperfetto.ctl_log=1) says happened on its side.
+[ $rc -eq 0 ] || tail -n 40 "$tmp/ch/console.log" | sed 's/^/# console: /'
 check "the domain's control channel was found through libvirt" \
 	grep -q "guest: control $tmp/ch/control.sock, sync $tmp/ch/sync.sock" "$tmp/rec.log"
 check "the QEMU pid was found (no 'QEMU pid unknown')" \
