@@ -1273,6 +1273,17 @@ static int rewrite_compressed(struct rewrite_ctx *c, const uint8_t *pkt,
 	return 0;
 }
 
+/* partition_job.piece: a run of an ftrace bundle's events. */
+static int rewrite_piece_fn(void *ctx, uint32_t num, const uint8_t *msg,
+			    size_t msg_len, const uint8_t *p, size_t len,
+			    uint64_t off, bool count, struct pb_buf *out,
+			    struct vp_error *err)
+{
+	struct rewrite_ctx *c = ctx;
+	return rewrite_piece(c->rw, num, msg, msg_len, p, len, off, count,
+			     out, err);
+}
+
 static int rewrite_record(void *ctx, const uint8_t *raw, size_t raw_len,
 			  uint32_t field, uint8_t wt, const uint8_t *data,
 			  size_t len, uint64_t off, struct pb_buf *out,
@@ -1310,6 +1321,8 @@ static int rewrite_file(const char *path, unsigned threads,
 		.fn = rewrite_record,
 		.stateless = rewrite_packet_stateless,
 		.passes = rewrite_field_passes,
+		.piece_of = rewrite_piece_of,
+		.piece = rewrite_piece_fn,
 		.seq_owner = owner,
 		.n_seq_owner = SYNC_SEQ_LOAD_IDS,
 		.sink = sink_writer,
@@ -1585,6 +1598,12 @@ static int rewrite_guest(const struct merge_opts *o, size_t i,
 			.cpu_offset = plan->cpu_offset,
 			.uuid_key = 0x9e3779b97f4a7c15ull * (2 * i + 3),
 		};
+		if (gmt) {
+			cfg[t].map_counts[0] = &gmt[t].overflow;
+		} else if (vmt) {
+			cfg[t].map_counts[0] = &vmt[t].to_host.overflow;
+			cfg[t].map_counts[1] = &vmt[t].onto.overflow;
+		}
 	}
 	uint64_t before = trace_writer_bytes(w);
 	int status = rewrite_file(g->path, nt, cfg, gd, max_inflate, w, pg,
@@ -1728,6 +1747,7 @@ static int rewrite_host(const struct merge_opts *o, const struct sync_data *hd,
 			.map_ctx = &omt[t],
 			.target_clock = res->clock,
 			.trace_clock = hd->trace_clock,
+			.map_counts = {&omt[t].overflow, NULL},
 		};
 	}
 	int status = rewrite_file(o->host, nt, cfg, hd, max_inflate, w, pg,

@@ -15,6 +15,7 @@
  * another, which is the back-pressure that bounds memory.
  */
 #include "partition.h"
+#include "partition_large.h"
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -535,206 +536,13 @@ static void drain(struct pool *pl, uint64_t *first_pending, uint64_t n,
 	}
 }
 
-/* ---- records larger than a window ----------------------------------------
- *
- * Such a record is handled alone, with its owner's context, once every
- * window before it is out (the workers are idle then), and its output
- * goes straight to the sink.  When the job says which packet fields its
- * function copies byte for byte whatever they hold (job->passes), the
- * record is not read whole: runs of such fields of PARTITION_STREAM_MIN
- * bytes or more stay in the file.  The function sees a "skeleton" of the
- * packet, each run replaced by an empty field of the run's first number,
- * and its output gets each run back, passed from the file to the sink in
- * pieces.  A packet of 60 MiB of a payload nobody rewrites then costs a
- * few MiB.  Anything else (not a packet, malformed or cut short, a
- * skeleton over PARTITION_SKELETON_MAX) is read whole, as before, and so
- * is a packet the function fails on, so that its message names the
- * offset in the file. */
+/* ---- records larger than a window (partition_large.c) ------------------- */
 
-#ifndef PARTITION_STREAM_MIN /* (fuzz builds set smaller ones) */
-#define PARTITION_STREAM_MIN (4u << 10)
-#endif
-#ifndef PARTITION_SKELETON_MAX
-#define PARTITION_SKELETON_MAX (4u << 20)
-#endif
-
-/* A run of passing fields left in the file. */
-struct stream_run {
-	uint64_t off, len;   /* its bytes in the file */
-	size_t ph_len;       /* its placeholder's: a tag and a zero length */
-	size_t pass_index;   /* its placeholder's place among the skeleton's
-			      * passing fields */
-};
-
-struct skeleton {
-	struct pb_buf raw;       /* tag, length and the skeleton packet */
-	struct pb_buf pkt;       /* the skeleton packet being built */
-	struct stream_run *runs;
-	size_t n_runs, cap_runs;
-};
-
-static int append_piece(void *ctx, const uint8_t *p, size_t n,
-			struct vp_error *err)
+static unsigned large_owner(const struct partition_job *job,
+			    const struct trace_record *rec, unsigned n)
 {
-	(void)err;
-	pb_put_raw(ctx, p, n);
-	return 0;
-}
-
-/* Ends the run of passing fields [*run_off, off): left in the file, a
- * placeholder in its place, when long enough; else copied in. */
-static bool end_run(struct trace_reader *rd, struct skeleton *k,
-		    uint64_t *run_off, uint64_t off, uint32_t run_num,
-		    size_t *n_pass, size_t run_fields, struct vp_error *err)
-{
-	uint64_t len = off - *run_off;
-
-	if (len >= PARTITION_STREAM_MIN) {
-		size_t before = k->pkt.len;
-		pb_put_tag(&k->pkt, run_num, PB_WT_LEN);
-		pb_put_raw_varint(&k->pkt, 0);
-		VP_XGROW(k->runs, k->cap_runs, k->n_runs + 1);
-		k->runs[k->n_runs++] = (struct stream_run){
-			.off = *run_off, .len = len,
-			.ph_len = k->pkt.len - before, .pass_index = *n_pass};
-		(*n_pass)++;
-	} else if (len) {
-		if (trace_reader_pass(rd, *run_off, len, append_piece, &k->pkt,
-				      err) < 0)
-			return false;
-		*n_pass += run_fields;
-	}
-	*run_off = off;
-	return k->pkt.len <= PARTITION_SKELETON_MAX;
-}
-
-/* Builds the skeleton of rec (a record the reader left unread): false
- * when it is to be read whole instead. */
-static bool skim_record(const struct partition_job *job,
-			struct trace_reader *rd, const struct trace_record *rec,
-			struct skeleton *k, struct vp_error *err)
-{
-	uint64_t off = rec->data_offset, end = rec->offset + rec->raw_len;
-	uint64_t run_off = off;
-	uint32_t run_num = 0, num = 0;
-	size_t n_pass = 0, run_fields = 0;
-
-	pb_buf_reset(&k->pkt);
-	pb_buf_reset(&k->raw);
-	k->n_runs = 0;
-	if (!job->passes || rec->field != TRACE_PACKET_FIELD ||
-	    rec->wt != PB_WT_LEN || trace_reader_size(rd) < end)
-		return false;
-	while (off < end) {
-		struct trace_field_head h;
-		if (trace_reader_field_head(rd, off, end, 2 * PB_MAX_VARINT_LEN,
-					    &h, err) <= 0)
-			return false;
-		uint64_t size = h.size;
-		num = h.num;
-		if (job->passes(num)) {
-			if (!run_fields)
-				run_num = num;
-			run_fields++;
-		} else {
-			if (!end_run(rd, k, &run_off, off, run_num, &n_pass,
-				     run_fields, err))
-				return false;
-			run_fields = 0;
-			run_off = off + size;
-			if (trace_reader_pass(rd, off, size, append_piece,
-					      &k->pkt, err) < 0 ||
-			    k->pkt.len > PARTITION_SKELETON_MAX)
-				return false;
-		}
-		off += size;
-	}
-	if (!end_run(rd, k, &run_off, off, run_num, &n_pass, run_fields, err))
-		return false;
-	pb_put_bytes(&k->raw, TRACE_PACKET_FIELD, k->pkt.data, k->pkt.len);
-	return true;
-}
-
-/* Hands n bytes to the sink; *io_error on its failure. */
-static int sink_bytes(const struct partition_job *job, const uint8_t *p,
-		      size_t n, int *io_error, struct vp_error *err)
-{
-	struct iovec v = {(void *)p, n};
-
-	if (!job->sink || !n)
-		return 0;
-	if (job->sink(job->sink_ctx, &v, 1, err) < 0) {
-		*io_error = 1;
-		return -1;
-	}
-	return 0;
-}
-
-struct pass_to_sink {
-	const struct partition_job *job;
-	int *io_error;
-};
-
-static int pass_piece(void *ctx, const uint8_t *p, size_t n,
-		      struct vp_error *err)
-{
-	struct pass_to_sink *ps = ctx;
-	return sink_bytes(ps->job, p, n, ps->io_error, err);
-}
-
-/* Emits the function's output for a skeleton (one packet record) with
- * each placeholder replaced by its run from the file. */
-static int emit_skeleton_output(const struct partition_job *job,
-				struct trace_reader *rd,
-				const struct skeleton *k,
-				const struct pb_buf *out, int *io_error,
-				struct vp_error *err)
-{
-	struct pb_reader r;
-	struct pb_field rec, f;
-	struct pass_to_sink ps = {job, io_error};
-	uint8_t hdr[1 + PB_MAX_VARINT_LEN];
-
-	pb_reader_init(&r, out->data, out->len);
-	if (!pb_next(&r, &rec) || rec.num != TRACE_PACKET_FIELD ||
-	    rec.wt != PB_WT_LEN || rec.end != out->data + out->len)
-		return vp_errorf(err, "%s: internal error: a large packet's "
-				 "output is not one packet", job->path);
-	/* the output's length: each placeholder's empty body (one byte of
-	 * length) becomes the run, which holds its own tags */
-	uint64_t len = rec.len;
-	for (size_t i = 0; i < k->n_runs; i++)
-		len += k->runs[i].len - k->runs[i].ph_len;
-	hdr[0] = TRACE_PACKET_FIELD << 3 | PB_WT_LEN;
-	size_t n_hdr = 1 + pb_encode_varint(hdr + 1, len);
-	if (sink_bytes(job, hdr, n_hdr, io_error, err) < 0)
-		return -1;
-
-	const uint8_t *run = rec.data;
-	size_t n_pass = 0, next = 0;
-	pb_reader_init(&r, rec.data, rec.len);
-	while (next < k->n_runs && pb_next(&r, &f)) {
-		if (!job->passes(f.num))
-			continue;
-		if (n_pass++ != k->runs[next].pass_index)
-			continue;
-		const struct stream_run *sr = &k->runs[next];
-		if (f.wt != PB_WT_LEN || f.len != 0 ||
-		    (size_t)(f.end - f.start) != sr->ph_len)
-			break;
-		next++;
-		if (sink_bytes(job, run, (size_t)(f.start - run), io_error,
-			       err) < 0 ||
-		    trace_reader_pass(rd, sr->off, sr->len, pass_piece, &ps,
-				      err) < 0)
-			return -1;
-		run = f.end;
-	}
-	if (next < k->n_runs)
-		return vp_errorf(err, "%s: internal error: a large packet's "
-				 "output lost a field it passes", job->path);
-	return sink_bytes(job, run, (size_t)(rec.data + rec.len - run),
-			  io_error, err);
+	size_t load[PARTITION_MAX_THREADS] = {0};
+	return owner_of(job, rec, n, load);
 }
 
 /* Handles rec, a record larger than a window that the reader left
@@ -745,50 +553,10 @@ static int run_unread(const struct partition_job *job, struct trace_reader *rd,
 		      struct trace_record *rec, unsigned n, struct pb_buf *out,
 		      struct vp_error *err, int *io_error)
 {
-	size_t load[PARTITION_MAX_THREADS] = {0};
-	struct skeleton k;
-	uint64_t end = rec->offset + rec->raw_len;
 	size_t raw_len = rec->raw_len;
-	int rc = -1;
+	int rc = partition_large_run(job, rd, rec, n, large_owner, out, err,
+				     io_error);
 
-	memset(&k, 0, sizeof(k));
-	pb_buf_init(&k.raw);
-	pb_buf_init(&k.pkt);
-	pb_buf_reset(out);
-	if (skim_record(job, rd, rec, &k, err)) {
-		/* the skeleton as the record: the same sequence and the same
-		 * stateless answer, as the runs hold neither */
-		size_t hdr = k.raw.len - k.pkt.len;
-		struct trace_record sk = *rec;
-		sk.raw = k.raw.data;
-		sk.raw_len = k.raw.len;
-		sk.data = k.raw.data + hdr;
-		sk.len = k.pkt.len;
-		unsigned owner = n > 1 ? owner_of(job, &sk, n, load) : 0;
-		struct vp_error ferr;
-		if (run_record(job, job->ctx[owner], &sk, out, NULL, &ferr) == 0) {
-			rc = k.n_runs ? emit_skeleton_output(job, rd, &k, out,
-							     io_error, err)
-				      : sink_bytes(job, out->data, out->len,
-						   io_error, err);
-			if (rc == 0)
-				rc = trace_reader_seek(rd, end, err);
-			goto done;
-		}
-		/* read whole below: its message names the right offset */
-	}
-	pb_buf_reset(out);
-	if (trace_reader_reread(rd, rec, rec, err) < 0)
-		goto done;
-	unsigned owner = n > 1 ? owner_of(job, rec, n, load) : 0;
-	rc = run_record(job, job->ctx[owner], rec, out, NULL, err);
-	if (rc == 0)
-		rc = sink_bytes(job, out->data, out->len, io_error, err);
-done:
-	pb_buf_free(&k.raw);
-	pb_buf_free(&k.pkt);
-	free(k.runs);
-	pb_buf_reset(out);
 	shrink(out);
 	if (rc == 0 && job->progress)
 		job->progress(job->progress_ctx, raw_len);

@@ -22,8 +22,10 @@
  * record larger than a window waits until every window before it is out
  * (the workers idle) and is handled alone by the first thread, with its
  * owner's context: one such record is held at a time, with its output,
- * and of a packet only what the job's function reads (`passes`): the
- * long runs of fields it copies as they are go from file to sink.
+ * and of a packet only what the job's function reads (`passes`,
+ * `piece_of`): the long runs of fields it copies as they are go from
+ * file to sink, and those it rewrites one by one (an ftrace bundle's
+ * events) are rewritten a chunk at a time (partition_large.c).
  *
  * With an output sink the result is the same bytes, in the same order, as
  * one thread would write: the first thread interleaves the threads' output
@@ -83,6 +85,23 @@ struct partition_job {
 	 * "records larger than a window").  NULL: such records are read
 	 * whole. */
 	bool (*passes)(uint32_t num);
+	/* Of a large packet's top-level message of number num (one that
+	 * does not pass), the number of the fields that piece() rewrites
+	 * one by one, given the message's other fields as they are; 0 for
+	 * none.  At most 4 numbers may have pieces.  NULL: none. */
+	uint32_t (*piece_of)(uint32_t num);
+	/* Appends to out what fn writes for the fields [p, p + len) (whole
+	 * fields of number piece_of(num), at file offset off) of the message
+	 * num whose other fields are msg: the same bytes, and, with count,
+	 * the same counts.  Without count it only measures: whatever it
+	 * counts is left as it was.  Returns 0, or -1 with a message (the
+	 * packet is then read whole, if nothing of it went out).  fn sees
+	 * an empty field of number piece_of(num) in place of each run of
+	 * them, and must count nothing for it. */
+	int (*piece)(void *ctx, uint32_t num, const uint8_t *msg,
+		     size_t msg_len, const uint8_t *p, size_t len,
+		     uint64_t off, bool count, struct pb_buf *out,
+		     struct vp_error *err);
 	/* The owner of each sequence of id below n_seq_owner, or
 	 * PARTITION_BY_HASH (partition_plan); NULL: all by the hash. */
 	const uint8_t *seq_owner;

@@ -903,20 +903,30 @@ static int rewrite_compact_sched(struct rewriter *rw, struct pb_buf *out,
 	return edit_end(rw, &e, "compact_sched");
 }
 
+/* Whether a bundle's events are on BOOTTIME: unless the bundle names
+ * another ftrace clock; then the processor places them through
+ * boot_timestamp, which is the only thing to map.  r->err on a malformed
+ * bundle. */
+static bool bundle_on_boottime(struct pb_reader *r, const uint8_t *p,
+			       size_t len)
+{
+	struct pb_field f;
+	bool boot_clock = true;
+
+	pb_reader_init(r, p, len);
+	while (pb_next(r, &f))
+		if (f.num == FB_FTRACE_CLOCK && f.wt == PB_WT_VARINT && f.val)
+			boot_clock = false;
+	return boot_clock;
+}
+
 static int rewrite_ftrace_bundle(struct rewriter *rw, struct pb_buf *out,
 				 const struct pb_field *outer)
 {
 	struct pb_reader r;
 	struct pb_field f;
-	bool boot_clock = true;
+	bool boot_clock = bundle_on_boottime(&r, outer->data, outer->len);
 
-	/* Events are on BOOTTIME unless the bundle names another ftrace clock;
-	 * then the processor places them through boot_timestamp, which is the
-	 * only thing to map. */
-	pb_reader_init(&r, outer->data, outer->len);
-	while (pb_next(&r, &f))
-		if (f.num == FB_FTRACE_CLOCK && f.wt == PB_WT_VARINT && f.val)
-			boot_clock = false;
 	if (r.err)
 		return bad(rw, &r, "ftrace_events");
 	/* Time kept as it is (no map): the events' timestamps and the
@@ -1182,6 +1192,57 @@ int rewrite_packet(struct rewriter *rw, const uint8_t *pkt, size_t len,
 	if (cfg->machine_id)
 		pb_put_varint(out, TP_MACHINE_ID, cfg->machine_id);
 	return 0;
+}
+
+uint32_t rewrite_piece_of(uint32_t num)
+{
+	/* an ftrace bundle's events: each rewritten on its own, with the
+	 * bundle's clock for context (rewrite_ftrace_bundle) */
+	return num == TP_FTRACE_EVENTS ? FB_EVENT : 0;
+}
+
+int rewrite_piece(struct rewriter *rw, uint32_t num, const uint8_t *msg,
+		  size_t msg_len, const uint8_t *p, size_t len, uint64_t off,
+		  bool count, struct pb_buf *out, struct vp_error *err)
+{
+	struct rewrite_stats saved = rw->st;
+	uint64_t saved_map[2] = {0, 0};
+	struct pb_reader r;
+	struct pb_field f;
+	int rc = 0;
+
+	for (int i = 0; i < 2; i++)
+		if (rw->cfg.map_counts[i])
+			saved_map[i] = *rw->cfg.map_counts[i];
+	rw->pkt = p;
+	rw->pkt_off = off;
+	rw->err = err;
+	if (num != TP_FTRACE_EVENTS)
+		return vp_errorf(err, "%s: internal error: no pieces in a "
+				 "packet's field %u", rw->cfg.path, num);
+	bool map_events = bundle_on_boottime(&r, msg, msg_len) && rw->cfg.map;
+	if (r.err)
+		return vp_errorf(err, "%s: byte offset %llu: malformed "
+				 "ftrace_events", rw->cfg.path,
+				 (unsigned long long)off);
+	pb_reader_init(&r, p, len);
+	while (rc == 0 && pb_next(&r, &f)) {
+		if (f.num != FB_EVENT || f.wt != PB_WT_LEN)
+			rc = vp_errorf(err, "%s: internal error: field %u of "
+				       "ftrace_events as an event",
+				       rw->cfg.path, f.num);
+		else
+			rc = rewrite_ftrace_event(rw, out, &f, map_events);
+	}
+	if (rc == 0 && r.err)
+		rc = bad(rw, &r, "ftrace_events");
+	if (!count) {
+		rw->st = saved;
+		for (int i = 0; i < 2; i++)
+			if (rw->cfg.map_counts[i])
+				*rw->cfg.map_counts[i] = saved_map[i];
+	}
+	return rc;
 }
 
 bool rewrite_field_passes(uint32_t num)

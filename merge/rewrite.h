@@ -61,6 +61,9 @@ struct rewrite_cfg {
 	uint32_t pid_offset;    /* added to non-zero pids and tids */
 	uint32_t cpu_offset;    /* added to ftrace cpu numbers (remap_ids) */
 	uint64_t uuid_key;      /* odd; picks the uuid permutation */
+	/* Counters the map keeps of its own (values it saturated): set back
+	 * after a rewrite_piece that only measures.  NULL: none. */
+	uint64_t *map_counts[2];
 };
 
 struct rewrite_stats {
@@ -103,6 +106,17 @@ bool rewrite_packet_stateless(const uint8_t *pkt, size_t len,
  * nothing in it: the body of such a field need not be in memory (a large
  * packet's may be passed from file to output, partition.h). */
 bool rewrite_field_passes(uint32_t num);
+/* Of a top-level field num, the number of the fields rewrite_piece
+ * rewrites one by one (an ftrace bundle's events); 0 for none. */
+uint32_t rewrite_piece_of(uint32_t num);
+/* Appends to out what rewrite_packet writes for the fields [p, p + len)
+ * (whole fields of number rewrite_piece_of(num), at file offset off) of a
+ * top-level message num whose other fields are msg, with the same counts
+ * when count, else with none (a pass that only measures the output).  For
+ * a packet too large to hold in memory at once (partition.h). */
+int rewrite_piece(struct rewriter *rw, uint32_t num, const uint8_t *msg,
+		  size_t msg_len, const uint8_t *p, size_t len, uint64_t off,
+		  bool count, struct pb_buf *out, struct vp_error *err);
 const struct rewrite_stats *rewriter_stats(const struct rewriter *rw);
 /* Adds src's counts to dst (the halves of a partitioned rewrite). */
 void rewrite_stats_add(struct rewrite_stats *dst,

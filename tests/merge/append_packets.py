@@ -13,6 +13,11 @@ write.
   append_packets.py bigpacket TRACE OUT MIB
       one packet of MIB MiB: an unknown field (9000) of zeros, as a newer
       producer may write
+  append_packets.py bigbundle TRACE BIG_OUT SMALL_OUT MIB
+      sched_switch events, one every 100 ns from the generator's guest
+      time on, on cpu 1 of sequence 7: BIG_OUT gets them as one ftrace
+      bundle of about MIB MiB, SMALL_OUT the same events in bundles of
+      1000 (one packet each)
   append_packets.py sequences TRACE OUT N
       N packets (a timestamp each), each on a sequence of its own
 """
@@ -91,6 +96,20 @@ def main():
     elif len(sys.argv) == 5 and sys.argv[1] == "bigpacket":
         append(sys.argv[2], sys.argv[3],
                packet(field(9000, 2, bytes(int(sys.argv[4]) << 20))))
+    elif len(sys.argv) == 6 and sys.argv[1] == "bigbundle":
+        events, size = [], 0
+        while size < int(sys.argv[5]) << 20:
+            n = len(events)
+            events.append(field(2, 2, switch(BOOT + 100 * n, 100 + n % 50,
+                                             200 + n % 50)))
+            size += len(events[-1])
+        one = field(1, 0, 1)  # the bundle's cpu
+        append(sys.argv[2], sys.argv[3], packet(
+            field(10, 0, 7) + field(1, 2, one + b"".join(events))))
+        append(sys.argv[2], sys.argv[4], b"".join(
+            packet(field(10, 0, 7) +
+                   field(1, 2, one + b"".join(events[i:i + 1000])))
+            for i in range(0, len(events), 1000)))
     elif len(sys.argv) == 5 and sys.argv[1] == "sequences":
         # timestamp (8) and trusted_packet_sequence_id (10)
         append(sys.argv[2], sys.argv[3], b"".join(

@@ -164,6 +164,55 @@ PY
   fi
 done
 
+# A guest ftrace bundle of 60 MiB: its events are all rewritten, a chunk
+# at a time (merge/partition_large.c), not read whole; they come out as
+# the same events in bundles of 1000 do.
+python3 "$APPEND" bigbundle "$W/bg.pb" "$W/bb.pb" "$W/bs.pb" 60
+"$MERGE" -q "$W/h.pb" "$W/bs.pb" -o "$W/bs.out.pb" 2>"$W/log" ||
+  { bad "a 60 MiB guest ftrace bundle: the merge of its events in small bundles"; sed 's/^/    /' "$W/log"; }
+for t in 1 2; do
+  if rss_case "a 60 MiB guest ftrace bundle, --threads $t" $((16 * 1024)) \
+       "$MERGE" -q --threads $t "$W/h.pb" "$W/bb.pb" -o "$W/bb.out.pb"; then
+    if python3 - "$W/bg.out.pb" "$W/bb.out.pb" "$W/bs.out.pb" <<'PY'
+import sys
+def varint(b, i):
+    v = s = 0
+    while True:
+        c = b[i]; i += 1; v |= (c & 0x7f) << s; s += 7
+        if c < 0x80:
+            return v, i
+def fields(b, i, end):
+    while i < end:
+        t, i = varint(b, i)
+        if t & 7 == 2:
+            n, i = varint(b, i); yield t >> 3, i, i + n; i += n
+        else:
+            v, i = varint(b, i); yield t >> 3, v, None
+def events(out, start):
+    """The events of the bundles of the packets from start on, joined."""
+    ev = []
+    for num, i, end in fields(out, start, len(out)):
+        assert num == 1
+        for pnum, j, pend in fields(out, i, end):
+            if pnum != 1:
+                continue
+            for bnum, k, bend in fields(out, j, pend):
+                if bnum == 2:
+                    ev.append(out[k:bend])
+    return ev
+small = open(sys.argv[1], "rb").read()
+big = open(sys.argv[2], "rb").read()
+split = open(sys.argv[3], "rb").read()
+assert big[:len(small)] == small and split[:len(small)] == small
+a, b = events(big, len(small)), events(split, len(small))
+assert len(a) == len(b) > 500000, (len(a), len(b))
+assert a == b, "the events differ"
+PY
+    then ok "a 60 MiB guest ftrace bundle, --threads $t: its events rewritten as in small bundles"
+    else bad "a 60 MiB guest ftrace bundle, --threads $t: the output"; fi
+  fi
+done
+
 # Sequences: the rewrite keeps state for each, so a trace may have at
 # most 65536 (SYNC_MAX_SEQUENCES).  That many stay within 64 MiB; one
 # more is refused at the packet that opens it.

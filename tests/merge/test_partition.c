@@ -402,6 +402,242 @@ static void run_big_records(void **state)
 	same_bytes_any_plan(true);
 }
 
+/* ---- records larger than a window, rewritten in pieces ---------------------- */
+
+/* A toy rewrite with pieces: in a packet's field 1 (a "bundle"), each
+ * field 2 (an "event") has its field 1 (a "time") v made v * factor + 7,
+ * factor being the bundle's field 3 (1000 without); all else is copied.
+ * The lengths change, so a large bundle's output must be measured before
+ * it goes out.  Events rewritten are counted, but for empty ones. */
+struct piece_ctx {
+	uint64_t events;
+};
+
+static uint64_t bundle_factor(const uint8_t *p, size_t len)
+{
+	struct pb_reader r;
+	struct pb_field f;
+	uint64_t factor = 1000;
+
+	pb_reader_init(&r, p, len);
+	while (pb_next(&r, &f))
+		if (f.num == 3 && f.wt == PB_WT_VARINT)
+			factor = f.val;
+	return factor;
+}
+
+static void put_event(struct piece_ctx *c, struct pb_buf *out,
+		      const struct pb_field *ev, uint64_t factor)
+{
+	struct pb_reader r;
+	struct pb_field f;
+	size_t mark = pb_begin_nested(out, 2);
+
+	pb_reader_init(&r, ev->data, ev->len);
+	while (pb_next(&r, &f)) {
+		if (f.num == 1 && f.wt == PB_WT_VARINT)
+			pb_put_varint(out, 1, f.val * factor + 7);
+		else
+			pb_put_raw(out, f.start, (size_t)(f.end - f.start));
+	}
+	pb_end_nested(out, mark);
+	/* an empty event counts nothing (the placeholder of a run) */
+	c->events += ev->len > 0;
+}
+
+static void put_bundle(struct piece_ctx *c, struct pb_buf *out,
+		       const struct pb_field *b)
+{
+	struct pb_reader r;
+	struct pb_field f;
+	uint64_t factor = bundle_factor(b->data, b->len);
+	size_t mark = pb_begin_nested(out, 1);
+
+	pb_reader_init(&r, b->data, b->len);
+	while (pb_next(&r, &f)) {
+		if (f.num == 2 && f.wt == PB_WT_LEN)
+			put_event(c, out, &f, factor);
+		else
+			pb_put_raw(out, f.start, (size_t)(f.end - f.start));
+	}
+	pb_end_nested(out, mark);
+}
+
+static void put_packet(struct piece_ctx *c, struct pb_buf *out,
+		       const uint8_t *p, size_t len)
+{
+	struct pb_reader r;
+	struct pb_field f;
+	size_t mark = pb_begin_nested(out, 1); /* Trace.packet */
+
+	pb_reader_init(&r, p, len);
+	while (pb_next(&r, &f)) {
+		if (f.num == 1 && f.wt == PB_WT_LEN)
+			put_bundle(c, out, &f);
+		else
+			pb_put_raw(out, f.start, (size_t)(f.end - f.start));
+	}
+	pb_end_nested(out, mark);
+}
+
+static int piece_fn(void *ctx, const uint8_t *raw, size_t raw_len,
+		    uint32_t field, uint8_t wt, const uint8_t *data,
+		    size_t len, uint64_t data_off, struct pb_buf *out,
+		    struct vp_error *err)
+{
+	(void)raw;
+	(void)raw_len;
+	(void)field;
+	(void)wt;
+	(void)data_off;
+	(void)err;
+	put_packet(ctx, out, data, len);
+	return 0;
+}
+
+static bool piece_passes(uint32_t num)
+{
+	return num != 1 && num != TP_TRUSTED_PACKET_SEQUENCE_ID;
+}
+
+static uint32_t piece_of(uint32_t num)
+{
+	return num == 1 ? 2 : 0;
+}
+
+static int piece_piece(void *ctx, uint32_t num, const uint8_t *msg,
+		       size_t msg_len, const uint8_t *p, size_t len,
+		       uint64_t off, bool count, struct pb_buf *out,
+		       struct vp_error *err)
+{
+	struct piece_ctx *c = ctx;
+	struct pb_reader r;
+	struct pb_field f;
+	uint64_t factor = bundle_factor(msg, msg_len), before = c->events;
+
+	(void)off;
+	assert_int_equal(num, 1);
+	pb_reader_init(&r, p, len);
+	while (pb_next(&r, &f)) {
+		if (f.num != 2 || f.wt != PB_WT_LEN)
+			return vp_errorf(err, "field %u as a piece", f.num);
+		put_event(c, out, &f, factor);
+	}
+	if (!count)
+		c->events = before;
+	return r.err ? vp_errorf(err, "malformed pieces") : 0;
+}
+
+/* Records larger than a window whose bundles are rewritten: one long run
+ * of events; runs around the bundle's other fields (a factor in the
+ * middle of them, a long field that is not an event, a run too short to
+ * leave in the file); two such bundles with passing fields between;
+ * an event too long to be a piece (read whole). */
+static char *write_piece_trace(struct pb_buf *all)
+{
+	static char path[64];
+	struct pb_buf pkt, b, ev;
+	strcpy(path, "/tmp/test_partition_XXXXXX");
+	int fd = mkstemp(path);
+	uint8_t *pad = calloc(1, 5u << 20);
+
+	assert_true(fd >= 0);
+	assert_non_null(pad);
+	pb_buf_init(&pkt);
+	pb_buf_init(&b);
+	pb_buf_init(&ev);
+	pb_buf_init(all);
+	for (long i = 0; i < 3000; i++) {
+		pb_buf_reset(&pkt);
+		pb_put_varint(&pkt, TP_TRUSTED_PACKET_SEQUENCE_ID,
+			      1 + (uint32_t)(i % 5));
+		pb_buf_reset(&b);
+		long n_events = i % 500 == 499 ? 40000 : 3;
+		for (long e = 0; e < n_events; e++) {
+			pb_buf_reset(&ev);
+			pb_put_varint(&ev, 1, (uint64_t)(i * 100000 + e) << (e % 40));
+			pb_put_bytes(&ev, 4, pad, (size_t)(e % 50));
+			pb_put_bytes(&b, 2, ev.data, ev.len);
+			if (n_events > 3 && (i / 500) % 3 == 1) {
+				if (e == 20000)
+					pb_put_varint(&b, 3, 17);
+				if (e == 30000)
+					pb_put_bytes(&b, 5, pad, 9000);
+				if (e == 35000 || e == 35003)
+					pb_put_fixed32(&b, 6, 1);
+			}
+		}
+		if (n_events > 3 && (i / 500) % 3 == 2)
+			pb_put_bytes(&b, 2, pad, 5u << 20);
+		pb_put_bytes(&pkt, 1, b.data, b.len);
+		if (n_events > 3 && (i / 500) % 2) {
+			pb_put_bytes(&pkt, 9000, pad, 100000);
+			pb_put_bytes(&pkt, 1, b.data, b.len);
+		}
+		pb_put_bytes(all, 1, pkt.data, pkt.len);
+	}
+	assert_int_equal(write(fd, all->data, all->len), (ssize_t)all->len);
+	close(fd);
+	pb_buf_free(&pkt);
+	pb_buf_free(&b);
+	pb_buf_free(&ev);
+	free(pad);
+	return path;
+}
+
+static void run_big_pieces(void **state)
+{
+	struct pb_buf all, expect;
+	struct piece_ctx whole = {0}, ctx[4];
+	char *path = write_piece_trace(&all);
+	struct pb_reader r;
+	struct pb_field f;
+
+	(void)state;
+	pb_buf_init(&expect);
+	pb_reader_init(&r, all.data, all.len);
+	while (pb_next(&r, &f))
+		put_packet(&whole, &expect, f.data, f.len);
+	for (unsigned threads = 1; threads <= 3; threads++) {
+		for (int hooks = 0; hooks < 2; hooks++) {
+			struct sink_buf out;
+			struct vp_error err;
+			int io_error;
+			struct partition_job job = {
+				.path = path,
+				.threads = threads,
+				.fn = piece_fn,
+				.passes = hooks ? piece_passes : NULL,
+				.piece_of = hooks ? piece_of : NULL,
+				.piece = hooks ? piece_piece : NULL,
+				.sink = toy_sink,
+				.sink_ctx = &out,
+			};
+			uint64_t events = 0;
+			for (unsigned t = 0; t < threads; t++) {
+				ctx[t].events = 0;
+				job.ctx[t] = &ctx[t];
+			}
+			pb_buf_init(&out.b);
+			if (partition_run(&job, &err, &io_error) != 0)
+				fail_msg("%u threads: %s", threads, err.msg);
+			for (unsigned t = 0; t < threads; t++)
+				events += ctx[t].events;
+			if (events != whole.events)
+				fail_msg("%u threads, hooks %d: %llu events, want %llu",
+					 threads, hooks, (unsigned long long)events,
+					 (unsigned long long)whole.events);
+			assert_int_equal(out.b.len, expect.len);
+			assert_memory_equal(out.b.data, expect.data,
+					    expect.len);
+			pb_buf_free(&out.b);
+		}
+	}
+	unlink(path);
+	pb_buf_free(&all);
+	pb_buf_free(&expect);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -412,6 +648,7 @@ int main(void)
 		cmocka_unit_test(plan_largest_first),
 		cmocka_unit_test(run_same_bytes_any_plan),
 		cmocka_unit_test(run_big_records),
+		cmocka_unit_test(run_big_pieces),
 		cmocka_unit_test(run_reports_first_failure),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
