@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "compressed.h"
 #include "partition.h"
 #include "pb_wire.h"
 #include "perfetto_fields.h"
@@ -118,14 +119,6 @@ static void progress_add(struct progress *p, uint64_t bytes)
 
 /* ---- packets, compressed or not -------------------------------------------------- */
 
-typedef int (*packet_fn)(void *ctx, const uint8_t *pkt, size_t len,
-			 uint64_t off, struct vp_error *err);
-
-/* What the compressed_packets of one trace may still inflate to. */
-struct inflate_budget {
-	uint64_t used, max;
-};
-
 /* Gives a buffer that grew for a large packet back. */
 static void shrink_buf(struct pb_buf *b)
 {
@@ -133,118 +126,6 @@ static void shrink_buf(struct pb_buf *b)
 		pb_buf_free(b);
 		pb_buf_init(b);
 	}
-}
-
-static int over_budget(const char *path, uint64_t off,
-		       const struct inflate_budget *budget, struct vp_error *err)
-{
-	return vp_errorf(err, "%s: byte offset %llu: compressed_packets inflate "
-			 "to over %llu bytes in all (a compression bomb?); "
-			 "--max-inflate sets the cap (default %llu MiB)", path,
-			 (unsigned long long)off,
-			 (unsigned long long)budget->max,
-			 (unsigned long long)(MERGE_DEFAULT_MAX_INFLATE >> 20));
-}
-
-/* Inflates a compressed_packets payload (zlib) into out, within budget. */
-static int inflate_payload(const char *path, uint64_t off, const uint8_t *p,
-			   size_t len, struct pb_buf *out,
-			   struct inflate_budget *budget, struct vp_error *err)
-{
-	z_stream z;
-	memset(&z, 0, sizeof(z));
-	if (inflateInit(&z) != Z_OK)
-		return vp_errorf(err, "%s: zlib init failed", path);
-	z.next_in = (Bytef *)(uintptr_t)p;
-	z.avail_in = (uInt)len;
-	pb_buf_reset(out);
-	int rc;
-	do {
-		if (out->len >= TRACE_MAX_PACKET) {
-			inflateEnd(&z);
-			return vp_errorf(err, "%s: byte offset %llu: compressed_packets "
-					 "inflates to over %u MiB", path,
-					 (unsigned long long)off,
-					 TRACE_MAX_PACKET >> 20);
-		}
-		if (budget->used + out->len > budget->max) {
-			inflateEnd(&z);
-			return over_budget(path, off, budget, err);
-		}
-		pb_buf_reserve(out, 256 << 10);
-		z.next_out = out->data + out->len;
-		z.avail_out = (uInt)(out->cap - out->len);
-		rc = inflate(&z, Z_NO_FLUSH);
-		out->len = out->cap - z.avail_out;
-	} while (rc == Z_OK);
-	if (budget->used + out->len > budget->max) {
-		inflateEnd(&z);
-		return over_budget(path, off, budget, err);
-	}
-	budget->used += out->len;
-	inflateEnd(&z);
-	if (rc != Z_STREAM_END)
-		return vp_errorf(err, "%s: byte offset %llu: corrupt "
-				 "compressed_packets (zlib: %s)", path,
-				 (unsigned long long)off, z.msg ? z.msg : "truncated");
-	return 0;
-}
-
-/* Inflates the compressed_packets of a packet and calls fn for each
- * packet inside; inner packets report the outer packet's offset. */
-static int each_inner_packet(const char *path, const uint8_t *pkt,
-			     size_t len, uint64_t off, struct pb_buf *scratch,
-			     struct inflate_budget *budget, packet_fn fn,
-			     void *ctx, struct vp_error *err)
-{
-	struct pb_reader r;
-	struct pb_field f;
-	int rc;
-
-	pb_reader_init(&r, pkt, len);
-	while (pb_next(&r, &f)) {
-		if (f.num != TP_COMPRESSED_PACKETS || f.wt != PB_WT_LEN)
-			continue;
-		if (inflate_payload(path, off, f.data, f.len, scratch, budget,
-				    err) < 0)
-			return -1;
-		struct pb_reader ir;
-		struct pb_field inner;
-		pb_reader_init(&ir, scratch->data, scratch->len);
-		while (pb_next(&ir, &inner)) {
-			if (inner.num != TRACE_PACKET_FIELD || inner.wt != PB_WT_LEN)
-				continue;
-			rc = fn(ctx, inner.data, inner.len, off, err);
-			if (rc > 0)
-				return vp_errorf(err, "%s: byte offset %llu: "
-						 "compressed_packets inside "
-						 "compressed_packets", path,
-						 (unsigned long long)off);
-			if (rc < 0)
-				return -1;
-		}
-		if (ir.err)
-			return vp_errorf(err, "%s: byte offset %llu: malformed "
-					 "packet inside compressed_packets: %s",
-					 path, (unsigned long long)off,
-					 pb_err_str(ir.err));
-	}
-	return 0;
-}
-
-/* Calls fn for the packet.  When fn answers 1 (the packet carries
- * compressed_packets), calls it for each packet inside. */
-static int each_packet(const char *path, const uint8_t *pkt, size_t len,
-		       uint64_t off, struct pb_buf *scratch,
-		       struct inflate_budget *budget, packet_fn fn,
-		       void *ctx, struct vp_error *err)
-{
-	int rc = fn(ctx, pkt, len, off, err);
-
-	if (rc <= 0)
-		return rc;
-	return each_inner_packet(path, pkt, len, off, scratch, budget, fn,
-				 ctx, err);
 }
 
 static int scan_fn(void *ctx, const uint8_t *pkt, size_t len, uint64_t off,
@@ -288,9 +169,9 @@ static int scan_record(struct scan_ctx *c, const struct trace_record *rec,
 	if (rec->field == TRACE_PACKET_FIELD && rec->wt == PB_WT_LEN) {
 		int rc = sync_scan_packet(c->sc, data, len, off, err);
 		if (rc > 0)
-			rc = each_inner_packet(c->path, data, len, off,
-					       &c->scratch, &c->budget, scan_fn,
-					       c->sc, err);
+			rc = compressed_each_packet(c->path, data, len, off,
+						    &c->scratch, &c->budget,
+						    scan_fn, NULL, c->sc, err);
 		if (rc < 0)
 			return -1;
 		shrink_buf(&c->scratch);
@@ -1175,8 +1056,10 @@ struct __attribute__((aligned(128))) rewrite_ctx {
 	struct rewriter *rw;
 	const struct rewrite_cfg *cfg;
 	struct pb_buf scratch; /* inflated compressed_packets */
-	struct pb_buf inner;   /* their rewritten packets */
-	struct pb_buf zbuf;    /* ... compressed again */
+	struct pb_buf inner;   /* their rewritten packets, a chunk of them */
+	struct deflate_stream deflate; /* ... compressed again */
+	struct pb_buf *zout;   /* into the output packet */
+	uint64_t off;          /* of the compressed packet */
 	struct inflate_budget budget;
 	struct pb_buf *out;    /* where framed packets go */
 };
@@ -1199,27 +1082,45 @@ static int rewrite_fn(void *ctx, const uint8_t *pkt, size_t len, uint64_t off,
 	return 0;
 }
 
-/* Deflates in into out (zlib, as compressed_packets holds it). */
-static int deflate_buf(const char *path, uint64_t off, const struct pb_buf *in,
-		       struct pb_buf *out, struct vp_error *err)
+/* compressed_flush_fn: the packets rewritten so far, deflated. */
+static int deflate_inner(void *ctx, struct vp_error *err)
 {
-	z_stream z;
-	memset(&z, 0, sizeof(z));
-	if (deflateInit(&z, RECOMPRESS_LEVEL) != Z_OK)
-		return vp_errorf(err, "%s: zlib init failed", path);
-	pb_buf_reset(out);
-	pb_buf_reserve(out, deflateBound(&z, (uLong)in->len));
-	z.next_in = in->data;
-	z.avail_in = (uInt)in->len;
-	z.next_out = out->data;
-	z.avail_out = (uInt)out->cap;
-	int rc = deflate(&z, Z_FINISH);
-	out->len = out->cap - z.avail_out;
-	deflateEnd(&z);
-	if (rc != Z_STREAM_END)
-		return vp_errorf(err, "%s: byte offset %llu: could not compress "
-				 "the rewritten compressed_packets", path,
-				 (unsigned long long)off);
+	struct rewrite_ctx *c = ctx;
+	int rc = deflate_stream_put(&c->deflate, c->inner.data, c->inner.len,
+				    false, c->zout, c->path, c->off, err);
+
+	pb_buf_reset(&c->inner);
+	return rc;
+}
+
+/* The packets inside all of pkt's compressed_packets, rewritten and
+ * deflated again as they come into one compressed_packets field of
+ * c->out (guess: about how long it will be). */
+static int put_recompressed(struct rewrite_ctx *c, const uint8_t *pkt,
+			    size_t len, uint64_t off, size_t guess,
+			    struct vp_error *err)
+{
+	struct pb_buf *out = c->out;
+	struct pb_sized m = pb_begin_sized(out, TP_COMPRESSED_PACKETS, guess);
+
+	pb_buf_reset(&c->inner);
+	if (deflate_stream_begin(&c->deflate, RECOMPRESS_LEVEL, c->path,
+				 err) < 0)
+		return -1;
+	c->zout = out;
+	c->off = off;
+	c->out = &c->inner;
+	int rc = compressed_each_packet(c->path, pkt, len, off, &c->scratch,
+					&c->budget, rewrite_fn, deflate_inner,
+					c, err);
+	c->out = out;
+	if (rc == 0)
+		rc = deflate_stream_put(&c->deflate, NULL, 0, true, out,
+					c->path, off, err);
+	deflate_stream_end(&c->deflate);
+	if (rc < 0)
+		return -1;
+	pb_end_sized(out, m);
 	return 0;
 }
 
@@ -1232,27 +1133,18 @@ static int rewrite_compressed(struct rewrite_ctx *c, const uint8_t *pkt,
 {
 	struct pb_reader r;
 	struct pb_field f;
-	struct pb_buf *saved = c->out;
-
-	/* the packets inside, rewritten into c->inner */
-	pb_buf_reset(&c->inner);
-	c->out = &c->inner;
-	int rc = each_packet(c->path, pkt, len, off, &c->scratch, &c->budget,
-			     rewrite_fn, c, err);
-	c->out = saved;
-	if (rc < 0)
-		return -1;
-	if (deflate_buf(c->path, off, &c->inner, &c->zbuf, err) < 0)
-		return -1;
-
+	size_t start = c->out->len;
 	size_t mark = pb_begin_nested(c->out, TRACE_PACKET_FIELD);
 	bool done = false;
+
 	pb_reader_init(&r, pkt, len);
 	while (pb_next(&r, &f)) {
 		if (f.num == TP_COMPRESSED_PACKETS && f.wt == PB_WT_LEN) {
-			if (!done)
-				pb_put_bytes(c->out, TP_COMPRESSED_PACKETS,
-					     c->zbuf.data, c->zbuf.len);
+			if (!done && put_recompressed(c, pkt, len, off, f.len,
+						      err) < 0) {
+				c->out->len = start;
+				return -1;
+			}
 			done = true;
 		} else if (f.num == TP_TRUSTED_PACKET_SEQUENCE_ID &&
 			   f.wt == PB_WT_VARINT && f.val && c->cfg->seq_offset) {
@@ -1269,7 +1161,6 @@ static int rewrite_compressed(struct rewrite_ctx *c, const uint8_t *pkt,
 	pb_end_nested(c->out, mark);
 	shrink_buf(&c->scratch);
 	shrink_buf(&c->inner);
-	shrink_buf(&c->zbuf);
 	return 0;
 }
 
@@ -1342,7 +1233,6 @@ static int rewrite_file(const char *path, unsigned threads,
 		c[t].budget.max = max_inflate;
 		pb_buf_init(&c[t].scratch);
 		pb_buf_init(&c[t].inner);
-		pb_buf_init(&c[t].zbuf);
 		job.ctx[t] = &c[t];
 	}
 	int rc = partition_run(&job, err, &io_error);
@@ -1353,7 +1243,6 @@ static int rewrite_file(const char *path, unsigned threads,
 		rewriter_free(c[t].rw);
 		pb_buf_free(&c[t].scratch);
 		pb_buf_free(&c[t].inner);
-		pb_buf_free(&c[t].zbuf);
 	}
 	free(c);
 	if (rc < 0)

@@ -188,9 +188,9 @@ static bool skim_message(struct trace_reader *rd, struct skeleton *k,
 			return false;
 		run_fields = 0;
 		n_sub += h.num == sub; /* not a piece, but counted as one */
-		if (trace_reader_pass(rd, off, h.size, append_piece, b,
-				      err) < 0 ||
-		    b->len > PARTITION_SKELETON_MAX)
+		if (h.size > PARTITION_SKELETON_MAX - b->len ||
+		    trace_reader_pass(rd, off, h.size, append_piece, b,
+				      err) < 0)
 			return false;
 		off += h.size;
 		run_off = off;
@@ -252,10 +252,10 @@ static bool skim_record(const struct partition_job *job,
 			if (!skim_message(rd, k, h.num, sub, index, off + h.hdr,
 					  off + h.size, err))
 				return false;
-		} else if (trace_reader_pass(rd, off, h.size, append_piece,
-					     &k->pkt, err) < 0 ||
-			   k->pkt.len > PARTITION_SKELETON_MAX) {
-			return false;
+		} else if (h.size > PARTITION_SKELETON_MAX - k->pkt.len ||
+			   trace_reader_pass(rd, off, h.size, append_piece,
+					     &k->pkt, err) < 0) {
+			return false; /* too long: not copied in first */
 		}
 		off += h.size;
 		run_off = off;

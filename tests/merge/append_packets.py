@@ -18,6 +18,10 @@ write.
       time on, on cpu 1 of sequence 7: BIG_OUT gets them as one ftrace
       bundle of about MIB MiB, SMALL_OUT the same events in bundles of
       1000 (one packet each)
+  append_packets.py bigcompressed TRACE Z_OUT PLAIN_OUT N
+      N small packets (a timestamp every 10 ns from the generator's guest
+      time on, sequence 9, 8 bytes of an unknown field): Z_OUT gets them
+      in one compressed_packets (zlib), PLAIN_OUT as they are
   append_packets.py sequences TRACE OUT N
       N packets (a timestamp each), each on a sequence of its own
 """
@@ -110,6 +114,15 @@ def main():
             packet(field(10, 0, 7) +
                    field(1, 2, one + b"".join(events[i:i + 1000])))
             for i in range(0, len(events), 1000)))
+    elif len(sys.argv) == 6 and sys.argv[1] == "bigcompressed":
+        import zlib
+        inner = b"".join(
+            packet(field(8, 0, BOOT + 10 * i) + field(10, 0, 9) +
+                   field(9000, 2, b"x" * 8))
+            for i in range(int(sys.argv[5])))
+        append(sys.argv[2], sys.argv[3],
+               packet(field(10, 0, 9) + field(50, 2, zlib.compress(inner))))
+        append(sys.argv[2], sys.argv[4], inner)
     elif len(sys.argv) == 5 and sys.argv[1] == "sequences":
         # timestamp (8) and trusted_packet_sequence_id (10)
         append(sys.argv[2], sys.argv[3], b"".join(

@@ -213,6 +213,48 @@ PY
   fi
 done
 
+# A compressed packet of 4.6 MB that inflates to 57 MB of small packets:
+# inflated, rewritten and deflated again a chunk at a time
+# (merge/compressed.c), never whole; inside, the same packets as the
+# merge of them uncompressed writes.
+python3 "$APPEND" bigcompressed "$W/bg.pb" "$W/bz.pb" "$W/bzp.pb" 2500000
+"$MERGE" -q "$W/h.pb" "$W/bzp.pb" -o "$W/bzp.out.pb" 2>"$W/log" ||
+  { bad "57 MB compressed: the merge of its packets uncompressed"; sed 's/^/    /' "$W/log"; }
+for t in 1 2; do
+  if rss_case "a compressed packet of 57 MB inflated, --threads $t" $((40 * 1024)) \
+       "$MERGE" -q --threads $t "$W/h.pb" "$W/bz.pb" -o "$W/bz.out.pb"; then
+    if python3 - "$W/bg.out.pb" "$W/bz.out.pb" "$W/bzp.out.pb" <<'PY'
+import sys, zlib
+def varint(b, i):
+    v = s = 0
+    while True:
+        c = b[i]; i += 1; v |= (c & 0x7f) << s; s += 7
+        if c < 0x80:
+            return v, i
+small = open(sys.argv[1], "rb").read()
+z = open(sys.argv[2], "rb").read()
+plain = open(sys.argv[3], "rb").read()
+assert z[:len(small)] == small and plain[:len(small)] == small
+tag, i = varint(z, len(small))
+n, i = varint(z, i)
+assert tag == 0x0a and i + n == len(z), "one packet"
+end, inner = i + n, None
+while i < end:
+    t, i = varint(z, i)
+    if t & 7 == 2:
+        m, i = varint(z, i)
+        if t >> 3 == 50:
+            inner = zlib.decompress(z[i:i + m])
+        i += m
+    else:
+        _, i = varint(z, i)
+assert inner == plain[len(small):], "the packets inside differ"
+PY
+    then ok "a compressed packet of 57 MB inflated, --threads $t: the packets inside rewritten as uncompressed"
+    else bad "a compressed packet of 57 MB inflated, --threads $t: the output"; fi
+  fi
+done
+
 # Sequences: the rewrite keeps state for each, so a trace may have at
 # most 65536 (SYNC_MAX_SEQUENCES).  That many stay within 64 MiB; one
 # more is refused at the packet that opens it.

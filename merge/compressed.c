@@ -1,0 +1,264 @@
+/*
+ * compressed.c - compressed_packets in the merge (see compressed.h): the
+ * packets inside inflated and handed out a chunk at a time, and the
+ * rewritten ones deflated again as they come.
+ *
+ * Nothing here holds a whole inflated payload: a compressed packet of a
+ * few MiB may inflate to 64 MiB (TRACE_MAX_PACKET, the most one may), and
+ * a hostile one is made to.  The inflated bytes go through a buffer of
+ * INFLATE_CHUNK plus the packet inside being framed; the deflated output
+ * grows with what it is (about as large as the input).  zlib's deflate
+ * writes the same bytes however its input is split, when nothing is
+ * flushed before the end, so the output is what deflating the whole
+ * would give.
+ */
+#include "compressed.h"
+
+#include <string.h>
+
+#include "merge.h"
+#include "perfetto_fields.h"
+#include "trace_io.h"
+
+/* Inflated bytes asked of zlib at a time, deflated bytes made room for
+ * at a time (fuzz builds make them small, meson.build). */
+#ifndef INFLATE_CHUNK
+#define INFLATE_CHUNK (256u << 10)
+#endif
+#ifndef DEFLATE_CHUNK
+#define DEFLATE_CHUNK (64u << 10)
+#endif
+
+static int over_budget(const char *path, uint64_t off,
+		       const struct inflate_budget *budget, struct vp_error *err)
+{
+	return vp_errorf(err, "%s: byte offset %llu: compressed_packets inflate "
+			 "to over %llu bytes in all (a compression bomb?); "
+			 "--max-inflate sets the cap (default %llu MiB)", path,
+			 (unsigned long long)off,
+			 (unsigned long long)budget->max,
+			 (unsigned long long)(MERGE_DEFAULT_MAX_INFLATE >> 20));
+}
+
+static int malformed_inside(const char *path, uint64_t off, const uint8_t *p,
+			    size_t n, struct vp_error *err)
+{
+	struct pb_reader r;
+	struct pb_field f;
+
+	pb_reader_init(&r, p, n);
+	while (pb_next(&r, &f))
+		;
+	return vp_errorf(err, "%s: byte offset %llu: malformed packet inside "
+			 "compressed_packets: %s", path, (unsigned long long)off,
+			 pb_err_str(r.err ? r.err : PB_ERR_TRUNCATED));
+}
+
+/* A varint at *p (before end): 1 read, 0 when it may still be cut short
+ * (fewer than ten bytes left), -1 when malformed. */
+static int read_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+	const uint8_t *q = *p;
+
+	if (pb_read_varint(&q, end, v)) {
+		*p = q;
+		return 1;
+	}
+	return end - *p < PB_MAX_VARINT_LEN ? 0 : -1;
+}
+
+/* The size of the record that p[0..n) starts with: > 0 when all of it is
+ * there, 0 when more bytes are needed to tell, -1 when it is malformed. */
+static long long record_size(const uint8_t *p, size_t n, uint32_t *num,
+			     uint8_t *wt)
+{
+	const uint8_t *q = p, *end = p + n;
+	uint64_t tag, v;
+	int r = read_varint(&q, end, &tag);
+
+	if (r <= 0)
+		return r;
+	*num = (uint32_t)(tag >> 3);
+	*wt = (uint8_t)(tag & 7);
+	if (tag >> 3 == 0 || tag >> 3 > PB_MAX_FIELD_NUMBER)
+		return -1;
+	switch (tag & 7) {
+	case PB_WT_VARINT:
+		r = read_varint(&q, end, &v);
+		return r <= 0 ? r : (long long)(q - p);
+	case PB_WT_FIXED64:
+		return end - q < 8 ? 0 : (long long)(q - p) + 8;
+	case PB_WT_FIXED32:
+		return end - q < 4 ? 0 : (long long)(q - p) + 4;
+	case PB_WT_LEN:
+		r = read_varint(&q, end, &v);
+		if (r <= 0)
+			return r;
+		if (v > (uint64_t)(end - q))
+			return 0;
+		return (long long)(q - p) + (long long)v;
+	default:
+		return -1;
+	}
+}
+
+/* Hands each whole packet at the start of b to fn and drops it (with any
+ * other whole record); what is left is the start of the next. */
+static int frame_packets(const char *path, uint64_t off, struct pb_buf *b,
+			 packet_fn fn, void *ctx, struct vp_error *err)
+{
+	size_t used = 0;
+
+	for (;;) {
+		uint32_t num = 0;
+		uint8_t wt = 0;
+		long long n = record_size(b->data + used, b->len - used, &num,
+					  &wt);
+		if (n < 0)
+			return malformed_inside(path, off, b->data + used,
+						b->len - used, err);
+		if (n == 0)
+			break;
+		if (num == TRACE_PACKET_FIELD && wt == PB_WT_LEN) {
+			const uint8_t *q = b->data + used, *end = q + n;
+			uint64_t tag = 0, len = 0;
+			pb_read_varint(&q, end, &tag);
+			pb_read_varint(&q, end, &len);
+			int rc = fn(ctx, q, (size_t)len, off, err);
+			if (rc > 0)
+				return vp_errorf(err, "%s: byte offset %llu: "
+						 "compressed_packets inside "
+						 "compressed_packets", path,
+						 (unsigned long long)off);
+			if (rc < 0)
+				return -1;
+		}
+		used += (size_t)n;
+	}
+	memmove(b->data, b->data + used, b->len - used);
+	b->len -= used;
+	return 0;
+}
+
+/* Inflates one compressed_packets payload through scratch. */
+static int inflate_each(const char *path, uint64_t off, const uint8_t *p,
+			size_t len, struct pb_buf *scratch,
+			struct inflate_budget *budget, packet_fn fn,
+			compressed_flush_fn flush, void *ctx,
+			struct vp_error *err)
+{
+	z_stream z;
+	uint64_t total = 0;
+	int rc, status = -1;
+
+	memset(&z, 0, sizeof(z));
+	if (inflateInit(&z) != Z_OK)
+		return vp_errorf(err, "%s: zlib init failed", path);
+	z.next_in = (Bytef *)(uintptr_t)p;
+	z.avail_in = (uInt)len;
+	pb_buf_reset(scratch);
+	do {
+		pb_buf_reserve(scratch, INFLATE_CHUNK);
+		size_t room = scratch->cap - scratch->len;
+		z.next_out = scratch->data + scratch->len;
+		z.avail_out = (uInt)(room < UINT32_MAX ? room : UINT32_MAX);
+		uInt before = z.avail_out;
+		rc = inflate(&z, Z_NO_FLUSH);
+		scratch->len += before - z.avail_out;
+		total += before - z.avail_out;
+		if (total > TRACE_MAX_PACKET) {
+			vp_errorf(err, "%s: byte offset %llu: compressed_packets "
+				  "inflates to over %u MiB", path,
+				  (unsigned long long)off,
+				  TRACE_MAX_PACKET >> 20);
+			goto out;
+		}
+		if (budget->used + total > budget->max) {
+			over_budget(path, off, budget, err);
+			goto out;
+		}
+		if (rc != Z_OK && rc != Z_STREAM_END)
+			break;
+		if (frame_packets(path, off, scratch, fn, ctx, err) < 0 ||
+		    (flush && flush(ctx, err) < 0))
+			goto out;
+	} while (rc == Z_OK);
+	if (rc != Z_STREAM_END) {
+		vp_errorf(err, "%s: byte offset %llu: corrupt "
+			  "compressed_packets (zlib: %s)", path,
+			  (unsigned long long)off, z.msg ? z.msg : "truncated");
+		goto out;
+	}
+	if (scratch->len) {
+		malformed_inside(path, off, scratch->data, scratch->len, err);
+		goto out;
+	}
+	budget->used += total;
+	status = 0;
+out:
+	inflateEnd(&z);
+	return status;
+}
+
+int compressed_each_packet(const char *path, const uint8_t *pkt, size_t len,
+			   uint64_t off, struct pb_buf *scratch,
+			   struct inflate_budget *budget, packet_fn fn,
+			   compressed_flush_fn flush, void *ctx,
+			   struct vp_error *err)
+{
+	struct pb_reader r;
+	struct pb_field f;
+
+	pb_reader_init(&r, pkt, len);
+	while (pb_next(&r, &f)) {
+		if (f.num != TP_COMPRESSED_PACKETS || f.wt != PB_WT_LEN)
+			continue;
+		if (inflate_each(path, off, f.data, f.len, scratch, budget, fn,
+				 flush, ctx, err) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* ---- deflating again ----------------------------------------------------- */
+
+int deflate_stream_begin(struct deflate_stream *d, int level,
+			 const char *path, struct vp_error *err)
+{
+	memset(&d->z, 0, sizeof(d->z));
+	d->open = deflateInit(&d->z, level) == Z_OK;
+	if (!d->open)
+		return vp_errorf(err, "%s: zlib init failed", path);
+	return 0;
+}
+
+int deflate_stream_put(struct deflate_stream *d, const uint8_t *p, size_t n,
+		       bool finish, struct pb_buf *out, const char *path,
+		       uint64_t off, struct vp_error *err)
+{
+	int rc;
+
+	d->z.next_in = (Bytef *)(uintptr_t)p;
+	d->z.avail_in = (uInt)n;
+	do {
+		pb_buf_reserve(out, DEFLATE_CHUNK);
+		size_t room = out->cap - out->len;
+		d->z.next_out = out->data + out->len;
+		d->z.avail_out = (uInt)(room < UINT32_MAX ? room : UINT32_MAX);
+		uInt before = d->z.avail_out;
+		rc = deflate(&d->z, finish ? Z_FINISH : Z_NO_FLUSH);
+		out->len += before - d->z.avail_out;
+	} while (rc == Z_OK && (finish || d->z.avail_in || !d->z.avail_out));
+	if (finish ? rc != Z_STREAM_END : rc != Z_OK && rc != Z_BUF_ERROR)
+		return vp_errorf(err, "%s: byte offset %llu: could not compress "
+				 "the rewritten compressed_packets", path,
+				 (unsigned long long)off);
+	return 0;
+}
+
+void deflate_stream_end(struct deflate_stream *d)
+{
+	if (d->open)
+		deflateEnd(&d->z);
+	d->open = false;
+}

@@ -1,0 +1,59 @@
+/*
+ * compressed.h - compressed_packets (zlib) in the merge: the packets
+ * inside one inflated and handed out as they come, a chunk at a time, and
+ * a stream that deflates rewritten packets again (compressed.c).  Memory
+ * stays within a chunk and the packet being framed, whatever the payload
+ * inflates to.
+ */
+#ifndef VP_MERGE_COMPRESSED_H
+#define VP_MERGE_COMPRESSED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <zlib.h>
+
+#include "pb_wire.h"
+#include "vp_error.h"
+
+/* What the compressed_packets of one trace may still inflate to. */
+struct inflate_budget {
+	uint64_t used, max;
+};
+
+/* Called for a packet: 0, 1 when it holds compressed_packets, -1 with a
+ * message. */
+typedef int (*packet_fn)(void *ctx, const uint8_t *pkt, size_t len,
+			 uint64_t off, struct vp_error *err);
+/* Called after each chunk's packets: 0, or -1 with a message. */
+typedef int (*compressed_flush_fn)(void *ctx, struct vp_error *err);
+
+/* Inflates each compressed_packets field of packet pkt (at file offset
+ * off) through scratch and calls fn for each packet inside as soon as it
+ * is whole (with off: the packets inside report the outer packet's
+ * offset), then flush (may be NULL) after each chunk of them.  Fails on
+ * a payload that inflates to more than TRACE_MAX_PACKET or past the
+ * budget, on corrupt zlib data, a malformed packet inside and
+ * compressed_packets inside compressed_packets. */
+int compressed_each_packet(const char *path, const uint8_t *pkt, size_t len,
+			   uint64_t off, struct pb_buf *scratch,
+			   struct inflate_budget *budget, packet_fn fn,
+			   compressed_flush_fn flush, void *ctx,
+			   struct vp_error *err);
+
+/* A zlib stream of rewritten packets: put them as they come, the last
+ * call with finish; the output is what one deflate of them all gives. */
+struct deflate_stream {
+	z_stream z;
+	bool open;
+};
+
+int deflate_stream_begin(struct deflate_stream *d, int level,
+			 const char *path, struct vp_error *err);
+/* Deflates p[0..n) into out; path and off name the packet in messages. */
+int deflate_stream_put(struct deflate_stream *d, const uint8_t *p, size_t n,
+		       bool finish, struct pb_buf *out, const char *path,
+		       uint64_t off, struct vp_error *err);
+void deflate_stream_end(struct deflate_stream *d);
+
+#endif
