@@ -148,7 +148,8 @@ struct guest {
 	char pb[PATH_MAX];  /* its trace beside OUT */
 	char name[64];      /* for messages */
 	struct vp_guest_ctl *ctl;
-	bool started;
+	bool started;       /* its session, by our START */
+	bool stop_sent;     /* ... and our STOP to it, answered or not */
 };
 
 /* Everything a run owns, so that every exit path cleans up the same way. */
@@ -858,7 +859,6 @@ static int start_guests(struct run *r, const uint8_t *cfg, size_t len,
 	return 0;
 }
 
-/* A guest's failure, named when there are several. */
 /* After a STOP that failed: whether the guest still answers a PING, added
  * to err, so that a guest that hung (or lost its vperfetto_guest_ctl) is
  * told from a session that would not stop. */
@@ -881,6 +881,7 @@ static void probe_after_stop(struct vp_guest_ctl *c, struct vp_error *err)
 			 st.message[0] ? ": " : "", st.message);
 }
 
+/* A guest's failure, named when there are several. */
 static void say_guest_failed(const struct run *r, const struct vp_error *err)
 {
 	if (r->n_guests > 1 && r->failed_guest)
@@ -888,6 +889,29 @@ static void say_guest_failed(const struct run *r, const struct vp_error *err)
 			 err->msg);
 	else
 		fail_msg("guest session: %s", err->msg);
+}
+
+/* A run that failed before it stopped every guest (another guest or the
+ * host failed, a second Ctrl-C): each session it started still runs, and
+ * would refuse the next START until its duration (capped at -t + 60 s)
+ * ends it.  A STOP to each, not waited for long; a guest that does not
+ * answer is left as it is. */
+static void stop_left_sessions(struct run *r)
+{
+	for (size_t i = 0; i < r->n_guests; i++) {
+		struct guest *g = &r->g[i];
+		struct vp_error e;
+		if (!g->ctl || !g->started || g->stop_sent)
+			continue;
+		g->stop_sent = true;
+		if (vp_guest_ctl_stop(g->ctl, aborted(r) ? 1000 : 5000, NULL,
+				      &e) == 0)
+			vp_log_info("%s: its session stopped (the run failed)",
+				    g->name);
+		else
+			vp_log_info("%s: a STOP after the failure: %s",
+				    g->name, e.msg);
+	}
 }
 
 static int record(struct run *r)
@@ -961,6 +985,7 @@ static int record(struct run *r)
 
 	for (size_t i = 0; i < r->n_guests; i++) {
 		uint64_t guest_size = 0;
+		r->g[i].stop_sent = true;
 		if (vp_guest_ctl_stop(r->g[i].ctl, 60000, &guest_size,
 				      &err) < 0) {
 			r->failed_guest = &r->g[i];
@@ -1012,6 +1037,7 @@ stop_host:
 		    r->report);
 
 out:
+	stop_left_sessions(r);
 	for (size_t i = 0; i < r->n_guests; i++) {
 		if (r->g[i].ctl)
 			vp_guest_ctl_close(r->g[i].ctl);

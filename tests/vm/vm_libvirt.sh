@@ -113,12 +113,12 @@ start_domain "$name"
 # --- vperfetto_record --domain ---------------------------------------------------
 record_domain "$name"
 rc=$?
-# A guest that stopped running altogether (no answer to STOP, nor to a
-# PING after it) is the emulated machine's failure, seen once in many CI
-# runs under TCG: its console is shown, and the test runs once more on a
-# fresh domain.  A session that does not stop while the guest answers is
-# ours, and fails at once.
-if [ $rc -ne 0 ] && grep -q "answers no PING either" "$tmp/rec.log"; then
+# A guest that stopped running altogether (no answer to a PING during
+# the recording, or to STOP nor to a PING after it) is the emulated
+# machine's failure, seen once in many CI runs under TCG: its console is
+# shown, and the test runs once more on a fresh domain.  A session that
+# does not stop while the guest answers is ours, and fails at once.
+if [ $rc -ne 0 ] && grep -Eq "answers no PING either|did not answer PING" "$tmp/rec.log"; then
 	echo "# the guest stopped running during the recording; its console:"
 	sed 's/^/#   /' "$tmp/rec.log"
 	tail -n 60 "$tmp/ch/console.log" | sed 's/^/# console: /'
