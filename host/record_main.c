@@ -802,7 +802,7 @@ static int merge_traces(struct run *r, struct vp_error *err)
 	mo.n_guests = r->n_guests;
 	mo.out = r->o.out;
 	mo.out_pending = &outs[0];
-	mo.threads = sysconf(_SC_NPROCESSORS_ONLN) >= 2 ? 2 : 1;
+	mo.threads = merge_cpus() >= 2 ? 2 : 1;
 	/* --guest-vm-pid is all or nothing: the kvm_tsc records and the
 	 * vCPU tracks of guest i are those of the i-th pid. */
 	bool all_pids = true;

@@ -67,9 +67,10 @@ static void usage(FILE *f)
 "                              preempted, blocked, exit, unknown)\n"
 "  --no-machine-id             for viewers without machine_id: remap guest\n"
 "                              pids, tids and track uuids instead\n"
-"  --threads N                 at most N threads, 1 up to the number of\n"
-"                              CPUs (default: the number of CPUs); the\n"
-"                              output is the same bytes either way\n"
+"  --threads N                 at most N threads, 1 up to the CPUs it may\n"
+"                              use (its affinity, as nproc counts them;\n"
+"                              the default); the output is the same\n"
+"                              bytes either way\n"
 "  --max-inflate SIZE          what the compressed_packets of one trace may\n"
 "                              inflate to in all, bytes or with K/M/G\n"
 "                              (default 2G); more is refused as a bomb\n"
@@ -203,14 +204,6 @@ static bool parse_size(const char *s, uint64_t *out)
 	return true;
 }
 
-static long n_cpus(void)
-{
-	long n = sysconf(_SC_NPROCESSORS_ONLN);
-	if (n < 1)
-		n = 1;
-	return n < PARTITION_MAX_THREADS ? n : PARTITION_MAX_THREADS;
-}
-
 int main(int argc, char **argv)
 {
 	vp_log_init("vperfetto_merge", VP_LOG_WARN);
@@ -316,9 +309,10 @@ int main(int argc, char **argv)
 		case OPT_THREADS: {
 			int64_t n;
 			char why[64];
-			snprintf(why, sizeof(why), "bad --threads '%%s' (1 to %ld, "
-				 "the number of CPUs)", n_cpus());
-			if (!parse_i64(optarg, &n) || n < 1 || n > n_cpus())
+			snprintf(why, sizeof(why), "bad --threads '%%s' (1 to %u, "
+				 "the CPUs it may use)", merge_cpus());
+			if (!parse_i64(optarg, &n) || n < 1 ||
+			    n > (int64_t)merge_cpus())
 				return usage_error(why, optarg);
 			o.threads = (unsigned)n;
 			break;
@@ -413,7 +407,7 @@ int main(int argc, char **argv)
 	}
 
 	if (!o.threads)
-		o.threads = (unsigned)n_cpus();
+		o.threads = merge_cpus();
 
 	/* A signal removes the files being written and ends the run. */
 	o.cancel = vp_out_signals(false);

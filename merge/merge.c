@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1265,6 +1266,20 @@ static uint64_t file_size(const char *path)
 {
 	struct stat st;
 	return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+}
+
+unsigned merge_cpus(void)
+{
+	cpu_set_t set;
+	long n = 0;
+
+	if (sched_getaffinity(0, sizeof(set), &set) == 0)
+		n = CPU_COUNT(&set);
+	if (n < 1)
+		n = sysconf(_SC_NPROCESSORS_ONLN);
+	if (n < 1)
+		n = 1;
+	return n < PARTITION_MAX_THREADS ? (unsigned)n : PARTITION_MAX_THREADS;
 }
 
 void merge_result_free(struct merge_result *res)

@@ -163,15 +163,21 @@ struct merge_result {
 	double seconds;
 };
 
-/* Runs the merge.  Returns a merge_status; err says what failed. */
 /* --concat: the host trace and the guests' joined unchanged, as one file
  * (each read through, so a broken input is refused with its byte offset;
  * res gets the packet and byte counts).  Returns a merge_status. */
 int merge_concat(const struct merge_opts *o, struct merge_result *res,
 		 struct vp_error *err);
 
+/* Runs the merge.  Returns a merge_status; err says what failed. */
 int merge_run(const struct merge_opts *o, struct merge_result *res,
 	      struct vp_error *err);
+
+/* The threads a merge may use: the CPUs this process may run on (its
+ * affinity, as nproc(1) counts them: one under `taskset -c 0`, where a
+ * second thread would only take turns with the first), at most
+ * PARTITION_MAX_THREADS. */
+unsigned merge_cpus(void);
 void merge_result_free(struct merge_result *res);
 
 #endif

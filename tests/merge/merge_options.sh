@@ -127,6 +127,24 @@ grep -q "rewrote [0-9]* packets on 2 threads:" "$t/th2.log" &&
 	fail "threads: summary: $(grep rewrote "$t/th2.log")"
 check "threads: the same bytes on one thread and two" cmp -s "$t/th1.pb" \
 	"$t/th2.pb"
+# The CPUs it may use are those of its affinity, as nproc counts them:
+# pinned to one, it runs on one by default and refuses two.
+if command -v taskset >/dev/null && taskset -c 0 true 2>/dev/null; then
+	taskset -c 0 "$MERGE" "$t/host.pb" "$t/guest.pb" -o "$t/ts.pb" \
+		2>"$t/ts.log"
+	grep -q "rewrote [0-9]* packets on 1 thread" "$t/ts.log" &&
+		pass "threads: pinned to one CPU, one thread by default" ||
+		fail "threads: pinned: $(grep rewrote "$t/ts.log")"
+	taskset -c 0 "$MERGE" --threads 2 "$t/host.pb" "$t/guest.pb" \
+		-o "$t/ts2.pb" 2>"$t/ts2.log"
+	check "threads: pinned to one CPU, --threads 2 is refused (exit 1)" \
+		test $? -eq 1
+	grep -q "bad --threads '2' (1 to 1, the CPUs it may use)" \
+		"$t/ts2.log" && pass "threads: the message says the range" ||
+		fail "threads: message: $(cat "$t/ts2.log")"
+else
+	echo "# skip: taskset cannot pin to CPU 0 here"
+fi
 
 # ---- an offset that carries times past int64 ----------------------------------
 # A trace processor takes timestamps as int64: a guest time moved past
