@@ -97,12 +97,13 @@ static int append_piece(void *ctx, const uint8_t *p, size_t n,
 	return 0;
 }
 
-/* The next field head at off (before end): false when there is none. */
-static bool head_at(struct trace_reader *rd, uint64_t off, uint64_t end,
-		    struct trace_field_head *h, struct vp_error *err)
+/* The field head at off (before end): 1; 0 when there is no whole field
+ * there, -1 on a read error (err says). */
+static int head_at(struct trace_reader *rd, uint64_t off, uint64_t end,
+		   struct trace_field_head *h, struct vp_error *err)
 {
 	return trace_reader_field_head(rd, off, end, 2 * PB_MAX_VARINT_LEN, h,
-				       err) > 0;
+				       err);
 }
 
 /* ---- the skeleton -------------------------------------------------------- */
@@ -176,7 +177,7 @@ static bool skim_message(struct trace_reader *rd, struct skeleton *k,
 	pb_buf_reset(b);
 	while (off < end) {
 		struct trace_field_head h;
-		if (!head_at(rd, off, end, &h, err))
+		if (head_at(rd, off, end, &h, err) <= 0)
 			return false;
 		if (h.num == sub && h.wt == PB_WT_LEN) {
 			run_fields++;
@@ -230,7 +231,7 @@ static bool skim_record(const struct partition_job *job,
 		return false;
 	while (off < end) {
 		struct trace_field_head h;
-		if (!head_at(rd, off, end, &h, err))
+		if (head_at(rd, off, end, &h, err) <= 0)
 			return false;
 		if (job->passes && job->passes(h.num)) {
 			if (!run_fields)
@@ -304,7 +305,10 @@ static int run_pieces(const struct partition_job *job, struct trace_reader *rd,
 		uint64_t cend = off;
 		while (cend < end && cend - off < PARTITION_PIECE_CHUNK) {
 			struct trace_field_head h;
-			if (!head_at(rd, cend, end, &h, err))
+			int got = head_at(rd, cend, end, &h, err);
+			if (got < 0)
+				return -1;
+			if (got == 0)
 				return vp_errorf(err, "%s: byte offset %llu: "
 						 "the file changed under the "
 						 "merge", job->path,
