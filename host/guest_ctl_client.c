@@ -34,6 +34,7 @@ struct vp_guest_ctl {
 	uint8_t in[65536];   /* bytes read but not yet decoded */
 	size_t in_off, in_len;
 	struct vp_ctl_msg msg; /* the last reply (large: kept off the stack) */
+	bool timed_out;        /* the last request had no answer in time */
 };
 
 /* "30 s" or "500 ms", for messages. */
@@ -104,6 +105,11 @@ void vp_guest_ctl_close(struct vp_guest_ctl *c)
 }
 
 /* ---- frames ------------------------------------------------------------- */
+
+bool vp_guest_ctl_timed_out(const struct vp_guest_ctl *c)
+{
+	return c->timed_out;
+}
 
 /* Sends a request (id assigned here) before deadline. */
 static int send_request(struct vp_guest_ctl *c, struct vp_ctl_msg *m,
@@ -197,11 +203,13 @@ static int wait_reply(struct vp_guest_ctl *c, uint32_t first_id,
 	struct vp_error e;
 	char tmo[32];
 
+	c->timed_out = false; /* this wait's, the last one's of a call */
 	for (;;) {
 		int r = next_frame(c, deadline, &e);
 		if (r < 0)
 			return vp_errorf(err, "%s: %s", what, e.msg);
 		if (r == 0) {
+			c->timed_out = true;
 			fmt_timeout(timeout_ms, tmo, sizeof(tmo));
 			return vp_errorf(err, "guest did not answer %s within "
 					 "%s on %s", what, tmo, c->addr);
@@ -239,6 +247,7 @@ static int call(struct vp_guest_ctl *c, struct vp_ctl_msg *req, uint8_t want,
 	uint64_t deadline = deadline_in(timeout_ms);
 	const char *what = vp_ctl_type_name(req->type);
 
+	c->timed_out = false;
 	if (send_request(c, req, deadline, err) < 0)
 		return -1;
 	if (wait_reply(c, req->id, req->id, deadline, timeout_ms, what,
@@ -260,6 +269,7 @@ static int call_resending(struct vp_guest_ctl *c, struct vp_ctl_msg *req,
 	const char *what = vp_ctl_type_name(req->type);
 	uint32_t first = 0;
 
+	c->timed_out = false;
 	for (;;) {
 		uint64_t now = vp_loop_now_ms();
 		uint64_t until = now + (uint64_t)resend_ms < deadline

@@ -37,6 +37,9 @@ int vp_guest_ctl_connect(const char *addr, int timeout_ms,
 int vp_guest_ctl_from_fd(int fd, const char *name, struct vp_guest_ctl **out,
 			 struct vp_error *err);
 void vp_guest_ctl_close(struct vp_guest_ctl *c);
+/* True when the last request failed because the guest did not answer in
+ * time (not on an answer that said it failed, nor a broken link). */
+bool vp_guest_ctl_timed_out(const struct vp_guest_ctl *c);
 
 /* What HELLO_REPLY says about the guest. */
 struct vp_guest_info {

@@ -859,8 +859,8 @@ static int start_guests(struct run *r, const uint8_t *cfg, size_t len,
 	return 0;
 }
 
-/* After a STOP that failed: whether the guest still answers a PING, added
- * to err, so that a guest that hung (or lost its vperfetto_guest_ctl) is
+/* After a STOP that had no answer: whether the guest still answers a
+ * PING, added to err, so that a guest that hung (or lost its vperfetto_guest_ctl) is
  * told from a session that would not stop. */
 static void probe_after_stop(struct vp_guest_ctl *c, struct vp_error *err)
 {
@@ -989,7 +989,8 @@ static int record(struct run *r)
 		if (vp_guest_ctl_stop(r->g[i].ctl, 60000, &guest_size,
 				      &err) < 0) {
 			r->failed_guest = &r->g[i];
-			probe_after_stop(r->g[i].ctl, &err);
+			if (vp_guest_ctl_timed_out(r->g[i].ctl))
+				probe_after_stop(r->g[i].ctl, &err);
 			say_guest_failed(r, &err);
 			status = REC_GUEST_FAILED;
 		}
