@@ -113,6 +113,7 @@ if rss_case "600k sync samples" "$LIMIT_KIB" \
 fi
 
 APPEND=$(dirname "$0")/append_packets.py
+CHECK=$(dirname "$0")/check_big_output.py
 "$TG" --host "$W/h.pb" --guest "$W/bg.pb" --seed 8 --duration-s 2 \
   --events 200 >/dev/null
 
@@ -134,31 +135,7 @@ python3 "$APPEND" bigpacket "$W/bg.pb" "$W/bgb.pb" 60
 for t in 1 2; do
   if rss_case "a 60 MiB guest packet, --threads $t" $((16 * 1024)) \
        "$MERGE" -q --threads $t "$W/h.pb" "$W/bgb.pb" -o "$W/bgb.out.pb"; then
-    if python3 - "$W/bg.out.pb" "$W/bgb.out.pb" <<'PY'
-import sys
-def varint(b, i):
-    v = s = 0
-    while True:
-        c = b[i]; i += 1; v |= (c & 0x7f) << s; s += 7
-        if c < 0x80:
-            return v, i
-small = open(sys.argv[1], "rb").read()
-big = open(sys.argv[2], "rb").read()
-assert big[:len(small)] == small, "the rest of the output changed"
-tag, i = varint(big, len(small))
-n, i = varint(big, i)
-assert tag == 0x0a and i + n == len(big), "one packet after the rest"
-fields = []
-end = i + n
-while i < end:
-    t, i = varint(big, i)
-    if t & 7 == 2:
-        l, i = varint(big, i); fields.append((t >> 3, big[i:i + l])); i += l
-    else:
-        v, i = varint(big, i); fields.append((t >> 3, v))
-assert fields[0][0] == 9000 and fields[0][1] == bytes(60 << 20), "the field"
-assert [f[0] for f in fields[1:]] == [98], fields[1:]
-PY
+    if python3 "$CHECK" passed "$W/bg.out.pb" "$W/bgb.out.pb"
     then ok "a 60 MiB guest packet, --threads $t: its field passed byte for byte"
     else bad "a 60 MiB guest packet, --threads $t: the output"; fi
   fi
@@ -173,41 +150,7 @@ python3 "$APPEND" bigbundle "$W/bg.pb" "$W/bb.pb" "$W/bs.pb" 60
 for t in 1 2; do
   if rss_case "a 60 MiB guest ftrace bundle, --threads $t" $((16 * 1024)) \
        "$MERGE" -q --threads $t "$W/h.pb" "$W/bb.pb" -o "$W/bb.out.pb"; then
-    if python3 - "$W/bg.out.pb" "$W/bb.out.pb" "$W/bs.out.pb" <<'PY'
-import sys
-def varint(b, i):
-    v = s = 0
-    while True:
-        c = b[i]; i += 1; v |= (c & 0x7f) << s; s += 7
-        if c < 0x80:
-            return v, i
-def fields(b, i, end):
-    while i < end:
-        t, i = varint(b, i)
-        if t & 7 == 2:
-            n, i = varint(b, i); yield t >> 3, i, i + n; i += n
-        else:
-            v, i = varint(b, i); yield t >> 3, v, None
-def events(out, start):
-    """The events of the bundles of the packets from start on, joined."""
-    ev = []
-    for num, i, end in fields(out, start, len(out)):
-        assert num == 1
-        for pnum, j, pend in fields(out, i, end):
-            if pnum != 1:
-                continue
-            for bnum, k, bend in fields(out, j, pend):
-                if bnum == 2:
-                    ev.append(out[k:bend])
-    return ev
-small = open(sys.argv[1], "rb").read()
-big = open(sys.argv[2], "rb").read()
-split = open(sys.argv[3], "rb").read()
-assert big[:len(small)] == small and split[:len(small)] == small
-a, b = events(big, len(small)), events(split, len(small))
-assert len(a) == len(b) > 500000, (len(a), len(b))
-assert a == b, "the events differ"
-PY
+    if python3 "$CHECK" events "$W/bg.out.pb" "$W/bb.out.pb" "$W/bs.out.pb"
     then ok "a 60 MiB guest ftrace bundle, --threads $t: its events rewritten as in small bundles"
     else bad "a 60 MiB guest ftrace bundle, --threads $t: the output"; fi
   fi
@@ -223,33 +166,7 @@ python3 "$APPEND" bigcompressed "$W/bg.pb" "$W/bz.pb" "$W/bzp.pb" 2500000
 for t in 1 2; do
   if rss_case "a compressed packet of 57 MB inflated, --threads $t" $((40 * 1024)) \
        "$MERGE" -q --threads $t "$W/h.pb" "$W/bz.pb" -o "$W/bz.out.pb"; then
-    if python3 - "$W/bg.out.pb" "$W/bz.out.pb" "$W/bzp.out.pb" <<'PY'
-import sys, zlib
-def varint(b, i):
-    v = s = 0
-    while True:
-        c = b[i]; i += 1; v |= (c & 0x7f) << s; s += 7
-        if c < 0x80:
-            return v, i
-small = open(sys.argv[1], "rb").read()
-z = open(sys.argv[2], "rb").read()
-plain = open(sys.argv[3], "rb").read()
-assert z[:len(small)] == small and plain[:len(small)] == small
-tag, i = varint(z, len(small))
-n, i = varint(z, i)
-assert tag == 0x0a and i + n == len(z), "one packet"
-end, inner = i + n, None
-while i < end:
-    t, i = varint(z, i)
-    if t & 7 == 2:
-        m, i = varint(z, i)
-        if t >> 3 == 50:
-            inner = zlib.decompress(z[i:i + m])
-        i += m
-    else:
-        _, i = varint(z, i)
-assert inner == plain[len(small):], "the packets inside differ"
-PY
+    if python3 "$CHECK" compressed "$W/bg.out.pb" "$W/bz.out.pb" "$W/bzp.out.pb"
     then ok "a compressed packet of 57 MB inflated, --threads $t: the packets inside rewritten as uncompressed"
     else bad "a compressed packet of 57 MB inflated, --threads $t: the output"; fi
   fi

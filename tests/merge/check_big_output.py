@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""check_big_output.py - checks merge_rss.sh's outputs of guests with one
+large packet appended, against the merge of the guest without it (BASE):
+the output must start with BASE's bytes, and what follows must be:
+
+  check_big_output.py passed BASE OUT
+      one packet: the appended 60 MiB field 9000 of zeros byte for byte,
+      then its machine_id (98) and nothing else
+  check_big_output.py events BASE OUT SPLIT
+      the same ftrace events as SPLIT (the merge of the same events in
+      bundles of 1000) after BASE, in the same order
+  check_big_output.py compressed BASE OUT PLAIN
+      one packet whose compressed_packets (50) inflate to the bytes PLAIN
+      (the merge of the same packets uncompressed) has after BASE
+
+Exits non-zero (an assertion) when they are not.
+"""
+import sys
+import zlib
+
+
+def varint(b, i):
+    v = s = 0
+    while True:
+        c = b[i]
+        i += 1
+        v |= (c & 0x7f) << s
+        s += 7
+        if c < 0x80:
+            return v, i
+
+
+def fields(b, i, end):
+    """(number, start, end) of each length-delimited field of b[i:end],
+    (number, value, None) of the others."""
+    while i < end:
+        t, i = varint(b, i)
+        if t & 7 == 2:
+            n, i = varint(b, i)
+            yield t >> 3, i, i + n
+            i += n
+        else:
+            v, i = varint(b, i)
+            yield t >> 3, v, None
+
+
+def tail(base, out):
+    """out after base's bytes, which it must start with."""
+    small = open(base, "rb").read()
+    data = open(out, "rb").read()
+    assert data[:len(small)] == small, "the rest of the output changed"
+    return data, len(small)
+
+
+def one_packet(data, start):
+    """The fields of the one packet data holds from start on."""
+    packets = list(fields(data, start, len(data)))
+    assert len(packets) == 1 and packets[0][0] == 1, "one packet after the rest"
+    _, i, end = packets[0]
+    return list(fields(data, i, end))
+
+
+def events(data, start):
+    """The events of the bundles of the packets from start on, in order."""
+    ev = []
+    for num, i, end in fields(data, start, len(data)):
+        assert num == 1
+        for pnum, j, pend in fields(data, i, end):
+            if pnum != 1:
+                continue
+            for bnum, k, bend in fields(data, j, pend):
+                if bnum == 2:
+                    ev.append(data[k:bend])
+    return ev
+
+
+def main():
+    mode, base, out = sys.argv[1:4]
+    data, start = tail(base, out)
+    if mode == "passed" and len(sys.argv) == 4:
+        f = one_packet(data, start)
+        assert f[0][0] == 9000 and \
+            data[f[0][1]:f[0][2]] == bytes(60 << 20), "the field"
+        assert [x[0] for x in f[1:]] == [98], f[1:]
+    elif mode == "events" and len(sys.argv) == 5:
+        split, split_start = tail(base, sys.argv[4])
+        a, b = events(data, start), events(split, split_start)
+        assert len(a) == len(b) > 500000, (len(a), len(b))
+        assert a == b, "the events differ"
+    elif mode == "compressed" and len(sys.argv) == 5:
+        plain, plain_start = tail(base, sys.argv[4])
+        inner = [zlib.decompress(data[i:end])
+                 for num, i, end in one_packet(data, start) if num == 50]
+        assert len(inner) == 1, "one compressed_packets"
+        assert inner[0] == plain[plain_start:], "the packets inside differ"
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main()
