@@ -1079,6 +1079,14 @@ static int rewrite_fn(void *ctx, const uint8_t *pkt, size_t len, uint64_t off,
 		c->out->len = start; /* -1, or 1: compressed_packets */
 		return rc;
 	}
+	/* Remapped timestamps can be longer varints than the guest's (a
+	 * host up for a week is past 2^49 ns): a packet near the limit may
+	 * grow past what a reader of the output accepts. */
+	if (trace_output_fits(c->path, off,
+			      c->out->len - (mark.mark + mark.hole), err) < 0) {
+		c->out->len = start;
+		return -1;
+	}
 	pb_end_sized(c->out, mark);
 	return 0;
 }

@@ -483,14 +483,15 @@ static int output_length(const struct partition_job *job,
 	return 0;
 }
 
-/* Emits the function's output for a skeleton (one packet record) with
- * each placeholder replaced by its run: passed from the file, or
- * rewritten by job->piece. */
+/* Emits the function's output for a skeleton (one packet record, its
+ * payload at off) with each placeholder replaced by its run: passed from
+ * the file, or rewritten by job->piece.  An output longer than a packet
+ * may be is an error before any of it goes out. */
 static int emit_skeleton_output(const struct partition_job *job,
 				struct trace_reader *rd, void *ctx,
 				struct skeleton *k, const struct pb_buf *out,
-				struct piece_bufs *pb, int *io_error,
-				struct vp_error *err)
+				uint64_t off, struct piece_bufs *pb,
+				int *io_error, struct vp_error *err)
 {
 	struct pb_reader r;
 	struct pb_field rec, f;
@@ -505,6 +506,7 @@ static int emit_skeleton_output(const struct partition_job *job,
 		return vp_errorf(err, "%s: internal error: a large packet's "
 				 "output is not one packet", job->path);
 	if (output_length(job, k, &rec, &len, err) < 0 ||
+	    trace_output_fits(job->path, off, len, err) < 0 ||
 	    sink_head(job, TRACE_PACKET_FIELD, len, io_error, err) < 0)
 		return -1;
 
@@ -602,7 +604,8 @@ static int run_skeleton(const struct partition_job *job,
 	if (!k->n_runs)
 		rc = sink_bytes(job, out->data, out->len, io_error, err);
 	else
-		rc = emit_skeleton_output(job, rd, ctx, k, out, &pb, io_error,
+		rc = emit_skeleton_output(job, rd, ctx, k, out,
+					  rec->data_offset, &pb, io_error,
 					  err);
 	if (rc == 0)
 		rc = trace_reader_seek(rd, rec->offset + rec->raw_len, err);

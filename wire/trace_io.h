@@ -125,6 +125,13 @@ struct iovec;
 int trace_writer_rawv(struct trace_writer *w, const struct iovec *iov, int n,
 		      struct vp_error *err);
 uint64_t trace_writer_bytes(const struct trace_writer *w);
+/* A packet of len bytes made from the input record whose payload is at
+ * in_off of path: 0 when it is no longer than a reader accepts
+ * (TRACE_MAX_PACKET), else -1 with a message naming the input.  For a
+ * tool that rewrites packets: one that grew past the limit would make
+ * an output that its readers refuse. */
+int trace_output_fits(const char *path, uint64_t in_off, uint64_t len,
+		      struct vp_error *err);
 /* Path of the temporary file, for cleanup from a signal handler. */
 const char *trace_writer_temp_path(const struct trace_writer *w);
 struct vp_out;

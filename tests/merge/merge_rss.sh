@@ -9,9 +9,10 @@
 # CPUs, and fails when the peak RSS of any run exceeds 64 MiB or the
 # outputs differ; runs it again inside a memory cgroup capped at 64 MiB
 # where there is one; then a trace of 600k sync samples a side, which must
-# stay within 64 MiB too, a host and a guest packet of 60 MiB, and 65500
-# sequences
-# (one more than the limit is refused).  The traces go
+# stay within 64 MiB too, a host and a guest packet of 60 MiB, a guest
+# ftrace bundle of 56 MiB (and one that would grow past the 64 MiB a
+# packet may be, refused), and 65500 sequences (one more than the limit
+# is refused).  The traces go
 # under /tmp and are removed.
 set -uo pipefail
 TG=$1 MERGE=$2 GEN=$3 SIZE_MB=${4:-300}
@@ -141,20 +142,37 @@ for t in 1 2; do
   fi
 done
 
-# A guest ftrace bundle of 60 MiB: its events are all rewritten, a chunk
+# A guest ftrace bundle of 56 MiB: its events are all rewritten, a chunk
 # at a time (merge/partition_large.c), not read whole; they come out as
-# the same events in bundles of 1000 do.
-python3 "$APPEND" bigbundle "$W/bg.pb" "$W/bb.pb" "$W/bs.pb" 60
+# the same events in bundles of 1000 do.  (Remapped, its timestamps are a
+# byte longer: it comes out 60 MiB long.)
+python3 "$APPEND" bigbundle "$W/bg.pb" "$W/bb.pb" "$W/bs.pb" 56
 "$MERGE" -q "$W/h.pb" "$W/bs.pb" -o "$W/bs.out.pb" 2>"$W/log" ||
-  { bad "a 60 MiB guest ftrace bundle: the merge of its events in small bundles"; sed 's/^/    /' "$W/log"; }
+  { bad "a 56 MiB guest ftrace bundle: the merge of its events in small bundles"; sed 's/^/    /' "$W/log"; }
 for t in 1 2; do
-  if rss_case "a 60 MiB guest ftrace bundle, --threads $t" $((16 * 1024)) \
+  if rss_case "a 56 MiB guest ftrace bundle, --threads $t" $((16 * 1024)) \
        "$MERGE" -q --threads $t "$W/h.pb" "$W/bb.pb" -o "$W/bb.out.pb"; then
     if python3 "$CHECK" events "$W/bg.out.pb" "$W/bb.out.pb" "$W/bs.out.pb"
-    then ok "a 60 MiB guest ftrace bundle, --threads $t: its events rewritten as in small bundles"
-    else bad "a 60 MiB guest ftrace bundle, --threads $t: the output"; fi
+    then ok "a 56 MiB guest ftrace bundle, --threads $t: its events rewritten as in small bundles"
+    else bad "a 56 MiB guest ftrace bundle, --threads $t: the output"; fi
   fi
 done
+
+# A bundle of 61 MiB would come out over the 64 MiB a packet may be (what
+# every reader of the output accepts): the merge refuses it, naming the
+# packet, and leaves no output.
+python3 "$APPEND" bigbundle "$W/bg.pb" "$W/bb.pb" "$W/bs.pb" 61
+bb_off=$(( $(stat -c %s "$W/bg.pb") ))
+rm -f "$W/bbo.pb"
+if "$MERGE" -q "$W/h.pb" "$W/bb.pb" -o "$W/bbo.pb" 2>"$W/log"; then
+  bad "a 61 MiB guest ftrace bundle: refused (it would grow past 64 MiB)"
+elif grep -q "bb.pb: byte offset $((bb_off + 5)): this packet would come out [0-9]* bytes long, over the 64 MiB" "$W/log" &&
+     [ ! -e "$W/bbo.pb" ]; then
+  ok "a 61 MiB guest ftrace bundle: refused, naming it, no output left"
+else
+  bad "a 61 MiB guest ftrace bundle: refused, naming it, no output left"; sed 's/^/    /' "$W/log"
+fi
+rm -f "$W/bb.pb" "$W/bs.pb"
 
 # A compressed packet of 4.6 MB that inflates to 57 MB of small packets:
 # inflated, rewritten and deflated again a chunk at a time
