@@ -6,8 +6,11 @@
  * The first thread ("leader") reads the file once.  It cuts it into
  * windows of at most PARTITION_WINDOW_BYTES (or PARTITION_WINDOW_RECORDS
  * records), notes every record's owner, handles its own records into its
- * output of the window and copies each worker's into that worker's input;
- * the workers handle their inputs while the leader reads on.  Each thread
+ * output of the window and copies each worker's into that worker's input
+ * (or, for a packet of PARTITION_DIRECT_MIN bytes or more, only makes
+ * room for it there, and the worker reads it from the file itself: the
+ * leader then reads just the heads of its top-level fields); the workers
+ * handle their inputs while the leader reads on.  Each thread
  * notes the length of each record's output, so the leader can interleave
  * the threads' outputs back into file order before it hands the window to
  * the sink, a run of consecutive records of one thread at a time.  At most `slots`
@@ -199,6 +202,7 @@ struct in_rec {
 	uint32_t field;
 	uint8_t wt;
 	uint8_t hdr;          /* bytes of tag and length */
+	bool unread;          /* not read by the leader: the worker reads it */
 };
 
 /* One thread's share of a window, on cache lines of its own. */
@@ -226,6 +230,7 @@ struct window {
 
 struct pool {
 	const struct partition_job *job;
+	struct trace_reader *rd; /* the leader's; workers only read_at */
 	unsigned n, slots;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
@@ -248,6 +253,16 @@ static unsigned seq_owner(const struct partition_job *job, uint32_t seq_id,
 		return job->seq_owner[seq_id];
 	return 1 + partition_owner(seq_id, n - 1);
 }
+
+/* A packet of this many bytes or more (up to a window) that a worker
+ * handles is read by that worker, not by the leader: the leader reads
+ * only its top-level fields' heads, to know whose it is, and so reads
+ * and copies far fewer bytes (ftrace bundles: most of them). */
+#ifndef PARTITION_DIRECT_MIN
+#define PARTITION_DIRECT_MIN (8u << 10)
+#endif
+#define DIRECT_READ_MAX (PARTITION_DIRECT_MIN < PARTITION_WINDOW_BYTES \
+			 ? PARTITION_DIRECT_MIN : PARTITION_WINDOW_BYTES)
 
 /* Packets below this many bytes are never spread by bytes. */
 #define PARTITION_SPREAD_MIN 512
@@ -305,25 +320,17 @@ static uint32_t peek_seq(const struct trace_record *rec)
 	return seq;
 }
 
-/* The thread that owns a record: packets of sequence state by sequence id,
- * stateless packets whichever thread has the least to do in this window,
- * everything else (and anything malformed, which the leader then reports)
- * the leader. */
-static unsigned owner_of(const struct partition_job *job,
-			 const struct trace_record *rec, unsigned n,
-			 const size_t *load)
+/* The thread of a packet of PARTITION_SPREAD_MIN bytes or more, pkt (or
+ * its top-level fields, their bodies left out: see head_owner): its
+ * sequence's, or when it touches no sequence state the one with the
+ * least to do in this window. */
+static unsigned spread_owner(const struct partition_job *job,
+			     const uint8_t *pkt, size_t len, unsigned n,
+			     const size_t *load)
 {
 	uint32_t seq = 0;
 
-	if (rec->field != TRACE_PACKET_FIELD || rec->wt != PB_WT_LEN)
-		return 0;
-	if (!job->stateless)
-		return seq_owner(job, peek_seq(rec), n);
-	/* A small packet goes with its sequence: spreading it would buy
-	 * less than finding out whether it may be spread costs. */
-	if (rec->len < PARTITION_SPREAD_MIN)
-		return seq_owner(job, peek_seq(rec), n);
-	if (!job->stateless(rec->data, rec->len, &seq))
+	if (!job->stateless(pkt, len, &seq))
 		return seq_owner(job, seq, n);
 	/* The leader also reads, copies and emits, which costs it about
 	 * twice what handling a share of the bytes does (ftrace bundles,
@@ -338,9 +345,92 @@ static unsigned owner_of(const struct partition_job *job,
 	return best;
 }
 
+/* The thread that owns a record: packets of sequence state by sequence id,
+ * stateless packets whichever thread has the least to do in this window,
+ * everything else (and anything malformed, which the leader then reports)
+ * the leader. */
+static unsigned owner_of(const struct partition_job *job,
+			 const struct trace_record *rec, unsigned n,
+			 const size_t *load)
+{
+	if (rec->field != TRACE_PACKET_FIELD || rec->wt != PB_WT_LEN)
+		return 0;
+	/* A small packet goes with its sequence: spreading it would buy
+	 * less than finding out whether it may be spread costs. */
+	if (!job->stateless || rec->len < PARTITION_SPREAD_MIN)
+		return seq_owner(job, peek_seq(rec), n);
+	return spread_owner(job, rec->data, rec->len, n, load);
+}
+
+/* Top-level fields of a packet head_owner looks at, at most. */
+#define HEAD_OWNER_FIELDS 64
+
+/* The owner of rec, a packet of PARTITION_DIRECT_MIN bytes or more that
+ * the reader left unread, from its top-level fields alone (what the job's
+ * `stateless` and peek_seq look at): their numbers and varints, the
+ * bodies of length-delimited ones left out (skel is scratch).  Returns 1
+ * with *owner set; 0 when it cannot tell (a packet cut short, malformed
+ * or of very many fields: read it whole and ask owner_of); -1 on a read
+ * error. */
+static int head_owner(const struct partition_job *job, struct trace_reader *rd,
+		      const struct trace_record *rec, unsigned n,
+		      const size_t *load, struct pb_buf *skel,
+		      unsigned *owner, struct vp_error *err)
+{
+	uint64_t off = rec->data_offset, end = rec->offset + rec->raw_len;
+
+	if (!job->stateless || rec->field != TRACE_PACKET_FIELD ||
+	    rec->wt != PB_WT_LEN || end > trace_reader_size(rd))
+		return 0;
+	pb_buf_reset(skel);
+	for (unsigned i = 0; off < end; i++) {
+		struct trace_field_head h;
+		int rc = trace_reader_field_head(rd, off, end,
+						 2 * PB_MAX_VARINT_LEN, &h, err);
+		if (rc <= 0 || i == HEAD_OWNER_FIELDS)
+			return rc < 0 ? -1 : 0;
+		if (h.wt == PB_WT_VARINT) {
+			pb_put_raw(skel, h.p, (size_t)h.size);
+		} else if (h.wt == PB_WT_LEN) {
+			pb_put_tag(skel, h.num, h.wt);
+			pb_put_raw_varint(skel, 0);
+		} else { /* a fixed field: its value is not looked at */
+			static const uint8_t zeros[8];
+			pb_put_tag(skel, h.num, h.wt);
+			pb_put_raw(skel, zeros, (size_t)(h.size - h.hdr));
+		}
+		off += h.size;
+	}
+	*owner = spread_owner(job, skel->data, skel->len, n, load);
+	return 1;
+}
+
+/* Places rec, a packet of PARTITION_DIRECT_MIN up to a window's bytes the
+ * reader left unread: when a worker owns it (head_owner), *owner and
+ * *unread are set and the reader moves past it, for the worker to read
+ * it itself (trace_reader_read_at); else it is read whole here.  Returns
+ * 1, or -1 on an error. */
+static int place_unread(const struct partition_job *job,
+			struct trace_reader *rd, struct trace_record *rec,
+			unsigned n, const size_t *load, struct pb_buf *skel,
+			unsigned *owner, bool *unread, struct vp_error *err)
+{
+	int rc = head_owner(job, rd, rec, n, load, skel, owner, err);
+
+	if (rc < 0)
+		return -1;
+	if (rc > 0 && *owner != 0) {
+		if (trace_reader_seek(rd, rec->offset + rec->raw_len, err) < 0)
+			return -1;
+		*unread = true;
+		return 1;
+	}
+	return trace_reader_reread(rd, rec, rec, err);
+}
+
 /* Handles worker t's records of one window, as the leader framed them. */
-static void work_share(const struct partition_job *job, unsigned t,
-		       struct share *s)
+static void work_share(const struct partition_job *job,
+		       struct trace_reader *rd, unsigned t, struct share *s)
 {
 	const uint8_t *raw = s->in.data;
 
@@ -360,6 +450,13 @@ static void work_share(const struct partition_job *job, unsigned t,
 			.data_offset = m->data_offset,
 		};
 		raw += m->raw_len;
+		if (m->unread &&
+		    trace_reader_read_at(rd, tr.offset, (uint8_t *)tr.raw,
+					 tr.raw_len, &s->err) < 0) {
+			s->failed = true;
+			s->failed_at = m->data_offset;
+			return;
+		}
 		if (run_record(job, job->ctx[t], &tr, &s->out, &s->out_len[k],
 			       &s->err) < 0) {
 			s->failed = true;
@@ -386,7 +483,7 @@ static void *worker_main(void *arg)
 		if (!go)
 			return NULL;
 		if (w->sh[t].n_in) {
-			work_share(pl->job, t, &w->sh[t]);
+			work_share(pl->job, pl->rd, t, &w->sh[t]);
 		} else {
 			pb_buf_reset(&w->sh[t].out);
 			w->sh[t].n_out = 0;
@@ -580,6 +677,7 @@ static int run_many(const struct partition_job *job, struct vp_error *err,
 		return -1;
 	memset(&pl, 0, sizeof(pl));
 	pl.job = job;
+	pl.rd = rd;
 	pl.n = job->threads;
 	pl.slots = pl.n + 2;
 	pthread_mutex_init(&pl.mu, NULL);
@@ -619,15 +717,20 @@ static int run_many(const struct partition_job *job, struct vp_error *err,
 	}
 
 	struct window *w = &pl.win[0];
-	struct pb_buf big_out;
+	struct pb_buf big_out, skel;
 	pb_buf_init(&big_out);
+	pb_buf_init(&skel);
 	memset(load, 0, sizeof(load));
 	for (;;) {
-		rc = trace_reader_next_head(rd, &rec, PARTITION_WINDOW_BYTES,
-					    err);
+		bool unread = false;
+		unsigned owner = 0;
+		rc = trace_reader_next_head(rd, &rec, DIRECT_READ_MAX, err);
 		if (rc > 0 && cancelled(job))
 			rc = vp_errorf(err, "interrupted");
-		if (rc > 0 && !rec.raw) { /* larger than a window: unread */
+		if (rc > 0 && !rec.raw && rec.raw_len <= PARTITION_WINDOW_BYTES)
+			rc = place_unread(job, rd, &rec, pl.n, load, &skel,
+					  &owner, &unread, err);
+		if (rc > 0 && !rec.raw && !unread) { /* over a window */
 			if (w->count) {
 				dispatch(&pl, w, n++);
 				memset(load, 0, sizeof(load));
@@ -643,7 +746,8 @@ static int run_many(const struct partition_job *job, struct vp_error *err,
 			continue;
 		}
 		if (rc > 0) {
-			unsigned owner = owner_of(job, &rec, pl.n, load);
+			if (!unread)
+				owner = owner_of(job, &rec, pl.n, load);
 			struct share *s = &w->sh[owner];
 			w->owners[w->count] = (uint8_t)owner;
 			load[owner] += rec.raw_len;
@@ -659,8 +763,14 @@ static int run_many(const struct partition_job *job, struct vp_error *err,
 					.field = rec.field,
 					.wt = rec.wt,
 					.hdr = (uint8_t)(rec.data_offset - rec.offset),
+					.unread = unread,
 				};
-				pb_put_raw(&s->in, rec.raw, rec.raw_len);
+				if (unread) { /* its place: the worker reads it */
+					pb_buf_reserve(&s->in, rec.raw_len);
+					s->in.len += rec.raw_len;
+				} else {
+					pb_put_raw(&s->in, rec.raw, rec.raw_len);
+				}
 			}
 			w->count++;
 			w->bytes += rec.raw_len;
@@ -691,6 +801,7 @@ static int run_many(const struct partition_job *job, struct vp_error *err,
 	 * flight */
 	drain(&pl, &first_pending, n, 0, &status, err, io_error);
 	pb_buf_free(&big_out);
+	pb_buf_free(&skel);
 
 	pthread_mutex_lock(&pl.mu);
 	pl.stop = true;

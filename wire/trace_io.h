@@ -102,6 +102,13 @@ int trace_reader_field_head(struct trace_reader *r, uint64_t off,
 			    uint64_t end, size_t want,
 			    struct trace_field_head *h, struct vp_error *err);
 /* Starts again from the beginning of the file. */
+/* Reads the len bytes at off into buf, all of which must be there (else
+ * an error naming the offset: the file changed since the record's head
+ * was read).  Touches only the reader's file, never its buffer or
+ * position, so another thread may call it while the reader is in use
+ * (not closed); its bytes are not counted in trace_reader_bytes_read. */
+int trace_reader_read_at(struct trace_reader *r, uint64_t off, void *buf,
+			 size_t len, struct vp_error *err);
 int trace_reader_rewind(struct trace_reader *r, struct vp_error *err);
 uint64_t trace_reader_size(const struct trace_reader *r);
 uint64_t trace_reader_pos(const struct trace_reader *r); /* bytes consumed */

@@ -227,6 +227,22 @@ static ssize_t read_full(int fd, uint8_t *p, size_t len, uint64_t off)
 	return (ssize_t)got;
 }
 
+int trace_reader_read_at(struct trace_reader *r, uint64_t off, void *buf,
+			 size_t len, struct vp_error *err)
+{
+	ssize_t got = read_full(r->fd, buf, len, off);
+
+	if (got < 0)
+		return vp_errorf(err, "%s: byte offset %llu: read: %s", r->path,
+				 (unsigned long long)off, strerror(errno));
+	if ((size_t)got < len)
+		return vp_errorf(err, "%s: byte offset %llu: the file ends "
+				 "before this record (it changed while being "
+				 "read)", r->path,
+				 (unsigned long long)(off + (uint64_t)got));
+	return 0;
+}
+
 /* Slides the unconsumed window to the front and reads at least `want`
  * more bytes (r->chunk, when that is more and fits). */
 static int refill_want(struct trace_reader *r, size_t want,

@@ -227,11 +227,19 @@ static char *write_toy_trace(struct pb_buf *all, bool big)
 				      seq % N_SEQ + 1);
 		pb_put_varint(&pkt, TP_TRUSTED_PACKET_SEQUENCE_ID,
 			      i % 13 == 5 ? (1ull << 32) + seq : seq);
-		/* bundles large enough to be spread by bytes */
-		if (i % 5 == 4)
-			pb_put_bytes(&pkt, 1, pad, 600);
-		else
+		/* bundles large enough to be spread by bytes, and now and
+		 * then one large enough for its worker to read it itself
+		 * (PARTITION_DIRECT_MIN); and stateful packets of that size,
+		 * which their sequence's worker reads, in order */
+		if (i % 5 == 4) {
+			pb_put_bytes(&pkt, 1, pad, i % 25 == 9 ? 9000 : 600);
+		} else {
+			if (i % 35 == 12)
+				pb_put_bytes(&pkt, 9004, pad, 9000);
 			pb_put_varint(&pkt, TP_TIMESTAMP, (uint64_t)i);
+		}
+		if (i % 50 == 34) /* a fixed field after a large one */
+			pb_put_fixed64(&pkt, 9005, (uint64_t)i);
 		/* records larger than a window, of four kinds: a long field
 		 * the function copies as it is, at the end; two such, around
 		 * short ones; a long field it reads (kept whole in the

@@ -141,6 +141,14 @@ static void test_heads_peeks_seeks(void **state)
 		p = trace_reader_peek(r, rec.data_offset, 100, &got, &err);
 		assert_int_equal(got, 100);
 		assert_int_equal(p[0], i & 0xff);
+		if (i % 4 == 1) { /* read it aside, as a worker does */
+			uint8_t *copy = malloc(rec.raw_len);
+			assert_non_null(copy);
+			assert_int_equal(trace_reader_read_at(r, rec.offset, copy,
+							      rec.raw_len, &err), 0);
+			assert_int_equal(copy[rec.raw_len - 1], i & 0xff);
+			free(copy);
+		}
 		if (i % 2) { /* step over it */
 			assert_int_equal(trace_reader_seek(r, rec.offset + rec.raw_len,
 							   &err), 0);
@@ -163,6 +171,13 @@ static void test_heads_peeks_seeks(void **state)
 	assert_non_null(trace_reader_peek(r, size + 10, 64, &got, &err));
 	assert_int_equal(got, 0);
 	assert_true(trace_reader_bytes_read(r) < size);
+	/* bytes past the end (the file changed): an error naming where */
+	uint8_t tail[8];
+	assert_int_equal(trace_reader_read_at(r, size - 4, tail, 8, &err), -1);
+	char want[64];
+	snprintf(want, sizeof(want), "byte offset %llu: the file ends",
+		 (unsigned long long)size);
+	assert_non_null(strstr(err.msg, want));
 	trace_reader_close(r);
 }
 
