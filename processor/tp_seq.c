@@ -439,10 +439,12 @@ void tp_seq_clock_snapshot(struct tp_ctx *ctx, struct tp_packet *pkt,
 		if (have)
 			tp_set_int(t, TP_CLOCK_SNAPSHOT_ts, row, ts);
 		tp_set_int(t, TP_CLOCK_SNAPSHOT_clock_id, row, raw_ids[i]);
-		/* a builtin clock's name; others (sequence clocks, the
-		 * counter's 64) have none, as in Perfetto */
+		/* the name of a builtin clock of the six Perfetto's table
+		 * names (REALTIME ... BOOTTIME, ids 1 to 6); others (TSC,
+		 * PERF, sequence clocks, the counter's 64) have none */
 		const char *name = builtin_clock_name(raw_ids[i]);
-		if (strcmp(name, "unknown") != 0)
+		if (raw_ids[i] <= BUILTIN_CLOCK_BOOTTIME &&
+		    strcmp(name, "unknown") != 0)
 			tp_set_str(t, TP_CLOCK_SNAPSHOT_clock_name, row,
 				   tp_s(ctx, name));
 		tp_set_int(t, TP_CLOCK_SNAPSHOT_clock_value, row, rd[i].ts_ns);
