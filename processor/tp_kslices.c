@@ -23,6 +23,10 @@
  *   workqueue_execute_start / workqueue_execute_end
  *                    a "workqueue" slice on the worker thread's track,
  *                    named like funcgraph's, with the cpu as arg
+ *   hrtimer_expire_entry / hrtimer_expire_exit
+ *                    an "hrtimer" slice on the cpu's track (type
+ *                    cpu_hrtimer, "Hrtimer Cpu N"), named by the timer's
+ *                    function like funcgraph's
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -248,6 +252,38 @@ static void workqueue(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,
 		       one_int_arg(ctx, "cpu", cpu));
 }
 
+/* ---- high-resolution timers ------------------------------------------- */
+
+static uint32_t hrtimer_track(struct tp_ctx *ctx, uint32_t machine,
+			      uint32_t cpu)
+{
+	struct tp_track_spec s;
+	char name[64];
+
+	snprintf(name, sizeof name, "Hrtimer Cpu %u", cpu);
+	tp_track_spec_init(&s, machine);
+	s.type = tp_s(ctx, "cpu_hrtimer");
+	s.name = tp_s(ctx, name);
+	s.dimension_arg_set_id = one_int_arg(ctx, "cpu", cpu);
+	return tp_track_intern(ctx, &s);
+}
+
+static void hrtimer(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,
+		    uint32_t machine, uint32_t gen, bool entry,
+		    const uint8_t *data, size_t len)
+{
+	uint32_t track = hrtimer_track(ctx, machine, cpu);
+	tp_str cat = tp_s(ctx, "hrtimer");
+
+	if (!entry) {
+		tp_slice_end(ctx, track, ts, cat, 0, -1);
+		return;
+	}
+	uint64_t fn = varint_field(data, len, HTEE_FUNCTION);
+	tp_slice_begin(ctx, track, ts, cat, symbol_or_address(ctx, gen, fn),
+		       -1);
+}
+
 bool tp_kslice_parse(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,
 		     uint32_t machine, int64_t pid, uint32_t gen, uint32_t id,
 		     const uint8_t *data, size_t len)
@@ -274,6 +310,11 @@ bool tp_kslice_parse(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,
 	case FE_WORKQUEUE_EXECUTE_END:
 		workqueue(ctx, ts, cpu, machine, pid, gen,
 			  id == FE_WORKQUEUE_EXECUTE_START, data, len);
+		return true;
+	case FE_HRTIMER_EXPIRE_ENTRY:
+	case FE_HRTIMER_EXPIRE_EXIT:
+		hrtimer(ctx, ts, cpu, machine, gen,
+			id == FE_HRTIMER_EXPIRE_ENTRY, data, len);
 		return true;
 	default:
 		return false;

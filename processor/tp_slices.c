@@ -137,14 +137,22 @@ static int64_t stack_hash(int64_t parent, tp_str cat, tp_str name)
 	return (int64_t)(h & 0x7fffffffffffffffull);
 }
 
-static uint32_t push_slice(struct tp_ctx *ctx, uint32_t track, int64_t ts,
-			   int64_t dur, tp_str category, tp_str name,
-			   int64_t arg_set_id)
+/* Slices a track may have open inside each other (Perfetto's
+ * SliceTracker::kMaxDepth): one more is dropped and counted. */
+#define SLICE_MAX_DEPTH 512
+
+static int64_t push_slice(struct tp_ctx *ctx, uint32_t track, int64_t ts,
+			  int64_t dur, tp_str category, tp_str name,
+			  int64_t arg_set_id)
 {
 	struct slice_stack *st = stack_of(ctx->slices, track, true);
 	struct tp_table *t = tp_tab(ctx, TP_T_SLICE);
 
 	maybe_close_stack(ctx, st, ts, dur);
+	if (st->n >= SLICE_MAX_DEPTH) {
+		tp_stat_inc(ctx, "slice_max_depth_exceeded");
+		return -1;
+	}
 
 	uint32_t row = tp_table_add_row(t);
 	tp_set_int(t, TP_SLICE_ts, row, ts);
@@ -178,15 +186,15 @@ static uint32_t push_slice(struct tp_ctx *ctx, uint32_t track, int64_t ts,
 	return row;
 }
 
-uint32_t tp_slice_begin(struct tp_ctx *ctx, uint32_t track, int64_t ts,
-			tp_str category, tp_str name, int64_t arg_set_id)
+int64_t tp_slice_begin(struct tp_ctx *ctx, uint32_t track, int64_t ts,
+		       tp_str category, tp_str name, int64_t arg_set_id)
 {
 	return push_slice(ctx, track, ts, -1, category, name, arg_set_id);
 }
 
-uint32_t tp_slice_complete(struct tp_ctx *ctx, uint32_t track, int64_t ts,
-			   int64_t dur, tp_str category, tp_str name,
-			   int64_t arg_set_id)
+int64_t tp_slice_complete(struct tp_ctx *ctx, uint32_t track, int64_t ts,
+			  int64_t dur, tp_str category, tp_str name,
+			  int64_t arg_set_id)
 {
 	if (dur < 0)
 		dur = 0;

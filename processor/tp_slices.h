@@ -18,9 +18,11 @@ struct tp_ctx;
 struct tp_slices *tp_slices_new(void);
 void tp_slices_free(struct tp_slices *s);
 
-/* Opens a slice; returns its id. */
-uint32_t tp_slice_begin(struct tp_ctx *ctx, uint32_t track, int64_t ts,
-			tp_str category, tp_str name, int64_t arg_set_id);
+/* Opens a slice; returns its id, or -1 when the track has 512 open
+ * already (Perfetto's limit: the slice is dropped and counted in
+ * slice_max_depth_exceeded). */
+int64_t tp_slice_begin(struct tp_ctx *ctx, uint32_t track, int64_t ts,
+		       tp_str category, tp_str name, int64_t arg_set_id);
 /* Opens a slice on a legacy unnestable track (atrace's S, as Perfetto's
  * BeginLegacyUnnestable): none while another is open, but every begin
  * counts, and each slice the track ends carries the count and the last
@@ -33,10 +35,11 @@ int64_t tp_slice_begin_unnestable(struct tp_ctx *ctx, uint32_t track,
  * arg set.  Returns the slice id or -1. */
 int64_t tp_slice_end(struct tp_ctx *ctx, uint32_t track, int64_t ts,
 		     tp_str category, tp_str name, int64_t end_args);
-/* A slice with a known duration (0 for an instant). */
-uint32_t tp_slice_complete(struct tp_ctx *ctx, uint32_t track, int64_t ts,
-			   int64_t dur, tp_str category, tp_str name,
-			   int64_t arg_set_id);
+/* A slice with a known duration (0 for an instant); its id or -1, as
+ * tp_slice_begin. */
+int64_t tp_slice_complete(struct tp_ctx *ctx, uint32_t track, int64_t ts,
+			  int64_t dur, tp_str category, tp_str name,
+			  int64_t arg_set_id);
 /* Merges args (an arg set) into the innermost open slice of the track
  * with this category and name (Perfetto's SliceTracker::AddArgs);
  * returns its id, or -1 when none is open. */

@@ -205,6 +205,9 @@ int64_t tp_te_slice_begin(struct tp_ctx *ctx, const struct ev *e,
 	int64_t slice = tp_slice_begin(ctx, track, ts, e->category_id,
 				       e->name_id, -1);
 
+	if (slice < 0)
+		return -1;
+
 	if (tp_te_event_has_args(e)) {
 		if (s->nactive < MAX_PENDING) {
 			uint32_t slot = pending_new(ctx, (uint32_t)slice);
@@ -268,6 +271,8 @@ int64_t tp_te_slice_complete(struct tp_ctx *ctx, const struct ev *e,
 	int64_t slice = tp_slice_complete(ctx, track, ts, dur, e->category_id,
 					  e->name_id,
 					  tp_te_event_args(ctx, e, async));
+	if (slice < 0)
+		return -2;
 	if (e->flags & F_THREAD_TS) {
 		int64_t tdur = 0;
 		tp_slice_set_thread_ts(ctx, (uint32_t)slice, e->thread_ts);
@@ -284,7 +289,7 @@ int64_t tp_te_slice_instant(struct tp_ctx *ctx, const struct ev *e,
 	int64_t slice = tp_slice_complete(ctx, track, ts, 0, e->category_id,
 					  e->name_id,
 					  tp_te_event_args(ctx, e, async));
-	if (e->flags & F_THREAD_TS)
+	if (slice >= 0 && (e->flags & F_THREAD_TS))
 		tp_slice_set_thread_ts(ctx, (uint32_t)slice, e->thread_ts);
 	return slice;
 }

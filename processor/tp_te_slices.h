@@ -23,7 +23,8 @@ int64_t tp_te_slice_begin(struct tp_ctx *ctx, const struct ev *e,
 /* -1 when no slice was open to end. */
 int64_t tp_te_slice_end(struct tp_ctx *ctx, const struct ev *e,
 			uint32_t track, int64_t ts, bool async);
-/* -1 when its duration is not valid. */
+/* -1 when its duration is not valid; -2 when the track has too many
+ * slices open (dropped, counted: tp_slice_begin). */
 int64_t tp_te_slice_complete(struct tp_ctx *ctx, const struct ev *e,
 			     uint32_t track, int64_t ts, bool async);
 int64_t tp_te_slice_instant(struct tp_ctx *ctx, const struct ev *e,

@@ -291,7 +291,8 @@ static void parse_event(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 	case 'b':
 	case 'S':
 		slice = tp_te_slice_begin(ctx, &e, track, ts, async);
-		tp_te_flows(ctx, &e, slice);
+		if (slice >= 0) /* not when too deep: dropped */
+			tp_te_flows(ctx, &e, slice);
 		break;
 	case 'E':
 	case 'e':
@@ -302,10 +303,10 @@ static void parse_event(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 		break;
 	case 'X':
 		slice = tp_te_slice_complete(ctx, &e, track, ts, async);
-		if (slice < 0) {
+		if (slice == -1) /* (-2: too deep, dropped and counted) */
 			parser_error(ctx);
+		if (slice < 0)
 			return;
-		}
 		tp_te_flows(ctx, &e, slice);
 		break;
 	case 'i':
@@ -315,7 +316,8 @@ static void parse_event(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 	case 'T':
 	case 'p':
 		slice = tp_te_slice_instant(ctx, &e, track, ts, async);
-		tp_te_flows(ctx, &e, slice);
+		if (slice >= 0)
+			tp_te_flows(ctx, &e, slice);
 		break;
 	case 's':
 	case 't':
