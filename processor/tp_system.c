@@ -56,6 +56,8 @@ struct tp_system_state {
 	int64_t config_buffers; /* TraceConfig.buffers entries */
 	/* trace_attribute.* keys set by a TracePacket.trace_attributes. */
 	struct u64map packet_attrs;
+	/* Sequences whose ftrace setup errors are counted (once each). */
+	struct u64map setup_error_seqs;
 	struct tp_args_builder args;
 };
 
@@ -790,6 +792,36 @@ static void parse_ftrace_cpu_stats(struct tp_ctx *ctx,
 	}
 }
 
+/* The setup errors a producer reports at the start of its ftrace
+ * session, as Perfetto counts them in ftrace_setup_errors: one for each
+ * failed or unknown event, one for atrace's errors and one for an
+ * exclusive feature's, the first time a sequence reports any. */
+static void count_setup_errors(struct tp_ctx *ctx, const struct tp_packet *pkt,
+			       const struct pb_field *f)
+{
+	struct pb_reader r;
+	struct pb_field g;
+	int64_t n = 0;
+	uint64_t seq = pkt->env ? pkt->env->seq_id : 0, dummy;
+
+	if (u64map_get(&sys(ctx)->setup_error_seqs, seq, &dummy))
+		return;
+	pb_reader_init(&r, f->data, f->len);
+	while (pb_next(&r, &g)) {
+		if (g.wt != PB_WT_LEN)
+			continue;
+		if (g.num == FS_FAILED_FTRACE_EVENTS ||
+		    g.num == FS_UNKNOWN_FTRACE_EVENTS ||
+		    ((g.num == FS_ATRACE_ERRORS ||
+		      g.num == FS_EXCLUSIVE_FEATURE_ERROR) && g.len))
+			n++;
+	}
+	if (!n)
+		return;
+	u64map_put(&sys(ctx)->setup_error_seqs, seq, 1);
+	tp_stat_add(ctx, "ftrace_setup_errors", pkt->machine, -1, n);
+}
+
 static void parse_ftrace_stats(struct tp_ctx *ctx, const struct tp_packet *pkt,
 			       const struct pb_field *f)
 {
@@ -803,6 +835,8 @@ static void parse_ftrace_stats(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	if (phase != FS_PHASE_START_OF_TRACE && phase != FS_PHASE_END_OF_TRACE)
 		return;
 	bool end = phase == FS_PHASE_END_OF_TRACE;
+	if (!end)
+		count_setup_errors(ctx, pkt, f);
 	pb_reader_init(&r, f->data, f->len);
 	while (pb_next(&r, &g)) {
 		if (g.num == FS_CPU_STATS && g.wt == PB_WT_LEN) {
@@ -1415,6 +1449,7 @@ void tp_system_init(struct tp_ctx *ctx)
 {
 	struct tp_system_state *st = vp_xcalloc(1, sizeof(*st));
 	u64map_init(&st->packet_attrs);
+	u64map_init(&st->setup_error_seqs);
 	tp_args_builder_init(&st->args);
 	if (ctx->sorter)
 		st->kind = tp_sort_register(ctx->sorter, system_parse);
@@ -1491,6 +1526,7 @@ void tp_system_free(struct tp_ctx *ctx)
 	tp_sys_stats_free(ctx->sys_stats);
 	ctx->sys_stats = NULL;
 	u64map_free(&st->packet_attrs);
+	u64map_free(&st->setup_error_seqs);
 	tp_args_builder_free(&st->args);
 	free(st);
 	ctx->sys = NULL;
