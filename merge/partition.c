@@ -389,15 +389,13 @@ static int head_owner(const struct partition_job *job, struct trace_reader *rd,
 						 2 * PB_MAX_VARINT_LEN, &h, err);
 		if (rc <= 0 || i == HEAD_OWNER_FIELDS)
 			return rc < 0 ? -1 : 0;
-		if (h.wt == PB_WT_VARINT) {
-			pb_put_raw(skel, h.p, (size_t)h.size);
-		} else if (h.wt == PB_WT_LEN) {
+		if (h.wt == PB_WT_LEN) {
 			pb_put_tag(skel, h.num, h.wt);
 			pb_put_raw_varint(skel, 0);
-		} else { /* a fixed field: its value is not looked at */
-			static const uint8_t zeros[8];
-			pb_put_tag(skel, h.num, h.wt);
-			pb_put_raw(skel, zeros, (size_t)(h.size - h.hdr));
+		} else if (h.size <= h.got) { /* varint, fixed: as it is */
+			pb_put_raw(skel, h.p, (size_t)h.size);
+		} else {
+			return 0; /* runs past the packet: malformed */
 		}
 		off += h.size;
 	}

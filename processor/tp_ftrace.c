@@ -1289,20 +1289,11 @@ static uint32_t irq_track(struct tp_ctx *ctx, uint32_t machine, bool soft,
 			  uint32_t cpu)
 {
 	char name[64];
-	struct tp_track_spec spec;
-	struct tp_args_builder b;
-	tp_str k = tp_s(ctx, "cpu");
 
 	snprintf(name, sizeof name, soft ? "SoftIrq Cpu %u" : "Irq Cpu %u",
 		 cpu);
-	tp_track_spec_init(&spec, machine);
-	spec.type = tp_s(ctx, soft ? "cpu_softirq" : "cpu_irq");
-	spec.name = tp_s(ctx, name);
-	tp_args_builder_init(&b);
-	tp_args_add_int(&b, k, k, cpu);
-	spec.dimension_arg_set_id = tp_args_commit(ctx, &b);
-	tp_args_builder_free(&b);
-	return tp_track_intern(ctx, &spec);
+	return tp_track_cpu_slices(ctx, machine,
+				   soft ? "cpu_softirq" : "cpu_irq", name, cpu);
 }
 
 static const char *const softirq_names[] = {

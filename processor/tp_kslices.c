@@ -257,15 +257,10 @@ static void workqueue(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,
 static uint32_t hrtimer_track(struct tp_ctx *ctx, uint32_t machine,
 			      uint32_t cpu)
 {
-	struct tp_track_spec s;
 	char name[64];
 
 	snprintf(name, sizeof name, "Hrtimer Cpu %u", cpu);
-	tp_track_spec_init(&s, machine);
-	s.type = tp_s(ctx, "cpu_hrtimer");
-	s.name = tp_s(ctx, name);
-	s.dimension_arg_set_id = one_int_arg(ctx, "cpu", cpu);
-	return tp_track_intern(ctx, &s);
+	return tp_track_cpu_slices(ctx, machine, "cpu_hrtimer", name, cpu);
 }
 
 static void hrtimer(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,

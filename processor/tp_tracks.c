@@ -264,6 +264,19 @@ uint32_t tp_track_process(struct tp_ctx *ctx, uint32_t upid)
 	return id;
 }
 
+/* The dimension args of a track of one cpu: `cpu`. */
+static int64_t cpu_dimension(struct tp_ctx *ctx, int64_t cpu)
+{
+	struct tp_args_builder b;
+	tp_str k = tp_s(ctx, "cpu");
+
+	tp_args_builder_init(&b);
+	tp_args_add_int(&b, k, k, cpu);
+	int64_t id = tp_args_commit(ctx, &b);
+	tp_args_builder_free(&b);
+	return id;
+}
+
 uint32_t tp_track_counter(struct tp_ctx *ctx, uint32_t machine, tp_str type,
 			  tp_str name, int64_t cpu, tp_str unit)
 {
@@ -273,14 +286,19 @@ uint32_t tp_track_counter(struct tp_ctx *ctx, uint32_t machine, tp_str type,
 	s.name = name;
 	s.event_type = tp_s(ctx, "counter");
 	s.counter_unit = unit;
-	if (cpu >= 0) {
-		struct tp_args_builder b;
-		tp_args_builder_init(&b);
-		tp_str k = tp_s(ctx, "cpu");
-		tp_args_add_int(&b, k, k, cpu);
-		s.dimension_arg_set_id = tp_args_commit(ctx, &b);
-		tp_args_builder_free(&b);
-	}
+	if (cpu >= 0)
+		s.dimension_arg_set_id = cpu_dimension(ctx, cpu);
+	return tp_track_intern(ctx, &s);
+}
+
+uint32_t tp_track_cpu_slices(struct tp_ctx *ctx, uint32_t machine,
+			     const char *type, const char *name, uint32_t cpu)
+{
+	struct tp_track_spec s;
+	tp_track_spec_init(&s, machine);
+	s.type = tp_s(ctx, type);
+	s.name = tp_s(ctx, name);
+	s.dimension_arg_set_id = cpu_dimension(ctx, cpu);
 	return tp_track_intern(ctx, &s);
 }
 

@@ -48,6 +48,10 @@ uint32_t tp_track_process(struct tp_ctx *ctx, uint32_t upid);
  * dimension args hold `cpu`). */
 uint32_t tp_track_counter(struct tp_ctx *ctx, uint32_t machine, tp_str type,
 			  tp_str name, int64_t cpu, tp_str unit);
+/* A slice track of one cpu of a machine (interrupts, hrtimers): its type,
+ * its name, and `cpu` as its dimension. */
+uint32_t tp_track_cpu_slices(struct tp_ctx *ctx, uint32_t machine,
+			     const char *type, const char *name, uint32_t cpu);
 
 /* CPUs.  As in Perfetto, a cpu of a machine is known by its ucpu,
  * machine * TP_MAX_CPUS_PER_MACHINE + cpu (equal to cpu on the host), and

@@ -137,8 +137,15 @@ uint64_t trace_writer_bytes(const struct trace_writer *w);
  * (TRACE_MAX_PACKET), else -1 with a message naming the input.  For a
  * tool that rewrites packets: one that grew past the limit would make
  * an output that its readers refuse. */
-int trace_output_fits(const char *path, uint64_t in_off, uint64_t len,
-		      struct vp_error *err);
+int trace_output_too_long(const char *path, uint64_t in_off, uint64_t len,
+			  struct vp_error *err);
+static inline int trace_output_fits(const char *path, uint64_t in_off,
+				    uint64_t len, struct vp_error *err)
+{
+	return len <= TRACE_MAX_PACKET ? 0
+				       : trace_output_too_long(path, in_off,
+							       len, err);
+}
 /* Path of the temporary file, for cleanup from a signal handler. */
 const char *trace_writer_temp_path(const struct trace_writer *w);
 struct vp_out;

@@ -121,11 +121,9 @@ int trace_writer_packet(struct trace_writer *w, const void *packet, size_t len,
 
 uint64_t trace_writer_bytes(const struct trace_writer *w) { return w->written; }
 
-int trace_output_fits(const char *path, uint64_t in_off, uint64_t len,
-		      struct vp_error *err)
+int trace_output_too_long(const char *path, uint64_t in_off, uint64_t len,
+			  struct vp_error *err)
 {
-	if (len <= TRACE_MAX_PACKET)
-		return 0;
 	return vp_errorf(err, "%s: byte offset %llu: this packet would come "
 			 "out %llu bytes long, over the %u MiB a packet may "
 			 "be (its remapped timestamps are longer); readers "
