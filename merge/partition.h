@@ -25,7 +25,7 @@
  * record larger than a window waits until every window before it is out
  * (the workers idle) and is handled alone by the first thread, with its
  * owner's context: one such record is held at a time, with its output,
- * and of a packet only what the job's function reads (`passes`,
+ * and of a packet only what the job's function reads (`passes`, `passes_in`,
  * `piece_of`): the long runs of fields it copies as they are go from
  * file to sink, and those it rewrites one by one (an ftrace bundle's
  * events) are rewritten a chunk at a time (partition_large.c).
@@ -93,6 +93,13 @@ struct partition_job {
 	 * one by one, given the message's other fields as they are; 0 for
 	 * none.  At most 4 numbers may have pieces.  NULL: none. */
 	uint32_t (*piece_of)(uint32_t num);
+	/* Of a large packet's top-level message of number num (one that
+	 * does not pass): true when fn copies its field sub byte for byte
+	 * whatever it holds and reads nothing in it (a track event's debug
+	 * annotations).  Runs of such fields stay in the file as the passing
+	 * top-level ones do.  With sub 0: whether message num may have
+	 * such fields.  NULL: none. */
+	bool (*passes_in)(uint32_t num, uint32_t sub);
 	/* Appends to out what fn writes for the fields [p, p + len) (whole
 	 * fields of number piece_of(num), at file offset off) of the message
 	 * num whose other fields are msg: the same bytes, and, with count,

@@ -17,14 +17,19 @@
  *     events).  A run of them stays in the file too; job->piece rewrites
  *     it a chunk at a time, twice: once to measure its output (lengths go
  *     before bodies on the wire), once to emit it.
+ *   - Passing fields inside a message (job->passes_in): in a large
+ *     top-level message the function edits (a track event), the fields
+ *     it copies as they are (its debug annotations).  A run of them
+ *     stays in the file like a run of passing top-level fields.
  *
  * The function sees a "skeleton" of the packet, each run replaced by an
  * empty field of the run's first number (a placeholder), and its output
  * gets each run back: a passing run as it is in the file, a run of pieces
  * as job->piece rewrote it, with the lengths of the message around it
  * and of the packet made good.  A packet of 60 MiB then costs a few MiB
- * whether it passes (an unknown payload) or is rewritten (an ftrace
- * bundle of 60 MiB of events).
+ * whether it passes (an unknown payload), is rewritten (an ftrace bundle
+ * of 60 MiB of events) or is edited around what it holds (a track event
+ * with 60 MiB of debug annotations).
  *
  * Anything else (not a packet, malformed or cut short, a skeleton over
  * PARTITION_SKELETON_MAX, a single piece over it) is read whole, as
@@ -63,13 +68,15 @@ struct stream_run {
 	size_t index;        /* its placeholder's place among the skeleton's
 			      * passing fields (msg NO_MSG), or among its
 			      * message's fields of the piece number */
-	size_t msg;          /* a run of pieces: its message in k->msgs */
-	uint64_t out_len;    /* a run of pieces: its output's length */
+	size_t msg;          /* in a message: its index in k->msgs */
+	bool piece;          /* a run of pieces (else it passes as it is) */
+	uint64_t out_len;    /* in a message: its output's length */
 };
 
-/* A top-level message of the packet with runs of pieces left out. */
+/* A top-level message of the packet with runs of its fields left out:
+ * of pieces, or of fields that pass (job->passes_in). */
 struct piece_msg {
-	uint32_t num, sub;   /* its field number, its pieces' */
+	uint32_t num, sub;   /* its field number, its pieces' (or 0) */
 	size_t index;        /* its place among the skeleton's top-level
 			      * fields of number num */
 	size_t first_run, n_runs; /* its runs, in k->runs */
@@ -106,16 +113,37 @@ static int head_at(struct trace_reader *rd, uint64_t off, uint64_t end,
 				       err);
 }
 
+/* The number of the pieces of top-level message num, or 0. */
+static uint32_t pieces_of(const struct partition_job *job, uint32_t num)
+{
+	return job->piece_of && job->piece ? job->piece_of(num) : 0;
+}
+
+static bool passes_in(const struct partition_job *job, uint32_t num,
+		      uint32_t sub)
+{
+	return job->passes_in && job->passes_in(num, sub);
+}
+
+/* Whether a large top-level field num is skimmed as a message: it does
+ * not pass, and has pieces or fields that pass inside it. */
+static bool opens(const struct partition_job *job, uint32_t num)
+{
+	if (job->passes && job->passes(num))
+		return false;
+	return pieces_of(job, num) || passes_in(job, num, 0);
+}
+
 /* ---- the skeleton -------------------------------------------------------- */
 
-/* Ends the run of fields [*run_off, off) whose number is num: left in the
- * file with a placeholder in b, when long enough (msg and *index name
- * it); else copied into b.  *index counts the fields of the run's kind;
- * the run had n_fields of them. */
+/* Ends the run of fields [*run_off, off) whose first number is num (of
+ * pieces, with piece): left in the file with a placeholder in b, when
+ * long enough (msg and *index name it); else copied into b.  *index
+ * counts the fields of the run's kind; the run had n_fields of them. */
 static bool end_run(struct trace_reader *rd, struct skeleton *k,
 		    struct pb_buf *b, uint64_t *run_off, uint64_t off,
-		    uint32_t num, size_t msg, size_t *index, size_t n_fields,
-		    struct vp_error *err)
+		    uint32_t num, size_t msg, bool piece, size_t *index,
+		    size_t n_fields, struct vp_error *err)
 {
 	uint64_t len = off - *run_off;
 
@@ -126,7 +154,8 @@ static bool end_run(struct trace_reader *rd, struct skeleton *k,
 		VP_XGROW(k->runs, k->cap_runs, k->n_runs + 1);
 		k->runs[k->n_runs++] = (struct stream_run){
 			.off = *run_off, .len = len,
-			.ph_len = b->len - before, .index = *index, .msg = msg};
+			.ph_len = b->len - before, .index = *index, .msg = msg,
+			.piece = piece};
 		(*index)++;
 	} else if (len) {
 		if (trace_reader_pass(rd, *run_off, len, append_piece, b,
@@ -163,32 +192,58 @@ static size_t count_num(struct num_counts *c, uint32_t num)
 	return 0;
 }
 
+/* What a field of a message is to the skeleton. */
+enum run_kind { KEPT, PIECE, PASSING };
+
 /* Adds the top-level message [off, end) of number num to the skeleton
- * packet, its runs of pieces (fields sub) left in the file. */
-static bool skim_message(struct trace_reader *rd, struct skeleton *k,
-			 uint32_t num, uint32_t sub, size_t index, uint64_t off,
-			 uint64_t end, struct vp_error *err)
+ * packet, its runs of pieces (fields sub, when not 0) and of fields that
+ * pass in it left in the file. */
+static bool skim_message(const struct partition_job *job,
+			 struct trace_reader *rd, struct skeleton *k,
+			 uint32_t num, uint32_t sub, size_t index,
+			 uint64_t off, uint64_t end, struct vp_error *err)
 {
 	struct pb_buf *b = &k->body;
 	uint64_t run_off = off;
-	size_t n_sub = 0, run_fields = 0, msg = k->n_msgs;
+	size_t n_sub = 0, n_pass = 0, run_fields = 0, msg = k->n_msgs;
 	size_t first_run = k->n_runs;
+	enum run_kind run = KEPT;
+	uint32_t run_num = 0;
 
 	pb_buf_reset(b);
-	while (off < end) {
+	for (;;) {
 		struct trace_field_head h;
-		if (head_at(rd, off, end, &h, err) <= 0)
-			return false;
-		if (h.num == sub && h.wt == PB_WT_LEN) {
+		enum run_kind kind = KEPT;
+		if (off < end) {
+			if (head_at(rd, off, end, &h, err) <= 0)
+				return false;
+			if (sub && h.num == sub)
+				kind = h.wt == PB_WT_LEN ? PIECE : KEPT;
+			else if (passes_in(job, num, h.num))
+				kind = PASSING;
+		}
+		if (run != KEPT && (kind != run || off >= end)) {
+			bool piece = run == PIECE;
+			if (!end_run(rd, k, b, &run_off, off, run_num, msg,
+				     piece, piece ? &n_sub : &n_pass,
+				     run_fields, err))
+				return false;
+			run = KEPT;
+		}
+		if (off >= end)
+			break;
+		if (kind != KEPT) {
+			if (run == KEPT) {
+				run = kind;
+				run_num = h.num;
+				run_fields = 0;
+				run_off = off;
+			}
 			run_fields++;
 			off += h.size;
 			continue;
 		}
-		if (!end_run(rd, k, b, &run_off, off, sub, msg, &n_sub,
-			     run_fields, err))
-			return false;
-		run_fields = 0;
-		n_sub += h.num == sub; /* not a piece, but counted as one */
+		n_sub += sub && h.num == sub; /* not a piece, but counted */
 		if (h.size > PARTITION_SKELETON_MAX - b->len ||
 		    trace_reader_pass(rd, off, h.size, append_piece, b,
 				      err) < 0)
@@ -196,9 +251,6 @@ static bool skim_message(struct trace_reader *rd, struct skeleton *k,
 		off += h.size;
 		run_off = off;
 	}
-	if (!end_run(rd, k, b, &run_off, off, sub, msg, &n_sub, run_fields,
-		     err))
-		return false;
 	VP_XGROW(k->msgs, k->cap_msgs, k->n_msgs + 1);
 	struct piece_msg *m = &k->msgs[k->n_msgs++];
 	*m = (struct piece_msg){.num = num, .sub = sub, .index = index,
@@ -225,7 +277,7 @@ static bool skim_record(const struct partition_job *job,
 	pb_buf_reset(&k->pkt);
 	pb_buf_reset(&k->raw);
 	k->n_runs = k->n_msgs = 0;
-	if ((!job->passes && !job->piece_of) ||
+	if ((!job->passes && !job->piece_of && !job->passes_in) ||
 	    rec->field != TRACE_PACKET_FIELD || rec->wt != PB_WT_LEN ||
 	    trace_reader_size(rd) < end)
 		return false;
@@ -241,17 +293,18 @@ static bool skim_record(const struct partition_job *job,
 			continue;
 		}
 		if (!end_run(rd, k, &k->pkt, &run_off, off, run_num, NO_MSG,
-			     &n_pass, run_fields, err))
+			     false, &n_pass, run_fields, err))
 			return false;
 		run_fields = 0;
-		uint32_t sub = job->piece_of && job->piece ? job->piece_of(h.num)
-							  : 0;
-		size_t index = sub ? count_num(&cnt, h.num) : 0;
+		bool is_msg = opens(job, h.num);
+		size_t index = is_msg ? count_num(&cnt, h.num) : 0;
 		if (index == SIZE_MAX)
 			return false;
-		if (sub && h.wt == PB_WT_LEN && h.size >= PARTITION_STREAM_MIN) {
-			if (!skim_message(rd, k, h.num, sub, index, off + h.hdr,
-					  off + h.size, err))
+		if (is_msg && h.wt == PB_WT_LEN &&
+		    h.size >= PARTITION_STREAM_MIN) {
+			if (!skim_message(job, rd, k, h.num,
+					  pieces_of(job, h.num), index,
+					  off + h.hdr, off + h.size, err))
 				return false;
 		} else if (h.size > PARTITION_SKELETON_MAX - k->pkt.len ||
 			   trace_reader_pass(rd, off, h.size, append_piece,
@@ -261,8 +314,8 @@ static bool skim_record(const struct partition_job *job,
 		off += h.size;
 		run_off = off;
 	}
-	if (!end_run(rd, k, &k->pkt, &run_off, off, run_num, NO_MSG, &n_pass,
-		     run_fields, err))
+	if (!end_run(rd, k, &k->pkt, &run_off, off, run_num, NO_MSG, false,
+		     &n_pass, run_fields, err))
 		return false;
 	pb_put_bytes(&k->raw, TRACE_PACKET_FIELD, k->pkt.data, k->pkt.len);
 	return true;
@@ -345,7 +398,8 @@ static int run_pieces(const struct partition_job *job, struct trace_reader *rd,
 	return 0;
 }
 
-/* Measures every run of pieces, and what each message grows by. */
+/* Measures every run in a message (a passing one is as long as in the
+ * file), and what each message grows by. */
 static int measure_pieces(const struct partition_job *job,
 			  struct trace_reader *rd, void *ctx,
 			  struct skeleton *k, struct piece_bufs *pb,
@@ -357,8 +411,10 @@ static int measure_pieces(const struct partition_job *job,
 		struct stream_run *r = &k->runs[i];
 		if (r->msg == NO_MSG)
 			continue;
-		if (run_pieces(job, rd, ctx, k, r, false, pb, &io_error,
-			       err) < 0)
+		if (!r->piece)
+			r->out_len = r->len;
+		else if (run_pieces(job, rd, ctx, k, r, false, pb, &io_error,
+				    err) < 0)
 			return -1;
 		k->msgs[r->msg].grows += r->out_len - r->ph_len;
 	}
@@ -385,7 +441,7 @@ static size_t msg_of(const struct partition_job *job,
 		     const struct skeleton *k, const struct pb_field *f,
 		     struct num_counts *cnt, size_t *next)
 {
-	if (!job->piece_of || !job->piece || !job->piece_of(f->num))
+	if (!opens(job, f->num))
 		return NO_MSG;
 	size_t index = count_num(cnt, f->num);
 	if (*next >= k->n_msgs || k->msgs[*next].num != f->num ||
@@ -414,7 +470,8 @@ static int sink_head(const struct partition_job *job, uint32_t num,
 }
 
 /* Emits message mi's output body f, each placeholder of its runs
- * replaced by the run's pieces as job->piece rewrites them. */
+ * replaced by the run: its pieces as job->piece rewrites them, or its
+ * fields that pass as they are in the file. */
 static int emit_message(const struct partition_job *job,
 			struct trace_reader *rd, void *ctx,
 			struct skeleton *k, size_t mi, const struct pb_field *f,
@@ -424,29 +481,42 @@ static int emit_message(const struct partition_job *job,
 	const struct piece_msg *m = &k->msgs[mi];
 	struct pb_reader r;
 	struct pb_field g;
+	struct pass_to_sink ps = {job, io_error};
 	const uint8_t *run = f->data;
-	size_t n_sub = 0, next = m->first_run;
+	size_t n_sub = 0, n_pass = 0, next = m->first_run;
 	size_t end = m->first_run + m->n_runs;
 
 	pb_reader_init(&r, f->data, f->len);
 	while (next < end && pb_next(&r, &g)) {
-		if (g.num != m->sub || n_sub++ != k->runs[next].index)
-			continue;
 		struct stream_run *sr = &k->runs[next];
+		size_t index;
+		/* counted as skim_message counted them */
+		if (m->sub && g.num == m->sub)
+			index = n_sub++;
+		else if (passes_in(job, m->num, g.num))
+			index = n_pass++;
+		else
+			continue;
+		if (sr->piece != (m->sub && g.num == m->sub) ||
+		    index != sr->index)
+			continue;
 		if (g.wt != PB_WT_LEN || g.len != 0 ||
 		    (size_t)(g.end - g.start) != sr->ph_len)
 			break;
 		if (sink_bytes(job, run, (size_t)(g.start - run), io_error,
-			       err) < 0 ||
-		    run_pieces(job, rd, ctx, k, sr, true, pb, io_error,
 			       err) < 0)
+			return -1;
+		if (sr->piece ? run_pieces(job, rd, ctx, k, sr, true, pb,
+					   io_error, err) < 0
+			      : trace_reader_pass(rd, sr->off, sr->len,
+						  pass_piece, &ps, err) < 0)
 			return -1;
 		run = g.end;
 		next++;
 	}
 	if (next < end)
 		return vp_errorf(err, "%s: internal error: a large packet's "
-				 "output lost a field it rewrites in pieces",
+				 "output lost a run of fields it left out",
 				 job->path);
 	return sink_bytes(job, run, (size_t)(f->data + f->len - run),
 			  io_error, err);

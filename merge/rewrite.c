@@ -1247,8 +1247,12 @@ int rewrite_piece(struct rewriter *rw, uint32_t num, const uint8_t *msg,
 
 bool rewrite_field_passes(uint32_t num)
 {
-	/* the envelope (vp_packet_decode reads it), compressed packets (the
-	 * caller inflates them) and what rewrite_packet's switch handles */
+	/* the envelope (vp_packet_decode reads it; of the interned data only
+	 * where it is, which the rewrite never looks at), compressed packets
+	 * (the caller inflates them) and what rewrite_packet's switch
+	 * handles */
+	if (num == TP_INTERNED_DATA)
+		return true;
 	if (vp_packet_is_envelope(num))
 		return false;
 	switch (num) {
@@ -1263,6 +1267,37 @@ bool rewrite_field_passes(uint32_t num)
 	case TP_TRACK_DESCRIPTOR:
 		return false;
 	default:
+		return true;
+	}
+}
+
+bool rewrite_field_passes_ids_kept(uint32_t num)
+{
+	/* rewrite_packet's switch reads these only to remap ids */
+	switch (num) {
+	case TP_PROCESS_DESCRIPTOR:
+	case TP_PROCESS_TREE:
+	case TP_PROCESS_STATS:
+	case TP_TRACK_DESCRIPTOR:
+		return true;
+	default:
+		return rewrite_field_passes(num);
+	}
+}
+
+bool rewrite_field_passes_in(uint32_t num, uint32_t sub)
+{
+	if (num != TP_TRACK_EVENT)
+		return false;
+	switch (sub) {
+	/* what rewrite_track_event and track_event_changes read */
+	case TE_TIMESTAMP_DELTA_US:
+	case TE_TIMESTAMP_ABSOLUTE_US:
+	case TE_TRACK_UUID:
+	case TE_EXTRA_COUNTER_TRACK_UUIDS:
+	case TE_EXTRA_DOUBLE_COUNTER_TRACK_UUIDS:
+		return false;
+	default: /* 0: a track event may have such fields */
 		return true;
 	}
 }

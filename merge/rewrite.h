@@ -106,6 +106,14 @@ bool rewrite_packet_stateless(const uint8_t *pkt, size_t len,
  * nothing in it: the body of such a field need not be in memory (a large
  * packet's may be passed from file to output, partition.h). */
 bool rewrite_field_passes(uint32_t num);
+/* The same for a rewriter that keeps the guest's ids (remap_ids off):
+ * process and track data pass too. */
+bool rewrite_field_passes_ids_kept(uint32_t num);
+/* True when rewrite_packet copies field sub of a top-level message num
+ * byte for byte under any configuration and reads nothing in it (a track
+ * event's debug annotations, say); with sub 0, whether message num may
+ * have such fields. */
+bool rewrite_field_passes_in(uint32_t num, uint32_t sub);
 /* Of a top-level field num, the number of the fields rewrite_piece
  * rewrites one by one (an ftrace bundle's events); 0 for none. */
 uint32_t rewrite_piece_of(uint32_t num);

@@ -530,7 +530,8 @@ static void test_malformed_offsets(void **state)
  * that compact_sched lists meet every case: mapped, unmapped, clamped. */
 /* rewrite_field_passes: a field of a number it names is copied byte for
  * byte and never read, whatever it holds (here bytes that are no message
- * at all), by a rewriter of either configuration. */
+ * at all), by a rewriter of either configuration; and so is one that
+ * rewrite_field_passes_ids_kept names, by a rewriter that keeps ids. */
 static void test_passing_fields(void **state)
 {
 	static const uint8_t junk[] = {0xff, 0xff, 0xff, 0x07, 0x0b, 0x00};
@@ -544,7 +545,8 @@ static void test_passing_fields(void **state)
 	for (int remap = 0; remap < 2; remap++) {
 		struct rewriter *rw = new_rw(remap);
 		for (uint32_t num = 1; num <= 1200; num++) {
-			if (!rewrite_field_passes(num))
+			if (remap ? !rewrite_field_passes(num)
+				  : !rewrite_field_passes_ids_kept(num))
 				continue;
 			n_pass += !remap;
 			pb_buf_reset(&in);
@@ -564,9 +566,45 @@ static void test_passing_fields(void **state)
 	assert_false(rewrite_field_passes(TP_FTRACE_EVENTS));
 	assert_false(rewrite_field_passes(TP_CLOCK_SNAPSHOT));
 	assert_false(rewrite_field_passes(TP_COMPRESSED_PACKETS));
-	assert_false(rewrite_field_passes(TP_INTERNED_DATA));
+	assert_true(rewrite_field_passes(TP_INTERNED_DATA));
 	assert_true(rewrite_field_passes(9000));
+	assert_false(rewrite_field_passes(TP_PROCESS_TREE));
+	assert_true(rewrite_field_passes_ids_kept(TP_PROCESS_TREE));
+	assert_false(rewrite_field_passes_ids_kept(TP_TRACK_EVENT));
+	assert_false(rewrite_field_passes_ids_kept(TP_TRACE_PACKET_DEFAULTS));
 	assert_true(n_pass > 1100);
+
+	/* rewrite_field_passes_in: the same inside a track event that the
+	 * rewrite edits (its track uuid remapped, or its time mapped) */
+	struct pb_buf te;
+	pb_buf_init(&te);
+	for (int remap = 0; remap < 2; remap++) {
+		struct rewriter *rw = new_rw(remap);
+		for (uint32_t sub = 1; sub <= 200; sub++) {
+			if (!rewrite_field_passes_in(TP_TRACK_EVENT, sub))
+				continue;
+			pb_buf_reset(&in);
+			pb_buf_reset(&te);
+			pb_buf_reset(&want);
+			pb_put_varint(&te, TE_TRACK_UUID, 77);
+			pb_put_varint(&te, TE_TIMESTAMP_ABSOLUTE_US, 7000000);
+			pb_put_bytes(&want, sub, junk, sizeof(junk));
+			pb_put_raw(&te, want.data, want.len);
+			pb_put_varint(&in, TP_TIMESTAMP, 7000000000ull);
+			pb_put_varint(&in, TP_TRUSTED_PACKET_SEQUENCE_ID, 3);
+			pb_put_bytes(&in, TP_TRACK_EVENT, te.data, te.len);
+			rewrite(rw, &in, &out);
+			assert_non_null(memmem(out.data, out.len, want.data,
+					       want.len));
+		}
+		rewriter_free(rw);
+	}
+	pb_buf_free(&te);
+	assert_true(rewrite_field_passes_in(TP_TRACK_EVENT, 0));
+	assert_true(rewrite_field_passes_in(TP_TRACK_EVENT,
+					    TE_DEBUG_ANNOTATIONS));
+	assert_false(rewrite_field_passes_in(TP_TRACK_EVENT, TE_TRACK_UUID));
+	assert_false(rewrite_field_passes_in(TP_FTRACE_EVENTS, 0));
 	pb_buf_free(&in);
 	pb_buf_free(&out);
 	pb_buf_free(&want);
