@@ -539,6 +539,65 @@ bool sync_scan_field_skim(uint32_t num, const uint8_t *head, size_t n,
 	}
 }
 
+/* What scan_track_event and scan_annotation read of a track event
+ * (path[1..depth)). */
+static enum sync_need track_event_need(const uint32_t *path, size_t depth)
+{
+	switch (path[1]) {
+	case TE_CATEGORIES:
+	case TE_NAME:
+		return SYNC_NAME;
+	case TE_CATEGORY_IIDS:
+	case TE_NAME_IID:
+		return SYNC_ALL;
+	case TE_DEBUG_ANNOTATIONS:
+		if (depth == 2)
+			return SYNC_FIELDS;
+		switch (path[2]) {
+		case DA_NAME:
+			return SYNC_NAME;
+		case DA_NAME_IID:
+		case DA_UINT_VALUE:
+		case DA_INT_VALUE:
+			return SYNC_ALL;
+		default:
+			return SYNC_SKIP;
+		}
+	default:
+		return SYNC_SKIP;
+	}
+}
+
+/* What scan_interned reads of interned data (path[1..depth)). */
+static enum sync_need interned_need(const uint32_t *path, size_t depth)
+{
+	switch (path[1]) {
+	case ID_EVENT_CATEGORIES:
+	case ID_EVENT_NAMES:
+	case ID_DEBUG_ANNOTATION_NAMES:
+		if (depth == 2)
+			return SYNC_FIELDS;
+		return path[2] == INTERNED_NAME ? SYNC_NAME
+		       : path[2] == INTERNED_IID ? SYNC_ALL
+						 : SYNC_SKIP;
+	default:
+		return SYNC_SKIP;
+	}
+}
+
+enum sync_need sync_scan_need(const uint32_t *path, size_t depth)
+{
+	/* the longest name of known[] is well within SYNC_NAME_MAX */
+	switch (path[0]) {
+	case TP_TRACK_EVENT:
+		return depth == 1 ? SYNC_FIELDS : track_event_need(path, depth);
+	case TP_INTERNED_DATA:
+		return depth == 1 ? SYNC_FIELDS : interned_need(path, depth);
+	default:
+		return SYNC_ALL;
+	}
+}
+
 /* Counts sequence id, once; fails past SYNC_MAX_SEQUENCES.  Before the
  * packet's seq_load is added: a load of 0 is an id not seen yet. */
 static int note_sequence(struct sync_scanner *s, uint32_t id)

@@ -119,6 +119,22 @@ int sync_scan_packet(struct sync_scanner *s, const uint8_t *pkt, size_t len,
  * when the scan needs the whole body. */
 bool sync_scan_field_skim(uint32_t num, const uint8_t *head, size_t n,
 			  struct pb_buf *out);
+/* What the scan reads of a field inside a large TracePacket field, by
+ * the numbers on its path from the packet (path[0] is the packet's
+ * field): for a scan that skims (sync_skim.h) and builds a stand-in
+ * body with only that in it. */
+enum sync_need {
+	SYNC_SKIP,   /* nothing: it may be left out */
+	SYNC_ALL,    /* its bytes as they are */
+	SYNC_NAME,   /* a string compared with the names the scan looks
+		      * for: one longer than SYNC_NAME_MAX bytes matches none,
+		      * and an empty one may stand in for it */
+	SYNC_FIELDS, /* a message: each field as sync_scan_need says */
+};
+#define SYNC_NAME_MAX 64
+/* The deepest path sync_scan_need answers SYNC_FIELDS for, plus one. */
+#define SYNC_NEED_DEPTH 3
+enum sync_need sync_scan_need(const uint32_t *path, size_t depth);
 /* The data gathered so far (owned by the scanner). */
 struct sync_data *sync_scanner_data(struct sync_scanner *s);
 

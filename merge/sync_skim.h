@@ -9,7 +9,10 @@
  * trace_reader_next_head left unread, the skim reads the tag and length
  * of each top-level field, the fields the scanner reads, and the head of
  * a bundle, builds the packet the scanner would have seen with the
- * unread bodies left out (sync_scan_field_skim), and scans that.  Where
+ * unread bodies left out (sync_scan_field_skim), and scans that.  Into a
+ * large track event or interned data it goes deeper (sync_scan_need):
+ * the stand-in keeps their names, ids and values and leaves out the rest
+ * (a long debug annotation, a long name, which match nothing).  Where
  * it cannot be exact (a compressed packet, a large field the scanner
  * reads, anything malformed or cut short) it reads the packet whole and
  * leaves the scan to the caller, so results and error messages are those

@@ -22,6 +22,17 @@ write.
       N small packets (a timestamp every 10 ns from the generator's guest
       time on, sequence 9, 8 bytes of an unknown field): Z_OUT gets them
       in one compressed_packets (zlib), PLAIN_OUT as they are
+  append_packets.py bigevent TRACE BIG_OUT SMALL_OUT MIB
+      a cros/guest_clock_sync track event (a sync sample at the
+      generator's guest time) on sequence 4077: BIG_OUT's with a debug
+      annotation of MIB MiB beside its values, SMALL_OUT's with one of
+      a few bytes
+  append_packets.py biginterned TRACE OUT MIB
+      interned data of about MIB MiB on sequence 4078: event names of
+      1000 bytes each
+  append_packets.py bigtree TRACE OUT MIB
+      a process tree of about MIB MiB: processes with 1000-byte
+      cmdlines
   append_packets.py sequences TRACE OUT N
       N packets (a timestamp each), each on a sequence of its own
 """
@@ -123,6 +134,36 @@ def main():
         append(sys.argv[2], sys.argv[3],
                packet(field(10, 0, 9) + field(50, 2, zlib.compress(inner))))
         append(sys.argv[2], sys.argv[4], inner)
+    elif len(sys.argv) == 6 and sys.argv[1] == "bigevent":
+        def value(name, v):  # DebugAnnotation {name (10), uint_value (3)}
+            return field(4, 2, field(10, 2, name) + field(3, 0, v))
+        for out, size in ((sys.argv[3], int(sys.argv[5]) << 20),
+                          (sys.argv[4], 8)):
+            # TrackEvent {type, categories, name, annotations}
+            te = (field(9, 0, 3) + field(22, 2, b"cros") +
+                  field(23, 2, b"guest_clock_sync") +
+                  field(4, 2, field(10, 2, b"blob") +
+                        field(6, 2, b"x" * size)) +
+                  value(b"clock_sync_cputime", 1234567) +
+                  value(b"clock_sync_boottime", BOOT))
+            append(sys.argv[2], out, packet(
+                field(8, 0, BOOT) + field(10, 0, 4077) + field(11, 2, te)))
+    elif len(sys.argv) == 5 and sys.argv[1] == "biginterned":
+        n = (int(sys.argv[4]) << 20) // 1010
+        names = b"".join(  # InternedData.event_names {iid, name}
+            field(2, 2, field(1, 0, i + 1) + field(2, 2, b"n" * 1000))
+            for i in range(n))
+        append(sys.argv[2], sys.argv[3], packet(
+            field(8, 0, BOOT) + field(10, 0, 4078) + field(12, 2, names) +
+            field(13, 0, 1)))
+    elif len(sys.argv) == 5 and sys.argv[1] == "bigtree":
+        n = (int(sys.argv[4]) << 20) // 1012
+        procs = b"".join(  # ProcessTree.processes {pid, ppid, cmdline}
+            field(1, 2, field(1, 0, 10000 + i) + field(2, 0, 1) +
+                  field(3, 2, b"c" * 1000))
+            for i in range(n))
+        append(sys.argv[2], sys.argv[3], packet(
+            field(8, 0, BOOT) + field(10, 0, 4079) + field(2, 2, procs)))
     elif len(sys.argv) == 5 and sys.argv[1] == "sequences":
         # timestamp (8) and trusted_packet_sequence_id (10)
         append(sys.argv[2], sys.argv[3], b"".join(

@@ -6,6 +6,9 @@ the output must start with BASE's bytes, and what follows must be:
   check_big_output.py passed BASE OUT
       one packet: the appended 60 MiB field 9000 of zeros byte for byte,
       then its machine_id (98) and nothing else
+  check_big_output.py field NUM IN BASE OUT
+      one packet, whose field NUM is byte for byte the one of the last
+      packet of IN (the guest trace the merge read)
   check_big_output.py events BASE OUT SPLIT
       the same ftrace events as SPLIT (the merge of the same events in
       bundles of 1000) after BASE, in the same order
@@ -74,7 +77,24 @@ def events(data, start):
     return ev
 
 
+def last_field(path, num):
+    """Field num of the last packet of the trace at path."""
+    data = open(path, "rb").read()
+    last = list(fields(data, 0, len(data)))[-1]
+    got = [data[i:end] for n, i, end in fields(data, last[1], last[2])
+           if n == num]
+    assert len(got) == 1, "one field %d in the last packet" % num
+    return got[0]
+
+
 def main():
+    if len(sys.argv) == 6 and sys.argv[1] == "field":
+        num = int(sys.argv[2])
+        data, start = tail(sys.argv[4], sys.argv[5])
+        got = [data[i:end] for n, i, end in one_packet(data, start)
+               if n == num]
+        assert got == [last_field(sys.argv[3], num)], "the field"
+        return
     mode, base, out = sys.argv[1:4]
     data, start = tail(base, out)
     if mode == "passed" and len(sys.argv) == 4:

@@ -142,6 +142,50 @@ for t in 1 2; do
   fi
 done
 
+# A track event of 60 MiB, a sync sample with a 60 MiB debug annotation
+# beside its values: the scan finds its sample reading only its names and
+# values, and the rewrite passes the annotation from file to output; on
+# the host side as on the guest's.  The same samples as the event with a
+# small annotation gives, the same bytes on 1 and 2 threads.
+python3 "$APPEND" bigevent "$W/bg.pb" "$W/be.pb" "$W/bes.pb" 60
+python3 "$APPEND" bigevent "$W/h.pb" "$W/bhe.pb" "$W/bhes.pb" 60
+"$MERGE" "$W/h.pb" "$W/bes.pb" -o "$W/bes.out.pb" 2>"$W/small.log"
+"$MERGE" "$W/bhes.pb" "$W/bg.pb" -o "$W/bes.out.pb" 2>"$W/hsmall.log"
+samples() { grep -Eo '[0-9]+ (BOOTTIME sync )?samples \([0-9]+ rejected\)|[0-9]+ BOOTTIME sync samples, [0-9 a-z(),]* rejected' "$1"; }
+for t in 1 2; do
+  if rss_case "a 60 MiB guest track event, --threads $t" $((16 * 1024)) \
+       "$MERGE" --threads $t "$W/h.pb" "$W/be.pb" -o "$W/be.$t.pb"; then
+    if [ -n "$(samples "$W/log")" ] && [ "$(samples "$W/log")" = "$(samples "$W/small.log")" ]
+    then ok "a 60 MiB guest track event, --threads $t: its sync sample found"
+    else bad "a 60 MiB guest track event, --threads $t: its sync sample found"; sed 's/^/    /' "$W/log" "$W/small.log"; fi
+  fi
+done
+if cmp -s "$W/be.1.pb" "$W/be.2.pb"; then ok "a 60 MiB guest track event: the same bytes on 1 and 2 threads"
+else bad "a 60 MiB guest track event: the same bytes on 1 and 2 threads"; fi
+if rss_case "a 60 MiB host track event" $((16 * 1024)) \
+     "$MERGE" "$W/bhe.pb" "$W/bg.pb" -o "$W/bhe.out.pb"; then
+  if [ -n "$(samples "$W/log")" ] && [ "$(samples "$W/log")" = "$(samples "$W/hsmall.log")" ] &&
+     cmp -s -n "$(stat -c %s "$W/bhe.pb")" "$W/bhe.pb" "$W/bhe.out.pb"
+  then ok "a 60 MiB host track event: its sync sample found, the host copied byte for byte"
+  else bad "a 60 MiB host track event: its sync sample found, the host copied byte for byte"; sed 's/^/    /' "$W/log" "$W/hsmall.log"; fi
+fi
+rm -f "$W"/be*.pb "$W"/bhe*.pb
+
+# Interned data and a process tree of 60 MiB: the scan reads only the
+# names and ids it looks for, the rewrite passes them as they are.
+for kind in biginterned:12 bigtree:2; do
+  num=${kind#*:} kind=${kind%:*}
+  python3 "$APPEND" $kind "$W/bg.pb" "$W/bk.pb" 60
+  for t in 1 2; do
+    if rss_case "$kind of 60 MiB, --threads $t" $((16 * 1024)) \
+         "$MERGE" -q --threads $t "$W/h.pb" "$W/bk.pb" -o "$W/bk.$t.pb" &&
+       python3 "$CHECK" field "$num" "$W/bk.pb" "$W/bg.out.pb" "$W/bk.$t.pb"
+    then ok "$kind of 60 MiB, --threads $t: passed byte for byte"
+    else bad "$kind of 60 MiB, --threads $t: passed byte for byte"; fi
+  done
+  rm -f "$W"/bk*.pb
+done
+
 # A guest ftrace bundle of 56 MiB: its events are all rewritten, a chunk
 # at a time (merge/partition_large.c), not read whole; they come out as
 # the same events in bundles of 1000 do.  (Remapped, its timestamps are a
