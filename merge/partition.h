@@ -91,7 +91,9 @@ struct partition_job {
 	/* Of a large packet's top-level message of number num (one that
 	 * does not pass), the number of the fields that piece() rewrites
 	 * one by one, given the message's other fields as they are; 0 for
-	 * none.  At most 4 numbers may have pieces.  NULL: none. */
+	 * none; PARTITION_PIECE_ANY when each of its length-delimited
+	 * fields is one.  At most 4 numbers may have pieces.  NULL:
+	 * none. */
 	uint32_t (*piece_of)(uint32_t num);
 	/* Of a large packet's top-level message of number num (one that
 	 * does not pass): true when fn copies its field sub byte for byte
@@ -134,6 +136,7 @@ int partition_run(const struct partition_job *job, struct vp_error *err,
 unsigned partition_owner(uint32_t seq_id, unsigned n);
 
 #define PARTITION_BY_HASH 0xff
+#define PARTITION_PIECE_ANY UINT32_MAX
 
 /* Shares the sequences of ids 0 .. n_ids - 1 out among `threads` threads
  * by their load (any unit; 0: a sequence never seen, left to the hash):

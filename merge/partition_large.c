@@ -125,6 +125,14 @@ static bool passes_in(const struct partition_job *job, uint32_t num,
 	return job->passes_in && job->passes_in(num, sub);
 }
 
+/* Whether field (num, wt) of a message whose pieces are sub is counted
+ * among them (a piece when length-delimited). */
+static bool of_sub(uint32_t sub, uint32_t num, uint8_t wt)
+{
+	return sub == PARTITION_PIECE_ANY ? wt == PB_WT_LEN
+					  : sub != 0 && num == sub;
+}
+
 /* Whether a large top-level field num is skimmed as a message: it does
  * not pass, and has pieces or fields that pass inside it. */
 static bool opens(const struct partition_job *job, uint32_t num)
@@ -217,7 +225,7 @@ static bool skim_message(const struct partition_job *job,
 		if (off < end) {
 			if (head_at(rd, off, end, &h, err) <= 0)
 				return false;
-			if (sub && h.num == sub)
+			if (of_sub(sub, h.num, h.wt))
 				kind = h.wt == PB_WT_LEN ? PIECE : KEPT;
 			else if (passes_in(job, num, h.num))
 				kind = PASSING;
@@ -243,7 +251,7 @@ static bool skim_message(const struct partition_job *job,
 			off += h.size;
 			continue;
 		}
-		n_sub += sub && h.num == sub; /* not a piece, but counted */
+		n_sub += of_sub(sub, h.num, h.wt); /* no piece, but counted */
 		if (h.size > PARTITION_SKELETON_MAX - b->len ||
 		    trace_reader_pass(rd, off, h.size, append_piece, b,
 				      err) < 0)
@@ -491,14 +499,14 @@ static int emit_message(const struct partition_job *job,
 		struct stream_run *sr = &k->runs[next];
 		size_t index;
 		/* counted as skim_message counted them */
-		if (m->sub && g.num == m->sub)
+		bool sub = of_sub(m->sub, g.num, g.wt);
+		if (sub)
 			index = n_sub++;
 		else if (passes_in(job, m->num, g.num))
 			index = n_pass++;
 		else
 			continue;
-		if (sr->piece != (m->sub && g.num == m->sub) ||
-		    index != sr->index)
+		if (sr->piece != sub || index != sr->index)
 			continue;
 		if (g.wt != PB_WT_LEN || g.len != 0 ||
 		    (size_t)(g.end - g.start) != sr->ph_len)

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "ftrace_event_table.h"
+#include "partition.h"
 #include "perfetto_fields.h"
 #include "u64map.h"
 #include "seq_table.h"
@@ -298,6 +299,25 @@ struct pid_list {
 	const uint32_t *pid_fields;
 };
 
+/* The pid lists of a process tree and of process stats. */
+static const uint32_t tree_procs[] = {PT_PROC_PID, PT_PROC_PPID, 0};
+static const uint32_t tree_threads[] = {PT_THREAD_TID, PT_THREAD_TGID, 0};
+static const struct pid_list tree_lists[] = {
+	{PT_PROCESSES, tree_procs}, {PT_THREADS, tree_threads}};
+static const uint32_t stats_procs[] = {PS_PROC_PID, 0};
+static const struct pid_list stats_lists[] = {{PS_PROCESSES, stats_procs}};
+
+/* The pid fields of f when it is an entry of one of the lists, else
+ * NULL. */
+static const uint32_t *entry_pids(const struct pb_field *f,
+				  const struct pid_list *lists, size_t n_lists)
+{
+	for (size_t i = 0; f->wt == PB_WT_LEN && i < n_lists; i++)
+		if (f->num == lists[i].list_field)
+			return lists[i].pid_fields;
+	return NULL;
+}
+
 static int remap_pid_lists(struct rewriter *rw, struct pb_buf *out,
 			   const struct pb_field *outer,
 			   const struct pid_list *lists, size_t n_lists,
@@ -308,17 +328,12 @@ static int remap_pid_lists(struct rewriter *rw, struct pb_buf *out,
 
 	edit_begin(&e, out, outer);
 	while (pb_next(&e.r, &f)) {
-		if (f.wt != PB_WT_LEN)
-			continue;
-		for (size_t i = 0; i < n_lists; i++) {
-			if (f.num != lists[i].list_field)
-				continue;
-			edit_replace(&e, &f);
-			if (remap_pid_msg(rw, out, &f, lists[i].pid_fields,
-					  what) < 0)
-				return -1;
-			break;
-		}
+		const uint32_t *pids = entry_pids(&f, lists, n_lists);
+		if (!pids)
+			continue; /* not an entry: stays in the run */
+		edit_replace(&e, &f);
+		if (remap_pid_msg(rw, out, &f, pids, what) < 0)
+			return -1;
 	}
 	return edit_end(rw, &e, what);
 }
@@ -1145,27 +1160,20 @@ int rewrite_packet(struct rewriter *rw, const uint8_t *pkt, size_t len,
 			rc = remap_pid_msg(rw, out, fp, process_pid_fields,
 					   "process_descriptor");
 			break;
-		case TP_PROCESS_TREE: {
-			static const uint32_t procs[] = {PT_PROC_PID, PT_PROC_PPID, 0};
-			static const uint32_t threads[] = {PT_THREAD_TID,
-							   PT_THREAD_TGID, 0};
-			static const struct pid_list lists[] = {
-				{PT_PROCESSES, procs}, {PT_THREADS, threads}};
+		case TP_PROCESS_TREE:
 			if (!cfg->remap_ids || !l)
 				continue;
 			flush_run(out, &run, fp->start);
-			rc = remap_pid_lists(rw, out, fp, lists, 2, "process_tree");
+			rc = remap_pid_lists(rw, out, fp, tree_lists, 2,
+					     "process_tree");
 			break;
-		}
-		case TP_PROCESS_STATS: {
-			static const uint32_t procs[] = {PS_PROC_PID, 0};
-			static const struct pid_list lists[] = {{PS_PROCESSES, procs}};
+		case TP_PROCESS_STATS:
 			if (!cfg->remap_ids || !l)
 				continue;
 			flush_run(out, &run, fp->start);
-			rc = remap_pid_lists(rw, out, fp, lists, 1, "process_stats");
+			rc = remap_pid_lists(rw, out, fp, stats_lists, 1,
+					     "process_stats");
 			break;
-		}
 		case TP_TRACK_DESCRIPTOR:
 			if (!cfg->remap_ids || !l)
 				continue;
@@ -1196,31 +1204,55 @@ int rewrite_packet(struct rewriter *rw, const uint8_t *pkt, size_t len,
 
 uint32_t rewrite_piece_of(uint32_t num)
 {
-	/* an ftrace bundle's events: each rewritten on its own, with the
-	 * bundle's clock for context (rewrite_ftrace_bundle) */
-	return num == TP_FTRACE_EVENTS ? FB_EVENT : 0;
+	switch (num) {
+	case TP_FTRACE_EVENTS:
+		/* an ftrace bundle's events: each rewritten on its own, with
+		 * the bundle's clock for context (rewrite_ftrace_bundle) */
+		return FB_EVENT;
+	case TP_PROCESS_TREE:
+	case TP_PROCESS_STATS:
+		/* with ids remapped (else they pass), each process or thread
+		 * on its own (remap_pid_lists) */
+		return PARTITION_PIECE_ANY;
+	default:
+		return 0;
+	}
 }
 
-int rewrite_piece(struct rewriter *rw, uint32_t num, const uint8_t *msg,
-		  size_t msg_len, const uint8_t *p, size_t len, uint64_t off,
-		  bool count, struct pb_buf *out, struct vp_error *err)
+/* rewrite_piece for the fields [p, p + len) of a process tree or of
+ * process stats: what remap_pid_lists writes for them. */
+static int remap_pieces(struct rewriter *rw, uint32_t num, const uint8_t *p,
+			size_t len, struct pb_buf *out)
 {
-	struct rewrite_stats saved = rw->st;
-	uint64_t saved_map[2] = {0, 0};
+	bool tree = num == TP_PROCESS_TREE;
+	const char *what = tree ? "process_tree" : "process_stats";
+	struct pb_reader r;
+	struct pb_field f;
+
+	pb_reader_init(&r, p, len);
+	while (pb_next(&r, &f)) {
+		const uint32_t *pids = entry_pids(&f, tree ? tree_lists
+							   : stats_lists,
+						  tree ? 2 : 1);
+		if (!pids || !rw->cfg.remap_ids)
+			pb_put_raw(out, f.start, (size_t)(f.end - f.start));
+		else if (remap_pid_msg(rw, out, &f, pids, what) < 0)
+			return -1;
+	}
+	return r.err ? bad(rw, &r, what) : 0;
+}
+
+/* rewrite_piece for the events [p, p + len) of an ftrace bundle whose
+ * other fields are msg. */
+static int ftrace_pieces(struct rewriter *rw, const uint8_t *msg,
+			 size_t msg_len, const uint8_t *p, size_t len,
+			 uint64_t off, struct pb_buf *out, struct vp_error *err)
+{
 	struct pb_reader r;
 	struct pb_field f;
 	int rc = 0;
-
-	for (int i = 0; i < 2; i++)
-		if (rw->cfg.map_counts[i])
-			saved_map[i] = *rw->cfg.map_counts[i];
-	rw->pkt = p;
-	rw->pkt_off = off;
-	rw->err = err;
-	if (num != TP_FTRACE_EVENTS)
-		return vp_errorf(err, "%s: internal error: no pieces in a "
-				 "packet's field %u", rw->cfg.path, num);
 	bool map_events = bundle_on_boottime(&r, msg, msg_len) && rw->cfg.map;
+
 	if (r.err)
 		return vp_errorf(err, "%s: byte offset %llu: malformed "
 				 "ftrace_events", rw->cfg.path,
@@ -1236,6 +1268,30 @@ int rewrite_piece(struct rewriter *rw, uint32_t num, const uint8_t *msg,
 	}
 	if (rc == 0 && r.err)
 		rc = bad(rw, &r, "ftrace_events");
+	return rc;
+}
+
+int rewrite_piece(struct rewriter *rw, uint32_t num, const uint8_t *msg,
+		  size_t msg_len, const uint8_t *p, size_t len, uint64_t off,
+		  bool count, struct pb_buf *out, struct vp_error *err)
+{
+	struct rewrite_stats saved = rw->st;
+	uint64_t saved_map[2] = {0, 0};
+	int rc;
+
+	for (int i = 0; i < 2; i++)
+		if (rw->cfg.map_counts[i])
+			saved_map[i] = *rw->cfg.map_counts[i];
+	rw->pkt = p;
+	rw->pkt_off = off;
+	rw->err = err;
+	if (num == TP_FTRACE_EVENTS)
+		rc = ftrace_pieces(rw, msg, msg_len, p, len, off, out, err);
+	else if (num == TP_PROCESS_TREE || num == TP_PROCESS_STATS)
+		rc = remap_pieces(rw, num, p, len, out);
+	else
+		return vp_errorf(err, "%s: internal error: no pieces in a "
+				 "packet's field %u", rw->cfg.path, num);
 	if (!count) {
 		rw->st = saved;
 		for (int i = 0; i < 2; i++)

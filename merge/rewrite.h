@@ -115,7 +115,9 @@ bool rewrite_field_passes_ids_kept(uint32_t num);
  * have such fields. */
 bool rewrite_field_passes_in(uint32_t num, uint32_t sub);
 /* Of a top-level field num, the number of the fields rewrite_piece
- * rewrites one by one (an ftrace bundle's events); 0 for none. */
+ * rewrites one by one (an ftrace bundle's events), PARTITION_PIECE_ANY
+ * when each of its fields is one (a process tree's processes and
+ * threads); 0 for none. */
 uint32_t rewrite_piece_of(uint32_t num);
 /* Appends to out what rewrite_packet writes for the fields [p, p + len)
  * (whole fields of number rewrite_piece_of(num), at file offset off) of a

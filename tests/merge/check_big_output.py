@@ -9,6 +9,11 @@ the output must start with BASE's bytes, and what follows must be:
   check_big_output.py field NUM IN BASE OUT
       one packet, whose field NUM is byte for byte the one of the last
       packet of IN (the guest trace the merge read)
+  check_big_output.py remapped NUM IN BASE OUT
+      one packet, whose field NUM (a process tree or process stats) has
+      the entries of the one of the last packet of IN, each with its pid
+      moved by the same offset (--no-machine-id) and its other fields
+      but the ppid as they are
   check_big_output.py events BASE OUT SPLIT
       the same ftrace events as SPLIT (the merge of the same events in
       bundles of 1000) after BASE, in the same order
@@ -94,6 +99,27 @@ def main():
         got = [data[i:end] for n, i, end in one_packet(data, start)
                if n == num]
         assert got == [last_field(sys.argv[3], num)], "the field"
+        return
+    if len(sys.argv) == 6 and sys.argv[1] == "remapped":
+        num = int(sys.argv[2])
+        data, start = tail(sys.argv[4], sys.argv[5])
+        got = [data[i:end] for n, i, end in one_packet(data, start)
+               if n == num]
+        want = last_field(sys.argv[3], num)
+        assert len(got) == 1, "one field %d" % num
+
+        def entries(b):
+            return [[(n, a if e is None else b[a:e])
+                     for n, a, e in fields(b, i, end)]
+                    for _, i, end in fields(b, 0, len(b))]
+        a, b = entries(got[0]), entries(want)
+        assert len(a) == len(b) > 1000, (len(a), len(b))
+        offsets = set()
+        for x, y in zip(a, b):
+            offsets.add(dict(x)[1] - dict(y)[1])
+            assert [f for f in x if f[0] not in (1, 2)] == \
+                [f for f in y if f[0] not in (1, 2)], "an entry's fields"
+        assert len(offsets) == 1 and 0 not in offsets, offsets
         return
     mode, base, out = sys.argv[1:4]
     data, start = tail(base, out)

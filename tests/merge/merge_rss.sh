@@ -185,6 +185,18 @@ for kind in biginterned:12 bigtree:2; do
   done
   rm -f "$W"/bk*.pb
 done
+# The same process tree with --no-machine-id, which remaps its pids: its
+# processes are rewritten a chunk at a time, like a bundle's events.
+python3 "$APPEND" bigtree "$W/bg.pb" "$W/bk.pb" 60
+"$MERGE" -q --no-machine-id "$W/h.pb" "$W/bg.pb" -o "$W/bgn.out.pb"
+for t in 1 2; do
+  if rss_case "bigtree of 60 MiB, --no-machine-id --threads $t" $((16 * 1024)) \
+       "$MERGE" -q --no-machine-id --threads $t "$W/h.pb" "$W/bk.pb" -o "$W/bk.$t.pb" &&
+     python3 "$CHECK" remapped 2 "$W/bk.pb" "$W/bgn.out.pb" "$W/bk.$t.pb"
+  then ok "bigtree of 60 MiB, --no-machine-id --threads $t: its pids remapped, the rest as it is"
+  else bad "bigtree of 60 MiB, --no-machine-id --threads $t: its pids remapped, the rest as it is"; fi
+done
+rm -f "$W"/bk*.pb "$W/bgn.out.pb"
 
 # A guest ftrace bundle of 56 MiB: its events are all rewritten, a chunk
 # at a time (merge/partition_large.c), not read whole; they come out as
