@@ -6,7 +6,10 @@
  * Nothing here holds a whole inflated payload: a compressed packet of a
  * few MiB may inflate to 64 MiB (TRACE_MAX_PACKET, the most one may), and
  * a hostile one is made to.  The inflated bytes go through a buffer of
- * INFLATE_CHUNK plus the packet inside being framed; the deflated output
+ * INFLATE_CHUNK plus the packet inside being framed, when it is small; a
+ * larger one goes to a file of its own as it comes (struct
+ * compressed_spill), and other large records are dropped as they come,
+ * as the small ones are.  The deflated output
  * grows with what it is (about as large as the input).  zlib's deflate
  * writes the same bytes however its input is split, when nothing is
  * flushed before the end, so the output is what deflating the whole
@@ -14,7 +17,12 @@
  */
 #include "compressed.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "merge.h"
 #include "perfetto_fields.h"
@@ -102,21 +110,147 @@ static long long record_size(const uint8_t *p, size_t n, uint32_t *num,
 	}
 }
 
+/* The tag and length of the length-delimited record p[0..n) starts
+ * with: true, with its size in all, when both are there. */
+static bool record_head(const uint8_t *p, size_t n, uint32_t *num,
+			uint64_t *size)
+{
+	const uint8_t *q = p, *end = p + n;
+	uint64_t tag, v;
+
+	if (read_varint(&q, end, &tag) <= 0 || (tag & 7) != PB_WT_LEN ||
+	    read_varint(&q, end, &v) <= 0 || v > TRACE_MAX_PACKET)
+		return false;
+	*num = (uint32_t)(tag >> 3);
+	*size = (uint64_t)(q - p) + v;
+	return true;
+}
+
+/* A record too large to frame in memory, on its way out of the
+ * inflated bytes: to a file of its own (a packet), or dropped. */
+struct spilling {
+	const struct compressed_spill *conf;
+	int fd;          /* the packet's file, or -1 (dropped, or none) */
+	uint64_t left;   /* its bytes still to come; 0: none under way */
+};
+
+static int write_all(int fd, const uint8_t *p, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static const char *spill_dir(void)
+{
+	const char *d = getenv("TMPDIR");
+	return d && *d ? d : "/tmp";
+}
+
+/* An unlinked file in dir, or -1 (errno says why). */
+static int spill_file(const char *dir)
+{
+	int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR &&
+			errno != EINVAL))
+		return fd;
+	char tmpl[4096];
+	snprintf(tmpl, sizeof(tmpl), "%s/.vperfetto-spill.XXXXXX", dir);
+	fd = mkostemp(tmpl, O_CLOEXEC);
+	if (fd >= 0)
+		unlink(tmpl);
+	return fd;
+}
+
+/* Starts taking the record of `size` bytes at the start of the
+ * unframed bytes out of memory. */
+static int spill_begin(const char *path, uint64_t off, struct spilling *sp,
+		       uint32_t num, uint64_t size, struct vp_error *err)
+{
+	sp->left = size;
+	sp->fd = -1;
+	if (num != TRACE_PACKET_FIELD)
+		return 0; /* not a packet: dropped, as frame_packets drops it */
+	sp->fd = spill_file(spill_dir());
+	if (sp->fd < 0)
+		return vp_errorf(err, "%s: byte offset %llu: cannot write a "
+				 "packet of %llu bytes inside compressed_packets "
+				 "aside in %s: %s", path,
+				 (unsigned long long)off,
+				 (unsigned long long)size, spill_dir(),
+				 strerror(errno));
+	return 0;
+}
+
+/* Takes up to n bytes at p of the record under way; *used counts them.
+ * Hands the packet to large() once whole. */
+static int spill_more(const char *path, uint64_t off, struct spilling *sp,
+		      const uint8_t *p, size_t n, size_t *used, void *ctx,
+		      struct vp_error *err)
+{
+	if (n > sp->left)
+		n = (size_t)sp->left;
+	if (sp->fd >= 0 && write_all(sp->fd, p, n) < 0) {
+		int e = errno;
+		close(sp->fd);
+		sp->fd = -1;
+		return vp_errorf(err, "%s: byte offset %llu: cannot write a "
+				 "packet inside compressed_packets aside in "
+				 "%s: %s", path, (unsigned long long)off,
+				 spill_dir(), strerror(e ? e : ENOSPC));
+	}
+	*used += n;
+	sp->left -= n;
+	if (sp->left || sp->fd < 0)
+		return 0;
+	int fd = sp->fd;
+	sp->fd = -1;
+	return sp->conf->large(ctx, fd, off, err);
+}
+
 /* Hands each whole packet at the start of b to fn and drops it (with any
- * other whole record); what is left is the start of the next. */
+ * other whole record); what is left is the start of the next.  With
+ * sp->conf, a record too large to frame goes through sp instead. */
 static int frame_packets(const char *path, uint64_t off, struct pb_buf *b,
-			 packet_fn fn, void *ctx, struct vp_error *err)
+			 packet_fn fn, compressed_flush_fn flush,
+			 struct spilling *sp, void *ctx, struct vp_error *err)
 {
 	size_t used = 0;
 
 	for (;;) {
 		uint32_t num = 0;
 		uint8_t wt = 0;
+		uint64_t size;
+		if (sp->left) {
+			if (spill_more(path, off, sp, b->data + used,
+				       b->len - used, &used, ctx, err) < 0)
+				return -1;
+			if (sp->left)
+				break;
+			continue;
+		}
 		long long n = record_size(b->data + used, b->len - used, &num,
 					  &wt);
 		if (n < 0)
 			return malformed_inside(path, off, b->data + used,
 						b->len - used, err);
+		if (n == 0 && sp->conf &&
+		    record_head(b->data + used, b->len - used, &num, &size) &&
+		    size > COMPRESSED_SPILL_MIN) {
+			/* the packets before it go first, in order */
+			if ((flush && num == TRACE_PACKET_FIELD &&
+			     flush(ctx, err) < 0) ||
+			    spill_begin(path, off, sp, num, size, err) < 0)
+				return -1;
+			continue;
+		}
 		if (n == 0)
 			break;
 		if (num == TRACE_PACKET_FIELD && wt == PB_WT_LEN) {
@@ -144,12 +278,14 @@ static int frame_packets(const char *path, uint64_t off, struct pb_buf *b,
 static int inflate_each(const char *path, uint64_t off, const uint8_t *p,
 			size_t len, struct pb_buf *scratch,
 			struct inflate_budget *budget, packet_fn fn,
-			compressed_flush_fn flush, void *ctx,
+			compressed_flush_fn flush,
+			const struct compressed_spill *spill, void *ctx,
 			struct vp_error *err)
 {
 	z_stream z;
 	uint64_t total = 0;
 	int rc, status = -1;
+	struct spilling sp = {spill, -1, 0};
 
 	memset(&z, 0, sizeof(z));
 	if (inflateInit(&z) != Z_OK)
@@ -179,7 +315,8 @@ static int inflate_each(const char *path, uint64_t off, const uint8_t *p,
 		}
 		if (rc != Z_OK && rc != Z_STREAM_END)
 			break;
-		if (frame_packets(path, off, scratch, fn, ctx, err) < 0 ||
+		if (frame_packets(path, off, scratch, fn, flush, &sp, ctx,
+				  err) < 0 ||
 		    (flush && flush(ctx, err) < 0))
 			goto out;
 	} while (rc == Z_OK);
@@ -189,13 +326,15 @@ static int inflate_each(const char *path, uint64_t off, const uint8_t *p,
 			  (unsigned long long)off, z.msg ? z.msg : "truncated");
 		goto out;
 	}
-	if (scratch->len) {
+	if (scratch->len || sp.left) {
 		malformed_inside(path, off, scratch->data, scratch->len, err);
 		goto out;
 	}
 	budget->used += total;
 	status = 0;
 out:
+	if (sp.fd >= 0)
+		close(sp.fd);
 	inflateEnd(&z);
 	return status;
 }
@@ -203,7 +342,8 @@ out:
 int compressed_each_packet(const char *path, const uint8_t *pkt, size_t len,
 			   uint64_t off, struct pb_buf *scratch,
 			   struct inflate_budget *budget, packet_fn fn,
-			   compressed_flush_fn flush, void *ctx,
+			   compressed_flush_fn flush,
+			   const struct compressed_spill *spill, void *ctx,
 			   struct vp_error *err)
 {
 	struct pb_reader r;
@@ -214,7 +354,7 @@ int compressed_each_packet(const char *path, const uint8_t *pkt, size_t len,
 		if (f.num != TP_COMPRESSED_PACKETS || f.wt != PB_WT_LEN)
 			continue;
 		if (inflate_each(path, off, f.data, f.len, scratch, budget, fn,
-				 flush, ctx, err) < 0)
+				 flush, spill, ctx, err) < 0)
 			return -1;
 	}
 	return 0;

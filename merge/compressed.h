@@ -28,17 +28,36 @@ typedef int (*packet_fn)(void *ctx, const uint8_t *pkt, size_t len,
 /* Called after each chunk's packets: 0, or -1 with a message. */
 typedef int (*compressed_flush_fn)(void *ctx, struct vp_error *err);
 
+/* A packet inside of more than this many bytes is not framed in memory:
+ * as it inflates it goes to an unlinked file of its own in $TMPDIR
+ * (default /tmp), a trace of that one record, which the caller's large()
+ * then reads as it reads a large packet of a trace.  (Fuzz builds make
+ * it small, meson.build.) */
+#ifndef COMPRESSED_SPILL_MIN
+#define COMPRESSED_SPILL_MIN (1u << 20)
+#endif
+
+/* Who takes such packets: large() owns fd (at its start: the record's
+ * tag and length, then its bytes) and returns 0, or -1 with a message. */
+struct compressed_spill {
+	int (*large)(void *ctx, int fd, uint64_t off, struct vp_error *err);
+};
+
 /* Inflates each compressed_packets field of packet pkt (at file offset
  * off) through scratch and calls fn for each packet inside as soon as it
  * is whole (with off: the packets inside report the outer packet's
- * offset), then flush (may be NULL) after each chunk of them.  Fails on
+ * offset), then flush (may be NULL) after each chunk of them; with
+ * spill, a packet of more than COMPRESSED_SPILL_MIN bytes goes to
+ * spill->large instead (after a flush), and another record as large is
+ * skipped as it comes, so that memory stays within a few chunks.  Fails on
  * a payload that inflates to more than TRACE_MAX_PACKET or past the
  * budget, on corrupt zlib data, a malformed packet inside and
  * compressed_packets inside compressed_packets. */
 int compressed_each_packet(const char *path, const uint8_t *pkt, size_t len,
 			   uint64_t off, struct pb_buf *scratch,
 			   struct inflate_budget *budget, packet_fn fn,
-			   compressed_flush_fn flush, void *ctx,
+			   compressed_flush_fn flush,
+			   const struct compressed_spill *spill, void *ctx,
 			   struct vp_error *err);
 
 /* A zlib stream of rewritten packets: put them as they come, the last

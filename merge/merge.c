@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -129,11 +130,6 @@ static void shrink_buf(struct pb_buf *b)
 	}
 }
 
-static int scan_fn(void *ctx, const uint8_t *pkt, size_t len, uint64_t off,
-		   struct vp_error *err)
-{
-	return sync_scan_packet(ctx, pkt, len, off, err);
-}
 
 static void progress_cb(void *ctx, uint64_t bytes)
 {
@@ -156,6 +152,36 @@ struct scan_ctx {
 	struct inflate_budget budget;
 };
 
+static int scan_fn(void *ctx, const uint8_t *pkt, size_t len, uint64_t off,
+		   struct vp_error *err)
+{
+	struct scan_ctx *c = ctx;
+	return sync_scan_packet(c->sc, pkt, len, off, err);
+}
+
+/* compressed_spill.large: a packet inside compressed_packets too large
+ * to hold, written aside, skimmed as a large packet of a trace is. */
+static int scan_large(void *ctx, int fd, uint64_t off, struct vp_error *err)
+{
+	struct scan_ctx *c = ctx;
+	struct sync_skim k;
+	struct trace_record rec;
+	int rc = sync_skim_open_fd(&k, fd, c->path, c->sc, 0, err);
+
+	if (rc == 0)
+		rc = sync_skim_next(&k, &rec, err);
+	if (rc == 1) /* read whole after all: scanned as any packet */
+		rc = scan_fn(c, rec.data, rec.len, off, err);
+	if (rc > 0 && rc != 2)
+		rc = vp_errorf(err, "%s: byte offset %llu: compressed_packets "
+			       "inside compressed_packets", c->path,
+			       (unsigned long long)off);
+	sync_skim_close(&k);
+	return rc < 0 ? -1 : 0;
+}
+
+static const struct compressed_spill scan_spill = {scan_large};
+
 /* Scans one record read whole (a packet; other records hold nothing
  * the scan wants). */
 static int scan_record(struct scan_ctx *c, const struct trace_record *rec,
@@ -172,7 +198,8 @@ static int scan_record(struct scan_ctx *c, const struct trace_record *rec,
 		if (rc > 0)
 			rc = compressed_each_packet(c->path, data, len, off,
 						    &c->scratch, &c->budget,
-						    scan_fn, NULL, c->sc, err);
+						    scan_fn, NULL, &scan_spill,
+						    c, err);
 		if (rc < 0)
 			return -1;
 		shrink_buf(&c->scratch);
@@ -1063,6 +1090,7 @@ struct __attribute__((aligned(128))) rewrite_ctx {
 	uint64_t off;          /* of the compressed packet */
 	struct inflate_budget budget;
 	struct pb_buf *out;    /* where framed packets go */
+	const struct partition_job *job; /* the rewrite's */
 };
 
 /* Rewrites a packet into c->out as a framed Trace.packet. */
@@ -1102,6 +1130,66 @@ static int deflate_inner(void *ctx, struct vp_error *err)
 	return rc;
 }
 
+/* partition_job.fn for a packet inside compressed_packets written aside
+ * (rewrite_large): rewritten as any inside; the offsets in messages are
+ * the compressed packet's. */
+static int inner_record(void *ctx, const uint8_t *raw, size_t raw_len,
+			uint32_t field, uint8_t wt, const uint8_t *data,
+			size_t len, uint64_t off, struct pb_buf *out,
+			struct vp_error *err)
+{
+	struct rewrite_ctx *c = ctx;
+
+	(void)raw;
+	(void)raw_len;
+	(void)field;
+	(void)wt;
+	(void)off;
+	c->out = out;
+	int rc = rewrite_fn(c, data, len, c->off, err);
+	if (rc > 0)
+		return vp_errorf(err, "%s: byte offset %llu: compressed_packets "
+				 "inside compressed_packets", c->path,
+				 (unsigned long long)c->off);
+	return rc;
+}
+
+/* partition_job.sink for it: deflated into the compressed packet's
+ * output with the packets before it. */
+static int deflate_sink(void *ctx, const struct iovec *iov, int n,
+			struct vp_error *err)
+{
+	struct rewrite_ctx *c = ctx;
+
+	for (int i = 0; i < n; i++)
+		if (deflate_stream_put(&c->deflate, iov[i].iov_base,
+				       iov[i].iov_len, false, c->zout, c->path,
+				       c->off, err) < 0)
+			return -1;
+	return 0;
+}
+
+/* compressed_spill.large: a packet inside compressed_packets too large to
+ * hold, written aside, rewritten as a large packet of a trace is: only
+ * what the rewrite reads of it in memory. */
+static int rewrite_large(void *ctx, int fd, uint64_t off, struct vp_error *err)
+{
+	struct rewrite_ctx *c = ctx;
+	struct partition_job job = *c->job;
+	struct pb_buf *saved = c->out;
+
+	(void)off;
+	job.fn = inner_record;
+	job.sink = deflate_sink;
+	job.sink_ctx = c;
+	job.progress = NULL;
+	int rc = partition_run_record(&job, c, fd, err);
+	c->out = saved;
+	return rc;
+}
+
+static const struct compressed_spill rewrite_spill = {rewrite_large};
+
 /* The packets inside all of pkt's compressed_packets, rewritten and
  * deflated again as they come into one compressed_packets field of
  * c->out (guess: about how long it will be). */
@@ -1121,7 +1209,8 @@ static int put_recompressed(struct rewrite_ctx *c, const uint8_t *pkt,
 	c->out = &c->inner;
 	int rc = compressed_each_packet(c->path, pkt, len, off, &c->scratch,
 					&c->budget, rewrite_fn, deflate_inner,
-					c, err);
+					c->job ? &rewrite_spill : NULL, c,
+					err);
 	c->out = out;
 	if (rc == 0)
 		rc = deflate_stream_put(&c->deflate, NULL, 0, true, out,
@@ -1242,6 +1331,7 @@ static int rewrite_file(const char *path, unsigned threads,
 		c[t].rw = rewriter_new(&cfg[t]);
 		c[t].cfg = &cfg[t];
 		c[t].budget.max = max_inflate;
+		c[t].job = &job;
 		pb_buf_init(&c[t].scratch);
 		pb_buf_init(&c[t].inner);
 		job.ctx[t] = &c[t];

@@ -812,6 +812,33 @@ static int run_many(const struct partition_job *job, struct vp_error *err,
 	return status;
 }
 
+int partition_run_record(const struct partition_job *job, void *ctx, int fd,
+			 struct vp_error *err)
+{
+	struct partition_job one = *job;
+	struct trace_reader *rd;
+	struct trace_record rec;
+	struct pb_buf out;
+	int io_error = 0;
+
+	one.threads = 1;
+	one.ctx[0] = ctx;
+	if (trace_reader_open_fd(&rd, fd, job->path, err) < 0)
+		return -1;
+	pb_buf_init(&out);
+	/* a bound of 0: the record is left unread, for the large path */
+	int rc = trace_reader_next_head(rd, &rec, 0, err);
+	if (rc == 0)
+		rc = vp_errorf(err, "%s: internal error: no record to handle",
+			       job->path);
+	if (rc > 0)
+		rc = partition_large_run(&one, rd, &rec, 1, NULL, &out, err,
+					 &io_error);
+	pb_buf_free(&out);
+	trace_reader_close(rd);
+	return rc < 0 ? -1 : 0;
+}
+
 int partition_run(const struct partition_job *job, struct vp_error *err,
 		  int *io_error)
 {

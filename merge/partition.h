@@ -130,6 +130,16 @@ struct partition_job {
 int partition_run(const struct partition_job *job, struct vp_error *err,
 		  int *io_error);
 
+/* Handles the one record of the file open as fd (which it closes), of
+ * any size, on the calling thread with context ctx, as partition_run
+ * handles a record larger than a window: of a packet only what job->fn
+ * must see is held in memory.  Its output goes to job->sink.  For a
+ * packet that was not in a file of its own (one inside
+ * compressed_packets, written aside).  Returns 0, or -1 with a
+ * message. */
+int partition_run_record(const struct partition_job *job, void *ctx, int fd,
+			 struct vp_error *err);
+
 /* A hash of a sequence id onto n threads, 0 .. n - 1 (with several
  * threads, a sequence the plan does not name is owned by
  * 1 + partition_owner(id, n - 1)). */

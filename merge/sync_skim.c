@@ -136,15 +136,29 @@ static int skim_packet(struct sync_skim *k, const struct trace_record *head,
 	return 0;
 }
 
-int sync_skim_open(struct sync_skim *k, const char *path,
-		   struct sync_scanner *sc, size_t whole_max,
-		   struct vp_error *err)
+static void skim_init(struct sync_skim *k, struct sync_scanner *sc,
+		      size_t whole_max)
 {
 	k->rd = NULL;
 	k->sc = sc;
 	k->whole_max = whole_max;
 	pb_buf_init(&k->scratch);
+}
+
+int sync_skim_open(struct sync_skim *k, const char *path,
+		   struct sync_scanner *sc, size_t whole_max,
+		   struct vp_error *err)
+{
+	skim_init(k, sc, whole_max);
 	return trace_reader_open(&k->rd, path, err);
+}
+
+int sync_skim_open_fd(struct sync_skim *k, int fd, const char *path,
+		      struct sync_scanner *sc, size_t whole_max,
+		      struct vp_error *err)
+{
+	skim_init(k, sc, whole_max);
+	return trace_reader_open_fd(&k->rd, fd, path, err);
 }
 
 void sync_skim_close(struct sync_skim *k)

@@ -44,6 +44,10 @@ struct sync_skim {
 int sync_skim_open(struct sync_skim *k, const char *path,
 		   struct sync_scanner *sc, size_t whole_max,
 		   struct vp_error *err);
+/* The same for the file open as fd, which the skim then owns. */
+int sync_skim_open_fd(struct sync_skim *k, int fd, const char *path,
+		      struct sync_scanner *sc, size_t whole_max,
+		      struct vp_error *err);
 void sync_skim_close(struct sync_skim *k);
 /* The next record of the file.  1: *rec is the whole record, for the
  * caller to scan (small, not a packet, or not to be skimmed exactly);

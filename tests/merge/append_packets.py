@@ -33,6 +33,11 @@ write.
   append_packets.py bigtree TRACE OUT MIB
       a process tree of about MIB MiB: processes with 1000-byte
       cmdlines
+  append_packets.py bomb TRACE Z_OUT PLAIN_OUT MIB
+      one packet (a timestamp, sequence 9, a track event whose debug
+      annotation holds MIB MiB of zeros) and a small one after it:
+      Z_OUT gets them in one compressed_packets of a few KB, PLAIN_OUT
+      as they are
   append_packets.py sequences TRACE OUT N
       N packets (a timestamp each), each on a sequence of its own
 """
@@ -164,6 +169,19 @@ def main():
             for i in range(n))
         append(sys.argv[2], sys.argv[3], packet(
             field(8, 0, BOOT) + field(10, 0, 4079) + field(2, 2, procs)))
+    elif len(sys.argv) == 6 and sys.argv[1] == "bomb":
+        import zlib
+        # TrackEvent {type INSTANT, name, debug_annotations {name, string}}
+        te = (field(9, 0, 3) + field(23, 2, b"bomb") +
+              field(4, 2, field(10, 2, b"zeros") +
+                    field(6, 2, bytes(int(sys.argv[5]) << 20))))
+        inner = (packet(field(8, 0, BOOT) + field(10, 0, 9) +
+                        field(11, 2, te)) +
+                 packet(field(8, 0, BOOT + 10) + field(10, 0, 9) +
+                        field(9000, 2, b"after")))
+        append(sys.argv[2], sys.argv[3],
+               packet(field(10, 0, 9) + field(50, 2, zlib.compress(inner))))
+        append(sys.argv[2], sys.argv[4], inner)
     elif len(sys.argv) == 5 and sys.argv[1] == "sequences":
         # timestamp (8) and trusted_packet_sequence_id (10)
         append(sys.argv[2], sys.argv[3], b"".join(

@@ -246,6 +246,23 @@ for t in 1 2; do
   fi
 done
 
+# A compression bomb: a compressed packet of a few KB that inflates to
+# one packet of 60 MiB.  That packet is written aside as it inflates and
+# rewritten from there as a large packet of a trace is (its annotation
+# passed from file to output), never held whole.
+python3 "$APPEND" bomb "$W/bg.pb" "$W/bz.pb" "$W/bzp.pb" 60
+"$MERGE" -q "$W/h.pb" "$W/bzp.pb" -o "$W/bzp.out.pb" 2>"$W/log" ||
+  { bad "compression bomb: the merge of its packets uncompressed"; sed 's/^/    /' "$W/log"; }
+for t in 1 2; do
+  if rss_case "a compressed packet of $(($(stat -c %s "$W/bz.pb") - $(stat -c %s "$W/bg.pb"))) bytes holding a 60 MiB packet, --threads $t" $((16 * 1024)) \
+       "$MERGE" -q --threads $t "$W/h.pb" "$W/bz.pb" -o "$W/bz.out.pb"; then
+    if python3 "$CHECK" compressed "$W/bg.out.pb" "$W/bz.out.pb" "$W/bzp.out.pb"
+    then ok "compression bomb, --threads $t: the packets inside rewritten as uncompressed"
+    else bad "compression bomb, --threads $t: the output"; fi
+  fi
+done
+rm -f "$W"/bz*.pb
+
 # Sequences: the rewrite keeps state for each, so a trace may have at
 # most 65536 (SYNC_MAX_SEQUENCES).  That many stay within 64 MiB; one
 # more is refused at the packet that opens it.
