@@ -9,7 +9,9 @@
  * INFLATE_CHUNK plus the packet inside being framed, when it is small; a
  * larger one goes to a file of its own as it comes (struct
  * compressed_spill), and other large records are dropped as they come,
- * as the small ones are.  The deflated output
+ * as the small ones are.  A large compressed packet is read from the
+ * file a piece at a time (compressed_each_packet_at).  The deflated
+ * output
  * grows with what it is (about as large as the input).  zlib's deflate
  * writes the same bytes however its input is split, when nothing is
  * flushed before the end, so the output is what deflating the whole
@@ -274,6 +276,105 @@ static int frame_packets(const char *path, uint64_t off, struct pb_buf *b,
 	return 0;
 }
 
+/* One compressed_packets payload being inflated, its input given a
+ * piece at a time (inflater_feed). */
+struct inflater {
+	const char *path;
+	uint64_t off;
+	z_stream z;
+	bool open, ended;
+	uint64_t total;
+	struct pb_buf *scratch;
+	struct inflate_budget *budget;
+	packet_fn fn;
+	compressed_flush_fn flush;
+	void *ctx;
+	struct spilling sp;
+};
+
+static int inflater_begin(struct inflater *in, const char *path, uint64_t off,
+			  struct pb_buf *scratch, struct inflate_budget *budget,
+			  packet_fn fn, compressed_flush_fn flush,
+			  const struct compressed_spill *spill, void *ctx,
+			  struct vp_error *err)
+{
+	*in = (struct inflater){
+		.path = path, .off = off, .scratch = scratch,
+		.budget = budget, .fn = fn, .flush = flush, .ctx = ctx,
+		.sp = {spill, -1, 0},
+	};
+	if (inflateInit(&in->z) != Z_OK)
+		return vp_errorf(err, "%s: zlib init failed", path);
+	in->open = true;
+	pb_buf_reset(scratch);
+	return 0;
+}
+
+static void inflater_end(struct inflater *in)
+{
+	if (in->sp.fd >= 0)
+		close(in->sp.fd);
+	in->sp.fd = -1;
+	if (in->open)
+		inflateEnd(&in->z);
+	in->open = false;
+}
+
+/* Inflates the next piece p[0..n) of the payload (the last one with
+ * last), handing out the packets as they come whole. */
+static int inflater_feed(struct inflater *in, const uint8_t *p, size_t n,
+			 bool last, struct vp_error *err)
+{
+	struct pb_buf *scratch = in->scratch;
+	const char *path = in->path;
+	uint64_t off = in->off;
+	int rc = Z_OK;
+
+	in->z.next_in = (Bytef *)(uintptr_t)p;
+	in->z.avail_in = (uInt)n;
+	while (!in->ended) {
+		pb_buf_reserve(scratch, INFLATE_CHUNK);
+		size_t room = scratch->cap - scratch->len;
+		in->z.next_out = scratch->data + scratch->len;
+		in->z.avail_out = (uInt)(room < UINT32_MAX ? room : UINT32_MAX);
+		uInt before = in->z.avail_out;
+		rc = inflate(&in->z, Z_NO_FLUSH);
+		size_t got = before - in->z.avail_out;
+		scratch->len += got;
+		in->total += got;
+		if (in->total > TRACE_MAX_PACKET)
+			return vp_errorf(err, "%s: byte offset %llu: "
+					 "compressed_packets inflates to over "
+					 "%u MiB", path,
+					 (unsigned long long)off,
+					 TRACE_MAX_PACKET >> 20);
+		if (in->budget->used + in->total > in->budget->max)
+			return over_budget(path, off, in->budget, err);
+		if (rc != Z_OK && rc != Z_STREAM_END &&
+		    !(rc == Z_BUF_ERROR && !last))
+			break;
+		in->ended = rc == Z_STREAM_END;
+		if (frame_packets(path, off, scratch, in->fn, in->flush, &in->sp,
+				  in->ctx, err) < 0 ||
+		    (in->flush && in->flush(in->ctx, err) < 0))
+			return -1;
+		if (!got && !in->z.avail_in && !last)
+			return 0; /* all of this piece is in: the next one */
+	}
+	if (!last)
+		return 0;
+	if (!in->ended)
+		return vp_errorf(err, "%s: byte offset %llu: corrupt "
+				 "compressed_packets (zlib: %s)", path,
+				 (unsigned long long)off,
+				 in->z.msg ? in->z.msg : "truncated");
+	if (scratch->len || in->sp.left)
+		return malformed_inside(path, off, scratch->data, scratch->len,
+					err);
+	in->budget->used += in->total;
+	return 0;
+}
+
 /* Inflates one compressed_packets payload through scratch. */
 static int inflate_each(const char *path, uint64_t off, const uint8_t *p,
 			size_t len, struct pb_buf *scratch,
@@ -282,61 +383,14 @@ static int inflate_each(const char *path, uint64_t off, const uint8_t *p,
 			const struct compressed_spill *spill, void *ctx,
 			struct vp_error *err)
 {
-	z_stream z;
-	uint64_t total = 0;
-	int rc, status = -1;
-	struct spilling sp = {spill, -1, 0};
+	struct inflater in;
+	int rc = inflater_begin(&in, path, off, scratch, budget, fn, flush,
+				spill, ctx, err);
 
-	memset(&z, 0, sizeof(z));
-	if (inflateInit(&z) != Z_OK)
-		return vp_errorf(err, "%s: zlib init failed", path);
-	z.next_in = (Bytef *)(uintptr_t)p;
-	z.avail_in = (uInt)len;
-	pb_buf_reset(scratch);
-	do {
-		pb_buf_reserve(scratch, INFLATE_CHUNK);
-		size_t room = scratch->cap - scratch->len;
-		z.next_out = scratch->data + scratch->len;
-		z.avail_out = (uInt)(room < UINT32_MAX ? room : UINT32_MAX);
-		uInt before = z.avail_out;
-		rc = inflate(&z, Z_NO_FLUSH);
-		scratch->len += before - z.avail_out;
-		total += before - z.avail_out;
-		if (total > TRACE_MAX_PACKET) {
-			vp_errorf(err, "%s: byte offset %llu: compressed_packets "
-				  "inflates to over %u MiB", path,
-				  (unsigned long long)off,
-				  TRACE_MAX_PACKET >> 20);
-			goto out;
-		}
-		if (budget->used + total > budget->max) {
-			over_budget(path, off, budget, err);
-			goto out;
-		}
-		if (rc != Z_OK && rc != Z_STREAM_END)
-			break;
-		if (frame_packets(path, off, scratch, fn, flush, &sp, ctx,
-				  err) < 0 ||
-		    (flush && flush(ctx, err) < 0))
-			goto out;
-	} while (rc == Z_OK);
-	if (rc != Z_STREAM_END) {
-		vp_errorf(err, "%s: byte offset %llu: corrupt "
-			  "compressed_packets (zlib: %s)", path,
-			  (unsigned long long)off, z.msg ? z.msg : "truncated");
-		goto out;
-	}
-	if (scratch->len || sp.left) {
-		malformed_inside(path, off, scratch->data, scratch->len, err);
-		goto out;
-	}
-	budget->used += total;
-	status = 0;
-out:
-	if (sp.fd >= 0)
-		close(sp.fd);
-	inflateEnd(&z);
-	return status;
+	if (rc == 0)
+		rc = inflater_feed(&in, p, len, true, err);
+	inflater_end(&in);
+	return rc;
 }
 
 int compressed_each_packet(const char *path, const uint8_t *pkt, size_t len,
@@ -358,6 +412,32 @@ int compressed_each_packet(const char *path, const uint8_t *pkt, size_t len,
 			return -1;
 	}
 	return 0;
+}
+
+static int feed_piece(void *ctx, const uint8_t *p, size_t n,
+		      struct vp_error *err)
+{
+	return inflater_feed(ctx, p, n, false, err);
+}
+
+int compressed_each_packet_at(const char *path, struct trace_reader *rd,
+			      uint64_t at, uint64_t len, uint64_t off,
+			      struct pb_buf *scratch,
+			      struct inflate_budget *budget, packet_fn fn,
+			      compressed_flush_fn flush,
+			      const struct compressed_spill *spill, void *ctx,
+			      struct vp_error *err)
+{
+	struct inflater in;
+	int rc = inflater_begin(&in, path, off, scratch, budget, fn, flush,
+				spill, ctx, err);
+
+	if (rc == 0)
+		rc = trace_reader_pass(rd, at, len, feed_piece, &in, err);
+	if (rc == 0)
+		rc = inflater_feed(&in, NULL, 0, true, err);
+	inflater_end(&in);
+	return rc;
 }
 
 /* ---- deflating again ----------------------------------------------------- */

@@ -60,6 +60,18 @@ int compressed_each_packet(const char *path, const uint8_t *pkt, size_t len,
 			   const struct compressed_spill *spill, void *ctx,
 			   struct vp_error *err);
 
+struct trace_reader;
+/* The same for the one compressed_packets field of a large packet (at
+ * file offset off) whose payload is the len bytes of rd's file at `at`:
+ * read from the file a piece at a time, never whole. */
+int compressed_each_packet_at(const char *path, struct trace_reader *rd,
+			      uint64_t at, uint64_t len, uint64_t off,
+			      struct pb_buf *scratch,
+			      struct inflate_budget *budget, packet_fn fn,
+			      compressed_flush_fn flush,
+			      const struct compressed_spill *spill, void *ctx,
+			      struct vp_error *err);
+
 /* A zlib stream of rewritten packets: put them as they come, the last
  * call with finish; the output is what one deflate of them all gives. */
 struct deflate_stream {

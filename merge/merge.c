@@ -182,6 +182,21 @@ static int scan_large(void *ctx, int fd, uint64_t off, struct vp_error *err)
 
 static const struct compressed_spill scan_spill = {scan_large};
 
+/* sync_skim_compressed_fn: a large packet's compressed_packets, inflated
+ * from the file as they are read. */
+static int scan_compressed_at(void *ctx, struct trace_reader *rd,
+			      uint64_t at, uint64_t len, uint64_t off,
+			      struct vp_error *err)
+{
+	struct scan_ctx *c = ctx;
+	int rc = compressed_each_packet_at(c->path, rd, at, len, off,
+					   &c->scratch, &c->budget, scan_fn,
+					   NULL, &scan_spill, c, err);
+
+	shrink_buf(&c->scratch);
+	return rc;
+}
+
 /* Scans one record read whole (a packet; other records hold nothing
  * the scan wants). */
 static int scan_record(struct scan_ctx *c, const struct trace_record *rec,
@@ -215,6 +230,8 @@ static int scan_skimming(struct scan_ctx *c, struct progress *pg,
 	struct sync_skim k;
 	struct trace_record rec;
 	int rc = sync_skim_open(&k, c->path, c->sc, SYNC_SKIM_MIN_RECORD, err);
+	k.compressed = scan_compressed_at;
+	k.compressed_ctx = c;
 
 	while (rc == 0 && (rc = sync_skim_next(&k, &rec, err)) > 0) {
 		if (cancel && *cancel) {
@@ -267,6 +284,8 @@ static int scan_copying(struct scan_ctx *c, struct trace_writer *w,
 	struct trace_record rec;
 	struct copy_out co = {w, false};
 	int rc = sync_skim_open(&k, c->path, c->sc, COPY_SKIM_MIN, err);
+	k.compressed = scan_compressed_at;
+	k.compressed_ctx = c;
 
 	while (rc == 0 && (rc = sync_skim_next(&k, &rec, err)) > 0) {
 		if (cancel && *cancel) {
@@ -1091,7 +1110,11 @@ struct __attribute__((aligned(128))) rewrite_ctx {
 	struct inflate_budget budget;
 	struct pb_buf *out;    /* where framed packets go */
 	const struct partition_job *job; /* the rewrite's */
+	struct zsplit *split;  /* a large compressed packet under way */
 };
+
+struct zsplit;
+static void split_used(struct rewrite_ctx *c);
 
 /* Rewrites a packet into c->out as a framed Trace.packet. */
 static int rewrite_fn(void *ctx, const uint8_t *pkt, size_t len, uint64_t off,
@@ -1161,6 +1184,7 @@ static int deflate_sink(void *ctx, const struct iovec *iov, int n,
 {
 	struct rewrite_ctx *c = ctx;
 
+	split_used(c);
 	for (int i = 0; i < n; i++)
 		if (deflate_stream_put(&c->deflate, iov[i].iov_base,
 				       iov[i].iov_len, false, c->zout, c->path,
@@ -1180,6 +1204,7 @@ static int rewrite_large(void *ctx, int fd, uint64_t off, struct vp_error *err)
 
 	(void)off;
 	job.fn = inner_record;
+	job.large = NULL; /* one inside is no compressed packet */
 	job.sink = deflate_sink;
 	job.sink_ctx = c;
 	job.progress = NULL;
@@ -1222,6 +1247,19 @@ static int put_recompressed(struct rewrite_ctx *c, const uint8_t *pkt,
 	return 0;
 }
 
+/* A field of a compressed packet other than its compressed_packets, into
+ * out: as it is, its sequence id moved, its machine_id left for the end
+ * (where the caller sets it). */
+static void put_outer_field(const struct rewrite_ctx *c, struct pb_buf *out,
+			    const struct pb_field *f)
+{
+	if (f->num == TP_TRUSTED_PACKET_SEQUENCE_ID && f->wt == PB_WT_VARINT &&
+	    f->val && c->cfg->seq_offset)
+		pb_put_varint(out, f->num, (uint32_t)f->val + c->cfg->seq_offset);
+	else if (!(f->num == TP_MACHINE_ID && c->cfg->machine_id))
+		pb_put_raw(out, f->start, (size_t)(f->end - f->start));
+}
+
 /* A packet with compressed_packets: the packets inside are rewritten and
  * compressed again, so the output is about as large as the input.  The
  * outer packet keeps its other fields (its sequence id moved, machine_id
@@ -1244,14 +1282,8 @@ static int rewrite_compressed(struct rewrite_ctx *c, const uint8_t *pkt,
 				return -1;
 			}
 			done = true;
-		} else if (f.num == TP_TRUSTED_PACKET_SEQUENCE_ID &&
-			   f.wt == PB_WT_VARINT && f.val && c->cfg->seq_offset) {
-			pb_put_varint(c->out, f.num,
-				      (uint32_t)f.val + c->cfg->seq_offset);
-		} else if (f.num == TP_MACHINE_ID && c->cfg->machine_id) {
-			continue;
 		} else {
-			pb_put_raw(c->out, f.start, (size_t)(f.end - f.start));
+			put_outer_field(c, c->out, &f);
 		}
 	}
 	if (c->cfg->machine_id)
@@ -1260,6 +1292,198 @@ static int rewrite_compressed(struct rewrite_ctx *c, const uint8_t *pkt,
 	shrink_buf(&c->scratch);
 	shrink_buf(&c->inner);
 	return 0;
+}
+
+/* ---- a compressed packet larger than a window ---------------------------- */
+
+/* Its rewritten packets, deflated, come out in packets of about this many
+ * bytes each (every one with the packet's other fields), so that neither
+ * it nor its output is ever held whole.  (Fuzz builds make it small.) */
+#ifndef COMPRESSED_SPLIT_BYTES
+#define COMPRESSED_SPLIT_BYTES (1u << 20)
+#endif
+
+/* The output of one such packet. */
+struct zsplit {
+	const struct partition_job *job;
+	struct pb_buf before, after; /* its other fields, rewritten */
+	struct pb_buf zout;  /* the output packet being filled, deflated */
+	struct pb_buf pkt;   /* the output packet */
+	uint64_t off;
+	size_t n_out;        /* output packets so far */
+	bool any;            /* packets deflated into zout */
+	int *io_error;
+};
+
+static void split_used(struct rewrite_ctx *c)
+{
+	if (c->split)
+		c->split->any = true;
+}
+
+/* Ends the deflate stream of the output packet being filled and hands
+ * the packet to the sink. */
+static int split_emit(struct rewrite_ctx *c, struct vp_error *err)
+{
+	struct zsplit *z = c->split;
+
+	if (deflate_stream_put(&c->deflate, NULL, 0, true, &z->zout, c->path,
+			       z->off, err) < 0)
+		return -1;
+	deflate_stream_end(&c->deflate);
+	pb_buf_reset(&z->pkt);
+	size_t mark = pb_begin_nested(&z->pkt, TRACE_PACKET_FIELD);
+	pb_put_raw(&z->pkt, z->before.data, z->before.len);
+	pb_put_bytes(&z->pkt, TP_COMPRESSED_PACKETS, z->zout.data, z->zout.len);
+	pb_put_raw(&z->pkt, z->after.data, z->after.len);
+	if (c->cfg->machine_id)
+		pb_put_varint(&z->pkt, TP_MACHINE_ID, c->cfg->machine_id);
+	pb_end_nested(&z->pkt, mark);
+	struct iovec v = {z->pkt.data, z->pkt.len};
+	if (z->job->sink && z->job->sink(z->job->sink_ctx, &v, 1, err) < 0) {
+		*z->io_error = 1;
+		return -1;
+	}
+	z->n_out++;
+	z->any = false;
+	pb_buf_reset(&z->zout);
+	return 0;
+}
+
+/* compressed_flush_fn of a split packet: the packets so far deflated;
+ * an output packet that is full enough goes out, and another begins. */
+static int split_flush(void *ctx, struct vp_error *err)
+{
+	struct rewrite_ctx *c = ctx;
+
+	if (c->inner.len)
+		split_used(c);
+	if (deflate_inner(c, err) < 0)
+		return -1;
+	if (c->split->zout.len < COMPRESSED_SPLIT_BYTES)
+		return 0;
+	if (split_emit(c, err) < 0)
+		return -1;
+	return deflate_stream_begin(&c->deflate, RECOMPRESS_LEVEL, c->path,
+				    err);
+}
+
+/* The fields a compressed packet taken from the file may have beside
+ * its compressed_packets: those a service writes on one.  Any other
+ * (which each output packet would repeat) sends it the way of others. */
+static bool outer_field_ok(uint32_t num)
+{
+	switch (num) {
+	case TP_TRUSTED_UID:
+	case TP_TRUSTED_PID:
+	case TP_TRUSTED_PACKET_SEQUENCE_ID:
+	case TP_MACHINE_ID:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* Reads the other fields of the packet rec into z: true, with the
+ * payload of its one compressed_packets at *at (*len bytes); false when
+ * it has none, more than one, or anything else (*rc: 1, or -1 on a read
+ * error). */
+static bool split_fields(struct rewrite_ctx *c, struct trace_reader *rd,
+			 const struct trace_record *rec, struct zsplit *z,
+			 uint64_t *at, uint64_t *len, int *rc,
+			 struct vp_error *err)
+{
+	uint64_t pos = rec->data_offset, end = rec->offset + rec->raw_len;
+	bool have = false;
+
+	*rc = 1;
+	if (rec->field != TRACE_PACKET_FIELD || rec->wt != PB_WT_LEN ||
+	    trace_reader_size(rd) < end)
+		return false;
+	while (pos < end) {
+		struct trace_field_head h;
+		int got = trace_reader_field_head(rd, pos, end,
+						  2 * PB_MAX_VARINT_LEN, &h,
+						  err);
+		if (got <= 0) {
+			*rc = got < 0 ? -1 : 1;
+			return false;
+		}
+		if (h.num == TP_COMPRESSED_PACKETS && h.wt == PB_WT_LEN &&
+		    !have) {
+			have = true;
+			*at = pos + h.hdr;
+			*len = h.size - h.hdr;
+			pos += h.size;
+			continue;
+		}
+		if (!outer_field_ok(h.num) || h.size > 32)
+			return false;
+		size_t n;
+		const uint8_t *p = trace_reader_peek(rd, pos, (size_t)h.size,
+						     &n, err);
+		struct pb_reader r;
+		struct pb_field f;
+		if (!p) {
+			*rc = -1;
+			return false;
+		}
+		pb_reader_init(&r, p, n);
+		if (n < h.size || !pb_next(&r, &f))
+			return false;
+		put_outer_field(c, have ? &z->after : &z->before, &f);
+		pos += h.size;
+	}
+	return have;
+}
+
+/* partition_job.large: a compressed packet larger than a window,
+ * inflated from the file as it is read and deflated again into packets
+ * of COMPRESSED_SPLIT_BYTES (readers take the packets inside the same
+ * however they are grouped). */
+static int rewrite_large_compressed(const struct partition_job *job,
+				    void *ctx, struct trace_reader *rd,
+				    const struct trace_record *rec,
+				    int *io_error, struct vp_error *err)
+{
+	struct rewrite_ctx *c = ctx;
+	struct zsplit z = {.job = job, .off = rec->data_offset,
+			   .io_error = io_error};
+	struct pb_buf *saved = c->out;
+	uint64_t at = 0, len = 0;
+	int rc;
+
+	pb_buf_init(&z.before);
+	pb_buf_init(&z.after);
+	pb_buf_init(&z.zout);
+	pb_buf_init(&z.pkt);
+	if (split_fields(c, rd, rec, &z, &at, &len, &rc, err) &&
+	    (rc = deflate_stream_begin(&c->deflate, RECOMPRESS_LEVEL, c->path,
+				       err)) == 0) {
+		c->split = &z;
+		c->zout = &z.zout;
+		c->off = rec->data_offset;
+		c->out = &c->inner;
+		pb_buf_reset(&c->inner);
+		rc = compressed_each_packet_at(c->path, rd, at, len,
+					       rec->data_offset, &c->scratch,
+					       &c->budget, rewrite_fn,
+					       split_flush, &rewrite_spill, c,
+					       err);
+		/* the last output packet, unless it would hold nothing */
+		if (rc == 0 && (z.any || z.n_out == 0))
+			rc = split_emit(c, err);
+		deflate_stream_end(&c->deflate);
+		c->split = NULL;
+		c->out = saved;
+		shrink_buf(&c->scratch);
+		shrink_buf(&c->inner);
+	}
+	pb_buf_free(&z.before);
+	pb_buf_free(&z.after);
+	pb_buf_free(&z.zout);
+	pb_buf_free(&z.pkt);
+	return rc < 0 ? -1 : rc;
 }
 
 /* partition_job.piece: a run of an ftrace bundle's events. */
@@ -1314,6 +1538,7 @@ static int rewrite_file(const char *path, unsigned threads,
 		.passes_in = rewrite_field_passes_in,
 		.piece_of = rewrite_piece_of,
 		.piece = rewrite_piece_fn,
+		.large = rewrite_large_compressed,
 		.seq_owner = owner,
 		.n_seq_owner = SYNC_SEQ_LOAD_IDS,
 		.sink = sink_writer,

@@ -62,6 +62,8 @@ typedef int (*partition_fn)(void *ctx, const uint8_t *raw, size_t raw_len,
 			    struct vp_error *err);
 
 struct iovec;
+struct trace_reader;
+struct trace_record;
 /* Receives output, in file order: n pieces, one after another. */
 typedef int (*partition_sink)(void *ctx, const struct iovec *iov, int n,
 			      struct vp_error *err);
@@ -114,6 +116,15 @@ struct partition_job {
 		     size_t msg_len, const uint8_t *p, size_t len,
 		     uint64_t off, bool count, struct pb_buf *out,
 		     struct vp_error *err);
+	/* Takes a record larger than a window, when it can, in place of
+	 * all of the above (a packet of compressed_packets, inflated from
+	 * the file as it is read), its output to the sink itself: 0 done
+	 * (*io_error set when the sink failed), 1 not taken, -1 with a
+	 * message.  Asked on one thread only (a trace with compressed
+	 * packets is rewritten on one).  NULL: none. */
+	int (*large)(const struct partition_job *job, void *ctx,
+		     struct trace_reader *rd, const struct trace_record *rec,
+		     int *io_error, struct vp_error *err);
 	/* The owner of each sequence of id below n_seq_owner, or
 	 * PARTITION_BY_HASH (partition_plan); NULL: all by the hash. */
 	const uint8_t *seq_owner;

@@ -701,6 +701,15 @@ int partition_large_run(const struct partition_job *job,
 	struct skeleton k;
 	int rc = 1;
 
+	/* on one thread only: whose the record is would take reading it */
+	if (job->large && n == 1) {
+		rc = job->large(job, job->ctx[0], rd, rec, io_error, err);
+		if (rc == 0)
+			rc = trace_reader_seek(rd, rec->offset + rec->raw_len,
+					       err);
+		if (rc <= 0)
+			return rc;
+	}
 	memset(&k, 0, sizeof(k));
 	pb_buf_init(&k.raw);
 	pb_buf_init(&k.pkt);

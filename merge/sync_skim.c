@@ -72,16 +72,25 @@ static size_t skim_need(struct trace_reader *rd, uint32_t *path, size_t depth,
  * out as the scanner needs it, and returns its length in the file; 0
  * when the skim cannot go on exactly (see the header), SIZE_MAX on a
  * read error. */
-static size_t skim_field(struct trace_reader *rd, uint64_t pos, uint64_t end,
+static size_t skim_field(struct sync_skim *k, uint64_t pos, uint64_t end,
 			 struct pb_buf *out, struct vp_error *err)
 {
+	struct trace_reader *rd = k->rd;
 	struct trace_field_head h;
 	int rc = trace_reader_field_head(rd, pos, end, HEAD_PEEK, &h, err);
 
 	if (rc <= 0)
 		return rc < 0 ? SIZE_MAX : 0;
-	if (h.wt == PB_WT_LEN && h.num == TP_COMPRESSED_PACKETS)
-		return 0; /* inflated by the caller */
+	if (h.wt == PB_WT_LEN && h.num == TP_COMPRESSED_PACKETS) {
+		if (!k->compressed || k->have_z)
+			return 0; /* inflated by the caller */
+		/* an empty one says to the scanner what the packet is */
+		pb_put_bytes(out, h.num, "", 0);
+		k->have_z = true;
+		k->z_at = pos + h.hdr;
+		k->z_len = h.size - h.hdr;
+		return (size_t)h.size;
+	}
 	uint32_t path[SYNC_NEED_DEPTH] = {h.num};
 	if (h.wt == PB_WT_LEN && h.size - h.hdr >= ELIDE_MIN &&
 	    sync_scan_need(path, 1) == SYNC_FIELDS)
@@ -118,8 +127,9 @@ static int skim_packet(struct sync_skim *k, const struct trace_record *head,
 	if (end > trace_reader_size(k->rd)) /* cut short: as the plain scan says */
 		return trace_reader_reread(k->rd, head, whole, err);
 	pb_buf_reset(&k->scratch);
+	k->have_z = false;
 	while (pos < end) {
-		size_t n = skim_field(k->rd, pos, end, &k->scratch, err);
+		size_t n = skim_field(k, pos, end, &k->scratch, err);
 		if (n == SIZE_MAX)
 			return -1;
 		if (n == 0)
@@ -128,8 +138,16 @@ static int skim_packet(struct sync_skim *k, const struct trace_record *head,
 	}
 	/* A failure here is in bytes the packet holds as they are; the plain
 	 * scan of the whole gives it with its true offset. */
-	if (sync_scan_packet(k->sc, k->scratch.data, k->scratch.len,
-			     head->data_offset, err) != 0)
+	int rc = sync_scan_packet(k->sc, k->scratch.data, k->scratch.len,
+				  head->data_offset, err);
+	if (rc == 1 && k->have_z) {
+		/* compressed: the packets inside, from the file */
+		if (k->compressed(k->compressed_ctx, k->rd, k->z_at, k->z_len,
+				  head->data_offset, err) < 0)
+			return -1;
+		rc = 0;
+	}
+	if (rc != 0)
 		return trace_reader_reread(k->rd, head, whole, err);
 	if (trace_reader_seek(k->rd, end, err) < 0)
 		return -1;
@@ -143,6 +161,9 @@ static void skim_init(struct sync_skim *k, struct sync_scanner *sc,
 	k->sc = sc;
 	k->whole_max = whole_max;
 	pb_buf_init(&k->scratch);
+	k->compressed = NULL;
+	k->compressed_ctx = NULL;
+	k->have_z = false;
 }
 
 int sync_skim_open(struct sync_skim *k, const char *path,

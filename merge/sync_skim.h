@@ -32,12 +32,25 @@
  * less to read than to skip. */
 #define SYNC_SKIM_MIN_RECORD (16u << 10)
 
+/* Scans the packets inside the compressed_packets payload of `len`
+ * bytes at file offset `at` of a large packet (at offset off) from the
+ * file: 0, or -1 with a message. */
+typedef int (*sync_skim_compressed_fn)(void *ctx, struct trace_reader *rd,
+				       uint64_t at, uint64_t len,
+				       uint64_t off, struct vp_error *err);
+
 /* A scan of one file that skims its large packets. */
 struct sync_skim {
 	struct trace_reader *rd;
 	struct sync_scanner *sc;
 	size_t whole_max;       /* records of more bytes are skimmed */
 	struct pb_buf scratch;  /* the packet built for the scanner */
+	/* Set by the caller after the open: a large packet's one
+	 * compressed_packets field is then handed to it, not read whole. */
+	sync_skim_compressed_fn compressed;
+	void *compressed_ctx;
+	uint64_t z_at, z_len;   /* that field's payload in this packet */
+	bool have_z;
 };
 
 /* Opens path for a scan into sc: 0, or -1 (sync_skim_close it even so). */

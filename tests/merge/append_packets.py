@@ -38,6 +38,11 @@ write.
       annotation holds MIB MiB of zeros) and a small one after it:
       Z_OUT gets them in one compressed_packets of a few KB, PLAIN_OUT
       as they are
+  append_packets.py randcompressed TRACE Z_OUT PLAIN_OUT MIB
+      small packets (a timestamp every 10 ns, sequence 9, 1000 random
+      bytes of an unknown field) of MIB MiB in all, which do not
+      compress: Z_OUT gets them in one compressed_packets of about MIB
+      MiB, PLAIN_OUT as they are
   append_packets.py sequences TRACE OUT N
       N packets (a timestamp each), each on a sequence of its own
 """
@@ -181,6 +186,18 @@ def main():
                         field(9000, 2, b"after")))
         append(sys.argv[2], sys.argv[3],
                packet(field(10, 0, 9) + field(50, 2, zlib.compress(inner))))
+        append(sys.argv[2], sys.argv[4], inner)
+    elif len(sys.argv) == 6 and sys.argv[1] == "randcompressed":
+        import random
+        import zlib
+        rng = random.Random(5)
+        n = (int(sys.argv[5]) << 20) // 1020
+        inner = b"".join(
+            packet(field(8, 0, BOOT + 10 * i) + field(10, 0, 9) +
+                   field(9000, 2, rng.randbytes(1000)))
+            for i in range(n))
+        append(sys.argv[2], sys.argv[3],
+               packet(field(10, 0, 9) + field(50, 2, zlib.compress(inner, 1))))
         append(sys.argv[2], sys.argv[4], inner)
     elif len(sys.argv) == 5 and sys.argv[1] == "sequences":
         # timestamp (8) and trusted_packet_sequence_id (10)

@@ -18,8 +18,9 @@ the output must start with BASE's bytes, and what follows must be:
       the same ftrace events as SPLIT (the merge of the same events in
       bundles of 1000) after BASE, in the same order
   check_big_output.py compressed BASE OUT PLAIN
-      one packet whose compressed_packets (50) inflate to the bytes PLAIN
-      (the merge of the same packets uncompressed) has after BASE
+      packets whose compressed_packets (50, one each) inflate, one after
+      another, to the bytes PLAIN (the merge of the same packets
+      uncompressed) has after BASE
 
 Exits non-zero (an assertion) when they are not.
 """
@@ -135,10 +136,15 @@ def main():
         assert a == b, "the events differ"
     elif mode == "compressed" and len(sys.argv) == 5:
         plain, plain_start = tail(base, sys.argv[4])
-        inner = [zlib.decompress(data[i:end])
-                 for num, i, end in one_packet(data, start) if num == 50]
-        assert len(inner) == 1, "one compressed_packets"
-        assert inner[0] == plain[plain_start:], "the packets inside differ"
+        inner = []
+        for num, i, end in fields(data, start, len(data)):
+            assert num == 1, "packets after the rest"
+            z = [zlib.decompress(data[j:e])
+                 for n, j, e in fields(data, i, end) if n == 50]
+            assert len(z) == 1, "one compressed_packets a packet"
+            inner.append(z[0])
+        assert b"".join(inner) == plain[plain_start:], \
+            "the packets inside differ"
     else:
         sys.exit(__doc__)
 

@@ -263,6 +263,23 @@ for t in 1 2; do
 done
 rm -f "$W"/bz*.pb
 
+# A compressed packet of 60 MiB of data that does not compress: inflated
+# as it is read from the file, and deflated again into packets of about
+# 1 MiB, so that neither it nor its output is held whole; inside them,
+# one after another, the same packets as the merge of them uncompressed.
+python3 "$APPEND" randcompressed "$W/bg.pb" "$W/bz.pb" "$W/bzp.pb" 60
+"$MERGE" -q "$W/h.pb" "$W/bzp.pb" -o "$W/bzp.out.pb" 2>"$W/log" ||
+  { bad "60 MiB compressed: the merge of its packets uncompressed"; sed 's/^/    /' "$W/log"; }
+for t in 1 2; do
+  if rss_case "a compressed packet of 60 MiB that does not compress, --threads $t" $((24 * 1024)) \
+       "$MERGE" -q --threads $t "$W/h.pb" "$W/bz.pb" -o "$W/bz.out.pb"; then
+    if python3 "$CHECK" compressed "$W/bg.out.pb" "$W/bz.out.pb" "$W/bzp.out.pb"
+    then ok "a compressed packet of 60 MiB, --threads $t: the packets inside rewritten as uncompressed"
+    else bad "a compressed packet of 60 MiB, --threads $t: the output"; fi
+  fi
+done
+rm -f "$W"/bz*.pb
+
 # Sequences: the rewrite keeps state for each, so a trace may have at
 # most 65536 (SYNC_MAX_SEQUENCES).  That many stay within 64 MiB; one
 # more is refused at the packet that opens it.
