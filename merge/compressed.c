@@ -375,11 +375,19 @@ static int inflater_feed(struct inflater *in, const uint8_t *p, size_t n,
 	return 0;
 }
 
-/* Inflates one compressed_packets payload through scratch. */
+static int feed_piece(void *ctx, const uint8_t *p, size_t n,
+		      struct vp_error *err)
+{
+	return inflater_feed(ctx, p, n, false, err);
+}
+
+/* Inflates one compressed_packets payload through scratch: p[0..len),
+ * or with rd the len bytes of its file at `at`, read a piece at a
+ * time. */
 static int inflate_each(const char *path, uint64_t off, const uint8_t *p,
-			size_t len, struct pb_buf *scratch,
-			struct inflate_budget *budget, packet_fn fn,
-			compressed_flush_fn flush,
+			struct trace_reader *rd, uint64_t at, uint64_t len,
+			struct pb_buf *scratch, struct inflate_budget *budget,
+			packet_fn fn, compressed_flush_fn flush,
 			const struct compressed_spill *spill, void *ctx,
 			struct vp_error *err)
 {
@@ -388,7 +396,10 @@ static int inflate_each(const char *path, uint64_t off, const uint8_t *p,
 				spill, ctx, err);
 
 	if (rc == 0)
-		rc = inflater_feed(&in, p, len, true, err);
+		rc = rd ? trace_reader_pass(rd, at, len, feed_piece, &in, err)
+			: inflater_feed(&in, p, (size_t)len, false, err);
+	if (rc == 0)
+		rc = inflater_feed(&in, NULL, 0, true, err);
 	inflater_end(&in);
 	return rc;
 }
@@ -407,17 +418,11 @@ int compressed_each_packet(const char *path, const uint8_t *pkt, size_t len,
 	while (pb_next(&r, &f)) {
 		if (f.num != TP_COMPRESSED_PACKETS || f.wt != PB_WT_LEN)
 			continue;
-		if (inflate_each(path, off, f.data, f.len, scratch, budget, fn,
-				 flush, spill, ctx, err) < 0)
+		if (inflate_each(path, off, f.data, NULL, 0, f.len, scratch,
+				 budget, fn, flush, spill, ctx, err) < 0)
 			return -1;
 	}
 	return 0;
-}
-
-static int feed_piece(void *ctx, const uint8_t *p, size_t n,
-		      struct vp_error *err)
-{
-	return inflater_feed(ctx, p, n, false, err);
 }
 
 int compressed_each_packet_at(const char *path, struct trace_reader *rd,
@@ -428,16 +433,8 @@ int compressed_each_packet_at(const char *path, struct trace_reader *rd,
 			      const struct compressed_spill *spill, void *ctx,
 			      struct vp_error *err)
 {
-	struct inflater in;
-	int rc = inflater_begin(&in, path, off, scratch, budget, fn, flush,
-				spill, ctx, err);
-
-	if (rc == 0)
-		rc = trace_reader_pass(rd, at, len, feed_piece, &in, err);
-	if (rc == 0)
-		rc = inflater_feed(&in, NULL, 0, true, err);
-	inflater_end(&in);
-	return rc;
+	return inflate_each(path, off, NULL, rd, at, len, scratch, budget, fn,
+			    flush, spill, ctx, err);
 }
 
 /* ---- deflating again ----------------------------------------------------- */
