@@ -159,6 +159,26 @@ static int scan_fn(void *ctx, const uint8_t *pkt, size_t len, uint64_t off,
 	return sync_scan_packet(c->sc, pkt, len, off, err);
 }
 
+/* Fails with err's message said of the packet inside compressed_packets
+ * (of the packet at off) that was written aside: offsets in that file
+ * are no offsets of the input's, so the compressed packet's comes
+ * first. */
+static int aside_error(const char *path, uint64_t off, struct vp_error *err)
+{
+	char head[VP_ERROR_MAX], rest[VP_ERROR_MAX];
+	size_t n = strlen(path);
+
+	snprintf(head, sizeof(head), "%s: byte offset %llu: ", path,
+		 (unsigned long long)off);
+	if (strncmp(err->msg, head, strlen(head)) == 0)
+		return -1; /* said of the compressed packet already */
+	snprintf(rest, sizeof(rest), "%s",
+		 strncmp(err->msg, path, n) == 0 && err->msg[n] == ':'
+			 ? err->msg + n + 2 : err->msg);
+	return vp_errorf(err, "%sin a packet inside compressed_packets (at "
+			 "offsets of its own): %s", head, rest);
+}
+
 /* compressed_spill.large: a packet inside compressed_packets too large
  * to hold, written aside, skimmed as a large packet of a trace is. */
 static int scan_large(void *ctx, int fd, uint64_t off, struct vp_error *err)
@@ -177,7 +197,7 @@ static int scan_large(void *ctx, int fd, uint64_t off, struct vp_error *err)
 			       "inside compressed_packets", c->path,
 			       (unsigned long long)off);
 	sync_skim_close(&k);
-	return rc < 0 ? -1 : 0;
+	return rc < 0 ? aside_error(c->path, off, err) : 0;
 }
 
 static const struct compressed_spill scan_spill = {scan_large};
@@ -1202,7 +1222,6 @@ static int rewrite_large(void *ctx, int fd, uint64_t off, struct vp_error *err)
 	struct partition_job job = *c->job;
 	struct pb_buf *saved = c->out;
 
-	(void)off;
 	job.fn = inner_record;
 	job.large = NULL; /* one inside is no compressed packet */
 	job.sink = deflate_sink;
@@ -1210,7 +1229,7 @@ static int rewrite_large(void *ctx, int fd, uint64_t off, struct vp_error *err)
 	job.progress = NULL;
 	int rc = partition_run_record(&job, c, fd, err);
 	c->out = saved;
-	return rc;
+	return rc < 0 ? aside_error(c->path, off, err) : 0;
 }
 
 static const struct compressed_spill rewrite_spill = {rewrite_large};
