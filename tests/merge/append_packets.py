@@ -43,6 +43,9 @@ write.
       bytes of an unknown field) of MIB MiB in all, which do not
       compress: Z_OUT gets them in one compressed_packets of about MIB
       MiB, PLAIN_OUT as they are
+  append_packets.py badinside TRACE OUT
+      a compressed packet of about 2 KB holding one packet of 2 MiB whose
+      last bytes are no field (wire type 7)
   append_packets.py sequences TRACE OUT N
       N packets (a timestamp each), each on a sequence of its own
 """
@@ -199,6 +202,12 @@ def main():
         append(sys.argv[2], sys.argv[3],
                packet(field(10, 0, 9) + field(50, 2, zlib.compress(inner, 1))))
         append(sys.argv[2], sys.argv[4], inner)
+    elif len(sys.argv) == 4 and sys.argv[1] == "badinside":
+        import zlib
+        inner = packet(field(8, 0, BOOT) + field(10, 0, 9) +
+                       field(9000, 2, bytes(2 << 20)) + b"\x0f\xff")
+        append(sys.argv[2], sys.argv[3],
+               packet(field(10, 0, 9) + field(50, 2, zlib.compress(inner))))
     elif len(sys.argv) == 5 and sys.argv[1] == "sequences":
         # timestamp (8) and trusted_packet_sequence_id (10)
         append(sys.argv[2], sys.argv[3], b"".join(

@@ -263,6 +263,17 @@ for t in 1 2; do
 done
 rm -f "$W"/bz*.pb
 
+# A malformed packet of 2 MiB inside compressed_packets, handled from its
+# file aside: the message names the compressed packet in the input.
+python3 "$APPEND" badinside "$W/bg.pb" "$W/bzb.pb"
+"$MERGE" -q "$W/h.pb" "$W/bzb.pb" -o "$W/bzb.out.pb" 2>"$W/log"
+st=$?
+if [ $st -eq 2 ] && [ ! -e "$W/bzb.out.pb" ] &&
+   grep -q "bzb.pb: byte offset $(($(stat -c %s "$W/bg.pb") + 3)): in a packet inside compressed_packets" "$W/log"
+then ok "a malformed 2 MiB packet inside compressed_packets: exit 2 naming the compressed packet"
+else bad "a malformed 2 MiB packet inside compressed_packets: exit $st"; sed 's/^/    /' "$W/log"; fi
+rm -f "$W"/bzb*.pb
+
 # A compressed packet of 60 MiB of data that does not compress: inflated
 # as it is read from the file, and deflated again into packets of about
 # 1 MiB, so that neither it nor its output is held whole; inside them,
