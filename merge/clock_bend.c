@@ -158,8 +158,9 @@ static long double read_noise(const struct cm_bend_input *in,
 	return sigma;
 }
 
-/* Running median of e[0..m) over CM_BEND_MIN_SAMPLES + 1 neighbours. */
-static void smooth(const long double *e, size_t m, long double *s)
+/* Running median of e[0..m) over CM_BEND_MIN_SAMPLES + 1 neighbours,
+ * each window sorted afresh (window_median). */
+static void smooth_sorting(const long double *e, size_t m, long double *s)
 {
 	const size_t h = CM_BEND_MIN_SAMPLES / 2;
 	long double win[CM_BEND_MIN_SAMPLES + 1];
@@ -168,6 +169,44 @@ static void smooth(const long double *e, size_t m, long double *s)
 		size_t a = j >= h ? j - h : 0, b = j + h < m ? j + h : m - 1;
 		memcpy(win, e + a, (b - a + 1) * sizeof(*win));
 		s[j] = window_median(win, b - a + 1);
+	}
+}
+
+/* The same, the window kept sorted as it slides: a value in, a value out
+ * per sample, where sorting each window afresh cost most of a fit.  The
+ * medians are the same values (a window's sorted values do not depend on
+ * how they came in); with a NaN, which orders with nothing, the windows
+ * are sorted afresh. */
+static void smooth(const long double *e, size_t m, long double *s)
+{
+	const size_t h = CM_BEND_MIN_SAMPLES / 2;
+	long double win[CM_BEND_MIN_SAMPLES + 1];
+	size_t n = 0, in = 0, out = 0; /* win: e[out..in), sorted */
+
+	for (size_t j = 0; j < m; j++)
+		if (isnan(e[j])) {
+			smooth_sorting(e, m, s);
+			return;
+		}
+	for (size_t j = 0; j < m; j++) {
+		size_t a = j >= h ? j - h : 0, b = j + h < m ? j + h : m - 1;
+		for (; out < a; out++) {
+			size_t i = 0;
+			while (win[i] != e[out])
+				i++;
+			memmove(win + i, win + i + 1, (n - i - 1) * sizeof(*win));
+			n--;
+		}
+		for (; in <= b; in++) {
+			size_t i = n;
+			while (i > 0 && win[i - 1] > e[in]) {
+				win[i] = win[i - 1];
+				i--;
+			}
+			win[i] = e[in];
+			n++;
+		}
+		s[j] = n % 2 ? win[n / 2] : (win[n / 2 - 1] + win[n / 2]) / 2;
 	}
 }
 
