@@ -174,23 +174,20 @@ static int spill_file(const char *dir)
 }
 
 /* Starts taking the record of `size` bytes at the start of the
- * unframed bytes out of memory. */
-static int spill_begin(const char *path, uint64_t off, struct spilling *sp,
-		       uint32_t num, uint64_t size, struct vp_error *err)
+ * unframed bytes out of memory.  Where no file can be made (no $TMPDIR
+ * to write in), the records of this payload are framed in memory, as
+ * without a spill: more memory, the same output. */
+static void spill_begin(struct spilling *sp, uint32_t num, uint64_t size)
 {
-	sp->left = size;
 	sp->fd = -1;
-	if (num != TRACE_PACKET_FIELD)
-		return 0; /* not a packet: dropped, as frame_packets drops it */
-	sp->fd = spill_file(spill_dir());
-	if (sp->fd < 0)
-		return vp_errorf(err, "%s: byte offset %llu: cannot write a "
-				 "packet of %llu bytes inside compressed_packets "
-				 "aside in %s: %s", path,
-				 (unsigned long long)off,
-				 (unsigned long long)size, spill_dir(),
-				 strerror(errno));
-	return 0;
+	if (num == TRACE_PACKET_FIELD) {
+		sp->fd = spill_file(spill_dir());
+		if (sp->fd < 0) {
+			sp->conf = NULL;
+			return;
+		}
+	}
+	sp->left = size; /* not a packet: dropped, as frame_packets drops it */
 }
 
 /* Takes up to n bytes at p of the record under way; *used counts them.
@@ -249,10 +246,10 @@ static int frame_packets(const char *path, uint64_t off, struct pb_buf *b,
 		    record_head(b->data + used, b->len - used, &num, &size) &&
 		    size > COMPRESSED_SPILL_MIN) {
 			/* the packets before it go first, in order */
-			if ((flush && num == TRACE_PACKET_FIELD &&
-			     flush(ctx, err) < 0) ||
-			    spill_begin(path, off, sp, num, size, err) < 0)
+			if (flush && num == TRACE_PACKET_FIELD &&
+			    flush(ctx, err) < 0)
 				return -1;
+			spill_begin(sp, num, size);
 			continue;
 		}
 		if (n == 0)

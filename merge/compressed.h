@@ -31,8 +31,9 @@ typedef int (*compressed_flush_fn)(void *ctx, struct vp_error *err);
 /* A packet inside of more than this many bytes is not framed in memory:
  * as it inflates it goes to an unlinked file of its own in $TMPDIR
  * (default /tmp), a trace of that one record, which the caller's large()
- * then reads as it reads a large packet of a trace.  (Fuzz builds make
- * it small, meson.build.) */
+ * then reads as it reads a large packet of a trace (where no such file
+ * can be made, it is framed in memory after all).  (Fuzz builds make it
+ * small, meson.build.) */
 #ifndef COMPRESSED_SPILL_MIN
 #define COMPRESSED_SPILL_MIN (1u << 20)
 #endif

@@ -261,6 +261,12 @@ for t in 1 2; do
     else bad "compression bomb, --threads $t: the output"; fi
   fi
 done
+# With no $TMPDIR to write in, the packet is held in memory instead: the
+# same output.
+if TMPDIR=$W/none "$MERGE" -q "$W/h.pb" "$W/bz.pb" -o "$W/bzn.out.pb" 2>"$W/log" &&
+   cmp -s "$W/bz.out.pb" "$W/bzn.out.pb"
+then ok "compression bomb, \$TMPDIR missing: held in memory, the same output"
+else bad "compression bomb, \$TMPDIR missing: the same output"; sed 's/^/    /' "$W/log"; fi
 rm -f "$W"/bz*.pb
 
 # A malformed packet of 2 MiB inside compressed_packets, handled from its
