@@ -245,6 +245,18 @@ static void write_row(struct tp_ctx *ctx, uint32_t set_id,
 	}
 }
 
+int64_t tp_args_one_int(struct tp_ctx *ctx, const char *key, int64_t v)
+{
+	struct tp_args_builder b;
+	tp_str k = tp_s(ctx, key);
+
+	tp_args_builder_init(&b);
+	tp_args_add_int(&b, k, k, v);
+	int64_t id = tp_args_commit(ctx, &b);
+	tp_args_builder_free(&b);
+	return id;
+}
+
 int64_t tp_args_commit(struct tp_ctx *ctx, const struct tp_args_builder *b)
 {
 	struct tp_args_state *s = ctx->args;

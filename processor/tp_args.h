@@ -67,6 +67,9 @@ void tp_args_add_bool(struct tp_args_builder *b, tp_str flat_key, tp_str key,
  * the builder is empty.  The builder is left as it was. */
 int64_t tp_args_commit(struct tp_ctx *ctx, const struct tp_args_builder *b);
 
+/* The set of one int arg, key = v (a track's dimension, say): its id. */
+int64_t tp_args_one_int(struct tp_ctx *ctx, const char *key, int64_t v);
+
 /* Appends the entries of stored set `set_id` to b (for merging an end
  * event's args into its slice's set: load the old set, add, commit). */
 void tp_args_load(struct tp_ctx *ctx, int64_t set_id, struct tp_args_builder *b);

@@ -208,18 +208,6 @@ static void funcgraph(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,
 
 /* ---- signals and work items -------------------------------------------- */
 
-static int64_t one_int_arg(struct tp_ctx *ctx, const char *key, int64_t v)
-{
-	struct tp_args_builder b;
-	tp_str k = tp_s(ctx, key);
-
-	tp_args_builder_init(&b);
-	tp_args_add_int(&b, k, k, v);
-	int64_t id = tp_args_commit(ctx, &b);
-	tp_args_builder_free(&b);
-	return id;
-}
-
 static void signal_event(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
 			 int64_t pid, bool generate, const uint8_t *data,
 			 size_t len)
@@ -232,7 +220,7 @@ static void signal_event(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
 	tp_slice_complete(ctx, track, ts, 0, 0,
 			  tp_s(ctx, generate ? "signal_generate"
 					     : "signal_deliver"),
-			  one_int_arg(ctx, "signal.sig", sig));
+			  tp_args_one_int(ctx, "signal.sig", sig));
 }
 
 static void workqueue(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,
@@ -249,7 +237,7 @@ static void workqueue(struct tp_ctx *ctx, int64_t ts, uint32_t cpu,
 	uint64_t fn = varint_field(data, len, WQES_FUNCTION);
 	tp_str name = symbol_or_address(ctx, gen, fn);
 	tp_slice_begin(ctx, track, ts, cat, name,
-		       one_int_arg(ctx, "cpu", cpu));
+		       tp_args_one_int(ctx, "cpu", cpu));
 }
 
 /* ---- high-resolution timers ------------------------------------------- */

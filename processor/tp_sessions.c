@@ -103,19 +103,6 @@ static void decode(const uint8_t *p, size_t len, struct session_event *e)
 	}
 }
 
-/* The track's dimension: the session id, signed as Perfetto keeps it. */
-static int64_t session_dims(struct tp_ctx *ctx, uint64_t id)
-{
-	struct tp_args_builder b;
-	tp_str k = tp_s(ctx, "session_id");
-
-	tp_args_builder_init(&b);
-	tp_args_add_int(&b, k, k, (int64_t)id);
-	int64_t set = tp_args_commit(ctx, &b);
-	tp_args_builder_free(&b);
-	return set;
-}
-
 /* The session's track, named by its first event: the session's name (or
  * "Session <id>"), " (clone)" added for a clone, whose first event is
  * CLONED_READ_ONLY and whose name is its parent's. */
@@ -141,7 +128,9 @@ static uint32_t session_track(struct tp_ctx *ctx,
 	sp.name = tp_s(ctx, name);
 	sp.type = tp_s(ctx, "concurrent_tracing_sessions");
 	sp.event_type = tp_s(ctx, "state");
-	sp.dimension_arg_set_id = session_dims(ctx, e->id);
+	/* its dimension: the session id, signed as Perfetto keeps it */
+	sp.dimension_arg_set_id = tp_args_one_int(ctx, "session_id",
+						  (int64_t)e->id);
 	uint32_t track = tp_track_new(ctx, &sp);
 	u64map_put(&s->tracks, e->id, track);
 	return track;

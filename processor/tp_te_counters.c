@@ -198,19 +198,6 @@ void tp_te_extra_counters(struct tp_ctx *ctx, const struct ev *e, int64_t ts)
 	}
 }
 
-/* The dimension args of a track of one thread: its utid. */
-static int64_t utid_dims(struct tp_ctx *ctx, uint32_t utid)
-{
-	struct tp_args_builder b;
-	tp_str k = tp_s(ctx, "utid");
-
-	tp_args_builder_init(&b);
-	tp_args_add_int(&b, k, k, utid);
-	int64_t id = tp_args_commit(ctx, &b);
-	tp_args_builder_free(&b);
-	return id;
-}
-
 /* The counter track of the thread is found again by type, name and
  * thread. */
 static void legacy_thread_counter(struct tp_ctx *ctx, const struct ev *e,
@@ -224,7 +211,7 @@ static void legacy_thread_counter(struct tp_ctx *ctx, const struct ev *e,
 	sp.name = tp_s(ctx, name);
 	sp.event_type = tp_s(ctx, "counter");
 	sp.utid = e->utid;
-	sp.dimension_arg_set_id = utid_dims(ctx, e->utid);
+	sp.dimension_arg_set_id = tp_args_one_int(ctx, "utid", e->utid);
 	tp_counter_add(ctx, tp_track_intern(ctx, &sp), ts, (double)value, -1);
 }
 

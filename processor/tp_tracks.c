@@ -238,12 +238,7 @@ uint32_t tp_track_thread(struct tp_ctx *ctx, uint32_t utid)
 	 * its utid as the one dimension. */
 	s.type = tp_s(ctx, "thread_execution");
 	s.utid = utid;
-	struct tp_args_builder b;
-	tp_args_builder_init(&b);
-	tp_str k = tp_s(ctx, "utid");
-	tp_args_add_int(&b, k, k, utid);
-	s.dimension_arg_set_id = tp_args_commit(ctx, &b);
-	tp_args_builder_free(&b);
+	s.dimension_arg_set_id = tp_args_one_int(ctx, "utid", utid);
 	uint32_t id = tp_track_new(ctx, &s);
 	u64map_put(&ctx->tracks->thread_tracks, utid, id);
 	return id;
@@ -264,19 +259,6 @@ uint32_t tp_track_process(struct tp_ctx *ctx, uint32_t upid)
 	return id;
 }
 
-/* The dimension args of a track of one cpu: `cpu`. */
-static int64_t cpu_dimension(struct tp_ctx *ctx, int64_t cpu)
-{
-	struct tp_args_builder b;
-	tp_str k = tp_s(ctx, "cpu");
-
-	tp_args_builder_init(&b);
-	tp_args_add_int(&b, k, k, cpu);
-	int64_t id = tp_args_commit(ctx, &b);
-	tp_args_builder_free(&b);
-	return id;
-}
-
 uint32_t tp_track_counter(struct tp_ctx *ctx, uint32_t machine, tp_str type,
 			  tp_str name, int64_t cpu, tp_str unit)
 {
@@ -287,7 +269,7 @@ uint32_t tp_track_counter(struct tp_ctx *ctx, uint32_t machine, tp_str type,
 	s.event_type = tp_s(ctx, "counter");
 	s.counter_unit = unit;
 	if (cpu >= 0)
-		s.dimension_arg_set_id = cpu_dimension(ctx, cpu);
+		s.dimension_arg_set_id = tp_args_one_int(ctx, "cpu", cpu);
 	return tp_track_intern(ctx, &s);
 }
 
@@ -298,7 +280,7 @@ uint32_t tp_track_cpu_slices(struct tp_ctx *ctx, uint32_t machine,
 	tp_track_spec_init(&s, machine);
 	s.type = tp_s(ctx, type);
 	s.name = tp_s(ctx, name);
-	s.dimension_arg_set_id = cpu_dimension(ctx, cpu);
+	s.dimension_arg_set_id = tp_args_one_int(ctx, "cpu", cpu);
 	return tp_track_intern(ctx, &s);
 }
 
