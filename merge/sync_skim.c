@@ -20,43 +20,15 @@
  * whole instead (only an input made to defeat the skim has one). */
 #define STANDIN_MAX (4u << 20)
 
-/* Appends to out what the scanner needs of the field at file offset pos
- * (inside [.., end)), whose path from the packet is path[0..depth) and
- * its own number (sync_scan_need), and returns its length in the file; 0
- * when the skim cannot go on exactly, SIZE_MAX on a read error. */
-static size_t skim_need(struct trace_reader *rd, uint32_t *path, size_t depth,
-			uint64_t pos, uint64_t end, struct pb_buf *out,
-			struct vp_error *err)
+/* Appends field h, at file offset pos, to out as it is: its length; 0
+ * when the file ends before it, SIZE_MAX on a read error. */
+static size_t copy_field(struct trace_reader *rd, uint64_t pos,
+			 const struct trace_field_head *h, struct pb_buf *out,
+			 struct vp_error *err)
 {
-	struct trace_field_head h;
-	int rc = trace_reader_field_head(rd, pos, end, HEAD_PEEK, &h, err);
+	const uint8_t *p = h->p;
+	size_t got = h->got, size = (size_t)h->size;
 
-	if (rc <= 0)
-		return rc < 0 ? SIZE_MAX : 0;
-	path[depth] = h.num;
-	enum sync_need need = sync_scan_need(path, depth + 1);
-	size_t size = (size_t)h.size, body = size - h.hdr;
-	if (need == SYNC_SKIP)
-		return size;
-	if (h.wt == PB_WT_LEN && need == SYNC_NAME && body > SYNC_NAME_MAX) {
-		pb_put_bytes(out, h.num, "", 0); /* matches none, as it */
-		return size;
-	}
-	if (h.wt == PB_WT_LEN && need == SYNC_FIELDS && body >= ELIDE_MIN &&
-	    depth + 1 < SYNC_NEED_DEPTH) {
-		size_t mark = pb_begin_nested(out, h.num);
-		for (uint64_t p = pos + h.hdr; p < pos + size;) {
-			size_t n = skim_need(rd, path, depth + 1, p, pos + size,
-					     out, err);
-			if (n == 0 || n == SIZE_MAX)
-				return n;
-			p += n;
-		}
-		pb_end_nested(out, mark);
-		return out->len > STANDIN_MAX ? 0 : size;
-	}
-	const uint8_t *p = h.p;
-	size_t got = h.got;
 	if (size > got) {
 		p = trace_reader_peek(rd, pos, size, &got, err);
 		if (!p)
@@ -65,7 +37,46 @@ static size_t skim_need(struct trace_reader *rd, uint32_t *path, size_t depth,
 			return 0;
 	}
 	pb_put_raw(out, p, size);
-	return out->len > STANDIN_MAX ? 0 : size;
+	return size;
+}
+
+/* Appends to out what the scanner needs of field h at file offset pos,
+ * whose path from the packet is path[0..depth) and its own number
+ * (sync_scan_need), and returns its length in the file; 0 when the skim
+ * cannot go on exactly, SIZE_MAX on a read error. */
+static size_t skim_need(struct trace_reader *rd, uint32_t *path, size_t depth,
+			uint64_t pos, const struct trace_field_head *h,
+			struct pb_buf *out, struct vp_error *err)
+{
+	path[depth] = h->num;
+	enum sync_need need = sync_scan_need(path, depth + 1);
+	size_t size = (size_t)h->size, body = size - h->hdr;
+	if (need == SYNC_SKIP)
+		return size;
+	if (h->wt == PB_WT_LEN && need == SYNC_NAME && body > SYNC_NAME_MAX) {
+		pb_put_bytes(out, h->num, "", 0); /* matches none, as it */
+		return size;
+	}
+	if (h->wt == PB_WT_LEN && need == SYNC_FIELDS && body >= ELIDE_MIN &&
+	    depth + 1 < SYNC_NEED_DEPTH) {
+		size_t mark = pb_begin_nested(out, h->num);
+		for (uint64_t p = pos + h->hdr; p < pos + size;) {
+			struct trace_field_head sub;
+			int rc = trace_reader_field_head(rd, p, pos + size,
+							 HEAD_PEEK, &sub, err);
+			if (rc <= 0)
+				return rc < 0 ? SIZE_MAX : 0;
+			size_t n = skim_need(rd, path, depth + 1, p, &sub, out,
+					     err);
+			if (n == 0 || n == SIZE_MAX)
+				return n;
+			p += n;
+		}
+		pb_end_nested(out, mark);
+		return out->len > STANDIN_MAX ? 0 : size;
+	}
+	size_t n = copy_field(rd, pos, h, out, err);
+	return n != SIZE_MAX && out->len > STANDIN_MAX ? 0 : n;
 }
 
 /* Appends the field at file offset pos (of the packet ending at end) to
@@ -94,7 +105,7 @@ static size_t skim_field(struct sync_skim *k, uint64_t pos, uint64_t end,
 	uint32_t path[SYNC_NEED_DEPTH] = {h.num};
 	if (h.wt == PB_WT_LEN && h.size - h.hdr >= ELIDE_MIN &&
 	    sync_scan_need(path, 1) == SYNC_FIELDS)
-		return skim_need(rd, path, 0, pos, end, out, err);
+		return skim_need(rd, path, 0, pos, &h, out, err);
 	if (h.wt == PB_WT_LEN && h.size - h.hdr >= ELIDE_MIN) {
 		size_t mark = pb_begin_nested(out, h.num);
 		if (!sync_scan_field_skim(h.num, h.p + h.hdr, h.got - h.hdr,
@@ -103,17 +114,7 @@ static size_t skim_field(struct sync_skim *k, uint64_t pos, uint64_t end,
 		pb_end_nested(out, mark);
 		return (size_t)h.size;
 	}
-	const uint8_t *p = h.p;
-	size_t got = h.got, size = (size_t)h.size;
-	if (size > got) {
-		p = trace_reader_peek(rd, pos, size, &got, err);
-		if (!p)
-			return SIZE_MAX;
-		if (got < size)
-			return 0;
-	}
-	pb_put_raw(out, p, size);
-	return size;
+	return copy_field(rd, pos, &h, out, err);
 }
 
 /* Scans the packet record `head` (from trace_reader_next_head, not read)

@@ -230,43 +230,51 @@ else
 fi
 rm -f "$W/bb.pb" "$W/bs.pb"
 
+# compressed_case NAME LIMIT_KIB KIND ARG: append_packets.py KIND writes
+# a guest with one compressed packet (bz.pb) and with the same packets
+# uncompressed (bzp.pb); on 1 and 2 threads the merge of bz.pb must stay
+# within LIMIT_KIB and hold inside its compressed packets, one after
+# another, the bytes the merge of bzp.pb writes for them.
+compressed_case() {
+  local name=$1 limit=$2
+  python3 "$APPEND" "$3" "$W/bg.pb" "$W/bz.pb" "$W/bzp.pb" "$4"
+  "$MERGE" -q "$W/h.pb" "$W/bzp.pb" -o "$W/bzp.out.pb" 2>"$W/log" ||
+    { bad "$name: the merge of its packets uncompressed"; sed 's/^/    /' "$W/log"; }
+  for t in 1 2; do
+    if rss_case "$name, --threads $t" "$limit" \
+         "$MERGE" -q --threads $t "$W/h.pb" "$W/bz.pb" -o "$W/bz.out.pb"; then
+      if python3 "$CHECK" compressed "$W/bg.out.pb" "$W/bz.out.pb" "$W/bzp.out.pb"
+      then ok "$name, --threads $t: the packets inside rewritten as uncompressed"
+      else bad "$name, --threads $t: the output"; fi
+    fi
+  done
+}
+
 # A compressed packet of 4.6 MB that inflates to 57 MB of small packets:
-# inflated, rewritten and deflated again a chunk at a time
-# (merge/compressed.c), never whole; inside, the same packets as the
-# merge of them uncompressed writes.
-python3 "$APPEND" bigcompressed "$W/bg.pb" "$W/bz.pb" "$W/bzp.pb" 2500000
-"$MERGE" -q "$W/h.pb" "$W/bzp.pb" -o "$W/bzp.out.pb" 2>"$W/log" ||
-  { bad "57 MB compressed: the merge of its packets uncompressed"; sed 's/^/    /' "$W/log"; }
-for t in 1 2; do
-  if rss_case "a compressed packet of 57 MB inflated, --threads $t" $((40 * 1024)) \
-       "$MERGE" -q --threads $t "$W/h.pb" "$W/bz.pb" -o "$W/bz.out.pb"; then
-    if python3 "$CHECK" compressed "$W/bg.out.pb" "$W/bz.out.pb" "$W/bzp.out.pb"
-    then ok "a compressed packet of 57 MB inflated, --threads $t: the packets inside rewritten as uncompressed"
-    else bad "a compressed packet of 57 MB inflated, --threads $t: the output"; fi
-  fi
-done
+# inflated from the file as it is read, rewritten and deflated again a
+# chunk at a time (merge/compressed.c), never whole.
+compressed_case "a compressed packet of 4.6 MB inflating to 57 MB" \
+  $((40 * 1024)) bigcompressed 2500000
 
 # A compression bomb: a compressed packet of a few KB that inflates to
 # one packet of 60 MiB.  That packet is written aside as it inflates and
 # rewritten from there as a large packet of a trace is (its annotation
 # passed from file to output), never held whole.
-python3 "$APPEND" bomb "$W/bg.pb" "$W/bz.pb" "$W/bzp.pb" 60
-"$MERGE" -q "$W/h.pb" "$W/bzp.pb" -o "$W/bzp.out.pb" 2>"$W/log" ||
-  { bad "compression bomb: the merge of its packets uncompressed"; sed 's/^/    /' "$W/log"; }
-for t in 1 2; do
-  if rss_case "a compressed packet of $(($(stat -c %s "$W/bz.pb") - $(stat -c %s "$W/bg.pb"))) bytes holding a 60 MiB packet, --threads $t" $((16 * 1024)) \
-       "$MERGE" -q --threads $t "$W/h.pb" "$W/bz.pb" -o "$W/bz.out.pb"; then
-    if python3 "$CHECK" compressed "$W/bg.out.pb" "$W/bz.out.pb" "$W/bzp.out.pb"
-    then ok "compression bomb, --threads $t: the packets inside rewritten as uncompressed"
-    else bad "compression bomb, --threads $t: the output"; fi
-  fi
-done
+compressed_case "a compression bomb (a few KB holding a 60 MiB packet)" \
+  $((16 * 1024)) bomb 60
 # With no $TMPDIR to write in, the packet is held in memory instead: the
 # same output.
 if TMPDIR=$W/none "$MERGE" -q "$W/h.pb" "$W/bz.pb" -o "$W/bzn.out.pb" 2>"$W/log" &&
    cmp -s "$W/bz.out.pb" "$W/bzn.out.pb"
 then ok "compression bomb, \$TMPDIR missing: held in memory, the same output"
 else bad "compression bomb, \$TMPDIR missing: the same output"; sed 's/^/    /' "$W/log"; fi
+rm -f "$W"/bz*.pb
+
+# A compressed packet of 60 MiB of data that does not compress: inflated
+# as it is read from the file, and deflated again into packets of about
+# 1 MiB, so that neither it nor its output is held whole.
+compressed_case "a compressed packet of 60 MiB that does not compress" \
+  $((24 * 1024)) randcompressed 60
 rm -f "$W"/bz*.pb
 
 # A malformed packet of 2 MiB inside compressed_packets, handled from its
@@ -279,23 +287,6 @@ if [ $st -eq 2 ] && [ ! -e "$W/bzb.out.pb" ] &&
 then ok "a malformed 2 MiB packet inside compressed_packets: exit 2 naming the compressed packet"
 else bad "a malformed 2 MiB packet inside compressed_packets: exit $st"; sed 's/^/    /' "$W/log"; fi
 rm -f "$W"/bzb*.pb
-
-# A compressed packet of 60 MiB of data that does not compress: inflated
-# as it is read from the file, and deflated again into packets of about
-# 1 MiB, so that neither it nor its output is held whole; inside them,
-# one after another, the same packets as the merge of them uncompressed.
-python3 "$APPEND" randcompressed "$W/bg.pb" "$W/bz.pb" "$W/bzp.pb" 60
-"$MERGE" -q "$W/h.pb" "$W/bzp.pb" -o "$W/bzp.out.pb" 2>"$W/log" ||
-  { bad "60 MiB compressed: the merge of its packets uncompressed"; sed 's/^/    /' "$W/log"; }
-for t in 1 2; do
-  if rss_case "a compressed packet of 60 MiB that does not compress, --threads $t" $((24 * 1024)) \
-       "$MERGE" -q --threads $t "$W/h.pb" "$W/bz.pb" -o "$W/bz.out.pb"; then
-    if python3 "$CHECK" compressed "$W/bg.out.pb" "$W/bz.out.pb" "$W/bzp.out.pb"
-    then ok "a compressed packet of 60 MiB, --threads $t: the packets inside rewritten as uncompressed"
-    else bad "a compressed packet of 60 MiB, --threads $t: the output"; fi
-  fi
-done
-rm -f "$W"/bz*.pb
 
 # Sequences: the rewrite keeps state for each, so a trace may have at
 # most 65536 (SYNC_MAX_SEQUENCES).  That many stay within 64 MiB; one
