@@ -21,6 +21,7 @@
 #include <zlib.h>
 
 #include "compressed.h"
+#include "merge_limits.h"
 #include "partition.h"
 #include "pb_wire.h"
 #include "perfetto_fields.h"
@@ -1657,14 +1658,22 @@ static int concat_file(const char *path, struct trace_writer *w,
 
 	if (trace_reader_open(&rd, path, err) < 0)
 		return MERGE_BAD_INPUT;
-	while ((rc = trace_reader_next(rd, &rec, err)) > 0) {
+	merge_limit_reader(rd);
+	/* A record larger than the reader's buffer goes over in pieces, so
+	 * a packet of 64 MiB costs no buffer of its size. */
+	while ((rc = trace_reader_next_head(rd, &rec, TRACE_READ_BUF,
+					    err)) > 0) {
+		struct copy_out co = {w, false};
 		if (cancel && *cancel) {
 			trace_reader_close(rd);
 			return failf(err, MERGE_IO_ERROR, "interrupted");
 		}
-		if (trace_writer_raw(w, rec.raw, rec.raw_len, err) < 0) {
+		if (rec.raw ? trace_writer_raw(w, rec.raw, rec.raw_len, err)
+			    : trace_reader_pass(rd, rec.offset, rec.raw_len,
+						write_piece, &co, err)) {
 			trace_reader_close(rd);
-			return MERGE_IO_ERROR;
+			return rec.raw || co.failed ? MERGE_IO_ERROR
+						    : MERGE_BAD_INPUT;
 		}
 		*packets += rec.field == TRACE_PACKET_FIELD;
 		uint64_t pos = trace_reader_pos(rd);

@@ -26,6 +26,7 @@
 #include <string.h>
 #include <sys/uio.h>
 
+#include "merge_limits.h"
 #include "perfetto_fields.h"
 #include "trace_io.h"
 #include "vp_alloc.h"
@@ -144,6 +145,7 @@ static int run_single(const struct partition_job *job, struct vp_error *err,
 
 	if (trace_reader_open(&rd, job->path, err) < 0)
 		return -1;
+	merge_limit_reader(rd);
 	pb_buf_init(&out);
 	while ((rc = trace_reader_next_head(rd, &rec, PARTITION_WINDOW_BYTES,
 					    err)) > 0) {
@@ -673,6 +675,7 @@ static int run_many(const struct partition_job *job, struct vp_error *err,
 
 	if (trace_reader_open(&rd, job->path, err) < 0)
 		return -1;
+	merge_limit_reader(rd);
 	memset(&pl, 0, sizeof(pl));
 	pl.job = job;
 	pl.rd = rd;
@@ -825,6 +828,7 @@ int partition_run_record(const struct partition_job *job, void *ctx, int fd,
 	one.ctx[0] = ctx;
 	if (trace_reader_open_fd(&rd, fd, job->path, err) < 0)
 		return -1;
+	merge_limit_reader(rd);
 	pb_buf_init(&out);
 	/* a bound of 0: the record is left unread, for the large path */
 	int rc = trace_reader_next_head(rd, &rec, 0, err);

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "merge_limits.h"
 #include "perfetto_fields.h"
 
 /* A body shorter than this is copied: skipping it would save less than
@@ -172,7 +173,10 @@ int sync_skim_open(struct sync_skim *k, const char *path,
 		   struct vp_error *err)
 {
 	skim_init(k, sc, whole_max);
-	return trace_reader_open(&k->rd, path, err);
+	if (trace_reader_open(&k->rd, path, err) < 0)
+		return -1;
+	merge_limit_reader(k->rd);
+	return 0;
 }
 
 int sync_skim_open_fd(struct sync_skim *k, int fd, const char *path,
@@ -180,7 +184,10 @@ int sync_skim_open_fd(struct sync_skim *k, int fd, const char *path,
 		      struct vp_error *err)
 {
 	skim_init(k, sc, whole_max);
-	return trace_reader_open_fd(&k->rd, fd, path, err);
+	if (trace_reader_open_fd(&k->rd, fd, path, err) < 0)
+		return -1;
+	merge_limit_reader(k->rd);
+	return 0;
 }
 
 void sync_skim_close(struct sync_skim *k)

@@ -101,7 +101,16 @@ struct trace_field_head {
 int trace_reader_field_head(struct trace_reader *r, uint64_t off,
 			    uint64_t end, size_t want,
 			    struct trace_field_head *h, struct vp_error *err);
-/* Starts again from the beginning of the file. */
+/* Caps what the reader holds of one record: a record of more than max
+ * bytes (tag and length included) that a call would read whole fails
+ * instead, with a message naming the file, its offset and size, and
+ * why (a phrase of the caller's, kept by reference, saying what needed
+ * it whole).  Records larger than its buffer can still be skimmed
+ * (trace_reader_next_head) and passed in pieces (trace_reader_pass).
+ * The default is TRACE_MAX_PACKET and its header: no record is
+ * refused for its size alone. */
+void trace_reader_limit_whole(struct trace_reader *r, size_t max,
+			      const char *why);
 /* Reads the len bytes at off into buf, all of which must be there (else
  * an error naming the offset: the file changed since the record's head
  * was read).  Touches only the reader's file, never its buffer or
@@ -109,6 +118,7 @@ int trace_reader_field_head(struct trace_reader *r, uint64_t off,
  * (not closed); its bytes are not counted in trace_reader_bytes_read. */
 int trace_reader_read_at(struct trace_reader *r, uint64_t off, void *buf,
 			 size_t len, struct vp_error *err);
+/* Starts again from the beginning of the file. */
 int trace_reader_rewind(struct trace_reader *r, struct vp_error *err);
 uint64_t trace_reader_size(const struct trace_reader *r);
 uint64_t trace_reader_pos(const struct trace_reader *r); /* bytes consumed */

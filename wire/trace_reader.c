@@ -44,6 +44,8 @@ struct trace_reader {
 	size_t chunk;      /* how much the next refill asks for */
 	uint64_t n_read;   /* bytes read from the file in all */
 	uint8_t *big;      /* current oversized record, if any */
+	size_t whole_max;  /* the largest record read whole */
+	const char *whole_why; /* what reads records whole, for messages */
 	uint8_t buf[TRACE_READ_BUF];
 };
 
@@ -88,6 +90,8 @@ int trace_reader_open_fd(struct trace_reader **out, int fd, const char *path,
 	r->chunk = sizeof(r->buf);
 	r->n_read = 0;
 	r->big = NULL;
+	r->whole_max = SIZE_MAX;
+	r->whole_why = NULL;
 	posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 	*out = r;
 	return 0;
@@ -328,6 +332,13 @@ static int truncated(struct trace_reader *r, uint64_t at, const char *what,
 			 (unsigned long long)want, (unsigned long long)(end - at));
 }
 
+void trace_reader_limit_whole(struct trace_reader *r, size_t max,
+			      const char *why)
+{
+	r->whole_max = max;
+	r->whole_why = why;
+}
+
 /* Reads a record too large for the window into r->big. */
 static int read_big(struct trace_reader *r, struct trace_record *rec,
 		    size_t hdr, size_t total, struct vp_error *err)
@@ -335,6 +346,15 @@ static int read_big(struct trace_reader *r, struct trace_record *rec,
 	uint64_t at = trace_reader_pos(r);
 	size_t have = r->fill - r->head;
 
+	if (total > r->whole_max)
+		return vp_errorf(err, "%s: byte offset %llu: a packet of %.1f "
+				 "MiB %s; at most %zu MiB of one is held in "
+				 "memory",
+				 r->path, (unsigned long long)at,
+				 total / 1048576.0,
+				 r->whole_why ? r->whole_why
+					      : "would be read whole",
+				 r->whole_max >> 20);
 	r->big = malloc(total);
 	if (!r->big)
 		return vp_errorf(err, "%s: byte offset %llu: out of memory for "

@@ -46,6 +46,12 @@ write.
   append_packets.py badinside TRACE OUT
       a compressed packet of about 2 KB holding one packet of 2 MiB whose
       last bytes are no field (wire type 7)
+  append_packets.py bigwhole TRACE OUT PART MIB
+      one packet (sequence 4079) whose PART, a part the merge reads
+      whole, is of about MIB MiB: "snapshot" a clock snapshot of many
+      clocks, "defaults" trace_packet_defaults with MIB MiB of an
+      unknown field, "print" an ftrace bundle of one print event of MIB
+      MiB
   append_packets.py sequences TRACE OUT N
       N packets (a timestamp each), each on a sequence of its own
 """
@@ -121,6 +127,20 @@ def main():
         append(sys.argv[3], sys.argv[5],
                bundle(4092, 1, [printev(BOOT, 1234, b"B|1234|vp_work\n"),
                                 printev(BOOT + 1000, 1234, b"E|1234\n")]))
+    elif len(sys.argv) == 6 and sys.argv[1] == "bigwhole":
+        part, size = sys.argv[4], int(sys.argv[5]) << 20
+        seq = field(10, 0, 4079)
+        if part == "snapshot":
+            # ClockSnapshot.clocks {clock_id, timestamp}
+            clock = field(1, 2, field(1, 0, 100) + field(2, 0, BOOT))
+            body = field(8, 0, BOOT) + field(6, 2, clock * (size // len(clock)))
+        elif part == "defaults":
+            body = field(8, 0, BOOT) + field(59, 2, field(58, 0, 6) +
+                                             field(9000, 2, bytes(size)))
+        else:
+            body = field(1, 2, field(1, 0, 1) + field(
+                2, 2, printev(BOOT, 1234, b"x" * size)))
+        append(sys.argv[2], sys.argv[3], packet(body + seq))
     elif len(sys.argv) == 5 and sys.argv[1] == "bigpacket":
         append(sys.argv[2], sys.argv[3],
                packet(field(9000, 2, bytes(int(sys.argv[4]) << 20))))

@@ -11,7 +11,8 @@
 # where there is one; then a trace of 600k sync samples a side, which must
 # stay within 64 MiB too, a host and a guest packet of 60 MiB, a guest
 # ftrace bundle of 56 MiB (and one that would grow past the 64 MiB a
-# packet may be, refused), and 65500 sequences (one more than the limit
+# packet may be, refused), packets with a part the merge reads whole (of
+# 12 MiB merged, of 60 MiB refused), and 65500 sequences (one more than the limit
 # is refused).  The traces go
 # under /tmp and are removed.
 set -uo pipefail
@@ -126,6 +127,12 @@ if rss_case "a 60 MiB host packet" $((16 * 1024)) \
   if cmp -s -n "$(stat -c %s "$W/bh.pb")" "$W/bh.pb" "$W/b.out.pb"; then ok "a 60 MiB host packet: the host copied byte for byte"
   else bad "a 60 MiB host packet: the host copied byte for byte"; fi
 fi
+# --concat copies it in pieces too: the two files as they are, as one.
+if rss_case "--concat of a 60 MiB host packet" $((16 * 1024)) \
+     "$MERGE" -q --concat "$W/bh.pb" "$W/bg.pb" -o "$W/b.out.pb"; then
+  if cat "$W/bh.pb" "$W/bg.pb" | cmp -s - "$W/b.out.pb"; then ok "--concat of a 60 MiB host packet: the bytes of both inputs"
+  else bad "--concat of a 60 MiB host packet: the bytes of both inputs"; fi
+fi
 
 # A guest packet of 60 MiB of a field the rewrite copies as it is: the
 # field passes from file to output in pieces, never held whole; the
@@ -229,6 +236,30 @@ else
   bad "a 61 MiB guest ftrace bundle: refused, naming it, no output left"; sed 's/^/    /' "$W/log"
 fi
 rm -f "$W/bb.pb" "$W/bs.pb"
+
+# Parts of a packet the merge reads whole (a clock snapshot, packet
+# defaults, a single ftrace event): a packet with one of 12 MiB is
+# merged within 64 MiB; one of 60 MiB would not be, so it is refused
+# (exit 2), naming the packet, with no output left (merge_limits.h).
+python3 "$APPEND" bigwhole "$W/bg.pb" "$W/bw.pb" defaults 12
+for t in 1 2; do
+  rss_case "packet defaults of 12 MiB, --threads $t" "$LIMIT_KIB" \
+    "$MERGE" -q --threads $t "$W/h.pb" "$W/bw.pb" -o "$W/bw.out.pb"
+done
+bw_off=$(stat -c %s "$W/bg.pb")
+for part in snapshot defaults print; do
+  python3 "$APPEND" bigwhole "$W/bg.pb" "$W/bw.pb" $part 60
+  for t in 1 2; do
+    rm -f "$W/bw.out.pb"
+    /usr/bin/time -f %M -o "$W/rss" "$MERGE" -q --threads $t "$W/h.pb" "$W/bw.pb" -o "$W/bw.out.pb" 2>"$W/log"
+    st=$? rss=$(tail -1 "$W/rss")
+    if [ $st -eq 2 ] && [ ! -e "$W/bw.out.pb" ] && [ "$rss" -le $((16 * 1024)) ] &&
+       grep -q "bw.pb: byte offset $bw_off: a packet of 60.0 MiB that would be held whole" "$W/log"
+    then ok "a $part of 60 MiB, --threads $t: refused (exit 2) naming the packet, within 16 MiB"
+    else bad "a $part of 60 MiB, --threads $t: exit $st, peak RSS $((rss / 1024)) MiB"; sed 's/^/    /' "$W/log"; fi
+  done
+done
+rm -f "$W"/bw*.pb
 
 # compressed_case NAME LIMIT_KIB KIND ARG: append_packets.py KIND writes
 # a guest with one compressed packet (bz.pb) and with the same packets

@@ -1,7 +1,8 @@
 /*
  * test_trace_io.c - the streaming trace reader and the crash-safe writer:
  * packets that straddle buffer refills, packets larger than the buffer,
- * files over 4 GiB (sparse), malformed framing with byte offsets, and a
+ * files over 4 GiB (sparse), malformed framing with byte offsets, a cap
+ * on what is held of one record, and a
  * writer that never leaves a partial or empty output behind.
  */
 #include <setjmp.h>
@@ -178,6 +179,56 @@ static void test_heads_peeks_seeks(void **state)
 	snprintf(want, sizeof(want), "byte offset %llu: the file ends",
 		 (unsigned long long)size);
 	assert_non_null(strstr(err.msg, want));
+	trace_reader_close(r);
+}
+
+/* trace_reader_limit_whole: a record over the cap is refused when a call
+ * would read it whole, naming it and the caller's reason, and can still
+ * be stepped over and passed in pieces; records under it read as ever. */
+static int count_piece(void *ctx, const uint8_t *p, size_t n,
+		       struct vp_error *err)
+{
+	(void)p;
+	(void)err;
+	*(uint64_t *)ctx += n;
+	return 0;
+}
+
+static void test_limit_whole(void **state)
+{
+	(void)state;
+	char path[256];
+	struct vp_error err = {{0}};
+	path_of(path, sizeof(path), "limit.pb");
+	write_sized_packets(path, 10); /* up to 3 MiB */
+
+	struct trace_reader *r;
+	struct trace_record rec;
+	uint64_t passed = 0;
+	assert_int_equal(trace_reader_open(&r, path, &err), 0);
+	trace_reader_limit_whole(r, 2u << 20, "because the test says so");
+	for (size_t i = 0; i < 8; i++) { /* all below 2 MiB, one of them
+					  * over the buffer */
+		assert_int_equal(trace_reader_next(r, &rec, &err), 1);
+		assert_int_equal(rec.len, packet_size(i));
+	}
+	/* 3 MiB: its head, then the whole refused */
+	assert_int_equal(trace_reader_next_head(r, &rec, 4096, &err), 1);
+	assert_int_equal(rec.len, 3u << 20);
+	struct trace_record head = rec;
+	assert_int_equal(trace_reader_reread(r, &head, &rec, &err), -1);
+	char want[128];
+	snprintf(want, sizeof(want), "byte offset %llu: a packet of 3.0 MiB "
+		 "because the test says so; at most 2 MiB",
+		 (unsigned long long)head.offset);
+	assert_non_null(strstr(err.msg, want));
+	/* in pieces it passes, and the next record reads */
+	assert_int_equal(trace_reader_pass(r, head.offset, head.raw_len,
+					   count_piece, &passed, &err), 0);
+	assert_int_equal(passed, head.raw_len);
+	assert_int_equal(trace_reader_next(r, &rec, &err), 1);
+	assert_int_equal(rec.len, packet_size(9));
+	assert_int_equal(trace_reader_next(r, &rec, &err), 0);
 	trace_reader_close(r);
 }
 
@@ -389,6 +440,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_roundtrip_straddling),
 		cmocka_unit_test(test_heads_peeks_seeks),
+		cmocka_unit_test(test_limit_whole),
 		cmocka_unit_test(test_writer_pieces),
 		cmocka_unit_test(test_malformed),
 		cmocka_unit_test(test_empty_and_missing),
