@@ -10,7 +10,7 @@
  * thread; they are spread by bytes, so one busy sequence does not leave
  * the other threads idle.  The first thread reads the file, peeks at each
  * packet and hands the others their packets window by window, which
- * costs it about half as much as handling them (a packet of
+ * costs it about two thirds of what handling them does (a packet of
  * PARTITION_DIRECT_MIN bytes or more it does not read: it looks at its
  * top-level fields' heads to know whose it is, and that thread reads
  * it).  So a plan made from the
