@@ -194,6 +194,12 @@ static int run_single(const struct partition_job *job, struct vp_error *err,
 
 /* ---- several threads ---------------------------------------------------------- */
 
+/* Windows in flight at most: threads + 2 (the leader fills one while the
+ * workers have the others), up to this many.  Each window holds a share
+ * per thread, so memory grows with threads times windows; more windows
+ * than this buy nothing, since every worker has a part of each. */
+#define PARTITION_MAX_SLOTS 6
+
 /* A window is FREE, READY (filled by the leader; workers busy with it) or
  * DONE (every worker finished it; the leader emits it and frees it). */
 enum { FREE, READY, DONE };
@@ -214,9 +220,9 @@ struct share {
 	struct pb_buf in;       /* worker's records, one after another (t >= 1) */
 	struct pb_buf out;      /* output of its records, one after another */
 	struct in_rec *recs;    /* where each record of `in` is, and what */
-	size_t n_in;
+	size_t n_in, cap_recs;
 	size_t *out_len;        /* length of each record's output in `out` */
-	size_t n_out;
+	size_t n_out, cap_out_len;
 	bool failed;
 	uint64_t failed_at;     /* file offset of the record that failed */
 	struct vp_error err;
@@ -441,6 +447,8 @@ static void work_share(const struct partition_job *job,
 	pb_buf_reset(&s->out);
 	s->n_out = 0;
 	s->failed = false;
+	if (s->n_in > s->cap_out_len)
+		VP_XGROW(s->out_len, s->cap_out_len, s->n_in);
 	for (size_t k = 0; k < s->n_in; k++) {
 		const struct in_rec *m = &s->recs[k];
 		struct trace_record tr = {
@@ -684,7 +692,8 @@ static int run_many(const struct partition_job *job, struct vp_error *err,
 	pl.job = job;
 	pl.rd = rd;
 	pl.n = job->threads;
-	pl.slots = pl.n + 2;
+	pl.slots = pl.n + 2 < PARTITION_MAX_SLOTS ? pl.n + 2
+						  : PARTITION_MAX_SLOTS;
 	pthread_mutex_init(&pl.mu, NULL);
 	pthread_cond_init(&pl.cv, NULL);
 	pl.win = vp_xcalloc(pl.slots, sizeof(*pl.win));
@@ -692,14 +701,11 @@ static int run_many(const struct partition_job *job, struct vp_error *err,
 		struct window *w = &pl.win[i];
 		w->sh = vp_xaligned_alloc(128, pl.n * sizeof(*w->sh));
 		memset(w->sh, 0, pl.n * sizeof(*w->sh));
+		/* the shares' record arrays grow as records come, to no
+		 * more than a window's: with many threads most stay small */
 		for (unsigned t = 0; t < pl.n; t++) {
 			pb_buf_init(&w->sh[t].in);
 			pb_buf_init(&w->sh[t].out);
-			if (t)
-				w->sh[t].recs = vp_xcalloc(PARTITION_WINDOW_RECORDS,
-							sizeof(struct in_rec));
-			w->sh[t].out_len = vp_xcalloc(PARTITION_WINDOW_RECORDS,
-						      sizeof(size_t));
 		}
 	}
 	for (unsigned t = 1; t < pl.n; t++) {
@@ -757,11 +763,17 @@ static int run_many(const struct partition_job *job, struct vp_error *err,
 			w->owners[w->count] = (uint8_t)owner;
 			load[owner] += rec.raw_len;
 			if (owner == 0) {
+				if (s->n_out == s->cap_out_len)
+					VP_XGROW(s->out_len, s->cap_out_len,
+						 s->n_out + 1);
 				if (run_record(job, job->ctx[0], &rec, &s->out,
 					       &s->out_len[s->n_out], err) < 0)
 					rc = -1;
 				s->n_out++;
 			} else {
+				if (s->n_in == s->cap_recs)
+					VP_XGROW(s->recs, s->cap_recs,
+						 s->n_in + 1);
 				s->recs[s->n_in++] = (struct in_rec){
 					.data_offset = rec.data_offset,
 					.raw_len = (uint32_t)rec.raw_len,

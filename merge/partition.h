@@ -20,7 +20,8 @@
  *
  * Memory is bounded by bytes, not records: a window closes at
  * PARTITION_WINDOW_BYTES of input (or PARTITION_WINDOW_RECORDS records),
- * at most threads + 2 windows are in flight, and a buffer that grew past
+ * at most threads + 2 windows (and no more than 6) are in flight, a
+ * share's record arrays grow only as its records need, and a buffer that grew past
  * a few windows for a large record is given back once it is emitted.  A
  * record larger than a window waits until every window before it is out
  * (the workers idle) and is handled alone by the first thread, with its
