@@ -278,13 +278,12 @@ static char *write_toy_trace(struct pb_buf *all, bool big)
 	return path;
 }
 
-static void run_toy(const char *path, unsigned threads, const uint8_t *plan,
-		    bool passes, const struct pb_buf *expect)
+/* The job of a run over the toy trace into out, with the threads'
+ * contexts in ctx, and nothing seen yet. */
+static struct partition_job toy_job(const char *path, unsigned threads,
+				    const uint8_t *plan, bool passes,
+				    struct toy_ctx *ctx, struct sink_buf *out)
 {
-	struct toy_ctx ctx[PARTITION_MAX_THREADS];
-	struct sink_buf out;
-	struct vp_error err;
-	int io_error;
 	struct partition_job job = {
 		.path = path,
 		.threads = threads,
@@ -294,7 +293,7 @@ static void run_toy(const char *path, unsigned threads, const uint8_t *plan,
 		.seq_owner = plan,
 		.n_seq_owner = plan ? N_SEQ + 1 : 0,
 		.sink = toy_sink,
-		.sink_ctx = &out,
+		.sink_ctx = out,
 	};
 
 	for (int s = 0; s <= N_SEQ; s++) {
@@ -305,7 +304,20 @@ static void run_toy(const char *path, unsigned threads, const uint8_t *plan,
 		ctx[t].thread = (int)t;
 		job.ctx[t] = &ctx[t];
 	}
-	pb_buf_init(&out.b);
+	pb_buf_init(&out->b);
+	return job;
+}
+
+static void run_toy(const char *path, unsigned threads, const uint8_t *plan,
+		    bool passes, const struct pb_buf *expect)
+{
+	struct toy_ctx ctx[PARTITION_MAX_THREADS];
+	struct sink_buf out;
+	struct vp_error err;
+	int io_error;
+	struct partition_job job = toy_job(path, threads, plan, passes, ctx,
+					   &out);
+
 	err.msg[0] = '\0';
 	int rc = partition_run(&job, &err, &io_error);
 	if (rc != 0)
@@ -352,20 +364,8 @@ static long child_rss_kib(const char *path, unsigned threads,
 		struct sink_buf out;
 		struct vp_error err;
 		int io_error;
-		struct partition_job job = {
-			.path = path, .threads = threads, .fn = toy_fn,
-			.stateless = toy_stateless, .sink = toy_sink,
-			.sink_ctx = &out,
-		};
-		for (int q = 0; q <= N_SEQ; q++) {
-			seen_thread[q] = -1;
-			seen_last[q] = -1;
-		}
-		for (unsigned t = 0; t < threads; t++) {
-			ctx[t].thread = (int)t;
-			job.ctx[t] = &ctx[t];
-		}
-		pb_buf_init(&out.b);
+		struct partition_job job = toy_job(path, threads, NULL, false,
+						   ctx, &out);
 		bool same = partition_run(&job, &err, &io_error) == 0 &&
 			    out.b.len == expect->len &&
 			    memcmp(out.b.data, expect->data, expect->len) == 0;
