@@ -1753,11 +1753,18 @@ int merge_concat(const struct merge_opts *o, struct merge_result *res,
  * few per cent of rewriting it; on two cores, two threads took 0.70 to
  * 0.78 of one thread's time on guests of 27 to 57 bytes a packet
  * (tests/bench/merge_bench.py's traces and a mix of both, paired runs). */
+/* And at most REWRITE_MAX_THREADS: the first thread reads, frames and
+ * hands out every packet, at about two thirds of what handling one costs
+ * on small packets (partition.c), so a few others keep up with it, and
+ * every window wakes every thread, so more would only wait (pass 1 still
+ * scans that many inputs at once). */
+#define REWRITE_MAX_THREADS 8
+
 static unsigned rewrite_threads(const struct sync_data *d, unsigned threads)
 {
 	if (threads < 2 || d->n_compressed)
 		return 1;
-	return threads;
+	return threads < REWRITE_MAX_THREADS ? threads : REWRITE_MAX_THREADS;
 }
 
 /* What pass 4 decides for a guest before its rewrite. */
