@@ -1656,9 +1656,8 @@ static int concat_file(const char *path, struct trace_writer *w,
 	uint64_t last = 0;
 	int rc;
 
-	if (trace_reader_open(&rd, path, err) < 0)
+	if (merge_reader_open(&rd, path, -1, err) < 0)
 		return MERGE_BAD_INPUT;
-	merge_limit_reader(rd);
 	/* A record larger than the reader's buffer goes over in pieces, so
 	 * a packet of 64 MiB costs no buffer of its size. */
 	while ((rc = trace_reader_next_head(rd, &rec, TRACE_READ_BUF,
@@ -1752,8 +1751,8 @@ int merge_concat(const struct merge_opts *o, struct merge_result *res,
  * a packet's owner by skimming its fields (partition.c), which costs a
  * few per cent of rewriting it; on two cores, two threads took 0.70 to
  * 0.78 of one thread's time on guests of 27 to 57 bytes a packet
- * (tests/bench/merge_bench.py's traces and a mix of both, paired runs). */
-/* And at most REWRITE_MAX_THREADS: the first thread reads, frames and
+ * (tests/bench/merge_bench.py's traces and a mix of both, paired runs).
+ * And at most REWRITE_MAX_THREADS: the first thread reads, frames and
  * hands out every packet, at about two thirds of what handling one costs
  * on small packets (partition.c), so a few others keep up with it, and
  * every window wakes every thread, so more would only wait (pass 1 still

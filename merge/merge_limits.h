@@ -11,7 +11,8 @@
  * bounds the merge's memory: MERGE_WHOLE_MAX keeps the two, and the
  * rest, under the 64 MiB the merge is held to on any input.  A larger
  * one is refused with a message naming its offset (exit 2); real
- * producers write those parts in bytes or kilobytes.
+ * producers write those parts in bytes or kilobytes.  Every reader the
+ * merge opens is opened here, so none goes without the cap.
  */
 #ifndef VP_MERGE_LIMITS_H
 #define VP_MERGE_LIMITS_H
@@ -20,15 +21,22 @@
 
 #define MERGE_WHOLE_MAX (16u << 20)
 
-/* Caps what reader r of a merge holds of one packet. */
-static inline void merge_limit_reader(struct trace_reader *r)
+/* Opens a reader of the merge's: the file path, or fd (which it takes
+ * over) when fd >= 0, capped at MERGE_WHOLE_MAX.  0, or -1 with a
+ * message (trace_reader_open). */
+static inline int merge_reader_open(struct trace_reader **r, const char *path,
+				    int fd, struct vp_error *err)
 {
-	trace_reader_limit_whole(r, MERGE_WHOLE_MAX,
+	if ((fd >= 0 ? trace_reader_open_fd(r, fd, path, err)
+		     : trace_reader_open(r, path, err)) < 0)
+		return -1;
+	trace_reader_limit_whole(*r, MERGE_WHOLE_MAX,
 				 "that would be held whole (a part of it "
 				 "that the merge reads whole, a clock "
 				 "snapshot, packet defaults or a single "
 				 "ftrace event, is over 4 MiB; or it is "
 				 "malformed)");
+	return 0;
 }
 
 #endif

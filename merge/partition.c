@@ -145,9 +145,8 @@ static int run_single(const struct partition_job *job, struct vp_error *err,
 	struct pb_buf out;
 	int rc;
 
-	if (trace_reader_open(&rd, job->path, err) < 0)
+	if (merge_reader_open(&rd, job->path, -1, err) < 0)
 		return -1;
-	merge_limit_reader(rd);
 	pb_buf_init(&out);
 	while ((rc = trace_reader_next_head(rd, &rec, PARTITION_WINDOW_BYTES,
 					    err)) > 0) {
@@ -685,9 +684,8 @@ static int run_many(const struct partition_job *job, struct vp_error *err,
 	unsigned started = 0;
 	size_t load[PARTITION_MAX_THREADS];
 
-	if (trace_reader_open(&rd, job->path, err) < 0)
+	if (merge_reader_open(&rd, job->path, -1, err) < 0)
 		return -1;
-	merge_limit_reader(rd);
 	memset(&pl, 0, sizeof(pl));
 	pl.job = job;
 	pl.rd = rd;
@@ -842,9 +840,8 @@ int partition_run_record(const struct partition_job *job, void *ctx, int fd,
 
 	one.threads = 1;
 	one.ctx[0] = ctx;
-	if (trace_reader_open_fd(&rd, fd, job->path, err) < 0)
+	if (merge_reader_open(&rd, job->path, fd, err) < 0)
 		return -1;
-	merge_limit_reader(rd);
 	pb_buf_init(&out);
 	/* a bound of 0: the record is left unread, for the large path */
 	int rc = trace_reader_next_head(rd, &rec, 0, err);

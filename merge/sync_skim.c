@@ -173,10 +173,7 @@ int sync_skim_open(struct sync_skim *k, const char *path,
 		   struct vp_error *err)
 {
 	skim_init(k, sc, whole_max);
-	if (trace_reader_open(&k->rd, path, err) < 0)
-		return -1;
-	merge_limit_reader(k->rd);
-	return 0;
+	return merge_reader_open(&k->rd, path, -1, err);
 }
 
 int sync_skim_open_fd(struct sync_skim *k, int fd, const char *path,
@@ -184,10 +181,7 @@ int sync_skim_open_fd(struct sync_skim *k, int fd, const char *path,
 		      struct vp_error *err)
 {
 	skim_init(k, sc, whole_max);
-	if (trace_reader_open_fd(&k->rd, fd, path, err) < 0)
-		return -1;
-	merge_limit_reader(k->rd);
-	return 0;
+	return merge_reader_open(&k->rd, path, fd, err);
 }
 
 void sync_skim_close(struct sync_skim *k)

@@ -107,8 +107,8 @@ int trace_reader_field_head(struct trace_reader *r, uint64_t off,
  * why (a phrase of the caller's, kept by reference, saying what needed
  * it whole).  Records larger than its buffer can still be skimmed
  * (trace_reader_next_head) and passed in pieces (trace_reader_pass).
- * The default is TRACE_MAX_PACKET and its header: no record is
- * refused for its size alone. */
+ * By default there is no cap: a record is read whole up to
+ * TRACE_MAX_PACKET, the limit of every reader. */
 void trace_reader_limit_whole(struct trace_reader *r, size_t max,
 			      const char *why);
 /* Reads the len bytes at off into buf, all of which must be there (else
