@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,7 @@
 #include "pb_wire.h"
 #include "perfetto_fields.h"
 #include "sync_scan.h"
+#include "scan_split.h"
 #include "sync_skim.h"
 #include "trace_io.h"
 
@@ -243,10 +245,72 @@ static int scan_record(struct scan_ctx *c, const struct trace_record *rec,
 	return 0;
 }
 
+static uint64_t file_size(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+}
+
+/* A guest's scan that a free thread may share (scan_split.h).  The
+ * helper claims it, says where the scanning thread is to stop (limit),
+ * scans from there on into `part` and says it is done; the scanning
+ * thread, at the first record at or after the limit, waits for that and
+ * joins the part, or scans on when the part does not begin there. */
+struct scan_share {
+	_Atomic uint64_t pos;   /* the scanning thread's next record */
+	_Atomic uint64_t limit; /* UINT64_MAX: no split (yet) */
+	uint64_t size;
+	/* under mu */
+	pthread_mutex_t *mu;
+	pthread_cond_t *cv;
+	bool running, claimed, part_done, part_ok;
+	bool joined;            /* the scan was whole from two parts */
+	struct sync_scanner *part;
+	uint64_t part_at;
+};
+
+/* The scanning thread at record `at`, at or past the limit: waits for
+ * the part and joins it.  0: the scan is whole; 1: scan on (the limit
+ * is gone). */
+static int join_part(struct scan_ctx *c, struct scan_share *sh, uint64_t at,
+		     struct progress *pg)
+{
+	int rc = 1;
+
+	pthread_mutex_lock(sh->mu);
+	while (!sh->part_done)
+		pthread_cond_wait(sh->cv, sh->mu);
+	pthread_mutex_unlock(sh->mu);
+	atomic_store_explicit(&sh->limit, UINT64_MAX, memory_order_relaxed);
+	if (sh->part_ok && sh->part_at == at)
+		rc = sync_scanner_join(c->sc, sh->part);
+	sh->joined = rc == 0;
+	sync_scanner_free(sh->part);
+	sh->part = NULL;
+	if (rc == 0 && pg->on)
+		progress_add(pg, sh->size - at);
+	return rc;
+}
+
+/* The end of a shared scan: no helper may claim it now, and one that
+ * did is waited for. */
+static void share_end(struct scan_share *sh)
+{
+	pthread_mutex_lock(sh->mu);
+	sh->running = false;
+	while (sh->claimed && !sh->part_done)
+		pthread_cond_wait(sh->cv, sh->mu);
+	pthread_mutex_unlock(sh->mu);
+	sync_scanner_free(sh->part);
+	sh->part = NULL;
+}
+
 /* A scan that copies nothing (a guest's): large packets are skimmed
- * (sync_skim.h), so most bytes of their bodies are never read. */
+ * (sync_skim.h), so most bytes of their bodies are never read.  With
+ * sh, a free thread may scan its second half (scan_split.h). */
 static int scan_skimming(struct scan_ctx *c, struct progress *pg,
-			 volatile sig_atomic_t *cancel, struct vp_error *err)
+			 volatile sig_atomic_t *cancel, struct scan_share *sh,
+			 struct vp_error *err)
 {
 	struct sync_skim k;
 	struct trace_record rec;
@@ -254,7 +318,18 @@ static int scan_skimming(struct scan_ctx *c, struct progress *pg,
 	k.compressed = scan_compressed_at;
 	k.compressed_ctx = c;
 
-	while (rc == 0 && (rc = sync_skim_next(&k, &rec, err)) > 0) {
+	while (rc == 0) {
+		if (sh) {
+			uint64_t at = trace_reader_pos(k.rd);
+			atomic_store_explicit(&sh->pos, at,
+					      memory_order_relaxed);
+			if (at >= atomic_load_explicit(&sh->limit,
+						       memory_order_relaxed) &&
+			    join_part(c, sh, at, pg) == 0)
+				break;
+		}
+		if ((rc = sync_skim_next(&k, &rec, err)) <= 0)
+			break;
 		if (cancel && *cancel) {
 			rc = vp_errorf(err, "interrupted");
 			break;
@@ -337,7 +412,7 @@ static int scan_copying(struct scan_ctx *c, struct trace_writer *w,
 static int scan_file(const char *path, struct sync_scanner **out,
 		     struct trace_writer *copy_to, struct progress *pg,
 		     uint64_t max_inflate, volatile sig_atomic_t *cancel,
-		     struct vp_error *err)
+		     struct scan_share *sh, struct vp_error *err)
 {
 	struct scan_ctx c = {
 		.path = path,
@@ -350,7 +425,9 @@ static int scan_file(const char *path, struct sync_scanner **out,
 	if (copy_to)
 		rc = scan_copying(&c, copy_to, pg, cancel, &io_error, err);
 	else
-		rc = scan_skimming(&c, pg, cancel, err);
+		rc = scan_skimming(&c, pg, cancel, sh, err);
+	if (sh)
+		share_end(sh);
 	pb_buf_free(&c.scratch);
 	*out = c.sc;
 	if (rc < 0)
@@ -365,16 +442,65 @@ struct scan_item {
 	struct sync_scanner *sc;
 	int status;
 	struct vp_error err;
+	struct scan_share share; /* a guest's */
 };
 
 struct scan_pool {
 	struct scan_item *items;
 	size_t n, next;          /* next: the next item to take (mu) */
 	pthread_mutex_t mu;
+	pthread_cond_t cv;       /* a part is done */
 	struct progress *pg;
 	uint64_t max_inflate;
 	volatile sig_atomic_t *cancel;
 };
+
+/* A thread with no input left to take: scans the second half of the
+ * guest scan with the most left to do, if one has enough.  False when
+ * there is none. */
+static bool help_scan(struct scan_pool *sp)
+{
+	struct scan_share *sh = NULL;
+	const char *path = NULL;
+	uint64_t best = SCAN_SPLIT_MIN - 1, mid = 0, at = 0;
+
+	pthread_mutex_lock(&sp->mu);
+	for (size_t i = 0; i < sp->n; i++) {
+		struct scan_share *s = &sp->items[i].share;
+		uint64_t pos = atomic_load_explicit(&s->pos,
+						    memory_order_relaxed);
+		if (s->running && !s->claimed && pos < s->size &&
+		    s->size - pos > best) {
+			best = s->size - pos;
+			sh = s;
+			path = sp->items[i].path;
+			mid = pos + best / 2;
+		}
+	}
+	if (sh) {
+		sh->claimed = true;
+		atomic_store_explicit(&sh->limit, mid, memory_order_relaxed);
+	}
+	pthread_mutex_unlock(&sp->mu);
+	if (!sh)
+		return false;
+
+	struct vp_error err;
+	struct sync_scanner *part = NULL;
+	bool ok = false;
+	if (scan_split_find(path, mid, sh->size, &at, &err) == 1) {
+		part = sync_scanner_new_part(path);
+		ok = scan_split_part(path, at, part, sp->cancel) == 0;
+	}
+	pthread_mutex_lock(&sp->mu);
+	sh->part = part;
+	sh->part_at = at;
+	sh->part_ok = ok;
+	sh->part_done = true;
+	pthread_cond_broadcast(&sp->cv);
+	pthread_mutex_unlock(&sp->mu);
+	return true;
+}
 
 static void *scan_worker(void *arg)
 {
@@ -384,11 +510,16 @@ static void *scan_worker(void *arg)
 		pthread_mutex_lock(&sp->mu);
 		size_t i = sp->next++;
 		pthread_mutex_unlock(&sp->mu);
-		if (i >= sp->n)
+		if (i >= sp->n) {
+			if (help_scan(sp))
+				continue;
 			return NULL;
+		}
 		struct scan_item *it = &sp->items[i];
 		it->status = scan_file(it->path, &it->sc, it->copy_to, sp->pg,
-				       sp->max_inflate, sp->cancel, &it->err);
+				       sp->max_inflate, sp->cancel,
+				       it->copy_to ? NULL : &it->share,
+				       &it->err);
 	}
 }
 
@@ -404,12 +535,26 @@ static void scan_inputs(struct scan_item *items, size_t n, unsigned threads,
 		.items = items, .n = n, .pg = pg,
 		.max_inflate = max_inflate, .cancel = cancel,
 		.mu = PTHREAD_MUTEX_INITIALIZER,
+		.cv = PTHREAD_COND_INITIALIZER,
 	};
-	pthread_t tid[MERGE_MAX_GUESTS + 1];
-	unsigned started = 0;
+	pthread_t tid[2 * (MERGE_MAX_GUESTS + 1)];
+	unsigned started = 0, guests = 0;
 
-	if (threads > n)
-		threads = (unsigned)n;
+	for (size_t i = 0; i < n; i++) {
+		struct scan_share *sh = &items[i].share;
+		if (items[i].copy_to)
+			continue;
+		atomic_init(&sh->pos, 0);
+		atomic_init(&sh->limit, UINT64_MAX);
+		sh->size = file_size(items[i].path);
+		sh->mu = &sp.mu;
+		sh->cv = &sp.cv;
+		sh->running = true;
+		guests++;
+	}
+	/* a thread per input, and one more per guest to share its scan */
+	if (threads > n + guests)
+		threads = (unsigned)(n + guests);
 	for (unsigned t = 1; t < threads; t++) {
 		if (pthread_create(&tid[started], NULL, scan_worker, &sp) != 0)
 			break;
@@ -418,6 +563,7 @@ static void scan_inputs(struct scan_item *items, size_t n, unsigned threads,
 	scan_worker(&sp);
 	for (unsigned t = 0; t < started; t++)
 		pthread_join(tid[t], NULL);
+	pthread_cond_destroy(&sp.cv);
 	pthread_mutex_destroy(&sp.mu);
 }
 
@@ -1607,12 +1753,6 @@ static int check_output(const struct merge_opts *o, struct vp_error *err)
 	return vp_out_check_inputs("-o", o->out, inputs, o->n_guests + 1, err);
 }
 
-static uint64_t file_size(const char *path)
-{
-	struct stat st;
-	return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
-}
-
 unsigned merge_cpus(void)
 {
 	cpu_set_t set;
@@ -2159,6 +2299,8 @@ int merge_run(const struct merge_opts *o, struct merge_result *res,
 	scan_inputs(items, n_items, threads, &pg, max_inflate, o->cancel);
 	for (size_t i = 0; i < o->n_guests; i++) {
 		gsc[i] = items[i].sc;
+		if (items[i].share.joined)
+			res->guests[i].scan_split_at = items[i].share.part_at;
 		plan[i].threads = items[i].status == MERGE_OK
 			? rewrite_threads(sync_scanner_data(gsc[i]), threads)
 			: threads;

@@ -163,6 +163,10 @@ void report_summary(FILE *f, const struct merge_opts *o,
 				"round trip p50 %.0f ns p99 %.0f ns\n",
 				g->n_exchanges, g->n_causality_violations,
 				g->exchange_width_ns.p50, g->exchange_width_ns.p99);
+		if (g->scan_split_at)
+			fprintf(f, "      sync scan in two parts at once, the "
+				"second from byte offset %llu\n",
+				(unsigned long long)g->scan_split_at);
 		fprintf(f, "      rewrote %llu packets on %u thread%s: %llu "
 			"packet, %llu scoped-clock, %llu legacy-us, %llu "
 			"ftrace, %llu compact_sched, %llu snapshot "

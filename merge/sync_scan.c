@@ -79,6 +79,64 @@ struct seq {
 	struct vp_seq_state st; /* clears (trace_model.h) */
 	struct u64map interned;
 	size_t n_categories; /* interned categories of ours: cros, vperfetto */
+	uint32_t id;
+	/* A part scanner's (sync_scanner_new_part): no clear seen yet, so
+	 * what was interned before the part is not known; a packet whose
+	 * scan read the interning then (relied) was kept for the join, in
+	 * `kept` bytes of them, or could not be (overflow). */
+	bool inherited, relied, overflow;
+	size_t kept;
+};
+
+/* What a scan's results do to sync_data, in the order the packets came:
+ * one of these per result, applied at once by a whole scan and logged by
+ * a part scanner, for the join to apply after the parts before it. */
+enum result_kind {
+	R_BOOT,            /* a (counter, BOOTTIME) sample */
+	R_MONO,            /* a (counter, MONOTONIC) sample */
+	R_REALTIME,        /* a (REALTIME, BOOTTIME) pair */
+	R_EXCHANGE,
+	R_KVM,
+	R_TRACE_CLOCK,     /* a snapshot's primary_trace_clock */
+	R_EVENT_SAMPLE,    /* counts of n_... */
+	R_SNAPSHOT_SAMPLE,
+	R_INCREMENTAL_64,
+	R_BAD_SYNC_EVENT,
+};
+
+struct result {
+	uint64_t off;      /* the packet's file offset */
+	uint32_t seq;      /* its sequence */
+	uint8_t kind;      /* enum result_kind */
+	bool dep;          /* read interning from before the part */
+	union {
+		struct {
+			uint64_t x, y;
+		} xy;
+		struct cm_exchange ex;
+		struct kvm_tsc_record kvm;
+		uint32_t clock;
+	} u;
+};
+
+/* The most results a part logs, and the most bytes of packets it keeps
+ * for the join: past either it gives up (the caller then scans the part
+ * on after the parts before it), so its memory stays bounded. */
+#define PART_MAX_RESULTS 65536
+#define PART_KEPT_MAX (8u << 20)
+/* ... and of one sequence's: a busy one does not crowd out the others
+ * (the few that interned names of ours before the part are those whose
+ * packets are scanned again) */
+#define PART_KEPT_SEQ_MAX (1u << 20)
+/* A kept packet: its offset, sequence and length, then its bytes. */
+#define KEPT_HEAD 16
+
+struct part {
+	struct result *log;
+	size_t n_log, cap_log;
+	struct pb_buf kept;
+	bool dep;          /* the packet being scanned: as result.dep */
+	uint32_t seq;      /* ... its sequence */
 };
 
 struct sync_scanner {
@@ -90,6 +148,7 @@ struct sync_scanner {
 	bool have_last_seq;
 	uint32_t last_seq;
 	struct sync_data d;
+	struct part *part; /* a part scanner's; NULL for a whole scan */
 	/* the packet being scanned, for error offsets */
 	const uint8_t *pkt;
 	uint64_t pkt_off;
@@ -157,6 +216,80 @@ static void push_kvm(struct sync_data *d, const struct kvm_tsc_record *r)
 	d->kvm[d->n_kvm++] = *r;
 }
 
+/* What result r does to d. */
+static void apply(struct sync_data *d, const struct result *r)
+{
+	switch ((enum result_kind)r->kind) {
+	case R_BOOT:
+		push_sample(&d->boot, r->u.xy.x, r->u.xy.y);
+		break;
+	case R_MONO:
+		push_sample(&d->mono, r->u.xy.x, r->u.xy.y);
+		break;
+	case R_REALTIME:
+		push_sample(&d->realtime, r->u.xy.x, r->u.xy.y);
+		break;
+	case R_EXCHANGE:
+		if (!thin_keep(&d->ex_thin, d->ex, &d->n_ex, sizeof(*d->ex)))
+			break;
+		VP_XGROW(d->ex, d->cap_ex, d->n_ex + 1);
+		d->ex[d->n_ex++] = r->u.ex;
+		break;
+	case R_KVM:
+		push_kvm(d, &r->u.kvm);
+		break;
+	case R_TRACE_CLOCK:
+		d->trace_clock = r->u.clock;
+		break;
+	case R_EVENT_SAMPLE:
+		d->n_event_samples++;
+		break;
+	case R_SNAPSHOT_SAMPLE:
+		d->n_snapshot_samples++;
+		break;
+	case R_INCREMENTAL_64:
+		d->n_incremental_64++;
+		break;
+	case R_BAD_SYNC_EVENT:
+		d->n_bad_sync_events++;
+		break;
+	}
+}
+
+/* A result of the packet being scanned: applied, or in a part logged
+ * (-1 with a message when the log is full). */
+static int emit(struct sync_scanner *s, struct result r)
+{
+	struct part *pt = s->part;
+
+	if (!pt) {
+		apply(&s->d, &r);
+		return 0;
+	}
+	if (pt->n_log == PART_MAX_RESULTS)
+		return vp_errorf(s->err, "%s: byte offset %llu: more than %d "
+				 "sync results in one part of the scan",
+				 s->path, (unsigned long long)s->pkt_off,
+				 PART_MAX_RESULTS);
+	r.off = s->pkt_off;
+	r.seq = pt->seq;
+	r.dep = pt->dep;
+	VP_XGROW(pt->log, pt->cap_log, pt->n_log + 1);
+	pt->log[pt->n_log++] = r;
+	return 0;
+}
+
+static int emit_xy(struct sync_scanner *s, enum result_kind kind, uint64_t x,
+		   uint64_t y)
+{
+	return emit(s, (struct result){.kind = kind, .u.xy = {x, y}});
+}
+
+static int emit_count(struct sync_scanner *s, enum result_kind kind)
+{
+	return emit(s, (struct result){.kind = kind});
+}
+
 struct sync_scanner *sync_scanner_new(const char *path)
 {
 	struct sync_scanner *s = vp_xcalloc(1, sizeof(*s));
@@ -177,10 +310,24 @@ void sync_data_free(struct sync_data *d)
 	memset(d, 0, sizeof(*d));
 }
 
+struct sync_scanner *sync_scanner_new_part(const char *path)
+{
+	struct sync_scanner *s = sync_scanner_new(path);
+
+	s->part = vp_xcalloc(1, sizeof(*s->part));
+	pb_buf_init(&s->part->kept);
+	return s;
+}
+
 void sync_scanner_free(struct sync_scanner *s)
 {
 	if (!s)
 		return;
+	if (s->part) {
+		free(s->part->log);
+		pb_buf_free(&s->part->kept);
+		free(s->part);
+	}
 	for (size_t i = 0; i < seq_table_count(&s->seqs); i++)
 		u64map_free(&((struct seq *)seq_table_at(&s->seqs, i))->interned);
 	seq_table_free(&s->seqs);
@@ -197,8 +344,11 @@ static struct seq *get_seq(struct sync_scanner *s, uint32_t id)
 	bool made;
 	struct seq *q = seq_table_get(&s->seqs, id, &made);
 
-	if (made)
+	if (made) {
 		u64map_init(&q->interned);
+		q->id = id;
+		q->inherited = s->part != NULL;
+	}
 	return q;
 }
 
@@ -388,47 +538,42 @@ static int scan_track_event(struct sync_scanner *s, const struct seq *q,
 		}
 	}
 
-	struct sync_data *d = &s->d;
 	if (name == K_NAME_SYNC) {
-		if (!has[K_ANN_CPU] || (!has[K_ANN_BOOT] && !has[K_ANN_MONO])) {
-			d->n_bad_sync_events++;
-			return 0;
-		}
-		if (has[K_ANN_BOOT])
-			push_sample(&d->boot, v[K_ANN_CPU], v[K_ANN_BOOT]);
-		if (has[K_ANN_MONO])
-			push_sample(&d->mono, v[K_ANN_CPU], v[K_ANN_MONO]);
-		d->n_event_samples++;
-	} else if (name == K_NAME_EXCHANGE) {
+		if (!has[K_ANN_CPU] || (!has[K_ANN_BOOT] && !has[K_ANN_MONO]))
+			return emit_count(s, R_BAD_SYNC_EVENT);
+		if (has[K_ANN_BOOT] &&
+		    emit_xy(s, R_BOOT, v[K_ANN_CPU], v[K_ANN_BOOT]) < 0)
+			return -1;
+		if (has[K_ANN_MONO] &&
+		    emit_xy(s, R_MONO, v[K_ANN_CPU], v[K_ANN_MONO]) < 0)
+			return -1;
+		return emit_count(s, R_EVENT_SAMPLE);
+	}
+	if (name == K_NAME_EXCHANGE) {
 		if (!has[K_ANN_SEND] || !has[K_ANN_RECV] || !has[K_ANN_HOST] ||
-		    v[K_ANN_RECV] < v[K_ANN_SEND]) {
-			d->n_bad_sync_events++;
-			return 0;
-		}
-		if (!thin_keep(&d->ex_thin, d->ex, &d->n_ex, sizeof(*d->ex)))
-			return 0;
-		VP_XGROW(d->ex, d->cap_ex, d->n_ex + 1);
-		d->ex[d->n_ex++] = (struct cm_exchange){
-			.guest_send = v[K_ANN_SEND],
-			.guest_recv = v[K_ANN_RECV],
-			.host = v[K_ANN_HOST],
-			.seq = v[K_ANN_SEQ],
-		};
-	} else {
-		if (!has[K_ANN_TSC_OFFSET]) {
-			d->n_bad_sync_events++;
-			return 0;
-		}
-		push_kvm(d, &(struct kvm_tsc_record){
+		    v[K_ANN_RECV] < v[K_ANN_SEND])
+			return emit_count(s, R_BAD_SYNC_EVENT);
+		return emit(s, (struct result){
+			.kind = R_EXCHANGE,
+			.u.ex = {
+				.guest_send = v[K_ANN_SEND],
+				.guest_recv = v[K_ANN_RECV],
+				.host = v[K_ANN_HOST],
+				.seq = v[K_ANN_SEQ],
+			}});
+	}
+	if (!has[K_ANN_TSC_OFFSET])
+		return emit_count(s, R_BAD_SYNC_EVENT);
+	return emit(s, (struct result){
+		.kind = R_KVM,
+		.u.kvm = {
 			.vm_pid = (int64_t)v[K_ANN_VM_PID],
 			.vcpu = (int64_t)v[K_ANN_VCPU],
 			.tsc_offset = (int64_t)v[K_ANN_TSC_OFFSET],
 			.ratio = has[K_ANN_TSC_RATIO] ? v[K_ANN_TSC_RATIO] : 0,
 			.frac_bits = v[K_ANN_TSC_FRAC],
 			.ts = ts,
-		});
-	}
-	return 0;
+		}});
 }
 
 /* ClockSnapshot: a (counter, BOOTTIME/MONOTONIC) sample when clock 64 is a
@@ -467,20 +612,21 @@ static int scan_clock_snapshot(struct sync_scanner *s, const uint8_t *p,
 	}
 	if (it.bad)
 		return bad(s, it.bad, it.bad_what);
-	if (it.has_primary)
-		s->d.trace_clock = (uint32_t)it.primary;
-	if (have_rt && have_boot)
-		push_sample(&s->d.realtime, rt, boot);
-	if (incremental_64)
-		s->d.n_incremental_64++;
+	if (it.has_primary &&
+	    emit(s, (struct result){.kind = R_TRACE_CLOCK,
+				    .u.clock = (uint32_t)it.primary}) < 0)
+		return -1;
+	if (have_rt && have_boot && emit_xy(s, R_REALTIME, rt, boot) < 0)
+		return -1;
+	if (incremental_64 && emit_count(s, R_INCREMENTAL_64) < 0)
+		return -1;
 	if (!have_cyc || incremental_64 || (!have_boot && !have_mono))
 		return 0;
-	if (have_boot)
-		push_sample(&s->d.boot, cyc, boot);
-	if (have_mono)
-		push_sample(&s->d.mono, cyc, mono);
-	s->d.n_snapshot_samples++;
-	return 0;
+	if (have_boot && emit_xy(s, R_BOOT, cyc, boot) < 0)
+		return -1;
+	if (have_mono && emit_xy(s, R_MONO, cyc, mono) < 0)
+		return -1;
+	return emit_count(s, R_SNAPSHOT_SAMPLE);
 }
 
 /* The first cpu of an FtraceEventBundle in bytes p[0..len): true and
@@ -625,6 +771,59 @@ static int note_sequence(struct sync_scanner *s, uint32_t id)
 			 SYNC_MAX_SEQUENCES);
 }
 
+/* Keeps packet pkt of q (on which a part relies) for the join, which
+ * scans it again if what q interned before the part matters. */
+static void keep_packet(struct sync_scanner *s, struct seq *q,
+			const uint8_t *pkt, size_t len)
+{
+	struct pb_buf *k = &s->part->kept;
+	uint8_t head[KEPT_HEAD];
+	uint64_t n = len;
+
+	q->relied = true;
+	if (q->overflow)
+		return;
+	if (len > PART_KEPT_SEQ_MAX - KEPT_HEAD ||
+	    q->kept > PART_KEPT_SEQ_MAX - KEPT_HEAD - len ||
+	    k->len > PART_KEPT_MAX - KEPT_HEAD - len) {
+		q->overflow = true;
+		return;
+	}
+	q->kept += KEPT_HEAD + len;
+	memcpy(head, &s->pkt_off, 8);
+	memcpy(head + 8, &q->id, 4);
+	memcpy(head + 12, &(uint32_t){(uint32_t)n}, 4);
+	pb_put_raw(k, head, KEPT_HEAD);
+	pb_put_raw(k, pkt, len);
+}
+
+/* The part of a packet's scan that reads and writes its sequence's
+ * state: its clears, its interning and its track event (p decoded from
+ * s->pkt). */
+static int scan_sequenced(struct sync_scanner *s, const struct vp_packet *p,
+			  const uint8_t *te, size_t te_len)
+{
+	/* Only the interning matters here: every packet is scanned, also
+	 * one that its sequence's state would skip. */
+	struct seq *q = get_seq(s, p->seq_id);
+	if (vp_seq_update(&q->st, p) & VP_SEQ_CLEARED) {
+		u64map_clear(&q->interned);
+		q->n_categories = 0;
+		q->inherited = false;
+	}
+	if (q->inherited) {
+		s->part->dep = true;
+		keep_packet(s, q, p->data, p->len);
+	}
+	if (p->interned.data &&
+	    scan_interned(s, q, p->interned.data, p->interned.len) < 0)
+		return -1;
+	if (te && maybe_ours(q, te, te_len) &&
+	    scan_track_event(s, q, te, te_len, p->ts) < 0)
+		return -1;
+	return 0;
+}
+
 int sync_scan_packet(struct sync_scanner *s, const uint8_t *pkt, size_t len,
 		     uint64_t off, struct vp_error *err)
 {
@@ -663,24 +862,174 @@ int sync_scan_packet(struct sync_scanner *s, const uint8_t *pkt, size_t len,
 
 	if (p.seq_id > s->d.max_seq_id)
 		s->d.max_seq_id = p.seq_id;
+	if (s->part) {
+		s->part->seq = p.seq_id;
+		s->part->dep = false;
+	}
 	if (p.snapshot.data &&
 	    scan_clock_snapshot(s, p.snapshot.data, p.snapshot.len) < 0)
 		return -1;
 	if (!te && !p.interned.data && !p.clears_state)
 		return 0;
+	return scan_sequenced(s, &p, te, te_len);
+}
 
-	/* Only the interning matters here: every packet is scanned, also
-	 * one that its sequence's state would skip. */
-	struct seq *q = get_seq(s, p.seq_id);
-	if (vp_seq_update(&q->st, &p) & VP_SEQ_CLEARED) {
-		u64map_clear(&q->interned);
-		q->n_categories = 0;
+/* ---- a trace scanned in two parts at once ------------------------------- */
+
+/* The sequence part of a kept packet at k. */
+static uint32_t kept_seq(const uint8_t *k)
+{
+	uint32_t id;
+	memcpy(&id, k + 8, 4);
+	return id;
+}
+
+/* Scans again the kept packet at k (as it was, so with the same offsets
+ * in messages) with t: only the part that reads the sequence's state,
+ * the rest having counted already. */
+static int rescan_kept(struct sync_scanner *t, const uint8_t *k,
+		       struct vp_error *err)
+{
+	struct vp_packet p;
+	uint64_t off;
+	uint32_t len;
+
+	memcpy(&off, k, 8);
+	memcpy(&len, k + 12, 4);
+	t->pkt = k + KEPT_HEAD;
+	t->pkt_off = off;
+	t->err = err;
+	if (!vp_packet_decode_inline(&p, t->pkt, len, false))
+		return -1; /* it decoded in the part: cannot be */
+	const uint8_t *te = p.payload_num == TP_TRACK_EVENT ? p.payload.data
+							   : NULL;
+	t->part->seq = p.seq_id;
+	t->part->dep = false;
+	return scan_sequenced(t, &p, te, te ? p.payload.len : 0);
+}
+
+/* A copy of s's state of sequence m in t, as the one a part's rescan
+ * starts from. */
+static void copy_seq(struct sync_scanner *t, const struct seq *m)
+{
+	struct seq *q = get_seq(t, m->id);
+
+	q->st = m->st;
+	q->n_categories = m->n_categories;
+	q->inherited = false;
+	for (size_t i = 0; i < m->interned.cap; i++)
+		if (m->interned.used[i])
+			u64map_put(&q->interned, m->interned.keys[i],
+				   m->interned.vals[i]);
+}
+
+/* Whether sequence q of a part needs its kept packets scanned again:
+ * the part took its interning from before the part for empty, and it
+ * was not. */
+static bool needs_rescan(const struct sync_scanner *s, const struct seq *q)
+{
+	const struct seq *m = seq_table_find(&s->seqs, q->id);
+
+	return q->relied && m && (m->interned.count || m->n_categories);
+}
+
+/* The distinct sequences the part saw that s did not. */
+static size_t new_sequences(const struct sync_scanner *s,
+			    const struct sync_scanner *part)
+{
+	size_t n = 0;
+	uint64_t v;
+
+	for (size_t id = 0; id < SYNC_SEQ_LOAD_IDS; id++)
+		n += part->d.seq_load[id] && !s->d.seq_load[id];
+	for (size_t i = 0; i < part->big_seqs.cap; i++)
+		n += part->big_seqs.used[i] &&
+		     !u64map_get(&s->big_seqs, part->big_seqs.keys[i], &v);
+	return n;
+}
+
+/* What the part counted that does not depend on order. */
+static void add_counts(struct sync_data *d, const struct sync_data *pd)
+{
+	d->n_packets += pd->n_packets;
+	d->n_compressed += pd->n_compressed;
+	for (size_t id = 0; id < SYNC_SEQ_LOAD_IDS; id++)
+		d->seq_load[id] += pd->seq_load[id];
+	if (pd->max_seq_id > d->max_seq_id)
+		d->max_seq_id = pd->max_seq_id;
+	if (pd->max_machine_id > d->max_machine_id)
+		d->max_machine_id = pd->max_machine_id;
+	if (pd->have_cpu && (!d->have_cpu || pd->max_cpu > d->max_cpu))
+		d->max_cpu = pd->max_cpu;
+	d->have_cpu |= pd->have_cpu;
+}
+
+/* Scans again, into t's log, the kept packets of part's sequences
+ * marked `relied`, each from a copy of s's state of it: 0, or -1 when
+ * one fails (what it says is for the plain scan to say). */
+static int rescan_part(struct sync_scanner *s, struct sync_scanner *part,
+		       struct sync_scanner *t)
+{
+	const struct part *pt = part->part;
+	struct vp_error err;
+
+	for (size_t i = 0; i < seq_table_count(&part->seqs); i++) {
+		const struct seq *q = seq_table_at(&part->seqs, i);
+		if (q->relied)
+			copy_seq(t, seq_table_find(&s->seqs, q->id));
 	}
-	if (p.interned.data &&
-	    scan_interned(s, q, p.interned.data, p.interned.len) < 0)
-		return -1;
-	if (te && maybe_ours(q, te, te_len) &&
-	    scan_track_event(s, q, te, te_len, p.ts) < 0)
-		return -1;
+	for (const uint8_t *k = pt->kept.data; k < pt->kept.data + pt->kept.len;) {
+		uint32_t len;
+		memcpy(&len, k + 12, 4);
+		const struct seq *q = seq_table_find(&part->seqs, kept_seq(k));
+		if (q->relied && rescan_kept(t, k, &err) < 0)
+			return -1;
+		k += KEPT_HEAD + len;
+	}
+	return 0;
+}
+
+int sync_scanner_join(struct sync_scanner *s, struct sync_scanner *part)
+{
+	const struct part *pt = part->part;
+	bool any = false;
+
+	/* one sequence too many, or a packet not kept, is said (or read)
+	 * right only by scanning the part on from s */
+	size_t fresh = new_sequences(s, part);
+	if (s->d.n_sequences + fresh > SYNC_MAX_SEQUENCES)
+		return 1;
+	for (size_t i = 0; i < seq_table_count(&part->seqs); i++) {
+		struct seq *q = seq_table_at(&part->seqs, i);
+		q->relied = needs_rescan(s, q); /* from here: to scan again */
+		if (q->relied && q->overflow)
+			return 1;
+		any |= q->relied;
+	}
+	struct sync_scanner *t = sync_scanner_new_part(s->path);
+	if (any && rescan_part(s, part, t) < 0) {
+		sync_scanner_free(t);
+		return 1;
+	}
+
+	/* The part's results and the rescan's in file order, leaving out
+	 * the part's that read interning it did not know, where that was
+	 * not empty; of one packet, the part's (its snapshot's) first. */
+	const struct part *rt = t->part;
+	size_t j = 0;
+	for (size_t i = 0; i < pt->n_log; i++) {
+		const struct result *r = &pt->log[i];
+		for (; j < rt->n_log && rt->log[j].off < r->off; j++)
+			apply(&s->d, &rt->log[j]);
+		if (r->dep &&
+		    ((struct seq *)seq_table_find(&part->seqs, r->seq))->relied)
+			continue;
+		apply(&s->d, r);
+	}
+	for (; j < rt->n_log; j++)
+		apply(&s->d, &rt->log[j]);
+	sync_scanner_free(t);
+	add_counts(&s->d, &part->d);
+	s->d.n_sequences += fresh;
 	return 0;
 }

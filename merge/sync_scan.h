@@ -135,6 +135,23 @@ enum sync_need {
 /* The deepest path sync_scan_need answers SYNC_FIELDS for, plus one. */
 #define SYNC_NEED_DEPTH 3
 enum sync_need sync_scan_need(const uint32_t *path, size_t depth);
+/* A trace scanned in two parts at once: s, a scanner that has scanned
+ * the trace up to a packet, and part, one made with
+ * sync_scanner_new_part that has scanned the rest from that packet on,
+ * not knowing the interning of the sequences before it (it takes it for
+ * empty).  Its results that do not depend on order are counted apart;
+ * the others it logs, with the packets whose scan read that interning,
+ * up to a bound: past it, sync_scan_packet fails.
+ * sync_scanner_join then gives s, as it would have from scanning the
+ * rest itself, the part's results in order, scanning again with its own
+ * interning the kept packets of a sequence for which that was not
+ * empty: 0; or 1, s unchanged, when that cannot be done exactly (a
+ * packet not kept, too many sequences in all, malformed data that only
+ * s's interning leads to), for the caller to scan the rest with s after
+ * all, which says what is wrong as a plain scan does. */
+struct sync_scanner *sync_scanner_new_part(const char *path);
+int sync_scanner_join(struct sync_scanner *s, struct sync_scanner *part);
+
 /* The data gathered so far (owned by the scanner). */
 struct sync_data *sync_scanner_data(struct sync_scanner *s);
 

@@ -54,6 +54,13 @@ write.
       MiB
   append_packets.py sequences TRACE OUT N
       N packets (a timestamp each), each on a sequence of its own
+  append_packets.py fakemiddle TRACE OUT
+      the trace with a packet of 8 MiB put at its middle packet, whose
+      unknown field (900) holds bytes that look like a run of packet
+      records
+  append_packets.py compresshalf TRACE OUT
+      the trace with its second half of packets in compressed_packets
+      (zlib) of 2000 packets each
 """
 import sys
 
@@ -76,6 +83,22 @@ def field(num, wt, payload):
     if wt == 0:
         return key + varint(payload)
     return key + varint(len(payload)) + payload
+
+
+def records(data):
+    """The top-level records of a trace, each as its bytes."""
+    i = 0
+    while i < len(data):
+        j, n, shift = i + 1, 0, 0
+        while True:
+            c = data[j]
+            j += 1
+            n |= (c & 0x7f) << shift
+            shift += 7
+            if c < 0x80:
+                break
+        yield data[i:j + n]
+        i = j + n
 
 
 def packet(body):
@@ -233,6 +256,21 @@ def main():
         append(sys.argv[2], sys.argv[3], b"".join(
             packet(field(8, 0, 10**9 + i) + field(10, 0, 100000 + i))
             for i in range(int(sys.argv[4]))))
+    elif len(sys.argv) == 4 and sys.argv[1] in ("fakemiddle", "compresshalf"):
+        import zlib
+        with open(sys.argv[2], "rb") as f:
+            recs = list(records(f.read()))
+        half = len(recs) // 2
+        if sys.argv[1] == "fakemiddle":
+            fake = b"\x0a\x05AAAAA" * ((8 << 20) // 7)
+            rest = [packet(field(10, 0, 77) + field(900, 2, fake))]
+            rest += recs[half:]
+        else:
+            rest = [packet(field(10, 0, 1) + field(50, 2, zlib.compress(
+                b"".join(recs[k:k + 2000]))))
+                for k in range(half, len(recs), 2000)]
+        with open(sys.argv[3], "wb") as f:
+            f.write(b"".join(recs[:half] + rest))
     else:
         sys.exit(__doc__)
 

@@ -127,6 +127,50 @@ grep -q "rewrote [0-9]* packets on 2 threads:" "$t/th2.log" &&
 	fail "threads: summary: $(grep rewrote "$t/th2.log")"
 check "threads: the same bytes on one thread and two" cmp -s "$t/th1.pb" \
 	"$t/th2.pb"
+# ---- threads: a large guest's sync scan in two parts --------------------
+# A thread free of the scans (the host's was short) scans the second half
+# of the guest's: the result is the same, and where the two halves do not
+# meet exactly (a packet that looks like records inside, compressed
+# packets, which only a scan in order may inflate) the first scans on.
+"$GEN" --host "$t/lh.pb" --guest "$t/lg.pb" --seed 5 --duration-s 60 \
+	--exchanges 100 --target-bytes 20000000 >/dev/null ||
+	fail "split: tracegen"
+split_same() { # name guest
+	"$MERGE" --threads 1 "$t/lh.pb" "$2" -o "$t/s1.pb" --report "$t/s1.json" \
+		2>"$t/s1.log"
+	check "split, $1: one thread exits 0" test $? -eq 0
+	"$MERGE" --threads 2 "$t/lh.pb" "$2" -o "$t/s2.pb" --report "$t/s2.json" \
+		2>"$t/s2.log"
+	check "split, $1: two threads exit 0" test $? -eq 0
+	check "split, $1: the same bytes on one thread and two" \
+		cmp -s "$t/s1.pb" "$t/s2.pb"
+	check "split, $1: the same report" \
+		cmp -s <(grep -v '"output"' "$t/s1.json") \
+		<(grep -v '"output"' "$t/s2.json")
+}
+split_same "small packets" "$t/lg.pb"
+grep -q "sync scan in two parts at once" "$t/s2.log" &&
+	pass "split, small packets: the summary says the scan was shared" ||
+	fail "split: not shared: $(cat "$t/s2.log")"
+! grep -q "sync scan in two parts" "$t/s1.log" &&
+	pass "split: one thread scans in one part" ||
+	fail "split: one thread says two parts"
+# The guest with an 8 MiB packet about its middle whose bytes look like a
+# run of records, and with its second half in compressed packets.
+python3 "$(dirname "$0")/append_packets.py" fakemiddle "$t/lg.pb" \
+	"$t/fake.pb" &&
+	python3 "$(dirname "$0")/append_packets.py" compresshalf "$t/lg.pb" \
+	"$t/zq.pb"
+check "split: the made guests" test -s "$t/zq.pb"
+split_same "a packet of fake records about the middle" "$t/fake.pb"
+! grep -q "sync scan in two parts" "$t/s2.log" &&
+	pass "split, fake records: scanned on in one part" ||
+	fail "split: fake records: $(grep 'sync scan' "$t/s2.log")"
+split_same "compressed packets in the second half" "$t/zq.pb"
+! grep -q "sync scan in two parts" "$t/s2.log" &&
+	pass "split, compressed second half: scanned on in one part" ||
+	fail "split: compressed: $(grep 'sync scan' "$t/s2.log")"
+
 # The CPUs it may use are those of its affinity, as nproc counts them:
 # pinned to one, it runs on one by default and refuses two.
 if command -v taskset >/dev/null && taskset -c 0 true 2>/dev/null; then

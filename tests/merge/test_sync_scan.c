@@ -4,8 +4,10 @@
  * interning cleared with the sequence's incremental state, iids scoped to
  * their sequence, the SDK's incremental clock 64 never taken for the
  * counter, exchanges and kvm_tsc records, malformed data with offsets;
- * and the skim of large packets (sync_skim.h) finding what the plain scan
- * of the same file finds, falling back where it must.
+ * the skim of large packets (sync_skim.h) finding what the plain scan
+ * of the same file finds, falling back where it must; and a trace
+ * scanned in two parts and joined giving what one scan does, split
+ * anywhere, or saying it cannot.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -535,6 +537,292 @@ static void test_skim_reads_little(void **state)
 	pb_buf_free(&t);
 }
 
+/* ---- a trace scanned in two parts at once (sync_scanner_join) ---------- */
+
+/* The packets of trace t (records of field 1): their offsets and
+ * lengths, up to max; how many. */
+static size_t packets_of(const struct pb_buf *t, uint64_t *off, size_t *len,
+			 size_t max)
+{
+	size_t n = 0;
+	const uint8_t *p = t->data, *end = t->data + t->len;
+
+	while (p < end && n < max) {
+		uint64_t l = 0;
+		assert_int_equal(*p++, TRACE_PACKET_FIELD << 3 | PB_WT_LEN);
+		assert_true(pb_read_varint(&p, end, &l));
+		off[n] = (uint64_t)(p - t->data);
+		len[n++] = (size_t)l;
+		p += l;
+	}
+	return n;
+}
+
+/* Scans packets [from, to) of t with s: what the first failure
+ * returned, else 0. */
+static int scan_range(struct sync_scanner *s, const struct pb_buf *t,
+		      const uint64_t *off, const size_t *len, size_t from,
+		      size_t to)
+{
+	struct vp_error err = {{0}};
+
+	for (size_t i = from; i < to; i++) {
+		int rc = sync_scan_packet(s, t->data + off[i], len[i], off[i],
+					  &err);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static void assert_same_samples(const struct sample_vec *a,
+				const struct sample_vec *b)
+{
+	assert_int_equal(a->n, b->n);
+	assert_int_equal(a->thin.offered, b->thin.offered);
+	for (size_t i = 0; i < a->n; i++) {
+		assert_int_equal(a->v[i].x, b->v[i].x);
+		assert_int_equal(a->v[i].y, b->v[i].y);
+	}
+}
+
+/* Everything a scan gives, the same. */
+static void assert_same_all(const struct sync_data *a, const struct sync_data *b)
+{
+	assert_same_samples(&a->boot, &b->boot);
+	assert_same_samples(&a->mono, &b->mono);
+	assert_same_samples(&a->realtime, &b->realtime);
+	assert_int_equal(a->n_ex, b->n_ex);
+	assert_memory_equal(a->ex, b->ex, a->n_ex * sizeof(*a->ex));
+	assert_int_equal(a->n_kvm, b->n_kvm);
+	assert_memory_equal(a->kvm, b->kvm, a->n_kvm * sizeof(*a->kvm));
+	assert_int_equal(a->n_kvm_dropped, b->n_kvm_dropped);
+	assert_int_equal(a->n_snapshot_samples, b->n_snapshot_samples);
+	assert_int_equal(a->n_event_samples, b->n_event_samples);
+	assert_int_equal(a->n_incremental_64, b->n_incremental_64);
+	assert_int_equal(a->n_bad_sync_events, b->n_bad_sync_events);
+	assert_int_equal(a->n_compressed, b->n_compressed);
+	assert_int_equal(a->max_seq_id, b->max_seq_id);
+	assert_int_equal(a->n_sequences, b->n_sequences);
+	assert_int_equal(a->max_machine_id, b->max_machine_id);
+	assert_int_equal(a->have_cpu, b->have_cpu);
+	assert_int_equal(a->max_cpu, b->max_cpu);
+	assert_int_equal(a->trace_clock, b->trace_clock);
+	assert_int_equal(a->n_packets, b->n_packets);
+	assert_memory_equal(a->seq_load, b->seq_load, sizeof(a->seq_load));
+}
+
+/* A sync event on seq, its names interned (iids 1, 5, 7, 8) or literal. */
+static void put_sync_event(struct pb_buf *p, uint32_t seq, bool interned,
+			   uint64_t boot, uint64_t ctr)
+{
+	pb_put_varint(p, TP_TRUSTED_PACKET_SEQUENCE_ID, seq);
+	pb_put_varint(p, TP_TIMESTAMP, boot);
+	size_t m = pb_begin_nested(p, TP_TRACK_EVENT);
+	if (interned) {
+		pb_put_varint(p, TE_CATEGORY_IIDS, 1);
+		pb_put_varint(p, TE_NAME_IID, 5);
+		put_annotation(p, NULL, 7, DA_UINT_VALUE, boot);
+		put_annotation(p, NULL, 8, DA_UINT_VALUE, ctr);
+	} else {
+		pb_put_string(p, TE_CATEGORIES, "cros");
+		pb_put_string(p, TE_NAME, "guest_clock_sync");
+		put_annotation(p, "clock_sync_boottime", 0, DA_UINT_VALUE, boot);
+		put_annotation(p, "clock_sync_cputime", 0, DA_UINT_VALUE, ctr);
+	}
+	pb_end_nested(p, m);
+}
+
+/* Our names interned on seq, its state cleared first (or not). */
+static void put_our_interning(struct pb_buf *p, uint32_t seq, bool clear)
+{
+	pb_put_varint(p, TP_TRUSTED_PACKET_SEQUENCE_ID, seq);
+	if (clear)
+		pb_put_varint(p, TP_SEQUENCE_FLAGS,
+			      SEQ_INCREMENTAL_STATE_CLEARED);
+	size_t m = pb_begin_nested(p, TP_INTERNED_DATA);
+	put_interned(p, ID_EVENT_CATEGORIES, 1, "cros");
+	put_interned(p, ID_EVENT_NAMES, 5, "guest_clock_sync");
+	put_interned(p, ID_DEBUG_ANNOTATION_NAMES, 7, "clock_sync_boottime");
+	put_interned(p, ID_DEBUG_ANNOTATION_NAMES, 8, "clock_sync_cputime");
+	pb_end_nested(p, m);
+}
+
+/* A trace with every kind of result, interning that reaches across any
+ * split point, clears, and results whose order matters. */
+static void build_split_trace(struct pb_buf *t)
+{
+	struct pb_buf p;
+	pb_buf_init(&p);
+
+	put_our_interning(&p, 1, true);
+	add_packet(t, &p);
+	/* the same iids, other strings: nothing of ours on seq 3 */
+	pb_put_varint(&p, TP_TRUSTED_PACKET_SEQUENCE_ID, 3);
+	pb_put_varint(&p, TP_SEQUENCE_FLAGS, SEQ_INCREMENTAL_STATE_CLEARED);
+	size_t m = pb_begin_nested(&p, TP_INTERNED_DATA);
+	put_interned(&p, ID_EVENT_NAMES, 5, "other");
+	pb_end_nested(&p, m);
+	add_packet(t, &p);
+	for (int i = 0; i < 12; i++) {
+		put_sync_event(&p, 1, true, 1000 + 10 * (uint64_t)i,
+			       50000 + 100 * (uint64_t)i);
+		add_packet(t, &p);
+		put_sync_event(&p, 3, true, 7, 7); /* not ours */
+		add_packet(t, &p);
+		put_sync_event(&p, 2, false, 2000 + (uint64_t)i, 90000);
+		add_packet(t, &p);
+		put_kvm(&p, 100 + (uint64_t)i, i % 2, 40 + i / 4);
+		add_packet(t, &p);
+		m = pb_begin_nested(&p, TP_CLOCK_SNAPSHOT);
+		put_clock(&p, BUILTIN_CLOCK_BOOTTIME, 3000 + (uint64_t)i, false, 0);
+		put_clock(&p, BUILTIN_CLOCK_REALTIME, 9000 + (uint64_t)i, false, 0);
+		put_clock(&p, CPU_COUNTER_CLOCK_ID, 70000 + (uint64_t)i, i == 5, 0);
+		pb_put_varint(&p, CS_PRIMARY_TRACE_CLOCK,
+			      i % 3 ? BUILTIN_CLOCK_BOOTTIME
+				    : BUILTIN_CLOCK_MONOTONIC);
+		pb_end_nested(&p, m);
+		pb_put_varint(&p, TP_TRUSTED_PACKET_SEQUENCE_ID, 300 + (uint64_t)i);
+		add_packet(t, &p);
+		if (i == 6) { /* seq 1 cleared: its iids mean nothing till */
+			pb_put_varint(&p, TP_TRUSTED_PACKET_SEQUENCE_ID, 1);
+			pb_put_varint(&p, TP_SEQUENCE_FLAGS,
+				      SEQ_INCREMENTAL_STATE_CLEARED);
+			add_packet(t, &p);
+		}
+		if (i == 8) { /* ... interned again */
+			put_our_interning(&p, 1, false);
+			add_packet(t, &p);
+		}
+		if (i % 4 == 0) {
+			m = pb_begin_nested(&p, TP_TRACK_EVENT);
+			pb_put_string(&p, TE_CATEGORIES, "cros");
+			pb_put_string(&p, TE_NAME, "guest_clock_sync_exchange");
+			put_annotation(&p, "guest_cputime_send", 0,
+				       DA_UINT_VALUE, 100 + (uint64_t)i);
+			put_annotation(&p, "guest_cputime_recv", 0,
+				       DA_UINT_VALUE, 180 + (uint64_t)i);
+			put_annotation(&p, "host_cputime", 0, DA_UINT_VALUE,
+				       5000 + (uint64_t)i);
+			pb_end_nested(&p, m);
+			pb_put_varint(&p, TP_TRUSTED_PACKET_SEQUENCE_ID, 1);
+			pb_put_varint(&p, TP_MACHINE_ID, (uint64_t)i);
+			add_packet(t, &p);
+			put_bundle(&p, i, false, 64);
+			pb_put_varint(&p, TP_TRUSTED_PACKET_SEQUENCE_ID, 4);
+			add_packet(t, &p);
+		}
+	}
+	/* a sync event missing its counter, after interning */
+	pb_put_varint(&p, TP_TRUSTED_PACKET_SEQUENCE_ID, 1);
+	m = pb_begin_nested(&p, TP_TRACK_EVENT);
+	pb_put_varint(&p, TE_CATEGORY_IIDS, 1);
+	pb_put_varint(&p, TE_NAME_IID, 5);
+	put_annotation(&p, NULL, 7, DA_UINT_VALUE, 1);
+	pb_end_nested(&p, m);
+	add_packet(t, &p);
+	pb_buf_free(&p);
+}
+
+/* Split at every packet, the two parts joined give what one scan does. */
+static void test_split_join(void **state)
+{
+	(void)state;
+	struct pb_buf t;
+	uint64_t off[256];
+	size_t len[256];
+	pb_buf_init(&t);
+	build_split_trace(&t);
+	size_t n = packets_of(&t, off, len, 256);
+	assert_true(n > 60 && n < 256);
+
+	struct sync_scanner *whole = sync_scanner_new("s.pb");
+	assert_int_equal(scan_range(whole, &t, off, len, 0, n), 0);
+	const struct sync_data *w = sync_scanner_data(whole);
+	assert_true(w->boot.n > 20 && w->n_kvm > 4 && w->n_ex == 3 &&
+		    w->realtime.n == 12 && w->n_bad_sync_events == 1);
+
+	for (size_t k = 0; k <= n; k++) {
+		struct sync_scanner *a = sync_scanner_new("s.pb");
+		struct sync_scanner *b = sync_scanner_new_part("s.pb");
+		assert_int_equal(scan_range(a, &t, off, len, 0, k), 0);
+		assert_int_equal(scan_range(b, &t, off, len, k, n), 0);
+		assert_int_equal(sync_scanner_join(a, b), 0);
+		assert_same_all(sync_scanner_data(a), w);
+		sync_scanner_free(a);
+		sync_scanner_free(b);
+	}
+	sync_scanner_free(whole);
+	pb_buf_free(&t);
+}
+
+/* Where the join cannot be exact it says so and leaves the first part
+ * as it was: the rest scanned with it gives what one scan does. */
+static void test_split_no_join(void **state)
+{
+	(void)state;
+	struct pb_buf t, p;
+	enum { MAX = 80000 };
+	uint64_t *off = calloc(MAX, sizeof(*off));
+	size_t *len = calloc(MAX, sizeof(*len));
+	pb_buf_init(&t);
+	pb_buf_init(&p);
+
+	/* seq 1 interned our names, then after the split more packets
+	 * that read them than a part keeps */
+	put_our_interning(&p, 1, true);
+	add_packet(&t, &p);
+	for (int i = 0; i < 30000; i++) {
+		put_sync_event(&p, 1, true, 1000 + (uint64_t)i, 7 * (uint64_t)i);
+		add_packet(&t, &p);
+	}
+	size_t n = packets_of(&t, off, len, MAX);
+	struct sync_scanner *whole = sync_scanner_new("o.pb");
+	assert_int_equal(scan_range(whole, &t, off, len, 0, n), 0);
+	struct sync_scanner *a = sync_scanner_new("o.pb");
+	struct sync_scanner *b = sync_scanner_new_part("o.pb");
+	assert_int_equal(scan_range(a, &t, off, len, 0, 10), 0);
+	assert_int_equal(scan_range(b, &t, off, len, 10, n), 0);
+	assert_int_equal(sync_scanner_join(a, b), 1);
+	assert_int_equal(scan_range(a, &t, off, len, 10, n), 0);
+	assert_same_all(sync_scanner_data(a), sync_scanner_data(whole));
+	sync_scanner_free(a);
+	sync_scanner_free(b);
+	sync_scanner_free(whole);
+
+	/* more sequences in all than a trace may have: no part has too
+	 * many, the scan on from the first says which packet is one too
+	 * many */
+	pb_buf_reset(&t);
+	for (uint32_t i = 0; i < SYNC_MAX_SEQUENCES + 10; i++) {
+		pb_put_varint(&p, TP_TRUSTED_PACKET_SEQUENCE_ID, 1000 + i);
+		add_packet(&t, &p);
+	}
+	n = packets_of(&t, off, len, MAX);
+	a = sync_scanner_new("o.pb");
+	b = sync_scanner_new_part("o.pb");
+	assert_int_equal(scan_range(a, &t, off, len, 0, n / 2), 0);
+	assert_int_equal(scan_range(b, &t, off, len, n / 2, n), 0);
+	assert_int_equal(sync_scanner_join(a, b), 1);
+	assert_int_equal(scan_range(a, &t, off, len, n / 2, n), -1);
+	sync_scanner_free(a);
+	sync_scanner_free(b);
+
+	/* a part gives up at compressed packets (their inflated bytes count
+	 * against a budget of the whole scan's) */
+	b = sync_scanner_new_part("o.pb");
+	pb_put_varint(&p, TP_TRUSTED_PACKET_SEQUENCE_ID, 1);
+	pb_put_bytes(&p, TP_COMPRESSED_PACKETS, "x", 1);
+	struct vp_error err = {{0}};
+	assert_int_equal(sync_scan_packet(b, p.data, p.len, 0, &err), 1);
+	sync_scanner_free(b);
+
+	free(off);
+	free(len);
+	pb_buf_free(&p);
+	pb_buf_free(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -545,6 +833,8 @@ int main(void)
 		cmocka_unit_test(test_malformed),
 		cmocka_unit_test(test_skim_as_plain),
 		cmocka_unit_test(test_skim_reads_little),
+		cmocka_unit_test(test_split_join),
+		cmocka_unit_test(test_split_no_join),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
