@@ -47,7 +47,7 @@
 #include "vp_error.h"
 
 #define PARTITION_MAX_THREADS 64
-#define PARTITION_WINDOW_RECORDS 4096
+#define PARTITION_WINDOW_RECORDS 16384
 /* Fuzz builds make windows small (meson.build), so that inputs of a few
  * KiB reach the path of records larger than a window. */
 #ifndef PARTITION_WINDOW_BYTES
