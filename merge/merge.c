@@ -435,6 +435,28 @@ static int scan_file(const char *path, struct sync_scanner **out,
 	return MERGE_OK;
 }
 
+/* Pass 3: the host clock model (onto a guest's axis, the host's other
+ * clock too, for the host's own packets on it), from its scan. */
+static void fit_host(const struct merge_opts *o, const struct sync_data *hd,
+		     struct merge_result *res)
+{
+	res->clock = o->clock ? o->clock
+		     : hd->boot.n >= 2 ? (uint32_t)BUILTIN_CLOCK_BOOTTIME
+		     : hd->mono.n >= 2 ? (uint32_t)BUILTIN_CLOCK_MONOTONIC
+				       : (uint32_t)BUILTIN_CLOCK_BOOTTIME;
+	bool mono = res->clock == BUILTIN_CLOCK_MONOTONIC;
+	const struct sample_vec *hs = mono ? &hd->mono : &hd->boot;
+	const struct sample_vec *hso = mono ? &hd->boot : &hd->mono;
+	struct cm_fit_opts fo;
+	cm_fit_opts_default(&fo);
+	res->host_samples = hs->n;
+	if (hs->n >= 2 && cm_fit_build(&res->host_fit, hs->v, hs->n, &fo) == 0)
+		res->have_host_fit = true;
+	if (o->onto_guest && hso->n >= 2 &&
+	    cm_fit_build(&res->host_fit_other, hso->v, hso->n, &fo) == 0)
+		res->have_host_fit_other = true;
+}
+
 /* One input of pass 1: a guest, or the host (copied as it is scanned). */
 struct scan_item {
 	const char *path;
@@ -443,6 +465,10 @@ struct scan_item {
 	int status;
 	struct vp_error err;
 	struct scan_share share; /* a guest's */
+	/* the host's: its clock model, made by the thread that scanned it
+	 * while the guests' scans go on */
+	const struct merge_opts *fit_opts;
+	struct merge_result *fit_res;
 };
 
 struct scan_pool {
@@ -520,6 +546,9 @@ static void *scan_worker(void *arg)
 				       sp->max_inflate, sp->cancel,
 				       it->copy_to ? NULL : &it->share,
 				       &it->err);
+		if (it->fit_res && it->status == MERGE_OK)
+			fit_host(it->fit_opts, sync_scanner_data(it->sc),
+				 it->fit_res);
 	}
 }
 
@@ -2295,7 +2324,8 @@ int merge_run(const struct merge_opts *o, struct merge_result *res,
 		wstatus = MERGE_IO_ERROR;
 	else
 		items[n_items++] = (struct scan_item){
-			.path = o->host, .copy_to = onto ? NULL : w};
+			.path = o->host, .copy_to = onto ? NULL : w,
+			.fit_opts = o, .fit_res = res};
 	scan_inputs(items, n_items, threads, &pg, max_inflate, o->cancel);
 	for (size_t i = 0; i < o->n_guests; i++) {
 		gsc[i] = items[i].sc;
@@ -2332,23 +2362,8 @@ int merge_run(const struct merge_opts *o, struct merge_result *res,
 	res->host_incremental_64 = hd->n_incremental_64;
 	warn_thinned(res, "host", o->host, hd);
 
-	/* Pass 3: the host clock model (onto a guest's axis, the host's
-	 * other clock too, for the host's own packets on it). */
-	res->clock = o->clock ? o->clock
-		     : hd->boot.n >= 2 ? (uint32_t)BUILTIN_CLOCK_BOOTTIME
-		     : hd->mono.n >= 2 ? (uint32_t)BUILTIN_CLOCK_MONOTONIC
-				       : (uint32_t)BUILTIN_CLOCK_BOOTTIME;
-	bool mono = res->clock == BUILTIN_CLOCK_MONOTONIC;
-	const struct sample_vec *hs = mono ? &hd->mono : &hd->boot;
-	const struct sample_vec *hso = mono ? &hd->boot : &hd->mono;
-	struct cm_fit_opts fo;
-	cm_fit_opts_default(&fo);
-	res->host_samples = hs->n;
-	if (hs->n >= 2 && cm_fit_build(&res->host_fit, hs->v, hs->n, &fo) == 0)
-		res->have_host_fit = true;
-	if (onto && hso->n >= 2 &&
-	    cm_fit_build(&res->host_fit_other, hso->v, hso->n, &fo) == 0)
-		res->have_host_fit_other = true;
+	/* Pass 3, the host clock model, was made by the thread that
+	 * scanned the host (fit_host). */
 
 	/* Pass 4: each guest's model, then its packets; onto a guest's axis,
 	 * every model first, then the host's packets, then the guests'. */
