@@ -1187,6 +1187,43 @@ static void fit_quality(struct merge_guest *g, const struct sync_data *gd,
 }
 
 /* Builds the fits and cross map of one guest.  Returns a merge_status. */
+/* One of a guest's clock fits, on a thread of its own. */
+struct fit_job {
+	const struct sample_vec *v;
+	const struct cm_fit_opts *fo;
+	struct cm_fit *fit;
+	bool ok;
+};
+
+static void *fit_job_run(void *arg)
+{
+	struct fit_job *j = arg;
+
+	j->ok = j->v->n >= 2 &&
+		cm_fit_build(j->fit, j->v->v, j->v->n, j->fo) == 0;
+	return NULL;
+}
+
+/* The guest's BOOTTIME and MONOTONIC fits (a few ms each for thousands
+ * of samples), at once when two threads may be used. */
+static void fit_guest_clocks(const struct sync_data *gd, struct merge_guest *g,
+			     const struct cm_fit_opts *fo, bool two)
+{
+	struct fit_job boot = {&gd->boot, fo, &g->fit_boot, false};
+	struct fit_job mono = {&gd->mono, fo, &g->fit_mono, false};
+	pthread_t tid;
+	bool apart = two && gd->boot.n >= 2 && gd->mono.n >= 2 &&
+		     pthread_create(&tid, NULL, fit_job_run, &mono) == 0;
+
+	fit_job_run(&boot);
+	if (apart)
+		pthread_join(tid, NULL);
+	else
+		fit_job_run(&mono);
+	g->have_boot = boot.ok;
+	g->have_mono = mono.ok;
+}
+
 static int model_guest(const struct merge_opts *o, size_t gi,
 		       const struct sync_data *hd, const struct sync_data *gd,
 		       struct merge_result *res, struct guest_map *gm,
@@ -1210,12 +1247,7 @@ static int model_guest(const struct merge_opts *o, size_t gi,
 		gm->manual = true;
 		gm->offset_ns = o->offset_ns[gi];
 	}
-	if (gd->boot.n >= 2 &&
-	    cm_fit_build(&g->fit_boot, gd->boot.v, gd->boot.n, &fo) == 0)
-		g->have_boot = true;
-	if (gd->mono.n >= 2 &&
-	    cm_fit_build(&g->fit_mono, gd->mono.v, gd->mono.n, &fo) == 0)
-		g->have_mono = true;
+	fit_guest_clocks(gd, g, &fo, o->threads > 1);
 	if (g->manual) {
 		/* The guest's own fits, if any, only relate its MONOTONIC to
 		 * its BOOTTIME; the host side is the offset given. */
