@@ -68,6 +68,12 @@ int vp_out_check_distinct(const char *what_a, const char *a,
 int vp_out_open(struct vp_out **out, const char *path, unsigned flags,
 		struct vp_error *err);
 
+/* Writeback of the file written aside, which is started every few MiB
+ * so that the commit's fsync finds little left, is then started by a
+ * thread of o's own, so that the writer does not wait for it (a program
+ * that writes much and has time for nothing else: the merge). */
+void vp_out_flush_behind(struct vp_out *o);
+
 /* The descriptor to write to (or to hand to another process). */
 int vp_out_fd(const struct vp_out *o);
 /* The destination and the file being written (the temporary, or the

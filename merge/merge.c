@@ -2354,7 +2354,9 @@ int merge_run(const struct merge_opts *o, struct merge_result *res,
 		items[i].path = o->guests[i];
 	if (trace_writer_open(&w, o->out, &werr) < 0)
 		wstatus = MERGE_IO_ERROR;
-	else
+	else if (threads > 1)
+		trace_writer_flush_behind(w);
+	if (wstatus == MERGE_OK)
 		items[n_items++] = (struct scan_item){
 			.path = o->host, .copy_to = onto ? NULL : w,
 			.fit_opts = o, .fit_res = res};

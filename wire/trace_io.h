@@ -134,6 +134,8 @@ struct trace_writer;
 
 int trace_writer_open(struct trace_writer **out, const char *path,
 		      struct vp_error *err);
+/* Its writeback started by a thread of its own (vp_out_flush_behind). */
+void trace_writer_flush_behind(struct trace_writer *w);
 /* Appends `0x0A varint(len) packet`. */
 int trace_writer_packet(struct trace_writer *w, const void *packet, size_t len,
 			struct vp_error *err);

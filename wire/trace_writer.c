@@ -39,6 +39,11 @@ int trace_writer_open(struct trace_writer **out, const char *path,
 	return 0;
 }
 
+void trace_writer_flush_behind(struct trace_writer *w)
+{
+	vp_out_flush_behind(w->out);
+}
+
 static int flush(struct trace_writer *w, struct vp_error *err)
 {
 	int rc = vp_out_write(w->out, w->buf, w->fill, err);

@@ -2,7 +2,8 @@
  * test_out_file.c - outputs written aside (base/out_file.h): inputs
  * refused by inode, several outputs committed together or rolled back,
  * write errors that poison the commit, devices never replaced, stale
- * temporaries of dead processes removed and live ones kept.
+ * temporaries of dead processes removed and live ones kept, writeback
+ * started by a thread of the output's own.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -217,6 +218,44 @@ static void test_writev_pieces(void **state)
 	assert_int_equal(vp_out_commit(o, &err), -1);
 }
 
+/* With writeback started by a thread of the output's own: the bytes all
+ * there after the commit, and after an abort no temporary and no thread
+ * left (the abort waits for it). */
+static void test_flush_behind(void **state)
+{
+	(void)state;
+	struct vp_error err;
+	struct vp_out *o;
+	static uint8_t chunk[1 << 20];
+	const int n = 40;
+
+	const char *path = path_of("behind.bin");
+	assert_int_equal(vp_out_open(&o, path, 0, &err), 0);
+	vp_out_flush_behind(o);
+	for (int i = 0; i < n; i++) {
+		memset(chunk, i, sizeof(chunk));
+		assert_int_equal(vp_out_write(o, chunk, sizeof(chunk), &err), 0);
+	}
+	assert_int_equal(vp_out_commit(o, &err), 0);
+	FILE *f = fopen(path, "rb");
+	assert_non_null(f);
+	for (int i = 0; i < n; i++) {
+		assert_int_equal(fread(chunk, 1, sizeof(chunk), f), sizeof(chunk));
+		assert_int_equal(chunk[0], i);
+		assert_int_equal(chunk[sizeof(chunk) - 1], i);
+	}
+	assert_int_equal(fgetc(f), EOF);
+	fclose(f);
+
+	assert_int_equal(vp_out_open(&o, path_of("gone.bin"), 0, &err), 0);
+	vp_out_flush_behind(o);
+	for (int i = 0; i < n; i++)
+		assert_int_equal(vp_out_write(o, chunk, sizeof(chunk), &err), 0);
+	vp_out_abort(o);
+	assert_int_equal(temps(), 0);
+	assert_null(get(path_of("gone.bin")));
+}
+
 static void test_stale_temporaries(void **state)
 {
 	(void)state;
@@ -294,6 +333,7 @@ int main(void)
 		cmocka_unit_test(test_commit_all_rolls_back),
 		cmocka_unit_test(test_write_error_poisons),
 		cmocka_unit_test(test_writev_pieces),
+		cmocka_unit_test(test_flush_behind),
 		cmocka_unit_test(test_stale_temporaries),
 		cmocka_unit_test(test_directory_refused),
 		cmocka_unit_test(test_signal_cleanup),
