@@ -273,7 +273,7 @@ struct scan_share {
  * the part and joins it.  0: the scan is whole; 1: scan on (the limit
  * is gone). */
 static int join_part(struct scan_ctx *c, struct scan_share *sh, uint64_t at,
-		     struct progress *pg)
+		     struct trace_reader *rd, struct progress *pg)
 {
 	int rc = 1;
 
@@ -283,7 +283,7 @@ static int join_part(struct scan_ctx *c, struct scan_share *sh, uint64_t at,
 	pthread_mutex_unlock(sh->mu);
 	atomic_store_explicit(&sh->limit, UINT64_MAX, memory_order_relaxed);
 	if (sh->part_ok && sh->part_at == at)
-		rc = sync_scanner_join(c->sc, sh->part);
+		rc = sync_scanner_join(c->sc, sh->part, scan_split_read, rd);
 	sh->joined = rc == 0;
 	sync_scanner_free(sh->part);
 	sh->part = NULL;
@@ -325,7 +325,7 @@ static int scan_skimming(struct scan_ctx *c, struct progress *pg,
 					      memory_order_relaxed);
 			if (at >= atomic_load_explicit(&sh->limit,
 						       memory_order_relaxed) &&
-			    join_part(c, sh, at, pg) == 0)
+			    join_part(c, sh, at, k.rd, pg) == 0)
 				break;
 		}
 		if ((rc = sync_skim_next(&k, &rec, err)) <= 0)

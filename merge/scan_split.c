@@ -13,6 +13,12 @@
 #include "sync_skim.h"
 #include "trace_io.h"
 
+int scan_split_read(void *rd, uint64_t off, void *buf, size_t len)
+{
+	struct vp_error err;
+	return trace_reader_read_at(rd, off, buf, len, &err);
+}
+
 /* How far past the point asked for a record is looked for: records of a
  * real trace are far smaller, and a trace made to defeat the guess only
  * goes without the split. */
@@ -121,8 +127,8 @@ int scan_split_part(const char *path, uint64_t at, struct sync_scanner *part,
 		 * of what they inflate to is the whole scan's, in order) */
 		if (rec.raw && rec.field == TRACE_PACKET_FIELD &&
 		    rec.wt == PB_WT_LEN &&
-		    sync_scan_packet(part, rec.data, rec.len, rec.data_offset,
-				     &err) != 0)
+		    sync_scan_part_packet(part, rec.data, rec.len,
+					  rec.data_offset, &err) != 0)
 			rc = -1;
 	}
 	sync_skim_close(&k);

@@ -39,4 +39,8 @@ int scan_split_find(const char *path, uint64_t from, uint64_t size,
 int scan_split_part(const char *path, uint64_t at, struct sync_scanner *part,
 		    volatile sig_atomic_t *cancel);
 
+/* sync_read_fn (sync_scan.h) on a trace reader (trace_reader_read_at),
+ * for the join to read again the packets a part kept by their offset. */
+int scan_split_read(void *rd, uint64_t off, void *buf, size_t len);
+
 #endif

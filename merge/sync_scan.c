@@ -124,12 +124,11 @@ struct result {
  * on after the parts before it), so its memory stays bounded. */
 #define PART_MAX_RESULTS 65536
 #define PART_KEPT_MAX (8u << 20)
-/* ... and of one sequence's: a busy one does not crowd out the others
- * (the few that interned names of ours before the part are those whose
- * packets are scanned again) */
-#define PART_KEPT_SEQ_MAX (1u << 20)
-/* A kept packet: its offset, sequence and length, then its bytes. */
+/* A kept packet: its offset, sequence and length, then its bytes, unless
+ * KEPT_IN_FILE says they are the file's at that offset (a packet read
+ * whole: the join reads it again; a skim's stand-in is kept as it is). */
 #define KEPT_HEAD 16
+#define KEPT_IN_FILE 0x80000000u
 
 struct part {
 	struct result *log;
@@ -137,6 +136,8 @@ struct part {
 	struct pb_buf kept;
 	bool dep;          /* the packet being scanned: as result.dep */
 	uint32_t seq;      /* ... its sequence */
+	bool in_file;      /* ... is the file's bytes at its offset */
+	bool discard;      /* results only counted (a dry run) */
 };
 
 struct sync_scanner {
@@ -266,6 +267,8 @@ static int emit(struct sync_scanner *s, struct result r)
 		apply(&s->d, &r);
 		return 0;
 	}
+	if (pt->discard)
+		return 0;
 	if (pt->n_log == PART_MAX_RESULTS)
 		return vp_errorf(s->err, "%s: byte offset %llu: more than %d "
 				 "sync results in one part of the scan",
@@ -771,6 +774,48 @@ static int note_sequence(struct sync_scanner *s, uint32_t id)
 			 SYNC_MAX_SEQUENCES);
 }
 
+/* The bytes a kept packet at k takes in the kept buffer. */
+static size_t kept_size(const uint8_t *k)
+{
+	uint32_t len;
+	memcpy(&len, k + 12, 4);
+	return KEPT_HEAD + (len & KEPT_IN_FILE ? 0 : len);
+}
+
+/* Makes room in the kept buffer by giving up the kept packets of the
+ * sequence that keeps the most: a busy one, whose interning from before
+ * the part is most likely empty (the guest agent's sequence, which
+ * interned names of ours, writes few packets); false when none keeps
+ * any. */
+static bool evict_busiest(struct sync_scanner *s)
+{
+	struct pb_buf *k = &s->part->kept;
+	struct seq *big = NULL;
+
+	for (size_t i = 0; i < seq_table_count(&s->seqs); i++) {
+		struct seq *q = seq_table_at(&s->seqs, i);
+		if (q->kept && (!big || q->kept > big->kept))
+			big = q;
+	}
+	if (!big)
+		return false;
+	size_t to = 0;
+	for (size_t at = 0; at < k->len;) {
+		size_t n = kept_size(k->data + at);
+		uint32_t id;
+		memcpy(&id, k->data + at + 8, 4);
+		if (id != big->id) {
+			memmove(k->data + to, k->data + at, n);
+			to += n;
+		}
+		at += n;
+	}
+	k->len = to;
+	big->kept = 0;
+	big->overflow = true;
+	return true;
+}
+
 /* Keeps packet pkt of q (on which a part relies) for the join, which
  * scans it again if what q interned before the part matters. */
 static void keep_packet(struct sync_scanner *s, struct seq *q,
@@ -778,23 +823,25 @@ static void keep_packet(struct sync_scanner *s, struct seq *q,
 {
 	struct pb_buf *k = &s->part->kept;
 	uint8_t head[KEPT_HEAD];
-	uint64_t n = len;
+	bool in_file = s->part->in_file;
+	size_t need = KEPT_HEAD + (in_file ? 0 : len);
+	uint32_t n = (uint32_t)len | (in_file ? KEPT_IN_FILE : 0);
 
 	q->relied = true;
 	if (q->overflow)
 		return;
-	if (len > PART_KEPT_SEQ_MAX - KEPT_HEAD ||
-	    q->kept > PART_KEPT_SEQ_MAX - KEPT_HEAD - len ||
-	    k->len > PART_KEPT_MAX - KEPT_HEAD - len) {
-		q->overflow = true;
-		return;
-	}
-	q->kept += KEPT_HEAD + len;
+	while (need > PART_KEPT_MAX - k->len)
+		if (need > PART_KEPT_MAX || !evict_busiest(s) || q->overflow) {
+			q->overflow = true;
+			return;
+		}
+	q->kept += need;
 	memcpy(head, &s->pkt_off, 8);
 	memcpy(head + 8, &q->id, 4);
-	memcpy(head + 12, &(uint32_t){(uint32_t)n}, 4);
+	memcpy(head + 12, &n, 4);
 	pb_put_raw(k, head, KEPT_HEAD);
-	pb_put_raw(k, pkt, len);
+	if (!in_file)
+		pb_put_raw(k, pkt, len);
 }
 
 /* The part of a packet's scan that reads and writes its sequence's
@@ -876,6 +923,15 @@ int sync_scan_packet(struct sync_scanner *s, const uint8_t *pkt, size_t len,
 
 /* ---- a trace scanned in two parts at once ------------------------------- */
 
+int sync_scan_part_packet(struct sync_scanner *part, const uint8_t *pkt,
+			  size_t len, uint64_t off, struct vp_error *err)
+{
+	part->part->in_file = true;
+	int rc = sync_scan_packet(part, pkt, len, off, err);
+	part->part->in_file = false;
+	return rc;
+}
+
 /* The sequence part of a kept packet at k. */
 static uint32_t kept_seq(const uint8_t *k)
 {
@@ -886,8 +942,10 @@ static uint32_t kept_seq(const uint8_t *k)
 
 /* Scans again the kept packet at k (as it was, so with the same offsets
  * in messages) with t: only the part that reads the sequence's state,
- * the rest having counted already. */
+ * the rest having counted already.  One kept by its offset is read into
+ * buf. */
 static int rescan_kept(struct sync_scanner *t, const uint8_t *k,
+		       sync_read_fn read, void *read_ctx, struct pb_buf *buf,
 		       struct vp_error *err)
 {
 	struct vp_packet p;
@@ -897,6 +955,14 @@ static int rescan_kept(struct sync_scanner *t, const uint8_t *k,
 	memcpy(&off, k, 8);
 	memcpy(&len, k + 12, 4);
 	t->pkt = k + KEPT_HEAD;
+	if (len & KEPT_IN_FILE) {
+		len &= ~KEPT_IN_FILE;
+		pb_buf_reset(buf);
+		if (!pb_buf_reserve(buf, len) ||
+		    read(read_ctx, off, buf->data, len) < 0)
+			return -1;
+		t->pkt = buf->data;
+	}
 	t->pkt_off = off;
 	t->err = err;
 	if (!vp_packet_decode_inline(&p, t->pkt, len, false))
@@ -964,35 +1030,82 @@ static void add_counts(struct sync_data *d, const struct sync_data *pd)
 	d->have_cpu |= pd->have_cpu;
 }
 
-/* Scans again, into t's log, the kept packets of part's sequences
- * marked `relied`, each from a copy of s's state of it: 0, or -1 when
- * one fails (what it says is for the plain scan to say). */
-static int rescan_part(struct sync_scanner *s, struct sync_scanner *part,
-		       struct sync_scanner *t)
-{
-	const struct part *pt = part->part;
+/* The rescan of a part's kept packets (those of its sequences marked
+ * `relied`), each sequence from a copy of s's state of it, one packet at
+ * a time: rescan_next scans the next one before offset `before` into
+ * t's log, for the caller to take. */
+struct rescan {
+	struct sync_scanner *t;
+	const struct sync_scanner *part;
+	const uint8_t *k, *end; /* the next kept packet */
+	sync_read_fn read;
+	void *read_ctx;
+	struct pb_buf buf;
 	struct vp_error err;
+};
 
+static void rescan_init(struct rescan *r, struct sync_scanner *s,
+			const struct sync_scanner *part, sync_read_fn read,
+			void *read_ctx, bool discard)
+{
+	r->t = sync_scanner_new_part(s->path);
+	r->t->part->discard = discard;
+	r->part = part;
+	r->k = part->part->kept.data;
+	r->end = r->k + part->part->kept.len;
+	r->read = read;
+	r->read_ctx = read_ctx;
+	pb_buf_init(&r->buf);
 	for (size_t i = 0; i < seq_table_count(&part->seqs); i++) {
 		const struct seq *q = seq_table_at(&part->seqs, i);
 		if (q->relied)
-			copy_seq(t, seq_table_find(&s->seqs, q->id));
+			copy_seq(r->t, seq_table_find(&s->seqs, q->id));
 	}
-	for (const uint8_t *k = pt->kept.data; k < pt->kept.data + pt->kept.len;) {
-		uint32_t len;
-		memcpy(&len, k + 12, 4);
-		const struct seq *q = seq_table_find(&part->seqs, kept_seq(k));
-		if (q->relied && rescan_kept(t, k, &err) < 0)
-			return -1;
-		k += KEPT_HEAD + len;
+}
+
+static void rescan_free(struct rescan *r)
+{
+	sync_scanner_free(r->t);
+	pb_buf_free(&r->buf);
+}
+
+/* 1: a packet scanned; 0: none left before `before`; -1: it failed. */
+static int rescan_next(struct rescan *r, uint64_t before)
+{
+	while (r->k < r->end) {
+		const uint8_t *k = r->k;
+		uint64_t off;
+		memcpy(&off, k, 8);
+		if (off >= before)
+			return 0;
+		r->k += kept_size(k);
+		const struct seq *q = seq_table_find(&r->part->seqs,
+						     kept_seq(k));
+		if (!q->relied)
+			continue;
+		r->t->part->n_log = 0;
+		return rescan_kept(r->t, k, r->read, r->read_ctx, &r->buf,
+				   &r->err) < 0 ? -1 : 1;
 	}
 	return 0;
 }
 
-int sync_scanner_join(struct sync_scanner *s, struct sync_scanner *part)
+/* Applies to s the results of the rescan before offset `before`. */
+static void rescan_apply(struct sync_scanner *s, struct rescan *r,
+			 uint64_t before)
+{
+	while (rescan_next(r, before) == 1)
+		for (size_t j = 0; j < r->t->part->n_log; j++)
+			apply(&s->d, &r->t->part->log[j]);
+}
+
+int sync_scanner_join(struct sync_scanner *s, struct sync_scanner *part,
+		      sync_read_fn read, void *read_ctx)
 {
 	const struct part *pt = part->part;
+	struct rescan r;
 	bool any = false;
+	int rc = 0;
 
 	/* one sequence too many, or a packet not kept, is said (or read)
 	 * right only by scanning the part on from s */
@@ -1006,29 +1119,31 @@ int sync_scanner_join(struct sync_scanner *s, struct sync_scanner *part)
 			return 1;
 		any |= q->relied;
 	}
-	struct sync_scanner *t = sync_scanner_new_part(s->path);
-	if (any && rescan_part(s, part, t) < 0) {
-		sync_scanner_free(t);
-		return 1;
+	if (any) { /* once to see that it can be done, results dropped */
+		rescan_init(&r, s, part, read, read_ctx, true);
+		while ((rc = rescan_next(&r, UINT64_MAX)) == 1)
+			;
+		rescan_free(&r);
+		if (rc < 0)
+			return 1;
 	}
 
 	/* The part's results and the rescan's in file order, leaving out
 	 * the part's that read interning it did not know, where that was
 	 * not empty; of one packet, the part's (its snapshot's) first. */
-	const struct part *rt = t->part;
-	size_t j = 0;
+	rescan_init(&r, s, part, read, read_ctx, false);
 	for (size_t i = 0; i < pt->n_log; i++) {
-		const struct result *r = &pt->log[i];
-		for (; j < rt->n_log && rt->log[j].off < r->off; j++)
-			apply(&s->d, &rt->log[j]);
-		if (r->dep &&
-		    ((struct seq *)seq_table_find(&part->seqs, r->seq))->relied)
+		const struct result *res = &pt->log[i];
+		if (any)
+			rescan_apply(s, &r, res->off);
+		if (res->dep &&
+		    ((struct seq *)seq_table_find(&part->seqs, res->seq))->relied)
 			continue;
-		apply(&s->d, r);
+		apply(&s->d, res);
 	}
-	for (; j < rt->n_log; j++)
-		apply(&s->d, &rt->log[j]);
-	sync_scanner_free(t);
+	if (any)
+		rescan_apply(s, &r, UINT64_MAX);
+	rescan_free(&r);
 	add_counts(&s->d, &part->d);
 	s->d.n_sequences += fresh;
 	return 0;

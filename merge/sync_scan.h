@@ -145,12 +145,23 @@ enum sync_need sync_scan_need(const uint32_t *path, size_t depth);
  * sync_scanner_join then gives s, as it would have from scanning the
  * rest itself, the part's results in order, scanning again with its own
  * interning the kept packets of a sequence for which that was not
- * empty: 0; or 1, s unchanged, when that cannot be done exactly (a
- * packet not kept, too many sequences in all, malformed data that only
- * s's interning leads to), for the caller to scan the rest with s after
- * all, which says what is wrong as a plain scan does. */
+ * empty (reading those kept by their offset with read): 0; or 1, s
+ * unchanged, when that cannot be done exactly (a packet not kept, too
+ * many sequences in all, malformed data that only s's interning leads
+ * to, a read that fails), for the caller to scan the rest with s after
+ * all, which says what is wrong as a plain scan does.  A part keeps up
+ * to 8 MiB (packets read whole take 16 bytes each); when full it gives
+ * up those of the sequence that keeps the most. */
 struct sync_scanner *sync_scanner_new_part(const char *path);
-int sync_scanner_join(struct sync_scanner *s, struct sync_scanner *part);
+/* sync_scan_packet for a part scanner, of a packet that is the file's
+ * bytes at off (read whole, not a skim's stand-in): one it keeps for the
+ * join, it keeps by its offset, and the join reads it again. */
+int sync_scan_part_packet(struct sync_scanner *part, const uint8_t *pkt,
+			  size_t len, uint64_t off, struct vp_error *err);
+/* Reads len bytes of the file at off into buf: 0, or -1. */
+typedef int (*sync_read_fn)(void *ctx, uint64_t off, void *buf, size_t len);
+int sync_scanner_join(struct sync_scanner *s, struct sync_scanner *part,
+		      sync_read_fn read, void *read_ctx);
 
 /* The data gathered so far (owned by the scanner). */
 struct sync_data *sync_scanner_data(struct sync_scanner *s);

@@ -91,6 +91,21 @@ static bool same_data(const struct sync_data *a, const struct sync_data *b)
 	/* not seq_load: a skimmed packet weighs what was read of it */
 }
 
+/* sync_read_fn on the input (ctx: its bytes, as a struct input). */
+struct input {
+	const uint8_t *data;
+	size_t size;
+};
+
+static int read_input(void *ctx, uint64_t off, void *buf, size_t len)
+{
+	const struct input *in = ctx;
+	if (off > in->size || len > in->size - off)
+		return -1;
+	memcpy(buf, in->data + off, len);
+	return 0;
+}
+
 /* The scan in two parts, from a point the input's last byte picks: when
  * the split finds a record there and both parts scan, the join (or the
  * scan on from the first part) gives the plain scan's data. */
@@ -106,7 +121,8 @@ static void check_split(const char *path, const uint8_t *data, size_t size,
 	struct sync_scanner *b = sync_scanner_new_part(path);
 	if (scan_from_to(a, path, 0, 0, at, &err) == 0 &&
 	    scan_split_part(path, at, b, NULL) == 0) {
-		int rc = sync_scanner_join(a, b);
+		struct input in = {data, size};
+		int rc = sync_scanner_join(a, b, read_input, &in);
 		if (rc == 1)
 			rc = scan_from_to(a, path, 0, at, UINT64_MAX, &err);
 		if (rc != 0 || !same_data(sync_scanner_data(a), want)) {

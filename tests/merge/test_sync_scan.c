@@ -558,20 +558,39 @@ static size_t packets_of(const struct pb_buf *t, uint64_t *off, size_t *len,
 	return n;
 }
 
-/* Scans packets [from, to) of t with s: what the first failure
- * returned, else 0. */
-static int scan_range(struct sync_scanner *s, const struct pb_buf *t,
-		      const uint64_t *off, const size_t *len, size_t from,
-		      size_t to)
+/* Scans packets [from, to) of t with s (a part told they are the
+ * file's bytes when in_file): what the first failure returned, else 0. */
+static int scan_range_in(struct sync_scanner *s, const struct pb_buf *t,
+			 const uint64_t *off, const size_t *len, size_t from,
+			 size_t to, bool in_file)
 {
 	struct vp_error err = {{0}};
 
 	for (size_t i = from; i < to; i++) {
-		int rc = sync_scan_packet(s, t->data + off[i], len[i], off[i],
-					  &err);
+		int rc = in_file ? sync_scan_part_packet(s, t->data + off[i],
+							 len[i], off[i], &err)
+				 : sync_scan_packet(s, t->data + off[i], len[i],
+						    off[i], &err);
 		if (rc)
 			return rc;
 	}
+	return 0;
+}
+
+static int scan_range(struct sync_scanner *s, const struct pb_buf *t,
+		      const uint64_t *off, const size_t *len, size_t from,
+		      size_t to)
+{
+	return scan_range_in(s, t, off, len, from, to, false);
+}
+
+/* sync_read_fn over a trace in memory. */
+static int read_mem(void *ctx, uint64_t off, void *buf, size_t len)
+{
+	const struct pb_buf *t = ctx;
+	if (off > t->len || len > t->len - off)
+		return -1;
+	memcpy(buf, t->data + off, len);
 	return 0;
 }
 
@@ -612,9 +631,10 @@ static void assert_same_all(const struct sync_data *a, const struct sync_data *b
 	assert_memory_equal(a->seq_load, b->seq_load, sizeof(a->seq_load));
 }
 
-/* A sync event on seq, its names interned (iids 1, 5, 7, 8) or literal. */
-static void put_sync_event(struct pb_buf *p, uint32_t seq, bool interned,
-			   uint64_t boot, uint64_t ctr)
+/* A sync event on seq, its names interned (iids 1, 5, 7, 8) or literal,
+ * with pad more debug annotations. */
+static void put_sync_event_pad(struct pb_buf *p, uint32_t seq, bool interned,
+			       uint64_t boot, uint64_t ctr, int pad)
 {
 	pb_put_varint(p, TP_TRUSTED_PACKET_SEQUENCE_ID, seq);
 	pb_put_varint(p, TP_TIMESTAMP, boot);
@@ -630,7 +650,15 @@ static void put_sync_event(struct pb_buf *p, uint32_t seq, bool interned,
 		put_annotation(p, "clock_sync_boottime", 0, DA_UINT_VALUE, boot);
 		put_annotation(p, "clock_sync_cputime", 0, DA_UINT_VALUE, ctr);
 	}
+	for (int i = 0; i < pad; i++)
+		put_annotation(p, "padding", 0, DA_UINT_VALUE, 1);
 	pb_end_nested(p, m);
+}
+
+static void put_sync_event(struct pb_buf *p, uint32_t seq, bool interned,
+			   uint64_t boot, uint64_t ctr)
+{
+	put_sync_event_pad(p, seq, interned, boot, ctr, 0);
 }
 
 /* Our names interned on seq, its state cleared first (or not). */
@@ -742,12 +770,16 @@ static void test_split_join(void **state)
 	assert_true(w->boot.n > 20 && w->n_kvm > 4 && w->n_ex == 3 &&
 		    w->realtime.n == 12 && w->n_bad_sync_events == 1);
 
-	for (size_t k = 0; k <= n; k++) {
+	/* the part's packets kept as they are, and by their offset */
+	for (size_t k = 0; k <= 2 * n + 1; k++) {
+		bool in_file = k > n;
+		size_t at = in_file ? k - n - 1 : k;
 		struct sync_scanner *a = sync_scanner_new("s.pb");
 		struct sync_scanner *b = sync_scanner_new_part("s.pb");
-		assert_int_equal(scan_range(a, &t, off, len, 0, k), 0);
-		assert_int_equal(scan_range(b, &t, off, len, k, n), 0);
-		assert_int_equal(sync_scanner_join(a, b), 0);
+		assert_int_equal(scan_range(a, &t, off, len, 0, at), 0);
+		assert_int_equal(scan_range_in(b, &t, off, len, at, n, in_file),
+				 0);
+		assert_int_equal(sync_scanner_join(a, b, read_mem, &t), 0);
 		assert_same_all(sync_scanner_data(a), w);
 		sync_scanner_free(a);
 		sync_scanner_free(b);
@@ -768,27 +800,43 @@ static void test_split_no_join(void **state)
 	pb_buf_init(&t);
 	pb_buf_init(&p);
 
-	/* seq 1 interned our names, then after the split more packets
-	 * that read them than a part keeps */
-	put_our_interning(&p, 1, true);
-	add_packet(&t, &p);
-	for (int i = 0; i < 30000; i++) {
-		put_sync_event(&p, 1, true, 1000 + (uint64_t)i, 7 * (uint64_t)i);
+	/* seq 1 interned our names; after the split come packets that
+	 * read them, among many of a busy seq 2.  Kept as they are (a
+	 * part keeps 8 MiB): with seq 1's few, the busy seq 2 is given
+	 * up and the join is whole; with seq 1's many, they do not fit
+	 * and the first part scans on.  Kept by their offsets, 16 bytes
+	 * each, both fit. */
+	for (int every = 7; every >= 2; every -= 5) {
+		pb_buf_reset(&t);
+		put_our_interning(&p, 1, true);
 		add_packet(&t, &p);
+		for (int i = 0; i < 70000; i++) {
+			put_sync_event_pad(&p, i % every ? 2 : 1, true,
+					   1000 + (uint64_t)i, 7 * (uint64_t)i,
+					   30);
+			add_packet(&t, &p);
+		}
+		size_t n = packets_of(&t, off, len, MAX);
+		struct sync_scanner *whole = sync_scanner_new("o.pb");
+		assert_int_equal(scan_range(whole, &t, off, len, 0, n), 0);
+		for (int in_file = 0; in_file < 2; in_file++) {
+			struct sync_scanner *a = sync_scanner_new("o.pb");
+			struct sync_scanner *b = sync_scanner_new_part("o.pb");
+			assert_int_equal(scan_range(a, &t, off, len, 0, 10), 0);
+			assert_int_equal(scan_range_in(b, &t, off, len, 10, n,
+						       in_file), 0);
+			int rc = sync_scanner_join(a, b, read_mem, &t);
+			assert_int_equal(rc, every == 2 && !in_file);
+			if (rc)
+				assert_int_equal(
+					scan_range(a, &t, off, len, 10, n), 0);
+			assert_same_all(sync_scanner_data(a),
+					sync_scanner_data(whole));
+			sync_scanner_free(a);
+			sync_scanner_free(b);
+		}
+		sync_scanner_free(whole);
 	}
-	size_t n = packets_of(&t, off, len, MAX);
-	struct sync_scanner *whole = sync_scanner_new("o.pb");
-	assert_int_equal(scan_range(whole, &t, off, len, 0, n), 0);
-	struct sync_scanner *a = sync_scanner_new("o.pb");
-	struct sync_scanner *b = sync_scanner_new_part("o.pb");
-	assert_int_equal(scan_range(a, &t, off, len, 0, 10), 0);
-	assert_int_equal(scan_range(b, &t, off, len, 10, n), 0);
-	assert_int_equal(sync_scanner_join(a, b), 1);
-	assert_int_equal(scan_range(a, &t, off, len, 10, n), 0);
-	assert_same_all(sync_scanner_data(a), sync_scanner_data(whole));
-	sync_scanner_free(a);
-	sync_scanner_free(b);
-	sync_scanner_free(whole);
 
 	/* more sequences in all than a trace may have: no part has too
 	 * many, the scan on from the first says which packet is one too
@@ -798,12 +846,12 @@ static void test_split_no_join(void **state)
 		pb_put_varint(&p, TP_TRUSTED_PACKET_SEQUENCE_ID, 1000 + i);
 		add_packet(&t, &p);
 	}
-	n = packets_of(&t, off, len, MAX);
-	a = sync_scanner_new("o.pb");
-	b = sync_scanner_new_part("o.pb");
+	size_t n = packets_of(&t, off, len, MAX);
+	struct sync_scanner *a = sync_scanner_new("o.pb");
+	struct sync_scanner *b = sync_scanner_new_part("o.pb");
 	assert_int_equal(scan_range(a, &t, off, len, 0, n / 2), 0);
 	assert_int_equal(scan_range(b, &t, off, len, n / 2, n), 0);
-	assert_int_equal(sync_scanner_join(a, b), 1);
+	assert_int_equal(sync_scanner_join(a, b, read_mem, &t), 1);
 	assert_int_equal(scan_range(a, &t, off, len, n / 2, n), -1);
 	sync_scanner_free(a);
 	sync_scanner_free(b);
