@@ -478,3 +478,20 @@ void deflate_stream_end(struct deflate_stream *d)
 		deflateEnd(&d->z);
 	d->open = false;
 }
+
+int compressed_aside_error(const char *path, uint64_t off,
+			   struct vp_error *err)
+{
+	char head[VP_ERROR_MAX], rest[VP_ERROR_MAX];
+	size_t n = strlen(path);
+
+	snprintf(head, sizeof(head), "%s: byte offset %llu: ", path,
+		 (unsigned long long)off);
+	if (strncmp(err->msg, head, strlen(head)) == 0)
+		return -1; /* said of the compressed packet already */
+	snprintf(rest, sizeof(rest), "%s",
+		 strncmp(err->msg, path, n) == 0 && err->msg[n] == ':'
+			 ? err->msg + n + 2 : err->msg);
+	return vp_errorf(err, "%sin a packet inside compressed_packets (at "
+			 "offsets of its own): %s", head, rest);
+}

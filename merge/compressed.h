@@ -88,4 +88,11 @@ int deflate_stream_put(struct deflate_stream *d, const uint8_t *p, size_t n,
 		       uint64_t off, struct vp_error *err);
 void deflate_stream_end(struct deflate_stream *d);
 
+/* Fails with err's message said of the packet inside compressed_packets
+ * (of the packet at off) that was written aside: offsets in that file
+ * are no offsets of the input's, so the compressed packet's comes
+ * first. */
+int compressed_aside_error(const char *path, uint64_t off,
+			   struct vp_error *err);
+
 #endif

@@ -11,7 +11,6 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,9 +25,9 @@
 #include "partition.h"
 #include "pb_wire.h"
 #include "perfetto_fields.h"
+#include "progress.h"
+#include "scan_pass.h"
 #include "sync_scan.h"
-#include "scan_split.h"
-#include "sync_skim.h"
 #include "trace_io.h"
 
 /* ---- small helpers ---------------------------------------------------------- */
@@ -88,161 +87,13 @@ static struct bound_stats distribution(double *v, size_t n)
 	return s;
 }
 
-/* ---- progress ------------------------------------------------------------------ */
-
-struct progress {
-	bool on;
-	uint64_t total, done;
-	int shown; /* last percentage drawn */
-	pthread_mutex_t mu; /* the scans of pass 1 may run at once */
-};
-
-static void progress_add(struct progress *p, uint64_t bytes)
-{
-	if (!p->on) {
-		p->done += bytes;
-		return;
-	}
-	pthread_mutex_lock(&p->mu);
-	p->done += bytes;
-	int pct = p->total ? (int)(p->done * 100 / p->total) : p->shown;
-	if (pct == p->shown) {
-		pthread_mutex_unlock(&p->mu);
-		return;
-	}
-	p->shown = pct;
-	char bar[41];
-	int fill = pct * 40 / 100;
-	memset(bar, '#', (size_t)fill);
-	memset(bar + fill, '.', (size_t)(40 - fill));
-	bar[40] = 0;
-	fprintf(stderr, "\r[%s] %3d%%", bar, pct);
-	if (pct >= 100)
-		fputc('\n', stderr);
-	pthread_mutex_unlock(&p->mu);
-}
-
 /* ---- packets, compressed or not -------------------------------------------------- */
 
-/* Gives a buffer that grew for a large packet back. */
-static void shrink_buf(struct pb_buf *b)
-{
-	if (b->cap > (4u << 20)) {
-		pb_buf_free(b);
-		pb_buf_init(b);
-	}
-}
-
-
-static void progress_cb(void *ctx, uint64_t bytes)
-{
-	progress_add(ctx, bytes);
-}
 
 static int sink_writer(void *ctx, const struct iovec *iov, int n,
 		       struct vp_error *err)
 {
 	return trace_writer_rawv(ctx, iov, n, err);
-}
-
-/* ---- pass 1: sync data ---------------------------------------------------------- */
-
-/* A scan's state. */
-struct scan_ctx {
-	const char *path;
-	struct sync_scanner *sc;
-	struct pb_buf scratch; /* inflated compressed_packets */
-	struct inflate_budget budget;
-};
-
-static int scan_fn(void *ctx, const uint8_t *pkt, size_t len, uint64_t off,
-		   struct vp_error *err)
-{
-	struct scan_ctx *c = ctx;
-	return sync_scan_packet(c->sc, pkt, len, off, err);
-}
-
-/* Fails with err's message said of the packet inside compressed_packets
- * (of the packet at off) that was written aside: offsets in that file
- * are no offsets of the input's, so the compressed packet's comes
- * first. */
-static int aside_error(const char *path, uint64_t off, struct vp_error *err)
-{
-	char head[VP_ERROR_MAX], rest[VP_ERROR_MAX];
-	size_t n = strlen(path);
-
-	snprintf(head, sizeof(head), "%s: byte offset %llu: ", path,
-		 (unsigned long long)off);
-	if (strncmp(err->msg, head, strlen(head)) == 0)
-		return -1; /* said of the compressed packet already */
-	snprintf(rest, sizeof(rest), "%s",
-		 strncmp(err->msg, path, n) == 0 && err->msg[n] == ':'
-			 ? err->msg + n + 2 : err->msg);
-	return vp_errorf(err, "%sin a packet inside compressed_packets (at "
-			 "offsets of its own): %s", head, rest);
-}
-
-/* compressed_spill.large: a packet inside compressed_packets too large
- * to hold, written aside, skimmed as a large packet of a trace is. */
-static int scan_large(void *ctx, int fd, uint64_t off, struct vp_error *err)
-{
-	struct scan_ctx *c = ctx;
-	struct sync_skim k;
-	struct trace_record rec;
-	int rc = sync_skim_open_fd(&k, fd, c->path, c->sc, 0, err);
-
-	if (rc == 0)
-		rc = sync_skim_next(&k, &rec, err);
-	if (rc == 1) /* read whole after all: scanned as any packet */
-		rc = scan_fn(c, rec.data, rec.len, off, err);
-	if (rc > 0 && rc != 2)
-		rc = vp_errorf(err, "%s: byte offset %llu: compressed_packets "
-			       "inside compressed_packets", c->path,
-			       (unsigned long long)off);
-	sync_skim_close(&k);
-	return rc < 0 ? aside_error(c->path, off, err) : 0;
-}
-
-static const struct compressed_spill scan_spill = {scan_large};
-
-/* sync_skim_compressed_fn: a large packet's compressed_packets, inflated
- * from the file as they are read. */
-static int scan_compressed_at(void *ctx, struct trace_reader *rd,
-			      uint64_t at, uint64_t len, uint64_t off,
-			      struct vp_error *err)
-{
-	struct scan_ctx *c = ctx;
-	int rc = compressed_each_packet_at(c->path, rd, at, len, off,
-					   &c->scratch, &c->budget, scan_fn,
-					   NULL, &scan_spill, c, err);
-
-	shrink_buf(&c->scratch);
-	return rc;
-}
-
-/* Scans one record read whole (a packet; other records hold nothing
- * the scan wants). */
-static int scan_record(struct scan_ctx *c, const struct trace_record *rec,
-		       struct vp_error *err)
-{
-	const uint8_t *data = rec->data;
-	size_t len = rec->len;
-	uint64_t off = rec->data_offset;
-
-	/* each_packet with the scanner called directly: a call less per
-	 * packet */
-	if (rec->field == TRACE_PACKET_FIELD && rec->wt == PB_WT_LEN) {
-		int rc = sync_scan_packet(c->sc, data, len, off, err);
-		if (rc > 0)
-			rc = compressed_each_packet(c->path, data, len, off,
-						    &c->scratch, &c->budget,
-						    scan_fn, NULL, &scan_spill,
-						    c, err);
-		if (rc < 0)
-			return -1;
-		shrink_buf(&c->scratch);
-	}
-	return 0;
 }
 
 static uint64_t file_size(const char *path)
@@ -251,195 +102,18 @@ static uint64_t file_size(const char *path)
 	return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
 }
 
-/* A guest's scan that a free thread may share (scan_split.h).  The
- * helper claims it, says where the scanning thread is to stop (limit),
- * scans from there on into `part` and says it is done; the scanning
- * thread, at the first record at or after the limit, waits for that and
- * joins the part, or scans on when the part does not begin there. */
-struct scan_share {
-	_Atomic uint64_t pos;   /* the scanning thread's next record */
-	_Atomic uint64_t limit; /* UINT64_MAX: no split (yet) */
-	uint64_t size;
-	/* under mu */
-	pthread_mutex_t *mu;
-	pthread_cond_t *cv;
-	bool running, claimed, part_done, part_ok;
-	bool joined;            /* the scan was whole from two parts */
-	struct sync_scanner *part;
-	uint64_t part_at;
-};
-
-/* The scanning thread at record `at`, at or past the limit: waits for
- * the part and joins it.  0: the scan is whole; 1: scan on (the limit
- * is gone). */
-static int join_part(struct scan_ctx *c, struct scan_share *sh, uint64_t at,
-		     struct trace_reader *rd, struct progress *pg)
-{
-	int rc = 1;
-
-	pthread_mutex_lock(sh->mu);
-	while (!sh->part_done)
-		pthread_cond_wait(sh->cv, sh->mu);
-	pthread_mutex_unlock(sh->mu);
-	atomic_store_explicit(&sh->limit, UINT64_MAX, memory_order_relaxed);
-	if (sh->part_ok && sh->part_at == at)
-		rc = sync_scanner_join(c->sc, sh->part, scan_split_read, rd);
-	sh->joined = rc == 0;
-	sync_scanner_free(sh->part);
-	sh->part = NULL;
-	if (rc == 0 && pg->on)
-		progress_add(pg, sh->size - at);
-	return rc;
-}
-
-/* The end of a shared scan: no helper may claim it now, and one that
- * did is waited for. */
-static void share_end(struct scan_share *sh)
-{
-	pthread_mutex_lock(sh->mu);
-	sh->running = false;
-	while (sh->claimed && !sh->part_done)
-		pthread_cond_wait(sh->cv, sh->mu);
-	pthread_mutex_unlock(sh->mu);
-	sync_scanner_free(sh->part);
-	sh->part = NULL;
-}
-
-/* A scan that copies nothing (a guest's): large packets are skimmed
- * (sync_skim.h), so most bytes of their bodies are never read.  With
- * sh, a free thread may scan its second half (scan_split.h). */
-static int scan_skimming(struct scan_ctx *c, struct progress *pg,
-			 volatile sig_atomic_t *cancel, struct scan_share *sh,
-			 struct vp_error *err)
-{
-	struct sync_skim k;
-	struct trace_record rec;
-	int rc = sync_skim_open(&k, c->path, c->sc, SYNC_SKIM_MIN_RECORD, err);
-	k.compressed = scan_compressed_at;
-	k.compressed_ctx = c;
-
-	while (rc == 0) {
-		if (sh) {
-			uint64_t at = trace_reader_pos(k.rd);
-			atomic_store_explicit(&sh->pos, at,
-					      memory_order_relaxed);
-			if (at >= atomic_load_explicit(&sh->limit,
-						       memory_order_relaxed) &&
-			    join_part(c, sh, at, k.rd, pg) == 0)
-				break;
-		}
-		if ((rc = sync_skim_next(&k, &rec, err)) <= 0)
-			break;
-		if (cancel && *cancel) {
-			rc = vp_errorf(err, "interrupted");
-			break;
-		}
-		if (rc == 1 && scan_record(c, &rec, err) < 0) {
-			rc = -1;
-			break;
-		}
-		if (pg->on)
-			progress_add(pg, rec.raw_len);
-		rc = 0;
-	}
-	sync_skim_close(&k);
-	return rc < 0 ? -1 : 0;
-}
-
-/* The host's records over this many bytes are skimmed for the scanner
- * and pass to the output in pieces straight from the file, so that a
- * 64 MiB packet costs no buffer of its size; smaller ones are read whole
- * and copied, which costs less than reading them in two goes. */
-#define COPY_SKIM_MIN TRACE_READ_BUF
-
-/* The output of a copy, and whether writing to it failed (an output
- * error, exit 4, not the input's). */
-struct copy_out {
-	struct trace_writer *w;
-	bool failed;
-};
-
-static int write_piece(void *ctx, const uint8_t *p, size_t n,
-		       struct vp_error *err)
-{
-	struct copy_out *co = ctx;
-
-	if (trace_writer_raw(co->w, p, n, err) < 0) {
-		co->failed = true;
-		return -1;
-	}
-	return 0;
-}
-
-/* A scan that copies every record to w as it is (the host's). */
-static int scan_copying(struct scan_ctx *c, struct trace_writer *w,
-			struct progress *pg, volatile sig_atomic_t *cancel,
-			int *io_error, struct vp_error *err)
-{
-	struct sync_skim k;
-	struct trace_record rec;
-	struct copy_out co = {w, false};
-	int rc = sync_skim_open(&k, c->path, c->sc, COPY_SKIM_MIN, err);
-	k.compressed = scan_compressed_at;
-	k.compressed_ctx = c;
-
-	while (rc == 0 && (rc = sync_skim_next(&k, &rec, err)) > 0) {
-		if (cancel && *cancel) {
-			rc = vp_errorf(err, "interrupted");
-			break;
-		}
-		if (rc == 1) {
-			rc = scan_record(c, &rec, err);
-			if (rc == 0)
-				rc = write_piece(&co, rec.raw, rec.raw_len,
-						 err);
-		} else {
-			rc = trace_reader_pass(k.rd, rec.offset, rec.raw_len,
-					       write_piece, &co, err);
-		}
-		if (rc < 0)
-			break;
-		if (pg->on)
-			progress_add(pg, rec.raw_len);
-	}
-	sync_skim_close(&k);
-	*io_error = co.failed;
-	return rc < 0 ? -1 : 0;
-}
-
-/* Scans a trace into *out (a new scanner; the caller frees it); with
- * copy_to, copies every record there as it goes. */
-static int scan_file(const char *path, struct sync_scanner **out,
-		     struct trace_writer *copy_to, struct progress *pg,
-		     uint64_t max_inflate, volatile sig_atomic_t *cancel,
-		     struct scan_share *sh, struct vp_error *err)
-{
-	struct scan_ctx c = {
-		.path = path,
-		.sc = sync_scanner_new(path),
-		.budget = {0, max_inflate},
-	};
-	int io_error = 0, rc;
-
-	pb_buf_init(&c.scratch);
-	if (copy_to)
-		rc = scan_copying(&c, copy_to, pg, cancel, &io_error, err);
-	else
-		rc = scan_skimming(&c, pg, cancel, sh, err);
-	if (sh)
-		share_end(sh);
-	pb_buf_free(&c.scratch);
-	*out = c.sc;
-	if (rc < 0)
-		return io_error ? MERGE_IO_ERROR : MERGE_BAD_INPUT;
-	return MERGE_OK;
-}
-
 /* Pass 3: the host clock model (onto a guest's axis, the host's other
  * clock too, for the host's own packets on it), from its scan. */
-static void fit_host(const struct merge_opts *o, const struct sync_data *hd,
-		     struct merge_result *res)
+struct host_fit_ctx {
+	const struct merge_opts *o;
+	struct merge_result *res;
+};
+
+static void fit_host(void *ctx, const struct sync_data *hd)
 {
+	const struct merge_opts *o = ((struct host_fit_ctx *)ctx)->o;
+	struct merge_result *res = ((struct host_fit_ctx *)ctx)->res;
+
 	res->clock = o->clock ? o->clock
 		     : hd->boot.n >= 2 ? (uint32_t)BUILTIN_CLOCK_BOOTTIME
 		     : hd->mono.n >= 2 ? (uint32_t)BUILTIN_CLOCK_MONOTONIC
@@ -455,145 +129,6 @@ static void fit_host(const struct merge_opts *o, const struct sync_data *hd,
 	if (o->onto_guest && hso->n >= 2 &&
 	    cm_fit_build(&res->host_fit_other, hso->v, hso->n, &fo) == 0)
 		res->have_host_fit_other = true;
-}
-
-/* One input of pass 1: a guest, or the host (copied as it is scanned). */
-struct scan_item {
-	const char *path;
-	struct trace_writer *copy_to;
-	struct sync_scanner *sc;
-	int status;
-	struct vp_error err;
-	struct scan_share share; /* a guest's */
-	/* the host's: its clock model, made by the thread that scanned it
-	 * while the guests' scans go on */
-	const struct merge_opts *fit_opts;
-	struct merge_result *fit_res;
-};
-
-struct scan_pool {
-	struct scan_item *items;
-	size_t n, next;          /* next: the next item to take (mu) */
-	pthread_mutex_t mu;
-	pthread_cond_t cv;       /* a part is done */
-	struct progress *pg;
-	uint64_t max_inflate;
-	volatile sig_atomic_t *cancel;
-};
-
-/* A thread with no input left to take: scans the second half of the
- * guest scan with the most left to do, if one has enough.  False when
- * there is none. */
-static bool help_scan(struct scan_pool *sp)
-{
-	struct scan_share *sh = NULL;
-	const char *path = NULL;
-	uint64_t best = SCAN_SPLIT_MIN - 1, mid = 0, at = 0;
-
-	pthread_mutex_lock(&sp->mu);
-	for (size_t i = 0; i < sp->n; i++) {
-		struct scan_share *s = &sp->items[i].share;
-		uint64_t pos = atomic_load_explicit(&s->pos,
-						    memory_order_relaxed);
-		if (s->running && !s->claimed && pos < s->size &&
-		    s->size - pos > best) {
-			best = s->size - pos;
-			sh = s;
-			path = sp->items[i].path;
-			mid = pos + best / 2;
-		}
-	}
-	if (sh) {
-		sh->claimed = true;
-		atomic_store_explicit(&sh->limit, mid, memory_order_relaxed);
-	}
-	pthread_mutex_unlock(&sp->mu);
-	if (!sh)
-		return false;
-
-	struct vp_error err;
-	struct sync_scanner *part = NULL;
-	bool ok = false;
-	if (scan_split_find(path, mid, sh->size, &at, &err) == 1) {
-		part = sync_scanner_new_part(path);
-		ok = scan_split_part(path, at, part, sp->cancel) == 0;
-	}
-	pthread_mutex_lock(&sp->mu);
-	sh->part = part;
-	sh->part_at = at;
-	sh->part_ok = ok;
-	sh->part_done = true;
-	pthread_cond_broadcast(&sp->cv);
-	pthread_mutex_unlock(&sp->mu);
-	return true;
-}
-
-static void *scan_worker(void *arg)
-{
-	struct scan_pool *sp = arg;
-
-	for (;;) {
-		pthread_mutex_lock(&sp->mu);
-		size_t i = sp->next++;
-		pthread_mutex_unlock(&sp->mu);
-		if (i >= sp->n) {
-			if (help_scan(sp))
-				continue;
-			return NULL;
-		}
-		struct scan_item *it = &sp->items[i];
-		it->status = scan_file(it->path, &it->sc, it->copy_to, sp->pg,
-				       sp->max_inflate, sp->cancel,
-				       it->copy_to ? NULL : &it->share,
-				       &it->err);
-		if (it->fit_res && it->status == MERGE_OK)
-			fit_host(it->fit_opts, sync_scanner_data(it->sc),
-				 it->fit_res);
-	}
-}
-
-/* Scans the inputs, up to `threads` of them at once: each scan has its
- * own reader and scanner and none writes anything another reads (only
- * the host's writes the output).  A thread that cannot be had leaves
- * its share to the others. */
-static void scan_inputs(struct scan_item *items, size_t n, unsigned threads,
-			struct progress *pg, uint64_t max_inflate,
-			volatile sig_atomic_t *cancel)
-{
-	struct scan_pool sp = {
-		.items = items, .n = n, .pg = pg,
-		.max_inflate = max_inflate, .cancel = cancel,
-		.mu = PTHREAD_MUTEX_INITIALIZER,
-		.cv = PTHREAD_COND_INITIALIZER,
-	};
-	pthread_t tid[2 * (MERGE_MAX_GUESTS + 1)];
-	unsigned started = 0, guests = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		struct scan_share *sh = &items[i].share;
-		if (items[i].copy_to)
-			continue;
-		atomic_init(&sh->pos, 0);
-		atomic_init(&sh->limit, UINT64_MAX);
-		sh->size = file_size(items[i].path);
-		sh->mu = &sp.mu;
-		sh->cv = &sp.cv;
-		sh->running = true;
-		guests++;
-	}
-	/* a thread per input, and one more per guest to share its scan */
-	if (threads > n + guests)
-		threads = (unsigned)(n + guests);
-	for (unsigned t = 1; t < threads; t++) {
-		if (pthread_create(&tid[started], NULL, scan_worker, &sp) != 0)
-			break;
-		started++;
-	}
-	scan_worker(&sp);
-	for (unsigned t = 0; t < started; t++)
-		pthread_join(tid[t], NULL);
-	pthread_cond_destroy(&sp.cv);
-	pthread_mutex_destroy(&sp.mu);
 }
 
 /* ---- the clock model per guest ------------------------------------------------------ */
@@ -1437,7 +972,7 @@ static int rewrite_large(void *ctx, int fd, uint64_t off, struct vp_error *err)
 	job.progress = NULL;
 	int rc = partition_run_record(&job, c, fd, err);
 	c->out = saved;
-	return rc < 0 ? aside_error(c->path, off, err) : 0;
+	return rc < 0 ? compressed_aside_error(c->path, off, err) : 0;
 }
 
 static const struct compressed_spill rewrite_spill = {rewrite_large};
@@ -1516,8 +1051,8 @@ static int rewrite_compressed(struct rewrite_ctx *c, const uint8_t *pkt,
 	if (c->cfg->machine_id)
 		pb_put_varint(c->out, TP_MACHINE_ID, c->cfg->machine_id);
 	pb_end_nested(c->out, mark);
-	shrink_buf(&c->scratch);
-	shrink_buf(&c->inner);
+	merge_shrink_buf(&c->scratch);
+	merge_shrink_buf(&c->inner);
 	return 0;
 }
 
@@ -1703,8 +1238,8 @@ static int rewrite_large_compressed(const struct partition_job *job,
 		deflate_stream_end(&c->deflate);
 		c->split = NULL;
 		c->out = saved;
-		shrink_buf(&c->scratch);
-		shrink_buf(&c->inner);
+		merge_shrink_buf(&c->scratch);
+		merge_shrink_buf(&c->inner);
 	}
 	pb_buf_free(&z.before);
 	pb_buf_free(&z.after);
@@ -1863,14 +1398,14 @@ static int concat_file(const char *path, struct trace_writer *w,
 	 * a packet of 64 MiB costs no buffer of its size. */
 	while ((rc = trace_reader_next_head(rd, &rec, TRACE_READ_BUF,
 					    err)) > 0) {
-		struct copy_out co = {w, false};
+		struct trace_copy_out co = {w, false};
 		if (cancel && *cancel) {
 			trace_reader_close(rd);
 			return failf(err, MERGE_IO_ERROR, "interrupted");
 		}
 		if (rec.raw ? trace_writer_raw(w, rec.raw, rec.raw_len, err)
 			    : trace_reader_pass(rd, rec.offset, rec.raw_len,
-						write_piece, &co, err)) {
+						trace_copy_piece, &co, err)) {
 			trace_reader_close(rd);
 			return rec.raw || co.failed ? MERGE_IO_ERROR
 						    : MERGE_BAD_INPUT;
@@ -2346,6 +1881,7 @@ int merge_run(const struct merge_opts *o, struct merge_result *res,
 	if (threads > PARTITION_MAX_THREADS)
 		threads = PARTITION_MAX_THREADS;
 	struct scan_item items[MERGE_MAX_GUESTS + 1];
+	struct host_fit_ctx hfit = {o, res};
 	struct vp_error werr;
 	size_t n_items = o->n_guests;
 	int wstatus = MERGE_OK;
@@ -2359,12 +1895,11 @@ int merge_run(const struct merge_opts *o, struct merge_result *res,
 	if (wstatus == MERGE_OK)
 		items[n_items++] = (struct scan_item){
 			.path = o->host, .copy_to = onto ? NULL : w,
-			.fit_opts = o, .fit_res = res};
+			.done = fit_host, .done_ctx = &hfit};
 	scan_inputs(items, n_items, threads, &pg, max_inflate, o->cancel);
 	for (size_t i = 0; i < o->n_guests; i++) {
 		gsc[i] = items[i].sc;
-		if (items[i].share.joined)
-			res->guests[i].scan_split_at = items[i].share.part_at;
+		res->guests[i].scan_split_at = items[i].split_at;
 		plan[i].threads = items[i].status == MERGE_OK
 			? rewrite_threads(sync_scanner_data(gsc[i]), threads)
 			: threads;

@@ -17,6 +17,7 @@
 #ifndef VP_MERGE_LIMITS_H
 #define VP_MERGE_LIMITS_H
 
+#include "pb_wire.h"
 #include "trace_io.h"
 
 #define MERGE_WHOLE_MAX (16u << 20)
@@ -37,6 +38,16 @@ static inline int merge_reader_open(struct trace_reader **r, const char *path,
 				 "ftrace event, is over 4 MiB; or it is "
 				 "malformed)");
 	return 0;
+}
+
+/* Gives back a scratch buffer that grew for one large packet, so that it
+ * holds no memory for the next ones. */
+static inline void merge_shrink_buf(struct pb_buf *b)
+{
+	if (b->cap > (4u << 20)) {
+		pb_buf_free(b);
+		pb_buf_init(b);
+	}
 }
 
 #endif

@@ -16,6 +16,7 @@
 #ifndef VP_TRACE_IO_H
 #define VP_TRACE_IO_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -136,6 +137,15 @@ int trace_writer_open(struct trace_writer **out, const char *path,
 		      struct vp_error *err);
 /* Its writeback started by a thread of its own (vp_out_flush_behind). */
 void trace_writer_flush_behind(struct trace_writer *w);
+/* A trace_piece_fn (trace_reader_pass) that appends the pieces to w as
+ * they are, and notes whether writing failed: an output error, not the
+ * input's. */
+struct trace_copy_out {
+	struct trace_writer *w;
+	bool failed;
+};
+int trace_copy_piece(void *copy_out, const uint8_t *p, size_t n,
+		     struct vp_error *err);
 /* Appends `0x0A varint(len) packet`. */
 int trace_writer_packet(struct trace_writer *w, const void *packet, size_t len,
 			struct vp_error *err);

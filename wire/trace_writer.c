@@ -44,6 +44,18 @@ void trace_writer_flush_behind(struct trace_writer *w)
 	vp_out_flush_behind(w->out);
 }
 
+int trace_copy_piece(void *copy_out, const uint8_t *p, size_t n,
+		     struct vp_error *err)
+{
+	struct trace_copy_out *co = copy_out;
+
+	if (trace_writer_raw(co->w, p, n, err) < 0) {
+		co->failed = true;
+		return -1;
+	}
+	return 0;
+}
+
 static int flush(struct trace_writer *w, struct vp_error *err)
 {
 	int rc = vp_out_write(w->out, w->buf, w->fill, err);
