@@ -316,6 +316,10 @@ static bool help_scan(struct scan_pool *sp)
 		part = sync_scanner_new_part(path);
 		ok = scan_split_part(path, at, part, sp->cancel) == 0;
 	}
+	if (!ok) { /* what it holds is of no use: given back now */
+		sync_scanner_free(part);
+		part = NULL;
+	}
 	pthread_mutex_lock(&sp->mu);
 	sh->part = part;
 	sh->part_at = at;
