@@ -974,8 +974,9 @@ static int rescan_kept(struct sync_scanner *t, const uint8_t *k,
 	return scan_sequenced(t, &p, te, te ? p.payload.len : 0);
 }
 
-/* A copy of s's state of sequence m in t, as the one a part's rescan
- * starts from. */
+/* Sequence m's state (its clears and interning) copied into t's of
+ * the same id: the one a part's rescan starts from, or after a join
+ * the one the part ended with. */
 static void copy_seq(struct sync_scanner *t, const struct seq *m)
 {
 	struct seq *q = get_seq(t, m->id);
@@ -983,6 +984,7 @@ static void copy_seq(struct sync_scanner *t, const struct seq *m)
 	q->st = m->st;
 	q->n_categories = m->n_categories;
 	q->inherited = false;
+	u64map_clear(&q->interned);
 	for (size_t i = 0; i < m->interned.cap; i++)
 		if (m->interned.used[i])
 			u64map_put(&q->interned, m->interned.keys[i],
@@ -1099,6 +1101,25 @@ static void rescan_apply(struct sync_scanner *s, struct rescan *r,
 			apply(&s->d, &r->t->part->log[j]);
 }
 
+/* After a join, s's state of each sequence the part saw, and the
+ * sequences seen, as if s had scanned the part itself, for a part after
+ * it to be joined too: the part's own where it was exact (cleared in the
+ * part, or nothing interned before it), else the rescan's (t). */
+static void adopt_states(struct sync_scanner *s, const struct sync_scanner *part,
+			 const struct sync_scanner *t)
+{
+	for (size_t i = 0; i < seq_table_count(&part->seqs); i++) {
+		const struct seq *q = seq_table_at(&part->seqs, i);
+		const struct seq *src = q;
+		if (q->inherited && q->relied)
+			src = seq_table_find(&t->seqs, q->id);
+		copy_seq(s, src);
+	}
+	for (size_t i = 0; i < part->big_seqs.cap; i++)
+		if (part->big_seqs.used[i])
+			u64map_put(&s->big_seqs, part->big_seqs.keys[i], 1);
+}
+
 int sync_scanner_join(struct sync_scanner *s, struct sync_scanner *part,
 		      sync_read_fn read, void *read_ctx)
 {
@@ -1143,6 +1164,7 @@ int sync_scanner_join(struct sync_scanner *s, struct sync_scanner *part,
 	}
 	if (any)
 		rescan_apply(s, &r, UINT64_MAX);
+	adopt_states(s, part, r.t);
 	rescan_free(&r);
 	add_counts(&s->d, &part->d);
 	s->d.n_sequences += fresh;

@@ -149,7 +149,9 @@ enum sync_need sync_scan_need(const uint32_t *path, size_t depth);
  * unchanged, when that cannot be done exactly (a packet not kept, too
  * many sequences in all, malformed data that only s's interning leads
  * to, a read that fails), for the caller to scan the rest with s after
- * all, which says what is wrong as a plain scan does.  A part keeps up
+ * all, which says what is wrong as a plain scan does.  After a join, s
+ * stands where the part ended, as if it had scanned it: a part that
+ * began there may be joined next.  A part keeps up
  * to 8 MiB (packets read whole take 16 bytes each); when full it gives
  * up those of the sequence that keeps the most. */
 struct sync_scanner *sync_scanner_new_part(const char *path);

@@ -752,7 +752,8 @@ static void build_split_trace(struct pb_buf *t)
 	pb_buf_free(&p);
 }
 
-/* Split at every packet, the two parts joined give what one scan does. */
+/* Split at every packet (and at every two), the parts joined give what
+ * one scan does. */
 static void test_split_join(void **state)
 {
 	(void)state;
@@ -784,6 +785,27 @@ static void test_split_join(void **state)
 		sync_scanner_free(a);
 		sync_scanner_free(b);
 	}
+	/* three parts, joined one after the other: each join leaves the
+	 * first part's state as if it had scanned the part itself */
+	for (size_t k1 = 0; k1 <= n; k1++)
+		for (size_t k2 = k1; k2 <= n; k2++) {
+			struct sync_scanner *a = sync_scanner_new("s.pb");
+			struct sync_scanner *b = sync_scanner_new_part("s.pb");
+			struct sync_scanner *c = sync_scanner_new_part("s.pb");
+			assert_int_equal(scan_range(a, &t, off, len, 0, k1), 0);
+			assert_int_equal(scan_range_in(b, &t, off, len, k1, k2,
+						       k2 % 2), 0);
+			assert_int_equal(scan_range_in(c, &t, off, len, k2, n,
+						       k1 % 2), 0);
+			assert_int_equal(sync_scanner_join(a, b, read_mem, &t),
+					 0);
+			assert_int_equal(sync_scanner_join(a, c, read_mem, &t),
+					 0);
+			assert_same_all(sync_scanner_data(a), w);
+			sync_scanner_free(a);
+			sync_scanner_free(b);
+			sync_scanner_free(c);
+		}
 	sync_scanner_free(whole);
 	pb_buf_free(&t);
 }
