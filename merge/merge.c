@@ -1900,6 +1900,7 @@ int merge_run(const struct merge_opts *o, struct merge_result *res,
 	for (size_t i = 0; i < o->n_guests; i++) {
 		gsc[i] = items[i].sc;
 		res->guests[i].scan_split_at = items[i].split_at;
+		res->guests[i].scan_parts = items[i].parts;
 		plan[i].threads = items[i].status == MERGE_OK
 			? rewrite_threads(sync_scanner_data(gsc[i]), threads)
 			: threads;

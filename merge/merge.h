@@ -132,9 +132,10 @@ struct merge_guest {
 	struct rewrite_stats rw;
 	uint64_t bytes_in, bytes_out;
 	unsigned threads;      /* its rewrite ran on */
-	/* its sync scan was in two parts at once, the second from this
-	 * byte offset (scan_split.h); 0: in one */
+	/* its sync scan was in scan_parts parts at once, the second from
+	 * this byte offset (scan_split.h); 0: in one */
 	uint64_t scan_split_at;
+	unsigned scan_parts;
 };
 
 struct merge_result {

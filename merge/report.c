@@ -164,8 +164,9 @@ void report_summary(FILE *f, const struct merge_opts *o,
 				g->n_exchanges, g->n_causality_violations,
 				g->exchange_width_ns.p50, g->exchange_width_ns.p99);
 		if (g->scan_split_at)
-			fprintf(f, "      sync scan in two parts at once, the "
+			fprintf(f, "      sync scan in %u parts at once, the "
 				"second from byte offset %llu\n",
+				g->scan_parts,
 				(unsigned long long)g->scan_split_at);
 		fprintf(f, "      rewrote %llu packets on %u thread%s: %llu "
 			"packet, %llu scoped-clock, %llu legacy-us, %llu "

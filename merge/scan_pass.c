@@ -97,63 +97,107 @@ static int scan_record(struct scan_ctx *c, const struct trace_record *rec,
 	return 0;
 }
 
-/* A guest's scan that a free thread may share (scan_split.h).  The
- * helper claims it, says where the scanning thread is to stop (limit),
- * scans from there on into `part` and says it is done; the scanning
- * thread, at the first record at or after the limit, waits for that and
- * joins the part, or scans on when the part does not begin there. */
+/* The most parts of one guest's scan that wait to be joined: each holds
+ * up to 8 MiB until then (sync_scan.h), which bounds the merge's
+ * memory whatever the threads. */
+#define SHARE_MAX_PARTS 2
+
+/* A part of a guest's scan that a helper took: from the first record at
+ * or after `mid` (found at `start`) to the first at or after `to` (the
+ * next part's mid; UINT64_MAX: the end), where it stopped (`stop`). */
+struct scan_part {
+	uint64_t mid, to, start, stop;
+	bool done, ok;
+	struct sync_scanner *sc; /* the part scanner, while ok */
+};
+
+/* A guest's scan that free threads may share (scan_split.h).  A helper
+ * claims the second half of what the scanning thread has left before
+ * the first part already taken, says where the scanning thread is to
+ * stop (limit), scans that part and says it is done; the scanning
+ * thread, at the first record at or after the limit, waits for it and
+ * joins it and the parts after it that begin where it ended, or scans
+ * on where one does not. */
 struct scan_share {
 	_Atomic uint64_t pos;   /* the scanning thread's next record */
-	_Atomic uint64_t limit; /* UINT64_MAX: no split (yet) */
+	_Atomic uint64_t limit; /* the first part's mid; UINT64_MAX: none */
 	uint64_t size;
 	/* under mu */
 	pthread_mutex_t *mu;
 	pthread_cond_t *cv;
-	bool running, claimed, part_done, part_ok;
-	bool joined;            /* the scan was whole from two parts */
-	struct sync_scanner *part;
-	uint64_t part_at;
+	bool running, joining;
+	struct scan_part parts[SHARE_MAX_PARTS]; /* by mid */
+	size_t n_parts, busy;   /* busy: parts a helper is scanning */
+	uint64_t split_at;      /* where the first part joined began */
+	unsigned joined;        /* parts joined */
 };
 
-/* The scanning thread at record `at`, at or past the limit: waits for
- * the part and joins it.  0: the scan is whole; 1: scan on (the limit
- * is gone). */
-static int join_part(struct scan_ctx *c, struct scan_share *sh, uint64_t at,
-		     struct trace_reader *rd, struct progress *pg)
+/* The first part of sh, waited for and taken out (under mu). */
+static struct scan_part take_part(struct scan_share *sh)
 {
-	int rc = 1;
-
-	pthread_mutex_lock(sh->mu);
-	while (!sh->part_done)
+	while (!sh->parts[0].done)
 		pthread_cond_wait(sh->cv, sh->mu);
-	pthread_mutex_unlock(sh->mu);
-	atomic_store_explicit(&sh->limit, UINT64_MAX, memory_order_relaxed);
-	if (sh->part_ok && sh->part_at == at)
-		rc = sync_scanner_join(c->sc, sh->part, scan_split_read, rd);
-	sh->joined = rc == 0;
-	sync_scanner_free(sh->part);
-	sh->part = NULL;
-	if (rc == 0 && pg->on)
-		progress_add(pg, sh->size - at);
-	return rc;
+	struct scan_part p = sh->parts[0];
+	memmove(sh->parts, sh->parts + 1, --sh->n_parts * sizeof(p));
+	return p;
 }
 
-/* The end of a shared scan: no helper may claim it now, and one that
- * did is waited for. */
+/* The scanning thread at record `at`, at or past the limit: joins the
+ * parts that begin where it stands, one after another, and moves the
+ * reader to where the last of them ended.  0: the scan is whole; 1:
+ * scan on (the limit is the next part's). */
+static int join_parts(struct scan_ctx *c, struct scan_share *sh, uint64_t at,
+		      struct trace_reader *rd, struct progress *pg,
+		      struct vp_error *err)
+{
+	uint64_t from = at;
+
+	pthread_mutex_lock(sh->mu);
+	sh->joining = true; /* no helper splits what is being joined */
+	while (sh->n_parts && sh->parts[0].mid <= at) {
+		struct scan_part p = take_part(sh);
+		pthread_mutex_unlock(sh->mu);
+		if (p.ok && p.start == at &&
+		    sync_scanner_join(c->sc, p.sc, scan_split_read, rd) == 0) {
+			if (!sh->split_at)
+				sh->split_at = p.start;
+			sh->joined++;
+			at = p.stop;
+		}
+		sync_scanner_free(p.sc);
+		pthread_mutex_lock(sh->mu);
+	}
+	sh->joining = false;
+	atomic_store_explicit(&sh->limit,
+			      sh->n_parts ? sh->parts[0].mid : UINT64_MAX,
+			      memory_order_relaxed);
+	atomic_store_explicit(&sh->pos, at, memory_order_relaxed);
+	pthread_mutex_unlock(sh->mu);
+	if (at != from && pg->on)
+		progress_add(pg, at - from);
+	if (at == sh->size)
+		return 0;
+	return at == from ? 1 : trace_reader_seek(rd, at, err) < 0 ? -1 : 1;
+}
+
+/* The end of a shared scan: no helper may claim it now, and those that
+ * did are waited for. */
 static void share_end(struct scan_share *sh)
 {
 	pthread_mutex_lock(sh->mu);
 	sh->running = false;
-	while (sh->claimed && !sh->part_done)
+	while (sh->busy)
 		pthread_cond_wait(sh->cv, sh->mu);
+	while (sh->n_parts) {
+		struct scan_part p = take_part(sh);
+		sync_scanner_free(p.sc);
+	}
 	pthread_mutex_unlock(sh->mu);
-	sync_scanner_free(sh->part);
-	sh->part = NULL;
 }
 
 /* A scan that copies nothing (a guest's): large packets are skimmed
  * (sync_skim.h), so most bytes of their bodies are never read.  With
- * sh, a free thread may scan its second half (scan_split.h). */
+ * sh, free threads may scan parts of it (scan_split.h). */
 static int scan_skimming(struct scan_ctx *c, struct progress *pg,
 			 volatile sig_atomic_t *cancel, struct scan_share *sh,
 			 struct vp_error *err)
@@ -177,8 +221,9 @@ static int scan_skimming(struct scan_ctx *c, struct progress *pg,
 					      memory_order_relaxed);
 			if (at >= atomic_load_explicit(&sh->limit,
 						       memory_order_relaxed) &&
-			    join_part(c, sh, at, k.rd, pg) == 0)
+			    (rc = join_parts(c, sh, at, k.rd, pg, err)) <= 0)
 				break;
+			rc = 0;
 		}
 		if ((rc = sync_skim_next(&k, &rec, err)) <= 0)
 			break;
@@ -279,30 +324,36 @@ struct scan_pool {
 	volatile sig_atomic_t *cancel;
 };
 
-/* A thread with no input left to take: scans the second half of the
- * guest scan with the most left to do, if one has enough.  False when
- * there is none. */
+/* A thread with no input left to take: scans the second half of what
+ * the guest scan with the most left to do has left before its parts
+ * (scan_split.h), if that is enough.  False when there is none. */
 static bool help_scan(struct scan_pool *sp)
 {
 	struct scan_share *sh = NULL;
 	const char *path = NULL;
-	uint64_t best = SCAN_SPLIT_MIN - 1, mid = 0, at = 0;
+	uint64_t best = SCAN_SPLIT_MIN - 1, mid = 0, to = 0, at = 0, stop = 0;
 
 	pthread_mutex_lock(&sp->mu);
 	for (size_t i = 0; i < sp->n; i++) {
 		struct scan_share *s = &sp->shares[i];
 		uint64_t pos = atomic_load_explicit(&s->pos,
 						    memory_order_relaxed);
-		if (s->running && !s->claimed && pos < s->size &&
-		    s->size - pos > best) {
-			best = s->size - pos;
-			sh = s;
-			path = sp->items[i].path;
-			mid = pos + best / 2;
-		}
+		uint64_t end = s->n_parts ? s->parts[0].mid : s->size;
+		if (!s->running || s->joining ||
+		    s->n_parts == SHARE_MAX_PARTS || pos >= end ||
+		    end - pos <= best)
+			continue;
+		best = end - pos;
+		sh = s;
+		path = sp->items[i].path;
+		mid = pos + best / 2;
+		to = s->n_parts ? end : UINT64_MAX;
 	}
 	if (sh) {
-		sh->claimed = true;
+		memmove(sh->parts + 1, sh->parts,
+			sh->n_parts++ * sizeof(sh->parts[0]));
+		sh->parts[0] = (struct scan_part){.mid = mid, .to = to};
+		sh->busy++;
 		atomic_store_explicit(&sh->limit, mid, memory_order_relaxed);
 	}
 	pthread_mutex_unlock(&sp->mu);
@@ -312,19 +363,24 @@ static bool help_scan(struct scan_pool *sp)
 	struct vp_error err;
 	struct sync_scanner *part = NULL;
 	bool ok = false;
-	if (scan_split_find(path, mid, sh->size, &at, &err) == 1) {
+	if (scan_split_find(path, mid, sh->size, &at, &err) == 1 && at < to) {
 		part = sync_scanner_new_part(path);
-		ok = scan_split_part(path, at, part, sp->cancel) == 0;
+		ok = scan_split_part(path, at, to, part, sp->cancel,
+				     &stop) == 0;
 	}
 	if (!ok) { /* what it holds is of no use: given back now */
 		sync_scanner_free(part);
 		part = NULL;
 	}
 	pthread_mutex_lock(&sp->mu);
-	sh->part = part;
-	sh->part_at = at;
-	sh->part_ok = ok;
-	sh->part_done = true;
+	for (size_t k = 0; k < sh->n_parts; k++) /* it may have moved */
+		if (sh->parts[k].mid == mid && !sh->parts[k].done) {
+			sh->parts[k] = (struct scan_part){
+				.mid = mid, .to = to, .start = at, .stop = stop,
+				.done = true, .ok = ok, .sc = part};
+			break;
+		}
+	sh->busy--;
 	pthread_cond_broadcast(&sp->cv);
 	pthread_mutex_unlock(&sp->mu);
 	return true;
@@ -388,9 +444,10 @@ void scan_inputs(struct scan_item *items, size_t n, unsigned threads,
 	scan_worker(&sp);
 	for (unsigned t = 0; t < started; t++)
 		pthread_join(tid[t], NULL);
-	for (size_t i = 0; i < n; i++)
-		items[i].split_at = sp.shares[i].joined ? sp.shares[i].part_at
-							: 0;
+	for (size_t i = 0; i < n; i++) {
+		items[i].split_at = sp.shares[i].split_at;
+		items[i].parts = 1 + sp.shares[i].joined;
+	}
 	free(sp.shares);
 	pthread_cond_destroy(&sp.cv);
 	pthread_mutex_destroy(&sp.mu);

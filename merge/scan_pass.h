@@ -32,9 +32,10 @@ struct scan_item {
 	struct sync_scanner *sc;       /* the caller frees it */
 	int status;                    /* MERGE_OK or a merge status */
 	struct vp_error err;
-	uint64_t split_at;             /* a guest's scan was in two parts,
-					* the second from this offset; 0:
-					* in one */
+	unsigned parts;                /* a guest's scan was in this many
+					* parts at once, */
+	uint64_t split_at;             /* the second from this offset (0:
+					* in one) */
 };
 
 /* Scans items[0..n) on up to `threads` threads.  A thread that cannot be

@@ -106,8 +106,9 @@ out:
 	return rc;
 }
 
-int scan_split_part(const char *path, uint64_t at, struct sync_scanner *part,
-		    volatile sig_atomic_t *cancel)
+int scan_split_part(const char *path, uint64_t at, uint64_t to,
+		    struct sync_scanner *part, volatile sig_atomic_t *cancel,
+		    uint64_t *stop)
 {
 	struct sync_skim k;
 	struct trace_record rec;
@@ -116,7 +117,8 @@ int scan_split_part(const char *path, uint64_t at, struct sync_scanner *part,
 
 	if (rc == 0)
 		rc = trace_reader_seek(k.rd, at, &err);
-	while (rc == 0 && (rc = sync_skim_next(&k, &rec, &err)) > 0) {
+	while (rc == 0 && (*stop = trace_reader_pos(k.rd)) < to &&
+	       (rc = sync_skim_next(&k, &rec, &err)) > 0) {
 		if (cancel && *cancel) {
 			rc = -1;
 			break;

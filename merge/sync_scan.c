@@ -123,7 +123,7 @@ struct result {
  * for the join: past either it gives up (the caller then scans the part
  * on after the parts before it), so its memory stays bounded. */
 #define PART_MAX_RESULTS 65536
-#define PART_KEPT_MAX (8u << 20)
+#define PART_KEPT_MAX (4u << 20)
 /* A kept packet: its offset, sequence and length, then its bytes, unless
  * KEPT_IN_FILE says they are the file's at that offset (a packet read
  * whole: the join reads it again; a skim's stand-in is kept as it is). */

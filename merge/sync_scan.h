@@ -152,7 +152,7 @@ enum sync_need sync_scan_need(const uint32_t *path, size_t depth);
  * all, which says what is wrong as a plain scan does.  After a join, s
  * stands where the part ended, as if it had scanned it: a part that
  * began there may be joined next.  A part keeps up
- * to 8 MiB (packets read whole take 16 bytes each); when full it gives
+ * to 4 MiB (packets read whole take 16 bytes each); when full it gives
  * up those of the sequence that keeps the most. */
 struct sync_scanner *sync_scanner_new_part(const char *path);
 /* sync_scan_packet for a part scanner, of a packet that is the file's

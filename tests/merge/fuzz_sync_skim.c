@@ -112,7 +112,7 @@ static int read_input(void *ctx, uint64_t off, void *buf, size_t len)
 static void check_split(const char *path, const uint8_t *data, size_t size,
 			const struct sync_data *want)
 {
-	uint64_t at = 0, from = size ? size * data[size - 1] / 256 : 0;
+	uint64_t at = 0, stop = 0, from = size ? size * data[size - 1] / 256 : 0;
 	struct vp_error err = {{0}};
 
 	if (scan_split_find(path, from, size, &at, &err) != 1)
@@ -120,7 +120,8 @@ static void check_split(const char *path, const uint8_t *data, size_t size,
 	struct sync_scanner *a = sync_scanner_new(path);
 	struct sync_scanner *b = sync_scanner_new_part(path);
 	if (scan_from_to(a, path, 0, 0, at, &err) == 0 &&
-	    scan_split_part(path, at, b, NULL) == 0) {
+	    scan_split_part(path, at, UINT64_MAX, b, NULL, &stop) == 0 &&
+	    stop == size) {
 		struct input in = {data, size};
 		int rc = sync_scanner_join(a, b, read_input, &in);
 		if (rc == 1)

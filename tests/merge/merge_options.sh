@@ -127,11 +127,12 @@ grep -q "rewrote [0-9]* packets on 2 threads:" "$t/th2.log" &&
 	fail "threads: summary: $(grep rewrote "$t/th2.log")"
 check "threads: the same bytes on one thread and two" cmp -s "$t/th1.pb" \
 	"$t/th2.pb"
-# ---- threads: a large guest's sync scan in two parts --------------------
+# ---- threads: a large guest's sync scan in parts -----------------------
 # A thread free of the scans (the host's was short) scans the second half
-# of the guest's: the result is the same, and where the two halves do not
-# meet exactly (a packet that looks like records inside, compressed
-# packets, which only a scan in order may inflate) the first scans on.
+# of what the guest's has left: the result is the same, and where the
+# parts do not meet exactly (a packet that looks like records inside,
+# compressed packets, which only a scan in order may inflate) the first
+# thread scans on.
 "$GEN" --host "$t/lh.pb" --guest "$t/lg.pb" --seed 5 --duration-s 60 \
 	--exchanges 100 --target-bytes 20000000 >/dev/null ||
 	fail "split: tracegen"
@@ -149,10 +150,19 @@ split_same() { # name guest
 		<(grep -v '"output"' "$t/s2.json")
 }
 split_same "small packets" "$t/lg.pb"
-grep -q "sync scan in two parts at once" "$t/s2.log" &&
-	pass "split, small packets: the summary says the scan was shared" ||
-	fail "split: not shared: $(cat "$t/s2.log")"
-! grep -q "sync scan in two parts" "$t/s1.log" &&
+# Whether the scan is shared depends on when the host's scan ends (a
+# loaded machine may start the helper late): one run of a few must say so.
+shared=0
+for try in 1 2 3 4 5; do
+	grep -Eq "sync scan in [2-9] parts at once" "$t/s2.log" && {
+		shared=1
+		break
+	}
+	"$MERGE" --threads 2 "$t/lh.pb" "$t/lg.pb" -o "$t/s2.pb" 2>"$t/s2.log"
+done
+check "split, small packets: the summary says the scan was shared" \
+	test "$shared" -eq 1
+! grep -q "sync scan in" "$t/s1.log" &&
 	pass "split: one thread scans in one part" ||
 	fail "split: one thread says two parts"
 # The guest with an 8 MiB packet about its middle whose bytes look like a
@@ -162,14 +172,10 @@ python3 "$(dirname "$0")/append_packets.py" fakemiddle "$t/lg.pb" \
 	python3 "$(dirname "$0")/append_packets.py" compresshalf "$t/lg.pb" \
 	"$t/zq.pb"
 check "split: the made guests" test -s "$t/zq.pb"
+# (A part may still be joined where the guess after it was right: the
+# bytes are what says the scan was right.)
 split_same "a packet of fake records about the middle" "$t/fake.pb"
-! grep -q "sync scan in two parts" "$t/s2.log" &&
-	pass "split, fake records: scanned on in one part" ||
-	fail "split: fake records: $(grep 'sync scan' "$t/s2.log")"
 split_same "compressed packets in the second half" "$t/zq.pb"
-! grep -q "sync scan in two parts" "$t/s2.log" &&
-	pass "split, compressed second half: scanned on in one part" ||
-	fail "split: compressed: $(grep 'sync scan' "$t/s2.log")"
 
 # The CPUs it may use are those of its affinity, as nproc counts them:
 # pinned to one, it runs on one by default and refuses two.

@@ -824,7 +824,7 @@ static void test_split_no_join(void **state)
 
 	/* seq 1 interned our names; after the split come packets that
 	 * read them, among many of a busy seq 2.  Kept as they are (a
-	 * part keeps 8 MiB): with seq 1's few, the busy seq 2 is given
+	 * part keeps 4 MiB): with seq 1's few, the busy seq 2 is given
 	 * up and the join is whole; with seq 1's many, they do not fit
 	 * and the first part scans on.  Kept by their offsets, 16 bytes
 	 * each, both fit. */
@@ -835,7 +835,7 @@ static void test_split_no_join(void **state)
 		for (int i = 0; i < 70000; i++) {
 			put_sync_event_pad(&p, i % every ? 2 : 1, true,
 					   1000 + (uint64_t)i, 7 * (uint64_t)i,
-					   30);
+					   10);
 			add_packet(&t, &p);
 		}
 		size_t n = packets_of(&t, off, len, MAX);
