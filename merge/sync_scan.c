@@ -1054,7 +1054,7 @@ static void rescan_init(struct rescan *r, struct sync_scanner *s,
 	r->t->part->discard = discard;
 	r->part = part;
 	r->k = part->part->kept.data;
-	r->end = r->k + part->part->kept.len;
+	r->end = r->k ? r->k + part->part->kept.len : NULL; /* none kept */
 	r->read = read;
 	r->read_ctx = read_ctx;
 	pb_buf_init(&r->buf);
