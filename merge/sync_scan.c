@@ -138,6 +138,7 @@ struct part {
 	uint32_t seq;      /* ... its sequence */
 	bool in_file;      /* ... is the file's bytes at its offset */
 	bool discard;      /* results only counted (a dry run) */
+	bool full;         /* keeps no more packets (make_room) */
 };
 
 struct sync_scanner {
@@ -782,38 +783,45 @@ static size_t kept_size(const uint8_t *k)
 	return KEPT_HEAD + (len & KEPT_IN_FILE ? 0 : len);
 }
 
-/* Makes room in the kept buffer by giving up the kept packets of the
- * sequence that keeps the most: a busy one, whose interning from before
- * the part is most likely empty (the guest agent's sequence, which
- * interned names of ours, writes few packets); false when none keeps
- * any. */
-static bool evict_busiest(struct sync_scanner *s)
+/* Makes room in the kept buffer by giving up, in one pass over it, the
+ * kept packets of every sequence that keeps at least the average: the
+ * busy ones, whose interning from before the part is most likely empty
+ * (the guest agent's sequence, which interned names of ours, writes
+ * few packets).  When that frees less than a quarter of it, the part
+ * keeps nothing more (`full`), so that a trace of many small keepers
+ * costs no pass per packet. */
+static void make_room(struct sync_scanner *s)
 {
 	struct pb_buf *k = &s->part->kept;
-	struct seq *big = NULL;
+	size_t keepers = 0, sum = 0;
 
 	for (size_t i = 0; i < seq_table_count(&s->seqs); i++) {
-		struct seq *q = seq_table_at(&s->seqs, i);
-		if (q->kept && (!big || q->kept > big->kept))
-			big = q;
+		const struct seq *q = seq_table_at(&s->seqs, i);
+		keepers += q->kept != 0;
+		sum += q->kept;
 	}
-	if (!big)
-		return false;
-	size_t to = 0;
+	size_t avg = keepers ? sum / keepers : 0, to = 0, before = k->len;
+	for (size_t i = 0; i < seq_table_count(&s->seqs); i++) {
+		struct seq *q = seq_table_at(&s->seqs, i);
+		if (q->kept && q->kept >= avg) {
+			q->kept = 0;
+			q->overflow = true; /* its packets go below */
+		}
+	}
 	for (size_t at = 0; at < k->len;) {
 		size_t n = kept_size(k->data + at);
 		uint32_t id;
 		memcpy(&id, k->data + at + 8, 4);
-		if (id != big->id) {
+		const struct seq *q = seq_table_find(&s->seqs, id);
+		if (!q->overflow) {
 			memmove(k->data + to, k->data + at, n);
 			to += n;
 		}
 		at += n;
 	}
 	k->len = to;
-	big->kept = 0;
-	big->overflow = true;
-	return true;
+	if (before - to < PART_KEPT_MAX / 4)
+		s->part->full = true;
 }
 
 /* Keeps packet pkt of q (on which a part relies) for the join, which
@@ -830,11 +838,12 @@ static void keep_packet(struct sync_scanner *s, struct seq *q,
 	q->relied = true;
 	if (q->overflow)
 		return;
-	while (need > PART_KEPT_MAX - k->len)
-		if (need > PART_KEPT_MAX || !evict_busiest(s) || q->overflow) {
-			q->overflow = true;
-			return;
-		}
+	if (need > PART_KEPT_MAX - k->len && !s->part->full)
+		make_room(s);
+	if (q->overflow || need > PART_KEPT_MAX - k->len) {
+		q->overflow = true;
+		return;
+	}
 	q->kept += need;
 	memcpy(head, &s->pkt_off, 8);
 	memcpy(head + 8, &q->id, 4);

@@ -153,7 +153,7 @@ enum sync_need sync_scan_need(const uint32_t *path, size_t depth);
  * stands where the part ended, as if it had scanned it: a part that
  * began there may be joined next.  A part keeps up
  * to 4 MiB (packets read whole take 16 bytes each); when full it gives
- * up those of the sequence that keeps the most. */
+ * up those of the sequences that keep the most. */
 struct sync_scanner *sync_scanner_new_part(const char *path);
 /* sync_scan_packet for a part scanner, of a packet that is the file's
  * bytes at off (read whole, not a skim's stand-in): one it keeps for the
