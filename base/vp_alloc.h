@@ -33,6 +33,14 @@ char *vp_xstrdup(const char *s);
 /* At most max bytes of s, NUL-terminated. */
 char *vp_xstrndup(const char *s, size_t max);
 
+/* For a program held to a bound of memory (vperfetto_merge): blocks of
+ * 128 KiB or more are mapped on their own and unmapped when freed, so
+ * that what it frees goes back to the system.  glibc does so at first,
+ * but raises that threshold to the size of the first such block freed,
+ * after which freed buffers stay in its heaps, resident; a threshold set
+ * by hand stays where it is.  Call before the threads start. */
+void vp_alloc_give_back_freed(void);
+
 /* Makes room for `need` elements in a growing array *p of *cap elements
  * (doubling, at least 16): the one way arrays grow in the tools. */
 void vp_xgrow(void **p, size_t *cap, size_t need, size_t size);

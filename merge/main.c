@@ -24,6 +24,7 @@
 #include "perfetto_fields.h"
 #include "report.h"
 #include "trace_io.h"
+#include "vp_alloc.h"
 #include "vp_version.h"
 #include "vp_log.h"
 
@@ -206,6 +207,8 @@ static bool parse_size(const char *s, uint64_t *out)
 
 int main(int argc, char **argv)
 {
+	/* held to 64 MiB on any input at any number of threads */
+	vp_alloc_give_back_freed();
 	vp_log_init("vperfetto_merge", VP_LOG_WARN);
 	static const struct option longopts[] = {
 		{"output", required_argument, NULL, 'o'},

@@ -6,16 +6,18 @@
  * The first thread ("leader") reads the file once.  It cuts it into
  * windows of at most PARTITION_WINDOW_BYTES (or PARTITION_WINDOW_RECORDS
  * records), notes every record's owner, handles its own records into its
- * output of the window and copies each worker's into that worker's input
+ * output of the window and copies the workers' into the window's input
  * (or, for a packet of PARTITION_DIRECT_MIN bytes or more, only makes
- * room for it there, and the worker reads it from the file itself: the
- * leader then reads just the heads of its top-level fields); the workers
- * handle their inputs while the leader reads on.  Each thread
- * notes the length of each record's output, so the leader can interleave
- * the threads' outputs back into file order before it hands the window to
- * the sink, a run of consecutive records of one thread at a time.  At most `slots`
- * windows are in flight: the leader waits for the oldest before it fills
- * another, which is the back-pressure that bounds memory.
+ * room for it there, and its worker reads it from the file itself: the
+ * leader then reads just the heads of its top-level fields); each worker
+ * handles its records of the window while the leader reads on.  Each
+ * record's output length is noted, so the leader can interleave the
+ * threads' outputs back into file order before it hands the window to
+ * the sink, a run of consecutive records of one thread at a time.  At
+ * most `slots` windows are in flight: the leader waits for the oldest
+ * before it fills another, which is the back-pressure that bounds
+ * memory; a window's input is the window's whatever the threads, and a
+ * thread's output room that its load has left is given back.
  */
 #include "partition.h"
 #include "partition_large.h"
@@ -203,11 +205,12 @@ static int run_single(const struct partition_job *job, struct vp_error *err,
  * DONE (every worker finished it; the leader emits it and frees it). */
 enum { FREE, READY, DONE };
 
-/* A record copied into a worker's input: enough to hand it on without
- * parsing it again. */
+/* A record copied into the window's input for a worker: enough to hand
+ * it on without parsing it again. */
 struct in_rec {
 	uint64_t data_offset; /* of its payload in the file */
 	uint32_t raw_len;     /* tag, length and payload */
+	uint32_t in_off;      /* where it is in the window's `in` */
 	uint32_t field;
 	uint8_t wt;
 	uint8_t hdr;          /* bytes of tag and length */
@@ -216,22 +219,26 @@ struct in_rec {
 
 /* One thread's share of a window, on cache lines of its own. */
 struct share {
-	struct pb_buf in;       /* worker's records, one after another (t >= 1) */
 	struct pb_buf out;      /* output of its records, one after another */
-	struct in_rec *recs;    /* where each record of `in` is, and what */
-	size_t n_in, cap_recs;
-	size_t *out_len;        /* length of each record's output in `out` */
-	size_t n_out, cap_out_len;
+	size_t n_in;            /* records of the window that are its */
+	size_t n_out;           /* ... handled so far */
 	bool failed;
 	uint64_t failed_at;     /* file offset of the record that failed */
 	struct vp_error err;
 } __attribute__((aligned(128)));
 
+/* The workers' records of a window are copied into one input of the
+ * window's, not one per worker: a window then holds a window's bytes of
+ * input however many threads there are, where buffers of each worker's
+ * would each keep as much as the busiest of its windows once needed. */
 struct window {
 	int state;              /* under pool.mu */
 	uint64_t seqno;         /* which window of the file */
 	unsigned pending;       /* workers not done yet, under pool.mu */
 	uint8_t owners[PARTITION_WINDOW_RECORDS];
+	struct in_rec *recs;    /* [PARTITION_WINDOW_RECORDS]: of workers' */
+	size_t *out_len;        /* [PARTITION_WINDOW_RECORDS]: each output's */
+	struct pb_buf in;       /* the workers' records, one after another */
 	size_t count;           /* records in the window */
 	size_t bytes;           /* input bytes in the window */
 	struct share *sh;       /* one per thread */
@@ -437,19 +444,20 @@ static int place_unread(const struct partition_job *job,
 	return trace_reader_reread(rd, rec, rec, err);
 }
 
-/* Handles worker t's records of one window, as the leader framed them. */
+/* Handles worker t's records of window w, as the leader framed them. */
 static void work_share(const struct partition_job *job,
-		       struct trace_reader *rd, unsigned t, struct share *s)
+		       struct trace_reader *rd, unsigned t, struct window *w)
 {
-	const uint8_t *raw = s->in.data;
+	struct share *s = &w->sh[t];
 
 	pb_buf_reset(&s->out);
 	s->n_out = 0;
 	s->failed = false;
-	if (s->n_in > s->cap_out_len)
-		VP_XGROW(s->out_len, s->cap_out_len, s->n_in);
-	for (size_t k = 0; k < s->n_in; k++) {
-		const struct in_rec *m = &s->recs[k];
+	for (size_t i = 0; i < w->count && s->n_out < s->n_in; i++) {
+		if (w->owners[i] != t)
+			continue;
+		const struct in_rec *m = &w->recs[i];
+		const uint8_t *raw = w->in.data + m->in_off;
 		struct trace_record tr = {
 			.field = m->field,
 			.wt = m->wt,
@@ -460,7 +468,6 @@ static void work_share(const struct partition_job *job,
 			.offset = m->data_offset - m->hdr,
 			.data_offset = m->data_offset,
 		};
-		raw += m->raw_len;
 		if (m->unread &&
 		    trace_reader_read_at(rd, tr.offset, (uint8_t *)tr.raw,
 					 tr.raw_len, &s->err) < 0) {
@@ -468,13 +475,13 @@ static void work_share(const struct partition_job *job,
 			s->failed_at = m->data_offset;
 			return;
 		}
-		if (run_record(job, job->ctx[t], &tr, &s->out, &s->out_len[k],
+		if (run_record(job, job->ctx[t], &tr, &s->out, &w->out_len[i],
 			       &s->err) < 0) {
 			s->failed = true;
 			s->failed_at = m->data_offset;
 			return;
 		}
-		s->n_out = k + 1;
+		s->n_out++;
 	}
 }
 
@@ -494,7 +501,7 @@ static void *worker_main(void *arg)
 		if (!go)
 			return NULL;
 		if (w->sh[t].n_in) {
-			work_share(pl->job, pl->rd, t, &w->sh[t]);
+			work_share(pl->job, pl->rd, t, w);
 		} else {
 			pb_buf_reset(&w->sh[t].out);
 			w->sh[t].n_out = 0;
@@ -525,11 +532,10 @@ static int emit_window(const struct pool *pl, struct window *w,
 	for (size_t i = 0; i < w->count; i++) {
 		unsigned t = w->owners[i];
 		const struct share *s = &w->sh[t];
-		if (next[t] >= s->n_out ||
-		    s->out_len[next[t]] > s->out.len - pos[t])
+		if (next[t]++ >= s->n_out || w->out_len[i] > s->out.len - pos[t])
 			return vp_errorf(err, "%s: internal error: window out "
 					 "of step", job->path);
-		size_t len = s->out_len[next[t]++];
+		size_t len = w->out_len[i];
 		uint8_t *p = s->out.data + pos[t];
 		pos[t] += len;
 		if (!len)
@@ -549,6 +555,38 @@ static int emit_window(const struct pool *pl, struct window *w,
 	if (job->sink && n_iov && job->sink(job->sink_ctx, iov, n_iov, err) < 0)
 		return -1;
 	return 0;
+}
+
+/* A share's output keeps the room the busiest of its windows needed.
+ * When the work moves from thread to thread (sequences busy one after
+ * another), every share of every window in flight would come to keep a
+ * window's worth, a memory that grows with the threads.  So room of more
+ * than SHARE_KEEP bytes of which this window used less than a quarter
+ * is given back; a share whose load holds steady keeps its own. */
+#define SHARE_KEEP ((size_t)64 << 10)
+
+static bool idle_room(size_t room, size_t used)
+{
+	return room > SHRINK_ABOVE || (room > SHARE_KEEP && used < room / 4);
+}
+
+static void reset_buf(struct pb_buf *b)
+{
+	if (idle_room(b->cap, b->len)) {
+		pb_buf_free(b);
+		pb_buf_init(b);
+	} else {
+		pb_buf_reset(b);
+	}
+}
+
+/* Empties a share of an emitted window for the next one. */
+static void share_reset(struct share *s)
+{
+	reset_buf(&s->out);
+	s->n_in = 0;
+	s->n_out = 0;
+	s->failed = false;
 }
 
 /* Finishes window w: waits for the workers, then emits it.  Returns 0, -1
@@ -579,15 +617,10 @@ static int finish_window(struct pool *pl, struct window *w,
 	}
 	if (!rc)
 		rc = emit_window(pl, w, err) < 0 ? -2 : 0;
-	for (unsigned t = 0; t < pl->n; t++) {
-		pb_buf_reset(&w->sh[t].in);
-		pb_buf_reset(&w->sh[t].out);
-		shrink(&w->sh[t].in);
-		shrink(&w->sh[t].out);
-		w->sh[t].n_in = 0;
-		w->sh[t].n_out = 0;
-		w->sh[t].failed = false;
-	}
+	for (unsigned t = 0; t < pl->n; t++)
+		share_reset(&w->sh[t]);
+	pb_buf_reset(&w->in);
+	shrink(&w->in);
 	w->count = 0;
 	w->bytes = 0;
 	pthread_mutex_lock(&pl->mu);
@@ -600,13 +633,12 @@ static void pool_free(struct pool *pl)
 {
 	for (unsigned i = 0; i < pl->slots; i++) {
 		struct window *w = &pl->win[i];
-		for (unsigned t = 0; w->sh && t < pl->n; t++) {
-			pb_buf_free(&w->sh[t].in);
+		for (unsigned t = 0; w->sh && t < pl->n; t++)
 			pb_buf_free(&w->sh[t].out);
-			free(w->sh[t].recs);
-			free(w->sh[t].out_len);
-		}
 		free(w->sh);
+		pb_buf_free(&w->in);
+		free(w->recs);
+		free(w->out_len);
 	}
 	free(pl->win);
 	pthread_cond_destroy(&pl->cv);
@@ -699,12 +731,14 @@ static int run_many(const struct partition_job *job, struct vp_error *err,
 		struct window *w = &pl.win[i];
 		w->sh = vp_xaligned_alloc(128, pl.n * sizeof(*w->sh));
 		memset(w->sh, 0, pl.n * sizeof(*w->sh));
-		/* the shares' record arrays grow as records come, to no
-		 * more than a window's: with many threads most stay small */
-		for (unsigned t = 0; t < pl.n; t++) {
-			pb_buf_init(&w->sh[t].in);
+		for (unsigned t = 0; t < pl.n; t++)
 			pb_buf_init(&w->sh[t].out);
-		}
+		/* pages are only touched as records come */
+		w->recs = vp_xcalloc(PARTITION_WINDOW_RECORDS,
+				     sizeof(*w->recs));
+		w->out_len = vp_xcalloc(PARTITION_WINDOW_RECORDS,
+					sizeof(*w->out_len));
+		pb_buf_init(&w->in);
 	}
 	for (unsigned t = 1; t < pl.n; t++) {
 		wa[t].pl = &pl;
@@ -761,30 +795,26 @@ static int run_many(const struct partition_job *job, struct vp_error *err,
 			w->owners[w->count] = (uint8_t)owner;
 			load[owner] += rec.raw_len;
 			if (owner == 0) {
-				if (s->n_out == s->cap_out_len)
-					VP_XGROW(s->out_len, s->cap_out_len,
-						 s->n_out + 1);
 				if (run_record(job, job->ctx[0], &rec, &s->out,
-					       &s->out_len[s->n_out], err) < 0)
+					       &w->out_len[w->count], err) < 0)
 					rc = -1;
 				s->n_out++;
 			} else {
-				if (s->n_in == s->cap_recs)
-					VP_XGROW(s->recs, s->cap_recs,
-						 s->n_in + 1);
-				s->recs[s->n_in++] = (struct in_rec){
+				s->n_in++;
+				w->recs[w->count] = (struct in_rec){
 					.data_offset = rec.data_offset,
 					.raw_len = (uint32_t)rec.raw_len,
+					.in_off = (uint32_t)w->in.len,
 					.field = rec.field,
 					.wt = rec.wt,
 					.hdr = (uint8_t)(rec.data_offset - rec.offset),
 					.unread = unread,
 				};
 				if (unread) { /* its place: the worker reads it */
-					pb_buf_reserve(&s->in, rec.raw_len);
-					s->in.len += rec.raw_len;
+					pb_buf_reserve(&w->in, rec.raw_len);
+					w->in.len += rec.raw_len;
 				} else {
-					pb_put_raw(&s->in, rec.raw, rec.raw_len);
+					pb_put_raw(&w->in, rec.raw, rec.raw_len);
 				}
 			}
 			w->count++;
