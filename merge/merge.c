@@ -318,12 +318,13 @@ static void warn_thinned(struct merge_result *res, const char *side,
 
 	if (thinned)
 		warn(res, "%s %s: %zu sync samples and exchanges of more than "
-		     "%d of a kind were left out, an even spread of them kept, "
+		     "%zu of a kind were left out, an even spread of them kept, "
 		     "to bound the merge's memory", side, path, thinned,
-		     SYNC_MAX_SAMPLES);
+		     sync_data_max_samples(d));
 	if (d->n_kvm_dropped)
-		warn(res, "%s %s: %zu kvm_tsc changes beyond the first %d were "
-		     "ignored", side, path, d->n_kvm_dropped, SYNC_MAX_KVM);
+		warn(res, "%s %s: %zu kvm_tsc changes beyond the first %zu were "
+		     "ignored", side, path, d->n_kvm_dropped,
+		     sync_data_max_kvm(d));
 }
 
 /* Picks the counter relation for guest gi: command line, kvm_tsc in the host

@@ -285,12 +285,13 @@ static int scan_copying(struct scan_ctx *c, struct trace_writer *w,
 	return rc < 0 ? -1 : 0;
 }
 
-/* Scans a trace into *out (a new scanner; the caller frees it); with
- * copy_to, copies every record there as it goes. */
-static int scan_file(const char *path, struct sync_scanner **out,
-		     struct trace_writer *copy_to, struct progress *pg,
-		     uint64_t max_inflate, volatile sig_atomic_t *cancel,
-		     struct scan_share *sh, struct vp_error *err)
+/* Scans a trace, one of n_inputs, into *out (a new scanner; the caller
+ * frees it); with copy_to, copies every record there as it goes. */
+static int scan_file(const char *path, size_t n_inputs,
+		     struct sync_scanner **out, struct trace_writer *copy_to,
+		     struct progress *pg, uint64_t max_inflate,
+		     volatile sig_atomic_t *cancel, struct scan_share *sh,
+		     struct vp_error *err)
 {
 	struct scan_ctx c = {
 		.path = path,
@@ -299,6 +300,8 @@ static int scan_file(const char *path, struct sync_scanner **out,
 	};
 	int io_error = 0, rc;
 
+	/* the sync data of every input is held at once */
+	sync_scanner_share(c.sc, n_inputs);
 	pb_buf_init(&c.scratch);
 	if (copy_to)
 		rc = scan_copying(&c, copy_to, pg, cancel, &io_error, err);
@@ -400,8 +403,8 @@ static void *scan_worker(void *arg)
 			return NULL;
 		}
 		struct scan_item *it = &sp->items[i];
-		it->status = scan_file(it->path, &it->sc, it->copy_to, sp->pg,
-				       sp->max_inflate, sp->cancel,
+		it->status = scan_file(it->path, sp->n, &it->sc, it->copy_to,
+				       sp->pg, sp->max_inflate, sp->cancel,
 				       it->copy_to ? NULL : &sp->shares[i],
 				       &it->err);
 		if (it->done && it->status == MERGE_OK)

@@ -169,7 +169,7 @@ static bool thin_keep(struct thinning *t, void *arr, size_t *n, size_t size)
 		t->stride = 1;
 	if (k % t->stride)
 		return false;
-	if (*n < SYNC_MAX_SAMPLES)
+	if (*n < (t->max ? t->max : SYNC_MAX_SAMPLES))
 		return true;
 	/* element i was offered as number i * stride: keep the even ones */
 	unsigned char *a = arr;
@@ -210,7 +210,7 @@ static void push_kvm(struct sync_data *d, const struct kvm_tsc_record *r)
 			return;
 		break;
 	}
-	if (d->n_kvm >= SYNC_MAX_KVM) {
+	if (d->n_kvm >= sync_data_max_kvm(d)) {
 		d->n_kvm_dropped++;
 		return;
 	}
@@ -292,6 +292,35 @@ static int emit_xy(struct sync_scanner *s, enum result_kind kind, uint64_t x,
 static int emit_count(struct sync_scanner *s, enum result_kind kind)
 {
 	return emit(s, (struct result){.kind = kind});
+}
+
+size_t sync_data_max_samples(const struct sync_data *d)
+{
+	return d->boot.thin.max ? d->boot.thin.max : SYNC_MAX_SAMPLES;
+}
+
+size_t sync_data_max_kvm(const struct sync_data *d)
+{
+	return d->max_kvm ? d->max_kvm : SYNC_MAX_KVM;
+}
+
+/* Of twice `most` (what a host and one guest keep), one of n inputs'
+ * share, at least `least`. */
+static size_t share_of(size_t most, size_t least, size_t n_inputs)
+{
+	size_t v = n_inputs > 2 ? 2 * most / n_inputs : most;
+	return v > least ? v : least;
+}
+
+void sync_scanner_share(struct sync_scanner *s, size_t n_inputs)
+{
+	size_t max = share_of(SYNC_MAX_SAMPLES, SYNC_MIN_SAMPLES, n_inputs);
+
+	s->d.boot.thin.max = max;
+	s->d.mono.thin.max = max;
+	s->d.realtime.thin.max = max;
+	s->d.ex_thin.max = max;
+	s->d.max_kvm = share_of(SYNC_MAX_KVM, SYNC_MIN_KVM, n_inputs);
 }
 
 struct sync_scanner *sync_scanner_new(const char *path)

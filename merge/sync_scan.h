@@ -39,13 +39,19 @@ struct kvm_tsc_record {
  * exchanges, at most SYNC_MAX_SAMPLES, an even spread of all (when full,
  * every other one is dropped and from then on only every other one
  * offered is kept; `offered` counts them all); of the kvm_tsc records,
- * those that change a value of their vCPU, at most SYNC_MAX_KVM. */
+ * those that change a value of their vCPU, at most SYNC_MAX_KVM.  Those
+ * are for a merge of a host and one guest; with more inputs, whose sync
+ * data the merge holds all at once, each keeps its share of twice that
+ * (sync_scanner_share), down to SYNC_MIN_SAMPLES and SYNC_MIN_KVM. */
 #define SYNC_MAX_SAMPLES 131072
 #define SYNC_MAX_KVM 65536
+#define SYNC_MIN_SAMPLES 2048
+#define SYNC_MIN_KVM 1024
 
 /* Kept entries of an array thinned as above. */
 struct thinning {
 	size_t offered, stride;
+	size_t max;             /* kept at most (0: SYNC_MAX_SAMPLES) */
 };
 
 struct sample_vec {
@@ -84,7 +90,8 @@ struct sync_data {
 	struct thinning ex_thin;
 	struct kvm_tsc_record *kvm;
 	size_t n_kvm, cap_kvm;
-	size_t n_kvm_dropped;        /* changes beyond SYNC_MAX_KVM */
+	size_t max_kvm;              /* kept at most (0: SYNC_MAX_KVM) */
+	size_t n_kvm_dropped;        /* changes beyond that */
 	uint32_t max_seq_id;
 	size_t n_sequences;          /* distinct sequence ids */
 	uint32_t max_machine_id;     /* largest TracePacket.machine_id seen */
@@ -105,6 +112,12 @@ struct sync_scanner;
 size_t sync_data_thinned(const struct sync_data *d);
 
 struct sync_scanner *sync_scanner_new(const char *path);
+/* Sets what s keeps at most to one input's share when the merge has
+ * n_inputs (sync_data: SYNC_MAX_SAMPLES); before the first packet. */
+void sync_scanner_share(struct sync_scanner *s, size_t n_inputs);
+/* What d keeps at most of a kind of sample, and of kvm_tsc changes. */
+size_t sync_data_max_samples(const struct sync_data *d);
+size_t sync_data_max_kvm(const struct sync_data *d);
 void sync_scanner_free(struct sync_scanner *s);
 /* Scans one packet found at file offset off.  Returns 0, 1 when the packet
  * holds compressed_packets (nothing was scanned: the caller inflates them

@@ -9,7 +9,7 @@
 # CPUs, and fails when the peak RSS of any run exceeds 64 MiB or the
 # outputs differ; runs it again inside a memory cgroup capped at 64 MiB
 # where there is one; then a trace of 600k sync samples a side, which must
-# stay within 64 MiB too, a host and a guest packet of 60 MiB, a guest
+# stay within 64 MiB too (and four such guests), a host and a guest packet of 60 MiB, a guest
 # ftrace bundle of 56 MiB (and one that would grow past the 64 MiB a
 # packet may be, refused), packets with a part the merge reads whole (of
 # 12 MiB merged, of 60 MiB refused), and 65500 sequences (one more than the limit
@@ -115,6 +115,17 @@ if rss_case "600k sync samples" "$LIMIT_KIB" \
   if grep -q "left out, an even spread of them kept" "$W/log"; then ok "600k sync samples: the thinning is reported"
   else bad "600k sync samples: the thinning is reported"; sed 's/^/    /' "$W/log"; fi
 fi
+# Every input's sync data is held at once: four such guests (the same
+# file four times) keep a share each, not four times as much (70 MiB
+# before they did).
+rm -f "$W/s.out.pb"
+if rss_case "four guests of 600k sync samples" "$LIMIT_KIB" \
+     "$MERGE" "$W/sh.pb" "$W/sg.pb" "$W/sg.pb" "$W/sg.pb" "$W/sg.pb" \
+     -o "$W/s4.out.pb"; then
+  if grep -q "more than 52428 of a kind were left out" "$W/log"; then ok "four guests of 600k sync samples: each keeps 2/5 of 131072"
+  else bad "four guests of 600k sync samples: each keeps 2/5 of 131072"; sed 's/^/    /' "$W/log"; fi
+fi
+rm -f "$W/s4.out.pb"
 
 APPEND=$(dirname "$0")/append_packets.py
 CHECK=$(dirname "$0")/check_big_output.py

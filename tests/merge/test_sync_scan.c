@@ -331,6 +331,48 @@ static void test_thinning(void **state)
 	sync_scanner_free(s);
 }
 
+/* With more inputs than a host and a guest, each keeps its share: of
+ * five, 2/5 of SYNC_MAX_SAMPLES samples and of SYNC_MAX_KVM changes; of
+ * many, no fewer than SYNC_MIN_SAMPLES and SYNC_MIN_KVM. */
+static void test_thinning_shared(void **state)
+{
+	(void)state;
+	struct sync_scanner *s = sync_scanner_new("x.pb");
+	struct pb_buf b;
+	const size_t n = SYNC_MAX_SAMPLES + 7;
+	pb_buf_init(&b);
+
+	sync_scanner_share(s, 2); /* a host and a guest: as without */
+	struct sync_data *d = sync_scanner_data(s);
+	assert_int_equal(sync_data_max_samples(d), SYNC_MAX_SAMPLES);
+	assert_int_equal(sync_data_max_kvm(d), SYNC_MAX_KVM);
+	sync_scanner_share(s, 5);
+	assert_int_equal(sync_data_max_samples(d), 2 * SYNC_MAX_SAMPLES / 5);
+	assert_int_equal(sync_data_max_kvm(d), 2 * SYNC_MAX_KVM / 5);
+	for (size_t i = 0; i < n; i++) {
+		put_sync_snapshot(&b, 1000000 + 3 * i, 5000 + i);
+		scan(s, &b);
+	}
+	assert_true(d->boot.n <= 2 * SYNC_MAX_SAMPLES / 5);
+	assert_int_equal(d->boot.thin.stride, 4);
+	assert_int_equal(d->boot.n, (n + 3) / 4);
+	for (size_t i = 0; i < 2 * SYNC_MAX_KVM / 5 + 10; i++) {
+		put_kvm(&b, 100 + i, 0, (int64_t)(9 + i));
+		scan(s, &b);
+	}
+	assert_int_equal(d->n_kvm, 2 * SYNC_MAX_KVM / 5);
+	assert_int_equal(d->n_kvm_dropped, 10);
+	pb_buf_free(&b);
+	sync_scanner_free(s);
+
+	s = sync_scanner_new("y.pb");
+	sync_scanner_share(s, 1000);
+	assert_int_equal(sync_data_max_samples(sync_scanner_data(s)),
+			 SYNC_MIN_SAMPLES);
+	assert_int_equal(sync_data_max_kvm(sync_scanner_data(s)), SYNC_MIN_KVM);
+	sync_scanner_free(s);
+}
+
 /* Appends packet p to the trace t and empties p. */
 static void add_packet(struct pb_buf *t, struct pb_buf *p)
 {
@@ -900,6 +942,7 @@ int main(void)
 		cmocka_unit_test(test_snapshots),
 		cmocka_unit_test(test_exchanges_and_kvm),
 		cmocka_unit_test(test_thinning),
+		cmocka_unit_test(test_thinning_shared),
 		cmocka_unit_test(test_malformed),
 		cmocka_unit_test(test_skim_as_plain),
 		cmocka_unit_test(test_skim_reads_little),
