@@ -309,6 +309,7 @@ static int scan_file(const char *path, size_t n_inputs,
 		rc = scan_skimming(&c, pg, cancel, sh, err);
 	if (sh)
 		share_end(sh);
+	sync_scanner_end(c.sc);
 	pb_buf_free(&c.scratch);
 	*out = c.sc;
 	if (rc < 0)

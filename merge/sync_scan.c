@@ -352,6 +352,23 @@ struct sync_scanner *sync_scanner_new_part(const char *path)
 	return s;
 }
 
+/* Frees what s knows of its sequences, leaving it none. */
+static void free_seqs(struct sync_scanner *s)
+{
+	for (size_t i = 0; i < seq_table_count(&s->seqs); i++)
+		u64map_free(&((struct seq *)seq_table_at(&s->seqs, i))->interned);
+	seq_table_free(&s->seqs);
+	seq_table_init(&s->seqs, sizeof(struct seq));
+	u64map_free(&s->big_seqs);
+	u64map_init(&s->big_seqs);
+	s->have_last_seq = false;
+}
+
+void sync_scanner_end(struct sync_scanner *s)
+{
+	free_seqs(s);
+}
+
 void sync_scanner_free(struct sync_scanner *s)
 {
 	if (!s)
@@ -361,10 +378,8 @@ void sync_scanner_free(struct sync_scanner *s)
 		pb_buf_free(&s->part->kept);
 		free(s->part);
 	}
-	for (size_t i = 0; i < seq_table_count(&s->seqs); i++)
-		u64map_free(&((struct seq *)seq_table_at(&s->seqs, i))->interned);
+	free_seqs(s);
 	seq_table_free(&s->seqs);
-	u64map_free(&s->big_seqs);
 	sync_data_free(&s->d);
 	free(s->path);
 	free(s);

@@ -119,6 +119,11 @@ void sync_scanner_share(struct sync_scanner *s, size_t n_inputs);
 size_t sync_data_max_samples(const struct sync_data *d);
 size_t sync_data_max_kvm(const struct sync_data *d);
 void sync_scanner_free(struct sync_scanner *s);
+/* After the last packet of a whole scan: gives back what s kept of each
+ * sequence (its interning, up to SYNC_MAX_SEQUENCES of them), which the
+ * merge, holding every input's sync data to the end, has no more use
+ * for.  Only sync_scanner_data and sync_scanner_free may follow. */
+void sync_scanner_end(struct sync_scanner *s);
 /* Scans one packet found at file offset off.  Returns 0, 1 when the packet
  * holds compressed_packets (nothing was scanned: the caller inflates them
  * and scans each packet inside), or -1 with a message naming the file and

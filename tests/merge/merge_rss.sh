@@ -12,7 +12,8 @@
 # stay within 64 MiB too (and four such guests), a host and a guest packet of 60 MiB, a guest
 # ftrace bundle of 56 MiB (and one that would grow past the 64 MiB a
 # packet may be, refused), packets with a part the merge reads whole (of
-# 12 MiB merged, of 60 MiB refused), and 65500 sequences (one more than the limit
+# 12 MiB merged, of 60 MiB refused), and 65500 sequences, in one guest and
+# in 16 (one more than the limit
 # is refused).  The traces go
 # under /tmp and are removed.
 set -uo pipefail
@@ -341,6 +342,11 @@ python3 "$APPEND" sequences "$W/bg.pb" "$W/s65k.pb" 65500
 python3 "$APPEND" sequences "$W/bg.pb" "$W/s66k.pb" 65600
 rss_case "65500 sequences" "$LIMIT_KIB" \
   "$MERGE" -q "$W/h.pb" "$W/s65k.pb" -o "$W/s.out.pb"
+# The scan's state of each sequence goes once that input is scanned, not
+# at the end with every guest's sync data (16 such guests: 76 MiB).
+rss_case "16 guests of 65500 sequences" "$LIMIT_KIB" \
+  "$MERGE" -q "$W/h.pb" $(for _ in $(seq 16); do echo "$W/s65k.pb"; done) \
+  -o "$W/s.out.pb"
 "$MERGE" -q "$W/h.pb" "$W/s66k.pb" -o "$W/s.out.pb" 2>"$W/log"
 st=$?
 if [ $st -eq 2 ] && grep -Eq "s66k.pb: byte offset [0-9]+: sequence [0-9]+ is one more than the 65536 packet sequences" "$W/log"; then
