@@ -102,6 +102,13 @@ static int scan_record(struct scan_ctx *c, const struct trace_record *rec,
  * memory whatever the threads. */
 #define SHARE_MAX_PARTS 2
 
+/* Scans at most this many inputs (or parts) at once, whatever the
+ * threads: each holds a reader's buffers of a MiB or more, so 64 at once
+ * (32 guests on 64 CPUs) took 75 MiB.  Bounded memory comes first: on
+ * more CPUs than this, pass 1 of very many guests leaves some idle (the
+ * rewrite after it has them all). */
+#define SCAN_MAX_THREADS 16
+
 /* A part of a guest's scan that a helper took: from the first record at
  * or after `mid` (found at `start`) to the first at or after `to` (the
  * next part's mid; UINT64_MAX: the end), where it stopped (`stop`). */
@@ -440,6 +447,8 @@ void scan_inputs(struct scan_item *items, size_t n, unsigned threads,
 	/* a thread per input, and one more per guest to share its scan */
 	if (threads > n + guests)
 		threads = (unsigned)(n + guests);
+	if (threads > SCAN_MAX_THREADS)
+		threads = SCAN_MAX_THREADS;
 	for (unsigned t = 1; t < threads; t++) {
 		if (pthread_create(&tid[started], NULL, scan_worker, &sp) != 0)
 			break;
