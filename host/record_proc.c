@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "record_proc.h"
+#include "ipc_sock.h"
 
 static bool executable(const char *path)
 {
@@ -160,8 +161,13 @@ int record_wait_socket(const char *path, int timeout_ms)
 {
 	struct stat st;
 	for (int waited = 0; waited <= timeout_ms; waited += 20) {
-		if (stat(path, &st) == 0 && S_ISSOCK(st.st_mode))
+		struct vp_error err;
+		int fd;
+		if (stat(path, &st) == 0 && S_ISSOCK(st.st_mode) &&
+		    (fd = vp_sock_connect(path, 100, &err)) >= 0) {
+			close(fd);
 			return 0;
+		}
 		sleep_ms(20);
 	}
 	return -1;

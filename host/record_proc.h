@@ -34,7 +34,10 @@ int record_stop(pid_t pid, int sig, int timeout_ms, int *status);
  * stores its wait status in *status (may be NULL). */
 bool record_alive(pid_t pid, int *status);
 
-/* Waits up to timeout_ms for path to exist as a socket.  0 or -1. */
+/* Waits up to timeout_ms for a service to accept connections on the
+ * UNIX socket at path (a connection is made and closed: the file alone
+ * exists from bind(), before listen(), and a client that came in
+ * between was refused).  0 or -1. */
 int record_wait_socket(const char *path, int timeout_ms);
 
 /* The last line of a log file, for error messages ("" if none). */
