@@ -24,6 +24,9 @@
 #   expect_range NAME TRACE SQL LO HI
 #                        a check of query's answer
 #   wait_for_socket PATH until a socket exists (10 s); 1 if it does not
+#   wait_for_listener PATH
+#                        until a UNIX socket accepts a connection (10 s):
+#                        its file exists from bind(), before listen()
 #   start_vtraced DIR [ARGS...]
 #                        vtraced in the background on DIR/p.sock and
 #                        DIR/c.sock (with E2E_VTRACED_ENV=1 no socket
@@ -206,6 +209,22 @@ wait_for_socket() {
 	return 1
 }
 
+wait_for_listener() {
+	python3 - "$1" <<'PY'
+import socket, sys, time
+for _ in range(200):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(sys.argv[1])
+        sys.exit(0)
+    except OSError:
+        time.sleep(0.05)
+    finally:
+        s.close()
+sys.exit(1)
+PY
+}
+
 start_vtraced() {
 	local dir=$1
 	shift
@@ -216,7 +235,8 @@ start_vtraced() {
 		>>"$dir/vtraced.log" 2>&1 &
 	VTRACED_PID=$!
 	e2e_track "$VTRACED_PID"
-	wait_for_socket "$dir/c.sock" && wait_for_socket "$dir/p.sock"
+	# vtraced listens on the producer socket first, then the consumer's
+	wait_for_socket "$dir/p.sock" && wait_for_listener "$dir/c.sock"
 }
 
 # consumer_e2e_init NAME VPERFETTO VTRACED VPERFETTO_TP: what the consumer's
