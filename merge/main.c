@@ -338,6 +338,14 @@ int main(int argc, char **argv)
 			return usage_error("option '%s' needs a value",
 					   argv[optind - 1]);
 		default:
+			/* A short option inside a cluster ("-qz") leaves optind
+			 * on the cluster or, when it is the first, still on the
+			 * program's name: name the letter getopt stopped at. */
+			if (optopt) {
+				char letter[3] = { '-', (char)optopt, 0 };
+				return usage_error("unknown option '%s'",
+						   letter);
+			}
 			return usage_error("unknown option '%s'", argv[optind - 1]);
 		}
 	}

@@ -196,6 +196,24 @@ else
 	echo "# skip: taskset cannot pin to CPU 0 here"
 fi
 
+# ---- an unknown option is named as it was written --------------------------
+# getopt leaves optind behind inside a cluster of short options: the
+# message must name the letter, not the program or a neighbouring word.
+for args in "-qz|-z" "-zq|-z" "--zz|--zz" "--zz=3|--zz=3"; do
+	opt=${args%%|*} want=${args#*|}
+	"$MERGE" "$opt" "$t/host.pb" "$t/guest.pb" -o "$t/u.pb" 2>"$t/u.log"
+	rc=$?
+	if [ $rc -eq 1 ] && grep -q "unknown option '$want'\$" "$t/u.log"; then
+		pass "options: '$opt' is refused as unknown option '$want'"
+	else
+		fail "options: '$opt': exit $rc, $(head -1 "$t/u.log")"
+	fi
+done
+"$MERGE" "$t/host.pb" "$t/guest.pb" -o "$t/u.pb" -qz 2>"$t/u.log"
+grep -q "unknown option '-z'\$" "$t/u.log" &&
+	pass "options: a cluster after the inputs names its unknown letter" ||
+	fail "options: after the inputs: $(head -1 "$t/u.log")"
+
 # ---- an offset that carries times past int64 ----------------------------------
 # A trace processor takes timestamps as int64: a guest time moved past
 # INT64_MAX is clamped there and counted, never written as a value that
