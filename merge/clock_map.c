@@ -158,6 +158,8 @@ const char *cm_source_name(enum cm_offset_source s)
 		return "sync exchanges";
 	case CM_SRC_DEFAULT:
 		return "default";
+	case CM_SRC_CARRIED:
+		return "carried across a step";
 	}
 	return "?";
 }

@@ -25,10 +25,11 @@ enum cm_offset_source {
 	CM_SRC_KVM_TSC,
 	CM_SRC_EXCHANGES,
 	CM_SRC_DEFAULT,
+	CM_SRC_CARRIED, /* a segment's: its neighbour's across a step */
 };
 
 /* Where an offset came from, as the summary says it: "command line",
- * "kvm_tsc", "sync exchanges" or "default". */
+ * "kvm_tsc", "sync exchanges", "default" or "carried across a step". */
 const char *cm_source_name(enum cm_offset_source s);
 
 /* guest = ((host * ratio) >> frac_bits) + offset; ratio == 1 << frac_bits

@@ -673,6 +673,14 @@ cm_q16 cm_fit_invert_q16_ovf(const struct cm_fit *f, uint64_t y, size_t *hint,
 	return xq;
 }
 
+cm_q16 cm_fit_invert_q16_seg(const struct cm_fit *f, size_t seg, uint64_t y)
+{
+	if (!f || !f->nseg)
+		return (i128)y << CM_Q_BITS;
+	return seg_invert(&f->seg[seg < f->nseg ? seg : f->nseg - 1], y,
+			  CM_Q_BITS);
+}
+
 cm_q16 cm_fit_invert_q16(const struct cm_fit *f, uint64_t y, size_t *hint)
 {
 	bool ovf = false;

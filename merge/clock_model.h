@@ -150,6 +150,12 @@ uint64_t cm_fit_eval_q16_ovf(const struct cm_fit *f, cm_q16 xq, size_t *hint,
 uint64_t cm_fit_eval_q16_seg(const struct cm_fit *f, size_t seg, cm_q16 xq,
 			     bool *ovf);
 
+/* The counter at clock y on segment seg's line (clamped to the last
+ * segment) whatever y is, unclamped, with CM_Q_BITS fractional bits: two
+ * segments read at one instant say how far the counter jumped between
+ * them.  An empty fit returns y. */
+cm_q16 cm_fit_invert_q16_seg(const struct cm_fit *f, size_t seg, uint64_t y);
+
 /* The segment cm_fit_eval uses for x, or NULL for an empty fit. */
 const struct cm_segment *cm_fit_segment_at(const struct cm_fit *f, uint64_t x,
 					   size_t *hint);

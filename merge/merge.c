@@ -462,50 +462,213 @@ static size_t count_violations(const struct merge_guest *g,
 	return bad;
 }
 
-/* The exchanges disagree on one offset and the guest's fit has several
- * segments (its counter jumped: a migration, a TSC write, with no kvm_tsc
- * record of it): each segment gets the offset of the exchanges inside
- * its sampled span.  Nothing changes unless two segments get their own. */
-static void piecewise_from_exchanges(const struct sync_data *gd,
-				     struct merge_guest *g)
+/* ---- offsets across a step of the guest's counter ---------------------------- */
+
+/* The segments of fit f in time order (by their first clock value: the
+ * counter may have been set back, the clock runs on). */
+static size_t *time_order(const struct cm_fit *f)
+{
+	size_t *o = vp_xcalloc(f->nseg, sizeof(*o));
+
+	for (size_t i = 0; i < f->nseg; i++) {
+		size_t j = i;
+		while (j && f->seg[o[j - 1]].y_first > f->seg[i].y_first) {
+			o[j] = o[j - 1];
+			j--;
+		}
+		o[j] = i;
+	}
+	return o;
+}
+
+/* How far the counter jumps from segment a to segment b at clock y, in
+ * whole cycles (b's line less a's). */
+static int64_t counter_jump(const struct cm_fit *f, size_t a, size_t b,
+			    uint64_t y)
+{
+	cm_q16 d = cm_fit_invert_q16_seg(f, b, y) -
+		   cm_fit_invert_q16_seg(f, a, y);
+	d += (cm_q16)1 << (CM_Q_BITS - 1);
+	d >>= CM_Q_BITS;
+	return d > INT64_MAX ? INT64_MAX : d < INT64_MIN ? INT64_MIN : (int64_t)d;
+}
+
+/* One step carried: segment b gets the offset of its neighbour in time
+ * a, moved by the counter's jump between them, read off both lines at
+ * the middle of the gap between their samples.  The guest's clock runs
+ * on across the step (kvmclock keeps it so when KVM's TSC offset
+ * changes), so the offset moves by exactly what the counter jumped.
+ * Returns the uncertainty of that, cycles: the jump's spread over the
+ * gap (the lines' rates differ a little) and both lines' residuals. */
+static int64_t carry_step(const struct cm_fit *f, int64_t *so, size_t a,
+			  size_t b, int64_t *jump)
+{
+	const struct cm_segment *sa = &f->seg[a], *sb = &f->seg[b];
+	bool a_first = sa->y_first <= sb->y_first;
+	uint64_t lo = a_first ? sa->y_last : sb->y_last;
+	uint64_t hi = a_first ? sb->y_first : sa->y_first;
+
+	if (lo > hi) { /* overlapping clock spans: judge at their middle */
+		uint64_t t = lo;
+		lo = hi;
+		hi = t;
+	}
+	*jump = counter_jump(f, a, b, lo + (hi - lo) / 2);
+	__int128 v = (__int128)so[a] + *jump;
+	so[b] = v > INT64_MAX ? INT64_MAX : v < INT64_MIN ? INT64_MIN : (int64_t)v;
+
+	int64_t j_lo = counter_jump(f, a, b, lo), j_hi = counter_jump(f, a, b, hi);
+	double spread = fabs((double)j_hi - (double)j_lo) / 2;
+	double slope = (sa->slope + sb->slope) / 2;
+	double resid = slope > 0 ? (sa->resid_max_ns + sb->resid_max_ns) / slope
+				 : 0;
+	return (int64_t)ceil(spread + resid);
+}
+
+/* Gives each segment of f without an offset of its own (!pinned) the
+ * offset of its nearest pinned neighbour in time, carried across the
+ * steps between them (carry_step); carried[] marks them.  With say,
+ * warns once per carried segment.  Returns the largest uncertainty of a carry, cycles. */
+static int64_t carry_offsets(const struct cm_fit *f, int64_t *so,
+			     const bool *pinned, bool *carried,
+			     const struct merge_guest *g, bool say,
+			     struct merge_result *res)
+{
+	size_t *o = time_order(f);
+	bool *known = vp_xcalloc(f->nseg, sizeof(*known));
+	int64_t worst = 0;
+
+	for (size_t i = 0; i < f->nseg; i++)
+		known[i] = pinned[i];
+	/* forward from each pinned segment, then back for those before the
+	 * first one */
+	for (int dir = 0; dir < 2; dir++) {
+		for (size_t j = 1; j < f->nseg; j++) {
+			size_t a = dir ? o[f->nseg - j] : o[j - 1];
+			size_t b = dir ? o[f->nseg - j - 1] : o[j];
+			if (known[b] || !known[a])
+				continue;
+			int64_t jump;
+			int64_t u = carry_step(f, so, a, b, &jump);
+			known[b] = carried[b] = true;
+			worst = u > worst ? u : worst;
+			if (!say)
+				continue;
+			const struct cm_segment *s = &f->seg[b];
+			uint64_t at = dir ? s->y_last : f->seg[a].y_last;
+			warn(res, "guest %s: its counter steps by %+lld cycles "
+			     "after clock %llu ns, with no exchange or kvm_tsc "
+			     "%s it: offset carried across (the clock taken to "
+			     "run on); had the guest paused there, times %s it "
+			     "are off by %.3f ms", g->path, (long long)jump,
+			     (unsigned long long)at, dir ? "before" : "after",
+			     dir ? "before" : "after",
+			     fabs((double)jump) * s->slope / 1e6);
+		}
+	}
+	free(known);
+	free(o);
+	return worst;
+}
+
+/* The segment of f whose counter span is nearest x. */
+static size_t segment_near(const struct cm_fit *f, uint64_t x)
+{
+	size_t best = 0;
+	uint64_t best_d = UINT64_MAX;
+
+	for (size_t k = 0; k < f->nseg; k++) {
+		const struct cm_segment *s = &f->seg[k];
+		uint64_t d = x < s->x_first ? s->x_first - x
+			     : x > s->x_last ? x - s->x_last : 0;
+		if (d < best_d) {
+			best_d = d;
+			best = k;
+		}
+	}
+	return best;
+}
+
+/* The offsets of the segments of a guest's fits when the guest's counter
+ * stepped (a migration, a TSC write, with no kvm_tsc record of it): a
+ * segment with sync exchanges inside its sampled span is pinned by them
+ * (their own offset where the exchanges contradict one offset, else the
+ * one fitted to all), and every other segment gets its neighbour's
+ * carried across the step (carry_offsets).  With no exchange at all
+ * (base_src CM_SRC_DEFAULT), the first segment in time holds the base
+ * offset.  Nothing changes when every segment is pinned by exchanges
+ * that agree on one offset. */
+static void segment_offsets(const struct sync_data *gd, struct merge_guest *g,
+			    bool contradicting, struct merge_result *res)
 {
 	struct cm_exchange *sub = vp_xcalloc(gd->n_ex ? gd->n_ex : 1,
 					     sizeof(*sub));
 
 	for (int which = 0; which < 2; which++) {
 		const struct cm_fit *f = which ? &g->fit_mono : &g->fit_boot;
-		int64_t **out = which ? &g->seg_offset_mono
-				      : &g->seg_offset_boot;
 		if (!(which ? g->have_mono : g->have_boot) || f->nseg < 2)
 			continue;
 		int64_t *so = vp_xcalloc(f->nseg, sizeof(*so));
+		bool *pinned = vp_xcalloc(f->nseg, sizeof(*pinned));
+		bool *carried = vp_xcalloc(f->nseg, sizeof(*carried));
 		size_t own = 0;
 		int64_t below = 0, above = 0; /* the widest interval's halves */
 		for (size_t k = 0; k < f->nseg; k++) {
 			struct cm_cross t = g->cross;
 			size_t n = segment_exchanges(&f->seg[k], gd, sub);
 			so[k] = g->cross.offset;
-			if (n && cm_cross_from_exchanges(&t, sub, n, t.ratio,
-							 t.frac_bits,
-							 NULL) == 0) {
-				so[k] = t.offset;
-				own++;
-				if (t.offset - t.offset_lo > below)
-					below = t.offset - t.offset_lo;
-				if (t.offset_hi - t.offset > above)
-					above = t.offset_hi - t.offset;
-			}
+			if (!n || cm_cross_from_exchanges(&t, sub, n, t.ratio,
+							  t.frac_bits,
+							  NULL) != 0)
+				continue;
+			pinned[k] = true;
+			own++;
+			if (!contradicting)
+				continue;
+			so[k] = t.offset;
+			if (t.offset - t.offset_lo > below)
+				below = t.offset - t.offset_lo;
+			if (t.offset_hi - t.offset > above)
+				above = t.offset_hi - t.offset;
 		}
-		if (own < 2) {
+		if (!own) {
+			/* no segment holds a whole exchange: the one nearest
+			 * them holds the offset fitted to them all, or with
+			 * none, the first in time the default */
+			size_t *o = time_order(f);
+			pinned[gd->n_ex ? segment_near(f, gd->ex[0].guest_send)
+					: o[0]] = true;
+			free(o);
+		}
+		bool any_free = own < f->nseg;
+		if (!any_free && (!contradicting || own < 2)) {
 			free(so);
+			free(pinned);
+			free(carried);
 			continue;
 		}
-		*out = so;
-		/* The error bound takes the segments' own uncertainty, not
-		 * the span of the values across the change. */
-		g->cross.offset_lo = g->cross.offset - below;
-		g->cross.offset_hi = g->cross.offset + above;
-		g->seg_offset_source = CM_SRC_EXCHANGES;
+		if (contradicting && own >= 2) {
+			/* The error bound takes the segments' own
+			 * uncertainty, not the span of the values across the
+			 * change. */
+			g->cross.offset_lo = g->cross.offset - below;
+			g->cross.offset_hi = g->cross.offset + above;
+		}
+		/* MONOTONIC steps where BOOTTIME does: warned for once */
+		int64_t u = carry_offsets(f, so, pinned, carried, g,
+					  !which || !g->have_boot, res);
+		if (u) {
+			g->cross.offset_lo = g->cross.offset_lo > INT64_MIN + u
+						     ? g->cross.offset_lo - u
+						     : INT64_MIN;
+			g->cross.offset_hi = g->cross.offset_hi < INT64_MAX - u
+						     ? g->cross.offset_hi + u
+						     : INT64_MAX;
+		}
+		*(which ? &g->seg_offset_mono : &g->seg_offset_boot) = so;
+		*(which ? &g->seg_carried_mono : &g->seg_carried_boot) = carried;
+		free(pinned);
+		g->seg_offset_source = g->cross.source;
 		size_t distinct = 1;
 		for (size_t k = 1; k < f->nseg; k++)
 			distinct += so[k] != so[k - 1];
@@ -601,11 +764,9 @@ static void choose_cross(const struct merge_opts *o, size_t gi,
 	    cm_cross_from_exchanges(c, gd->ex, gd->n_ex, c->ratio, c->frac_bits,
 				    &contradicting) == 0) {
 		c->source = CM_SRC_EXCHANGES;
-		if (contradicting) {
-			piecewise_from_exchanges(gd, g);
-			if (g->seg_offset_boot || g->seg_offset_mono)
-				contradicting = count_violations(g, gd);
-		}
+		segment_offsets(gd, g, contradicting != 0, res);
+		if (contradicting && (g->seg_offset_boot || g->seg_offset_mono))
+			contradicting = count_violations(g, gd);
 		if (contradicting)
 			warn(res, "guest %s: %zu of %zu sync exchanges contradict "
 			     "each other (drift or a bad ratio?)", g->path,
@@ -619,6 +780,7 @@ static void choose_cross(const struct merge_opts *o, size_t gi,
 	warn(res, "guest %s: no counter offset from the command line, kvm_tsc "
 	     "or sync exchanges; assuming guest counter = host counter",
 	     g->path);
+	segment_offsets(gd, g, false, res);
 }
 
 /* The host counter of guest counter gx in guest fit segment i, with the
@@ -1377,6 +1539,8 @@ void merge_result_free(struct merge_result *res)
 			cm_fit_free(&res->guests[i].fit_mono);
 		free(res->guests[i].seg_offset_boot);
 		free(res->guests[i].seg_offset_mono);
+		free(res->guests[i].seg_carried_boot);
+		free(res->guests[i].seg_carried_mono);
 	}
 	memset(res, 0, sizeof(*res));
 }

@@ -113,10 +113,14 @@ struct merge_guest {
 	bool have_boot, have_mono;
 	struct cm_cross cross;
 	int64_t kvm_vm_pid;          /* when the offset came from kvm_tsc */
-	/* When kvm_tsc recorded changes of the offset during the trace: the
-	 * offset in force in each segment of the guest's fits (NULL: one
-	 * offset, cross.offset, throughout) */
+	/* When the offset changed during the trace (kvm_tsc recorded it, or
+	 * the guest's fits have segments): the offset in force in each
+	 * segment of the guest's fits (NULL: one offset, cross.offset,
+	 * throughout) */
 	int64_t *seg_offset_boot, *seg_offset_mono;
+	/* ... and, per segment, true when no evidence of its own gave it
+	 * its offset: it was carried across the step from a neighbour's */
+	bool *seg_carried_boot, *seg_carried_mono;
 	size_t n_offset_values;      /* distinct values in the records */
 	enum cm_offset_source seg_offset_source; /* kvm_tsc or exchanges */
 	size_t n_exchanges, n_causality_violations;

@@ -20,6 +20,8 @@ static const char *source_key(enum cm_offset_source s)
 		return "exchanges";
 	case CM_SRC_DEFAULT:
 		return "default";
+	case CM_SRC_CARRIED:
+		return "carried";
 	}
 	return "?";
 }
@@ -148,12 +150,16 @@ void report_summary(FILE *f, const struct merge_opts *o,
 							     : &g->fit_mono;
 		const int64_t *so = g->seg_offset_boot ? g->seg_offset_boot
 						       : g->seg_offset_mono;
+		const bool *carried = g->seg_offset_boot ? g->seg_carried_boot
+							 : g->seg_carried_mono;
 		for (size_t k = 0; so && k < sf->nseg; k++)
 			fprintf(f, "      segment %zu (guest counter from %llu): "
 				"offset %lld (%s, one of %zu values)\n", k,
 				(unsigned long long)sf->seg[k].x_first,
 				(long long)so[k],
-				cm_source_name(g->seg_offset_source),
+				cm_source_name(carried && carried[k]
+						       ? CM_SRC_CARRIED
+						       : g->seg_offset_source),
 				g->n_offset_values);
 		fprintf(f, "      error bound p50 %.0f ns, p99 %.0f ns, max %.0f ns "
 			"(%.0f ns at the trace's ends)\n", g->bound_ns.p50,
@@ -242,7 +248,8 @@ static void json_bounds(FILE *f, const struct bound_stats *b)
 /* When the counter offset changed during the trace: each segment of the
  * guest fit with the offset in force in it. */
 static void json_segment_offsets(FILE *f, const char *key, const int64_t *so,
-				 const struct cm_fit *fit, const char *source)
+				 const bool *carried, const struct cm_fit *fit,
+				 enum cm_offset_source source)
 {
 	if (!so)
 		return;
@@ -251,7 +258,9 @@ static void json_segment_offsets(FILE *f, const char *key, const int64_t *so,
 		fprintf(f, "%s{\"guest_counter_from\": %llu, \"offset\": %lld, "
 			"\"source\": \"%s\"}", k ? ", " : "",
 			(unsigned long long)fit->seg[k].x_first,
-			(long long)so[k], source);
+			(long long)so[k],
+			source_key(carried && carried[k] ? CM_SRC_CARRIED
+							 : source));
 	fputc(']', f);
 }
 
@@ -343,11 +352,11 @@ static void json_guest(FILE *f, const struct merge_result *res, size_t i)
 		if (g->kvm_vm_pid >= 0)
 			fprintf(f, ", \"kvm_vm_pid\": %lld", (long long)g->kvm_vm_pid);
 		json_segment_offsets(f, "segment_offsets_boottime",
-				     g->seg_offset_boot, &g->fit_boot,
-				     source_key(g->seg_offset_source));
+				     g->seg_offset_boot, g->seg_carried_boot,
+				     &g->fit_boot, g->seg_offset_source);
 		json_segment_offsets(f, "segment_offsets_monotonic",
-				     g->seg_offset_mono, &g->fit_mono,
-				     source_key(g->seg_offset_source));
+				     g->seg_offset_mono, g->seg_carried_mono,
+				     &g->fit_mono, g->seg_offset_source);
 		fprintf(f, "},\n     \"drift_ppm\": %.4f, \"freq_mismatch\": %.3g,\n",
 			g->drift_ppm, g->freq_mismatch);
 		fprintf(f, "     \"error_bound_ns\": ");

@@ -96,6 +96,35 @@ sys.exit(0 if len(s)==2 and s[0]['source']=='exchanges' and
          abs(s[1]['offset']-s[0]['offset']-3000000000) < 1000 and
          g['exchanges']['causality_violations']==0 else 1)"
 
+# ... no record, and exchanges before the step only (it is at 97 %): the
+# offset after it is carried across the step, within the bound, and the
+# merge says so
+for c in "tscbefore 41 20 0.97" "tscnone 43 0 0.5"; do
+	set -- $c
+	gen "$1" --seed "$2" --duration-s 10 --exchanges "$3" --step-at "$4" \
+	    --tsc-step 30000000
+done
+merge_and_check tscbefore 1500
+check "tscbefore: one segment measured, the other carried by 30e6 cycles" \
+      python3 -c "
+import json,sys; g=json.load(open('$W/tscbefore.json'))['guests'][0]
+s=g['counter_map']['segment_offsets_boottime']
+sys.exit(0 if [x['source'] for x in s]==['exchanges','carried'] and
+         abs(s[1]['offset']-s[0]['offset']-30000000) < 1000 and
+         g['error_bound_ns']['max'] < 1500 else 1)"
+check "tscbefore: a warning names the carried step" \
+      grep -q "steps by +[0-9]* cycles.*offset carried across" \
+      "$W/tscbefore.json"
+# With no exchange at all the default offset holds for the first segment
+# and the second keeps its distance to it: only the default is wrong.
+check "tscnone: merge" "$MERGE" "$W/tscnone.host.pb" "$W/tscnone.guest.pb" \
+      -o "$W/tscnone.out.pb" --report "$W/tscnone.json"
+check "tscnone: the default offset is carried too" python3 -c "
+import json,sys; g=json.load(open('$W/tscnone.json'))['guests'][0]
+s=g['counter_map']['segment_offsets_boottime']
+sys.exit(0 if [x['source'] for x in s]==['default','carried'] and
+         abs(s[1]['offset']-s[0]['offset']-30000000) < 1000 else 1)"
+
 # 3. the offset from the command line
 OFF=$(grep '^offset=' "$W/kvm.params" | cut -d= -f2)
 check "cmdline: merge" "$MERGE" "$W/kvm.host.pb" "$W/kvm.guest.pb" -o "$W/cl.out.pb" \
