@@ -96,6 +96,14 @@ static uint64_t guest_packets(const struct merge_result *res)
 
 _Static_assert(MERGE_MAX_GUESTS == 64, "the usage message says 64");
 
+/* Marks an option seen; false when it was already. */
+static bool once(bool *seen)
+{
+	bool first = !*seen;
+	*seen = true;
+	return first;
+}
+
 static int usage_error(const char *fmt, const char *arg)
 {
 	fprintf(stderr, "vperfetto_merge: ");
@@ -234,6 +242,10 @@ int main(int argc, char **argv)
 	const char *report = NULL;
 	bool quiet = false;
 	int c;
+	/* options that take one value: given twice is refused, as -o is,
+	 * rather than the last one winning unseen */
+	bool seen_clock = false, seen_onto = false, seen_threads = false,
+	     seen_inflate = false;
 
 	memset(&o, 0, sizeof(o));
 	opterr = 0;
@@ -279,6 +291,8 @@ int main(int argc, char **argv)
 			o.n_vm_pid++;
 			break;
 		case OPT_CLOCK:
+			if (!once(&seen_clock))
+				return usage_error("%s", "--clock given twice");
 			if (!strcmp(optarg, "boottime"))
 				o.clock = BUILTIN_CLOCK_BOOTTIME;
 			else if (!strcmp(optarg, "monotonic"))
@@ -302,6 +316,8 @@ int main(int argc, char **argv)
 			o.extra = vm_tracks_write;
 			break;
 		case OPT_ONTO:
+			if (!once(&seen_onto))
+				return usage_error("%s", "--onto given twice");
 			if (!parse_onto(optarg, &o.onto_guest))
 				return usage_error("bad --onto '%s' (host, guest or "
 						   "guest:N, N from 1)", optarg);
@@ -312,6 +328,8 @@ int main(int argc, char **argv)
 		case OPT_THREADS: {
 			int64_t n;
 			char why[64];
+			if (!once(&seen_threads))
+				return usage_error("%s", "--threads given twice");
 			snprintf(why, sizeof(why), "bad --threads '%%s' (1 to %u, "
 				 "the CPUs it may use)", merge_cpus());
 			if (!parse_i64(optarg, &n) || n < 1 ||
@@ -321,6 +339,9 @@ int main(int argc, char **argv)
 			break;
 		}
 		case OPT_MAX_INFLATE:
+			if (!once(&seen_inflate))
+				return usage_error("%s", "--max-inflate given "
+						   "twice");
 			if (!parse_size(optarg, &o.max_inflate))
 				return usage_error("bad --max-inflate '%s' (bytes, "
 						   "or with K, M or G)", optarg);

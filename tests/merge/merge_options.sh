@@ -214,6 +214,19 @@ grep -q "unknown option '-z'\$" "$t/u.log" &&
 	pass "options: a cluster after the inputs names its unknown letter" ||
 	fail "options: after the inputs: $(head -1 "$t/u.log")"
 
+# ---- an option of one value given twice is refused, as -o is ---------------
+for opt in "--clock boottime" "--onto host" "--threads 1" "--max-inflate 1M"; do
+	name=${opt%% *}
+	"$MERGE" $opt $opt "$t/host.pb" "$t/guest.pb" -o "$t/u.pb" 2>"$t/u.log"
+	rc=$?
+	if [ $rc -eq 1 ] && grep -q -e "$name given twice" "$t/u.log" &&
+		[ ! -e "$t/u.pb" ]; then
+		pass "options: $name given twice is refused"
+	else
+		fail "options: $name twice: exit $rc, $(head -1 "$t/u.log")"
+	fi
+done
+
 # ---- an offset that carries times past int64 ----------------------------------
 # A trace processor takes timestamps as int64: a guest time moved past
 # INT64_MAX is clamped there and counted, never written as a value that
