@@ -839,6 +839,28 @@ static bool guest_meets_host(const struct merge_guest *g,
 	return gap <= span || gap * ns_per_cycle <= MEET_SLACK_NS;
 }
 
+/* Where the offset is per segment: each segment's error bound, the
+ * largest at its first and last sync sample and halfway between (the
+ * bound of a line grows towards its ends). */
+static void segment_bounds(struct merge_guest *g, const struct cm_map *m)
+{
+	const struct cm_fit *f = g->have_boot ? &g->fit_boot : &g->fit_mono;
+
+	if (!(g->have_boot ? g->seg_offset_boot : g->seg_offset_mono))
+		return;
+	g->seg_bound_ns = vp_xcalloc(f->nseg, sizeof(*g->seg_bound_ns));
+	for (size_t k = 0; k < f->nseg; k++) {
+		const struct cm_segment *s = &f->seg[k];
+		uint64_t at[3] = {s->y_first, s->y_first + (s->y_last - s->y_first) / 2,
+				  s->y_last};
+		for (int i = 0; i < 3; i++) {
+			double e = cm_map_error_ns(m, at[i]);
+			if (e > g->seg_bound_ns[k])
+				g->seg_bound_ns[k] = e;
+		}
+	}
+}
+
 /* Error bounds, frequency agreement and exchange checks of a fitted guest. */
 static void fit_quality(struct merge_guest *g, const struct sync_data *gd,
 			struct guest_map *gm, struct merge_result *res)
@@ -853,6 +875,7 @@ static void fit_quality(struct merge_guest *g, const struct sync_data *gd,
 		v[i] = cm_map_error_ns(m, sv->v[i].y);
 	g->bound_ns = distribution(v, sv->n);
 	free(v);
+	segment_bounds(g, m);
 
 	g->freq_mismatch = cm_map_freq_mismatch(m);
 	/* Signed rate of the guest clock against the host clock: guest ns per
@@ -1541,6 +1564,7 @@ void merge_result_free(struct merge_result *res)
 		free(res->guests[i].seg_offset_mono);
 		free(res->guests[i].seg_carried_boot);
 		free(res->guests[i].seg_carried_mono);
+		free(res->guests[i].seg_bound_ns);
 	}
 	memset(res, 0, sizeof(*res));
 }

@@ -121,6 +121,9 @@ struct merge_guest {
 	/* ... and, per segment, true when no evidence of its own gave it
 	 * its offset: it was carried across the step from a neighbour's */
 	bool *seg_carried_boot, *seg_carried_mono;
+	/* ... and the error bound of each segment of the fit the bounds are
+	 * of (BOOTTIME's when there is one), ns */
+	double *seg_bound_ns;
 	size_t n_offset_values;      /* distinct values in the records */
 	enum cm_offset_source seg_offset_source; /* kvm_tsc or exchanges */
 	size_t n_exchanges, n_causality_violations;

@@ -154,13 +154,15 @@ void report_summary(FILE *f, const struct merge_opts *o,
 							 : g->seg_carried_mono;
 		for (size_t k = 0; so && k < sf->nseg; k++)
 			fprintf(f, "      segment %zu (guest counter from %llu): "
-				"offset %lld (%s, one of %zu values)\n", k,
+				"offset %lld (%s, one of %zu values), error "
+				"bound %.0f ns\n", k,
 				(unsigned long long)sf->seg[k].x_first,
 				(long long)so[k],
 				cm_source_name(carried && carried[k]
 						       ? CM_SRC_CARRIED
 						       : g->seg_offset_source),
-				g->n_offset_values);
+				g->n_offset_values,
+				g->seg_bound_ns ? g->seg_bound_ns[k] : 0);
 		fprintf(f, "      error bound p50 %.0f ns, p99 %.0f ns, max %.0f ns "
 			"(%.0f ns at the trace's ends)\n", g->bound_ns.p50,
 			g->bound_ns.p99, g->bound_ns.max, g->bound_edges_ns);
@@ -248,19 +250,24 @@ static void json_bounds(FILE *f, const struct bound_stats *b)
 /* When the counter offset changed during the trace: each segment of the
  * guest fit with the offset in force in it. */
 static void json_segment_offsets(FILE *f, const char *key, const int64_t *so,
-				 const bool *carried, const struct cm_fit *fit,
+				 const bool *carried, const double *bound,
+				 const struct cm_fit *fit,
 				 enum cm_offset_source source)
 {
 	if (!so)
 		return;
 	fprintf(f, ", \"%s\": [", key);
-	for (size_t k = 0; k < fit->nseg; k++)
+	for (size_t k = 0; k < fit->nseg; k++) {
 		fprintf(f, "%s{\"guest_counter_from\": %llu, \"offset\": %lld, "
-			"\"source\": \"%s\"}", k ? ", " : "",
+			"\"source\": \"%s\"", k ? ", " : "",
 			(unsigned long long)fit->seg[k].x_first,
 			(long long)so[k],
 			source_key(carried && carried[k] ? CM_SRC_CARRIED
 							 : source));
+		if (bound)
+			fprintf(f, ", \"error_bound_ns\": %.3f", bound[k]);
+		fputc('}', f);
+	}
 	fputc(']', f);
 }
 
@@ -351,11 +358,14 @@ static void json_guest(FILE *f, const struct merge_result *res, size_t i)
 			(unsigned long long)g->cross.ratio, g->cross.frac_bits);
 		if (g->kvm_vm_pid >= 0)
 			fprintf(f, ", \"kvm_vm_pid\": %lld", (long long)g->kvm_vm_pid);
+		/* the bounds are of BOOTTIME's fit when there is one */
 		json_segment_offsets(f, "segment_offsets_boottime",
 				     g->seg_offset_boot, g->seg_carried_boot,
+				     g->have_boot ? g->seg_bound_ns : NULL,
 				     &g->fit_boot, g->seg_offset_source);
 		json_segment_offsets(f, "segment_offsets_monotonic",
 				     g->seg_offset_mono, g->seg_carried_mono,
+				     g->have_boot ? NULL : g->seg_bound_ns,
 				     &g->fit_mono, g->seg_offset_source);
 		fprintf(f, "},\n     \"drift_ppm\": %.4f, \"freq_mismatch\": %.3g,\n",
 			g->drift_ppm, g->freq_mismatch);

@@ -111,6 +111,7 @@ import json,sys; g=json.load(open('$W/tscbefore.json'))['guests'][0]
 s=g['counter_map']['segment_offsets_boottime']
 sys.exit(0 if [x['source'] for x in s]==['exchanges','carried'] and
          abs(s[1]['offset']-s[0]['offset']-30000000) < 1000 and
+         all(0 < x['error_bound_ns'] < 1500 for x in s) and
          g['error_bound_ns']['max'] < 1500 else 1)"
 check "tscbefore: a warning names the carried step" \
       grep -q "steps by +[0-9]* cycles.*offset carried across" \
