@@ -62,6 +62,14 @@ static uint16_t alloc_producer_id(struct vp_service *s)
 static void on_connect(void *ctx, struct vp_ipc_conn *conn)
 {
 	struct vp_service *s = ctx;
+	const struct vp_ipc_peer *peer = vp_ipc_conn_peer(conn);
+	if (s->lockdown && peer && !peer->remote && peer->uid != s->uid) {
+		/* TraceConfig.lockdown_mode (session.c): as traced, refused */
+		vp_svc_log(s, false, "lockdown: refusing producer of uid %d",
+			   (int)peer->uid);
+		vp_ipc_conn_close(conn);
+		return;
+	}
 	uint16_t id = alloc_producer_id(s);
 	if (id == 0) {
 		vp_svc_log(s, true, "too many producers; refusing one");
@@ -69,7 +77,6 @@ static void on_connect(void *ctx, struct vp_ipc_conn *conn)
 		return;
 	}
 	struct vp_producer *p = vp_xcalloc(1, sizeof(*p));
-	const struct vp_ipc_peer *peer = vp_ipc_conn_peer(conn);
 	p->svc = s;
 	p->conn = conn;
 	p->id = id;

@@ -263,11 +263,27 @@ static void add_instance(struct vp_session *sess, size_t cfg_index,
 		start_instance(inst);
 }
 
+/* TraceConfig.lockdown_mode, as traced: set, the service takes only
+ * producers of its own uid; clear, any again.  Once a session has set
+ * it, it holds for every session until one clears it. */
+static void set_lockdown(struct vp_service *s,
+			 Perfetto__Protos__TraceConfig__LockdownModeOperation m)
+{
+	if (m == PERFETTO__PROTOS__TRACE_CONFIG__LOCKDOWN_MODE_OPERATION__LOCKDOWN_SET)
+		s->lockdown = true;
+	else if (m == PERFETTO__PROTOS__TRACE_CONFIG__LOCKDOWN_MODE_OPERATION__LOCKDOWN_CLEAR)
+		s->lockdown = false;
+}
+
 /* Adds the instances a (producer, data source) pair gets in a session. */
 static void match_session(struct vp_session *sess, struct vp_producer *p,
 			  const struct vp_svc_ds *ds)
 {
 	if (sess->state != SESS_CONFIGURED && sess->state != SESS_STARTED)
+		return;
+	/* in lockdown, a producer of another uid gets no data source (one
+	 * that connected before it was set included) */
+	if (sess->svc->lockdown && p->uid != sess->svc->uid)
 		return;
 	for (size_t i = 0; i < sess->cfg->n_data_sources; i++) {
 		if (!ds_matches(sess, i, p, ds) || find_instance(sess, p, i))
@@ -966,13 +982,48 @@ static bool raw_trace_config(const uint8_t *args, size_t len,
 	return found && r.err == PB_OK;
 }
 
+/* The limits of one consumer uid: its sessions at once, and, for a uid
+ * other than the service's, the buffers all such uids hold (a session's
+ * of total bytes more). */
+static int check_uid_limits(struct vp_service *s, uid_t uid, uint64_t total,
+			    struct vp_error *err)
+{
+	unsigned n = 0;
+	uint64_t others = 0;
+
+	if (uid == (uid_t)-1) /* the service's own */
+		return 0;
+	for (size_t i = 0; i < s->sessions.n; i++) {
+		const struct vp_session *x = s->sessions.v[i];
+		n += x->uid == uid;
+		for (size_t b = 0; x->uid != s->uid && b < x->n_bufs; b++)
+			others += x->bufs[b]->size;
+	}
+	if (n >= SVC_MAX_SESSIONS_PER_UID)
+		return vp_errorf(err, "too many concurrent tracing sessions "
+				 "(%u) for uid %d, the limit is %u", n,
+				 (int)uid, SVC_MAX_SESSIONS_PER_UID);
+	if (uid != s->uid && others + total > SVC_OTHER_UIDS_BUFFER_BYTES)
+		return vp_errorf(err, "buffers of %llu KiB exceed what sessions "
+				 "of other users than the service's may hold "
+				 "(%llu KiB in use, %llu KiB max)",
+				 (unsigned long long)(total / 1024),
+				 (unsigned long long)(others / 1024),
+				 SVC_OTHER_UIDS_BUFFER_BYTES / 1024);
+	return 0;
+}
+
 static int check_config(struct vp_service *s,
-			const Perfetto__Protos__TraceConfig *cfg,
+			const Perfetto__Protos__TraceConfig *cfg, uid_t uid,
 			uint64_t *total, struct vp_error *err)
 {
 	if (s->sessions.n >= SVC_MAX_SESSIONS)
 		return vp_errorf(err, "too many tracing sessions (max %u)",
 				 SVC_MAX_SESSIONS);
+	if (cfg->has_duration_ms && cfg->duration_ms > SVC_MAX_DURATION_MS)
+		return vp_errorf(err, "duration_ms %u is too long (max %llu, "
+				 "7 days)", cfg->duration_ms,
+				 SVC_MAX_DURATION_MS);
 	if (cfg->n_buffers == 0)
 		return vp_errorf(err, "TraceConfig has no buffers");
 	if (cfg->n_buffers > SVC_MAX_BUFFERS_PER_SESSION)
@@ -994,6 +1045,8 @@ static int check_config(struct vp_service *s,
 				 (unsigned long long)(s->total_buffer_bytes /
 						      1024),
 				 SVC_MAX_TOTAL_BUFFER_BYTES / 1024);
+	if (check_uid_limits(s, uid, *total, err) < 0)
+		return -1;
 	for (size_t i = 0; i < cfg->n_data_sources; i++) {
 		const Perfetto__Protos__TraceConfig__DataSource *d =
 			cfg->data_sources[i];
@@ -1109,7 +1162,7 @@ int vp_session_create(struct vp_service *s, struct vp_consumer *c,
 	if (!cfg)
 		return vp_errorf(err, "EnableTracing: TraceConfig (%zu bytes) "
 				 "does not decode", raw_len);
-	if (check_config(s, cfg, &total, err) < 0) {
+	if (check_config(s, cfg, c ? c->uid : (uid_t)-1, &total, err) < 0) {
 		perfetto__protos__trace_config__free_unpacked(cfg, NULL);
 		return -1;
 	}
@@ -1119,6 +1172,9 @@ int vp_session_create(struct vp_service *s, struct vp_consumer *c,
 		return vp_errorf(err, "write_into_file is set but no file "
 				 "descriptor came with EnableTracing");
 	}
+
+	if (cfg->has_lockdown_mode)
+		set_lockdown(s, cfg->lockdown_mode);
 
 	struct vp_session *sess = vp_xcalloc(1, sizeof(*sess));
 	sess->svc = s;
@@ -1179,6 +1235,8 @@ int vp_session_clone(struct vp_session *src, struct vp_consumer *c,
 				 "a copy of %llu KiB of buffers exceeds the "
 				 "service's limit",
 				 (unsigned long long)(total / 1024));
+	if (check_uid_limits(s, c->uid, total, err) < 0)
+		return -1;
 	Perfetto__Protos__TraceConfig *cfg =
 		perfetto__protos__trace_config__unpack(NULL, src->cfg_raw_len,
 						       src->cfg_raw);

@@ -54,6 +54,14 @@
 
 /* Guardrails. */
 #define SVC_MAX_SESSIONS 64u
+/* A consumer uid's concurrent sessions, as traced caps them. */
+#define SVC_MAX_SESSIONS_PER_UID 5u
+/* What the sessions of uids other than the service's own may hold of
+ * SVC_MAX_TOTAL_BUFFER_BYTES in all: the rest stays for its owner, so no
+ * local user can lock it out of tracing by reserving the budget. */
+#define SVC_OTHER_UIDS_BUFFER_BYTES (SVC_MAX_TOTAL_BUFFER_BYTES / 4 * 3)
+/* The longest duration_ms a session may ask for: 7 days, as traced. */
+#define SVC_MAX_DURATION_MS (7ull * 24 * 3600 * 1000)
 #define SVC_MAX_BUFFERS_PER_SESSION 32u
 #define SVC_MAX_BUFFER_IDS 4096u /* global buffer ids 1..4095 */
 #define SVC_MAX_TOTAL_BUFFER_BYTES (1ull << 30)
@@ -272,6 +280,9 @@ struct vp_service {
 	struct vp_svc_buffer *buffers[SVC_MAX_BUFFER_IDS];
 	uint16_t next_buffer_id;
 	uint64_t total_buffer_bytes;
+	/* TraceConfig.lockdown_mode: set, only producers of the service's
+	 * own uid connect and get data sources (until a config clears it) */
+	bool lockdown;
 	uint16_t next_producer_id;
 	uint64_t next_session_id;
 	uint64_t next_instance_id;

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# guardrails_e2e.sh - the limits vtraced puts on a consumer, as traced has
+# them: at most 5 sessions at once per uid, a duration_ms of at most 7
+# days, sessions of other users than the service's own held to three
+# quarters of the buffer budget (so that nobody can lock its owner out),
+# and TraceConfig.lockdown_mode: set, producers of other uids are refused
+# until a config clears it.  The other users' cases need root (runuser).
+#
+# usage: guardrails_e2e.sh BUILD_DIR
+set -uo pipefail
+B=$1
+# shellcheck source=SCRIPTDIR/../lib/e2e_lib.sh
+. "$(dirname "$0")/../lib/e2e_lib.sh"
+VP=$(readlink -f "$B/consumer/vperfetto")
+E2E_VTRACED=$(readlink -f "$B/service/vtraced")
+WRITER=$(readlink -f "$B/tests/stack/stack_writer")
+e2e_init vp-guardrails
+D=$E2E_DIR
+export PERFETTO_CONSUMER_SOCK_NAME=$D/c.sock
+export PERFETTO_PRODUCER_SOCK_NAME=$D/p.sock
+start_vtraced "$D" -v || { fail "vtraced did not start"; e2e_finish guardrails; }
+
+cfg() { # cfg FILE SIZE_KB: a config of one buffer for 2 s, no data source
+	printf 'buffers { size_kb: %s }\nduration_ms: 2000\n' "$2" >"$1"
+}
+
+# ---- five sessions at once per uid -----------------------------------------
+cfg "$D/small.txt" 64
+for i in 1 2 3 4 5; do
+	timeout 20 "$VP" --txt -c "$D/small.txt" --detach="k$i" \
+		-o "$D/k$i.pb" >"$D/det$i.log" 2>&1
+done
+timeout 20 "$VP" --txt -c "$D/small.txt" --detach=k6 -o "$D/k6.pb" \
+	>"$D/det6.log" 2>&1
+grep -q "too many concurrent tracing sessions (5) for uid $(id -u), the limit is 5" \
+	"$D/det6.log" "$D/vtraced.log" &&
+	pass "a sixth session of one uid is refused" ||
+	fail "sixth session: $(tail -2 "$D/det6.log")"
+# ended, a detached session still counts until it is attached and read
+for i in 1 2 3 4 5; do
+	timeout 20 "$VP" --attach="k$i" -o "$D/k$i.pb" >/dev/null 2>&1
+done
+timeout 20 "$VP" --txt -c "$D/small.txt" --detach=k7 -o "$D/k7.pb" \
+	>"$D/det7.log" 2>&1
+check "once they ended, the uid may start one again" \
+	grep -q "detached as 'k7'" "$D/det7.log"
+timeout 20 "$VP" --attach=k7 -o "$D/k7.pb" >/dev/null 2>&1
+
+# ---- duration_ms ------------------------------------------------------------
+printf 'buffers { size_kb: 64 }\nduration_ms: 604800001\n' >"$D/long.txt"
+timeout 20 "$VP" --txt -c "$D/long.txt" -o "$D/long.pb" >"$D/long.log" 2>&1
+grep -q "duration_ms 604800001 is too long (max 604800000, 7 days)" \
+	"$D/long.log" "$D/vtraced.log" &&
+	pass "a duration over 7 days is refused" ||
+	fail "duration: $(tail -2 "$D/long.log")"
+
+if [ "$(id -u)" != 0 ] || ! command -v runuser >/dev/null ||
+	! runuser -u nobody -- true 2>/dev/null; then
+	echo "# skip: the other users' limits need root and runuser"
+	e2e_finish guardrails
+fi
+chmod 755 "$D"
+chmod 666 "$D/c.sock" "$D/p.sock"
+mkdir -m 777 "$D/nob"
+
+# ---- the buffer budget of other users ---------------------------------------
+# 1 GiB in all, of which 768 MiB for other uids: a session of nobody's of
+# 800 MB is refused, and root's of 300 MB still starts beside one of 700.
+cfg "$D/nob/big.txt" 819200
+cfg "$D/nob/mid.txt" 716800
+cfg "$D/root.txt" 307200
+chmod 644 "$D/nob/"*.txt
+runuser -u nobody -- timeout 20 "$VP" --txt -c "$D/nob/big.txt" \
+	-o "$D/nob/big.pb" >"$D/big.log" 2>&1
+grep -q "exceed what sessions of other users than the service's may hold" \
+	"$D/big.log" "$D/vtraced.log" &&
+	pass "another user's buffers past 3/4 of the budget are refused" ||
+	fail "budget: $(tail -2 "$D/big.log")"
+runuser -u nobody -- timeout 20 "$VP" --txt -c "$D/nob/mid.txt" \
+	--detach=nmid -o "$D/nob/mid.pb" >"$D/mid.log" 2>&1
+check "another user's session within it starts" \
+	grep -q "detached as 'nmid'" "$D/mid.log"
+timeout 20 "$VP" --txt -c "$D/root.txt" --detach=rmid -o "$D/rmid.pb" \
+	>"$D/rmid.log" 2>&1
+check "the service's own uid still has room beside it" \
+	grep -q "detached as 'rmid'" "$D/rmid.log"
+runuser -u nobody -- timeout 20 "$VP" --attach=nmid -o "$D/nob/mid.pb" \
+	>/dev/null 2>&1
+timeout 20 "$VP" --attach=rmid -o "$D/rmid.pb" >/dev/null 2>&1
+
+# ---- lockdown_mode ----------------------------------------------------------
+# A session that sets it; then a producer of nobody's gets no data source
+# and its packets do not reach the trace, where root's do.
+printf 'buffers { size_kb: 1024 }\ndata_sources { config { name: "vperfetto.stack_test" } }\nduration_ms: 3000\nlockdown_mode: LOCKDOWN_SET\n' \
+	>"$D/lock.txt"
+printf 'buffers { size_kb: 1024 }\ndata_sources { config { name: "vperfetto.stack_test" } }\nduration_ms: 3000\nlockdown_mode: LOCKDOWN_CLEAR\n' \
+	>"$D/unlock.txt"
+"$VP" --txt -c "$D/lock.txt" -o "$D/lock.pb" >"$D/lock.log" 2>&1 &
+LOCK=$!
+e2e_track "$LOCK"
+sleep 0.5
+runuser -u nobody -- timeout 10 "$WRITER" --events 50 --wait-ms 1500 \
+	>"$D/nobw.log" 2>&1
+grep -q "lockdown: refusing producer of uid $(id -u nobody)" "$D/vtraced.log" &&
+	pass "in lockdown, another uid's producer is refused" ||
+	fail "lockdown: $(grep -i "lockdown\|producer" "$D/vtraced.log" | tail -3) $(tail -2 "$D/nobw.log")"
+wait "$LOCK"
+"$VP" --txt -c "$D/unlock.txt" -o "$D/unlock.pb" >"$D/unlock.log" 2>&1 &
+UNLOCK=$!
+e2e_track "$UNLOCK"
+sleep 0.5
+n_before=$(grep -c "lockdown: refusing" "$D/vtraced.log")
+runuser -u nobody -- timeout 10 "$WRITER" --events 50 --wait-ms 1500 \
+	>"$D/nobw2.log" 2>&1
+wait "$UNLOCK"
+check "a config that clears it lets other uids in again" \
+	test "$(grep -c "lockdown: refusing" "$D/vtraced.log")" = "$n_before"
+e2e_finish guardrails
