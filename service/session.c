@@ -1020,6 +1020,15 @@ static int check_config(struct vp_service *s,
 	if (s->sessions.n >= SVC_MAX_SESSIONS)
 		return vp_errorf(err, "too many tracing sessions (max %u)",
 				 SVC_MAX_SESSIONS);
+	/* Not implemented: refused, since recording as if they were absent
+	 * would keep what a filter was to drop, or never end a session that
+	 * waits for a trigger. */
+	if (cfg->trace_filter)
+		return vp_errorf(err, "trace_filter is not supported by vtraced; "
+				 "refusing rather than recording unfiltered");
+	if (cfg->trigger_config)
+		return vp_errorf(err, "trigger_config is not supported by "
+				 "vtraced; refusing the session");
 	if (cfg->has_duration_ms && cfg->duration_ms > SVC_MAX_DURATION_MS)
 		return vp_errorf(err, "duration_ms %u is too long (max %llu, "
 				 "7 days)", cfg->duration_ms,
