@@ -77,6 +77,7 @@ struct options {
 	const char *buffer;
 	const char *detach_key;
 	const char *attach_key;
+	bool stop; /* --stop: with --attach, stop the session at once */
 	bool query;
 	const char *socket;
 	const char *track_event;
@@ -115,6 +116,8 @@ static void usage(FILE *f)
 		"KEY, exit\n"
 		"      --attach=KEY        reattach to session KEY, wait for it "
 		"to end, write OUT\n"
+		"      --stop              with --attach: stop the session now "
+		"(flush, then stop)\n"
 		"      --query             list the service's producers and data "
 		"sources\n"
 		"      --consumer-socket ADDR   the service's consumer socket\n"
@@ -130,7 +133,7 @@ static void usage(FILE *f)
 /* 0: run; 1: exit 0 (help); -1: usage error (already printed). */
 static int parse_args(int argc, char **argv, struct options *o)
 {
-	enum { OPT_TXT = 256, OPT_DETACH, OPT_ATTACH, OPT_QUERY, OPT_SOCKET,
+	enum { OPT_TXT = 256, OPT_DETACH, OPT_ATTACH, OPT_STOP, OPT_QUERY, OPT_SOCKET,
 	       OPT_TRACK_EVENT, OPT_VERSION };
 	static const struct option longopts[] = {
 		{"config", required_argument, NULL, 'c'},
@@ -140,6 +143,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{"buffer", required_argument, NULL, 'b'},
 		{"detach", required_argument, NULL, OPT_DETACH},
 		{"attach", required_argument, NULL, OPT_ATTACH},
+		{"stop", no_argument, NULL, OPT_STOP},
 		{"query", no_argument, NULL, OPT_QUERY},
 		{"consumer-socket", required_argument, NULL, OPT_SOCKET},
 		{"track-event", required_argument, NULL, OPT_TRACK_EVENT},
@@ -161,6 +165,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 		case 'b': o->buffer = optarg; break;
 		case OPT_DETACH: o->detach_key = optarg; break;
 		case OPT_ATTACH: o->attach_key = optarg; break;
+		case OPT_STOP: o->stop = true; break;
 		case OPT_QUERY: o->query = true; break;
 		case OPT_SOCKET: o->socket = optarg; break;
 		case OPT_TRACK_EVENT: o->track_event = optarg; break;
@@ -198,6 +203,8 @@ static int check_args(const struct options *o)
 		bad = "--query takes no other option but --consumer-socket";
 	else if (o->query)
 		return 0;
+	else if (o->stop && !o->attach_key)
+		bad = "--stop is supported only in combination with --attach";
 	else if (o->attach_key && o->detach_key)
 		bad = "--attach and --detach exclude each other";
 	else if (o->attach_key && (o->config_path || o->time || o->buffer ||
@@ -1016,6 +1023,9 @@ static int cmd_attach(struct session *s, const struct options *o)
 	rq.has_attach_notification_only = 1;
 	rq.attach_notification_only = 1;
 	if (invoke_msg(s, "EnableTracing", &rq.base, -1, on_enable_reply, s) < 0)
+		goto fail;
+	/* --stop: as a first Ctrl-C would, flush and then stop it */
+	if (o->stop && advance_stop(s) < 0)
 		goto fail;
 	if (into_file) {
 		/* The service writes the detached session's own file. */

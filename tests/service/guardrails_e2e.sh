@@ -46,6 +46,14 @@ check "once they ended, the uid may start one again" \
 	grep -q "detached as 'k7'" "$D/det7.log"
 timeout 20 "$VP" --attach=k7 -o "$D/k7.pb" >/dev/null 2>&1
 
+# ... and --attach --stop ends one at once, as perfetto's does
+printf 'buffers { size_kb: 64 }\nduration_ms: 600000\n' >"$D/long10.txt"
+timeout 20 "$VP" --txt -c "$D/long10.txt" --detach=k8 -o "$D/k8.pb" \
+	>"$D/det8.log" 2>&1
+timeout 20 "$VP" --attach=k8 --stop -o "$D/k8.pb" >"$D/stop8.log" 2>&1
+check "--attach --stop ends a session of 10 minutes now" \
+	grep -q "wrote [0-9]* packets" "$D/stop8.log"
+
 # ---- duration_ms ------------------------------------------------------------
 printf 'buffers { size_kb: 64 }\nduration_ms: 604800001\n' >"$D/long.txt"
 timeout 20 "$VP" --txt -c "$D/long.txt" -o "$D/long.pb" >"$D/long.log" 2>&1
