@@ -144,6 +144,16 @@ tp_str tp_intern(struct tp_strpool *p, const char *s, size_t len)
 	return id;
 }
 
+void tp_sql_result_str(struct sqlite3_context *fn, const struct tp_strpool *p,
+		       tp_str id)
+{
+	if (!id) {
+		sqlite3_result_null(fn);
+		return;
+	}
+	sqlite3_result_text(fn, tp_str_get(p, id), -1, SQLITE_STATIC);
+}
+
 tp_str tp_intern_cstr(struct tp_strpool *p, const char *s)
 {
 	return s ? tp_intern(p, s, strlen(s)) : 0;
@@ -697,9 +707,7 @@ static int vt_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int i)
 		sqlite3_result_double(ctx, tp_get_real(t, col, row));
 		break;
 	case TP_COL_STR: {
-		tp_str s = tp_get_str(t, col, row);
-		sqlite3_result_text(ctx, tp_str_get(t->pool, s),
-				    (int)tp_str_len(t->pool, s), SQLITE_STATIC);
+		tp_sql_result_str(ctx, t->pool, tp_get_str(t, col, row));
 		break;
 	}
 	}

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 struct sqlite3;
+struct sqlite3_context;
 
 /* ---- string pool ------------------------------------------------------ */
 
@@ -32,7 +33,9 @@ struct tp_strpool;
 
 struct tp_strpool *tp_strpool_new(void);
 void tp_strpool_free(struct tp_strpool *p);
-/* Interns len bytes (need not be NUL-terminated; may contain no NUL). */
+/* Interns len bytes (need not be NUL-terminated).  A NUL inside is kept,
+ * as Perfetto's StringPool keeps it, but SQL sees the text only up to it
+ * (tp_sql_result_str). */
 tp_str tp_intern(struct tp_strpool *p, const char *s, size_t len);
 tp_str tp_intern_cstr(struct tp_strpool *p, const char *s);
 /* A printf-formatted string, interned (cut at 1023 bytes). */
@@ -42,6 +45,11 @@ tp_str tp_intern_fmt(struct tp_strpool *p, const char *fmt, ...)
 const char *tp_str_get(const struct tp_strpool *p, tp_str id);
 size_t tp_str_len(const struct tp_strpool *p, tp_str id);
 size_t tp_strpool_bytes(const struct tp_strpool *p);
+/* id as the result of an SQL function or column: NULL for id 0, else its
+ * text up to the first NUL, since Perfetto hands SQLite its pool's strings
+ * as C strings (a NUL in a cmdline or a print's buffer cuts it there). */
+void tp_sql_result_str(struct sqlite3_context *fn, const struct tp_strpool *p,
+		       tp_str id);
 
 /* ---- tables ----------------------------------------------------------- */
 

@@ -39,7 +39,6 @@
 #include "tp_procs.h"
 #include "tp_seq.h"
 #include "tp_slices.h"
-#include "tp_stats.h"
 #include "tp_tracks.h"
 
 /* The last varint field num of a payload, 0 if absent. */
@@ -144,11 +143,9 @@ static void block_io(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
 
 tp_str tp_kernel_symbol(struct tp_ctx *ctx, uint32_t gen, uint64_t iid)
 {
-	tp_str s = tp_interned_str(ctx, gen, ID_KERNEL_SYMBOLS, iid,
-				   INTERNED_STRING_STR);
-	if (!s)
-		tp_stat_inc(ctx, "interned_data_tokenizer_errors");
-	return s;
+	/* a missing iid is counted by the lookup */
+	return tp_interned_str(ctx, gen, ID_KERNEL_SYMBOLS, iid,
+			       INTERNED_STRING_STR);
 }
 
 /* A kernel function's name: its interned symbol, else its address as

@@ -331,9 +331,16 @@ static bool sequence_state(struct tp_ctx *ctx, struct tp_packet *pkt,
 
 	/* Interned data and defaults are taken before the skip below, as
 	 * Perfetto takes them; Perfetto reads interned data, like track
-	 * events, only from packets that name their sequence. */
+	 * events, only from packets that name their sequence, and only while
+	 * the sequence's incremental state is valid (whether or not the
+	 * packet needs that state): before, the entries could land in the
+	 * wrong generation. */
 	if (p->interned.data && !p->has_seq_id)
 		tp_stat_add(ctx, "interned_data_missing_sequence_id",
+			    pkt->machine, -1, 1);
+	else if (p->interned.data && !s->st.valid)
+		tp_stat_add(ctx,
+			    "interned_data_skipped_incremental_state_invalid",
 			    pkt->machine, -1, 1);
 	else if (p->interned.data)
 		tp_seq_intern_data(ctx, pkt->gen, p->interned.data,

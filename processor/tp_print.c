@@ -162,17 +162,47 @@ static bool parse_sys_point(const char *s, size_t len, struct sys_point *p)
 	}
 }
 
+/* A process's atrace counter: Perfetto's track has the process and the
+ * counter's name as its dimensions. */
 static uint32_t process_counter_track(struct tp_ctx *ctx, uint32_t machine,
-				      int64_t upid, tp_str name)
+				      uint32_t upid, tp_str name)
 {
+	struct tp_args_builder dims;
 	struct tp_track_spec s;
+	tp_str k;
 
+	tp_args_builder_init(&dims);
+	k = tp_s(ctx, "upid");
+	tp_args_add_int(&dims, k, k, upid);
+	k = tp_s(ctx, "name");
+	tp_args_add_str(&dims, k, k, name);
 	tp_track_spec_init(&s, machine);
 	s.name = name;
 	s.type = tp_s(ctx, "atrace_counter");
 	s.event_type = tp_s(ctx, "counter");
 	s.upid = upid;
-	return tp_track_intern(ctx, &s);
+	s.dimension_arg_set_id = tp_args_commit(ctx, &dims);
+	uint32_t track = tp_track_intern(ctx, &s);
+	tp_args_builder_free(&dims);
+	return track;
+}
+
+/* A counter value's args: the writing thread (utid), if it is known
+ * already; as Perfetto, the counter does not create it. */
+static int64_t counter_thread_arg(struct tp_ctx *ctx, uint32_t machine,
+				  int64_t pid)
+{
+	struct tp_args_builder b;
+	uint32_t utid;
+
+	if (!tp_thread_find(ctx, machine, pid, &utid))
+		return -1;
+	tp_str k = tp_s(ctx, "utid");
+	tp_args_builder_init(&b);
+	tp_args_add_uint(&b, k, k, utid);
+	int64_t id = tp_args_commit(ctx, &b);
+	tp_args_builder_free(&b);
+	return id;
 }
 
 /* The global counter track Perfetto promotes an atrace counter to, or
@@ -205,6 +235,17 @@ static uint32_t global_counter_track(struct tp_ctx *ctx, uint32_t machine,
 	return track;
 }
 
+/* The thread of a B or I marker.  tgid 0 is what kernel markers (from
+ * interrupts) carry, and no process: as Perfetto, the thread is only got
+ * or created by its tid then, never moved to pid 0. */
+static uint32_t marker_thread(struct tp_ctx *ctx, uint32_t machine,
+			      int64_t pid, int64_t tgid)
+{
+	if (tgid == 0)
+		return tp_thread_get(ctx, machine, pid);
+	return tp_thread_update(ctx, machine, pid, tgid);
+}
+
 static void sys_point(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
 		      int64_t pid, const struct sys_point *p)
 {
@@ -213,7 +254,7 @@ static void sys_point(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
 
 	switch (p->phase) {
 	case 'B':
-		utid = tp_thread_update(ctx, machine, pid, p->tgid);
+		utid = marker_thread(ctx, machine, pid, p->tgid);
 		tp_slice_begin(ctx, tp_track_thread(ctx, utid), ts, 0, name,
 			       -1);
 		break;
@@ -227,7 +268,7 @@ static void sys_point(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
 		tp_slice_end(ctx, tp_track_thread(ctx, utid), ts, 0, 0, -1);
 		break;
 	case 'I':
-		utid = tp_thread_update(ctx, machine, pid, p->tgid);
+		utid = marker_thread(ctx, machine, pid, p->tgid);
 		tp_slice_complete(ctx, tp_track_thread(ctx, utid), ts, 0, 0,
 				  name, -1);
 		break;
@@ -252,17 +293,18 @@ static void sys_point(struct tp_ctx *ctx, int64_t ts, uint32_t machine,
 		break;
 	}
 	case 'C': {
-		int64_t u = -1;
 		uint32_t global = name ? global_counter_track(ctx, machine, name)
 				       : NO_TRACK;
 		if (global != NO_TRACK) {
 			tp_counter_add(ctx, global, ts, (double)p->value, -1);
 			break;
 		}
-		if (p->tgid != 0)
-			u = tp_process_get(ctx, machine, p->tgid);
+		/* per process on purpose, tgid 0 too (Perfetto's upid of pid
+		 * 0): counters are pushed from any thread of it */
+		uint32_t u = tp_process_get(ctx, machine, p->tgid);
+		int64_t args = counter_thread_arg(ctx, machine, pid);
 		uint32_t track = process_counter_track(ctx, machine, u, name);
-		tp_counter_add(ctx, track, ts, (double)p->value, -1);
+		tp_counter_add(ctx, track, ts, (double)p->value, args);
 		break;
 	}
 	default:

@@ -145,10 +145,8 @@ static void extract_arg_result(sqlite3_context *fn, struct tp_table *args,
 		return;
 	}
 	if (col == TP_ARGS_string_value) {
-		tp_str s = tp_get_str(args, col, row);
-		sqlite3_result_text(fn, tp_str_get(args->pool, s),
-				    (int)tp_str_len(args->pool, s),
-				    SQLITE_STATIC);
+		tp_sql_result_str(fn, args->pool,
+				  tp_get_str(args, col, row));
 	} else if (col == TP_ARGS_real_value) {
 		sqlite3_result_double(fn, tp_get_real(args, col, row));
 	} else {

@@ -202,11 +202,12 @@ static void intern_message(struct tp_ctx *ctx, uint32_t gen, uint32_t field,
 	}
 	uint64_t off = ls->arena.len, old;
 	struct u64map *m = gen_map(&ls->gens[gen], field, true);
+	/* An iid defined again in the same generation keeps its first
+	 * message, as Perfetto's IncrementalState (the format forbids a
+	 * different one; the first is what was read already). */
+	if (u64map_get(m, iid, &old))
+		return;
 	pb_put_raw(&ls->arena, data, len);
-	/* A redefined iid may have a cached name: forget the cache then (a
-	 * new iid cannot be in it, failed lookups are not cached). */
-	if (u64map_get(m, iid, &old) && ls->gens[gen].str_cache.count)
-		u64map_clear(&ls->gens[gen].str_cache);
 	u64map_put(m, iid, off << SLICE_LEN_BITS | len);
 }
 
@@ -231,8 +232,11 @@ bool tp_interned(struct tp_ctx *ctx, uint32_t gen, uint32_t field,
 	if (gen >= ls->ngens)
 		return false;
 	struct u64map *m = gen_map(&ls->gens[gen], field, false);
-	if (!m || !u64map_get(m, iid, &v))
+	if (!m || !u64map_get(m, iid, &v)) {
+		/* every failed lookup, as Perfetto's IncrementalState counts */
+		tp_stat_inc(ctx, "interned_data_tokenizer_errors");
 		return false;
+	}
 	*data = ls->arena.data + (v >> SLICE_LEN_BITS);
 	*len = (size_t)(v & ((1u << SLICE_LEN_BITS) - 1));
 	return true;

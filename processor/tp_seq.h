@@ -61,7 +61,8 @@ bool tp_seq_packet_time(struct tp_ctx *ctx, struct tp_packet *pkt,
 
 /* The interned message (InternedData field `field`, e.g. 2 for
  * event_names) with this iid in generation gen: its serialized bytes.
- * False when unknown. */
+ * False when unknown, counted in interned_data_tokenizer_errors: call it
+ * where Perfetto looks the iid up, not to probe. */
 bool tp_interned(struct tp_ctx *ctx, uint32_t gen, uint32_t field,
 		 uint64_t iid, const uint8_t **data, size_t *len);
 /* The `name` / `str` string field (number name_field) of that interned

@@ -204,10 +204,7 @@ static int fn_column(sqlite3_vtab_cursor *cur, sqlite3_context *fc, int i)
 	if (tp_is_null(s, col, row)) {
 		sqlite3_result_null(fc);
 	} else if (s->defs[col].type == TP_COL_STR) {
-		tp_str str = tp_get_str(s, col, row);
-		sqlite3_result_text(fc, tp_str_get(s->pool, str),
-				    (int)tp_str_len(s->pool, str),
-				    SQLITE_STATIC);
+		tp_sql_result_str(fc, s->pool, tp_get_str(s, col, row));
 	} else {
 		sqlite3_result_int64(fc, tp_get_int(s, col, row));
 	}

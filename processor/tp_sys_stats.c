@@ -248,7 +248,8 @@ static void sys_devfreq(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	if (!key)
 		key = tp_intern(ctx->pool, "", 0);
 	dim_reset(ctx);
-	dim_str(ctx, "clock_name", key);
+	/* Perfetto's clock_frequency track, keyed by the device */
+	dim_str(ctx, "linux_device", key);
 	tp_str name = tp_intern_fmt(ctx->pool, "%s Frequency", tp_str_get(ctx->pool, key));
 	uint32_t t = dim_counter_track(ctx, pkt->machine, "clock_frequency",
 				       name, NULL);

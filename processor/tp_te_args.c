@@ -167,8 +167,8 @@ static void annotation_value(struct tp_ctx *ctx, uint32_t gen,
 			}
 			if (!cn)
 				continue;
-			snprintf(fk, sizeof fk, "%s.%.*s", flat, (int)cl, cn);
-			snprintf(k, sizeof k, "%s.%.*s", key, (int)cl, cn);
+			tp_te_arg_key(fk, sizeof fk, flat, cn, cl);
+			tp_te_arg_key(k, sizeof k, key, cn, cl);
 			annotation_value(ctx, gen, f.data, f.len, fk, k, 0,
 					 depth + 1, b);
 			have = false;
@@ -266,11 +266,9 @@ static void nested_value(struct tp_ctx *ctx, const uint8_t *p, size_t len,
 				}
 			if (!gk || !gv)
 				break;
-			int cl = (int)strnlen((const char *)fk_f.data, fk_f.len);
-			snprintf(fk, sizeof fk, "%s.%.*s", flat, cl,
-				 (const char *)fk_f.data);
-			snprintf(k, sizeof k, "%s.%.*s", key, cl,
-				 (const char *)fk_f.data);
+			const char *kn = (const char *)fk_f.data;
+			tp_te_arg_key(fk, sizeof fk, flat, kn, fk_f.len);
+			tp_te_arg_key(k, sizeof k, key, kn, fk_f.len);
 			nested_value(ctx, fv.data, fv.len, fk, k, depth + 1, b);
 		}
 		return;
@@ -308,9 +306,8 @@ static void debug_annotation(struct tp_ctx *ctx, const struct ev *e,
 				return;
 			}
 		} else if (f.num == DA_NAME && f.wt == PB_WT_LEN) {
-			int l = (int)strnlen((const char *)f.data, f.len);
-			snprintf(buf, sizeof buf, "debug.%.*s", l,
-				 (const char *)f.data);
+			tp_te_arg_key(buf, sizeof buf, "debug",
+				      (const char *)f.data, f.len);
 			key = tp_s(ctx, buf);
 		}
 	}

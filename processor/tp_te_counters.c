@@ -13,12 +13,17 @@
 #include "tp_args.h"
 #include "tp_ctx.h"
 #include "tp_seq.h"
+#include "tp_stats.h"
 #include "tp_te_counters.h"
 #include "tp_te_event.h"
 #include "tp_te_tracks.h"
 #include "tp_tracks.h"
 
-#define MAX_EXTRA_COUNTERS 32
+/* Perfetto's kMaxNumExtraCounters: an event with more extra counter
+ * values (of both kinds together) is dropped.  Each kind is collected up
+ * to one more, enough to see that. */
+#define MAX_EXTRA_COUNTERS 8
+#define COLLECT_EXTRA (MAX_EXTRA_COUNTERS + 1)
 
 /* ---- tokenize ----------------------------------------------------------- */
 
@@ -130,14 +135,31 @@ static size_t collect_values(const uint8_t *p, size_t len, uint32_t num,
 	return n;
 }
 
+/* The error of an extra counter value, checked in Perfetto's order: no
+ * track uuid for it (or uuid 0), too many values, no counter track.  NULL
+ * when it is fine; the counter's running sum is updated then. */
+static const char *extra_counter(struct tp_ctx *ctx,
+				 const struct tp_packet *pkt,
+				 struct u64map *sums, uint64_t uuid,
+				 size_t index, double v, double *out)
+{
+	if (!uuid)
+		return "track_event_extra_counter_track_uuid_mismatch";
+	if (index >= MAX_EXTRA_COUNTERS)
+		return "track_event_extra_counter_exceeds_max";
+	if (!tp_te_counter_value(ctx, pkt->machine, sums, uuid, v, out))
+		return "track_event_extra_counter_invalid_track";
+	return NULL;
+}
+
 bool tp_te_tokenize_extra_counters(struct tp_ctx *ctx,
 				   const struct tp_packet *pkt,
 				   struct u64map *sums, const uint8_t *p,
 				   size_t len, struct pb_buf *out,
 				   size_t *count)
 {
-	uint64_t uuids[MAX_EXTRA_COUNTERS];
-	double vals[MAX_EXTRA_COUNTERS];
+	uint64_t uuids[COLLECT_EXTRA];
+	double vals[COLLECT_EXTRA];
 	static const struct {
 		uint32_t values, uuids, defaults;
 		bool is_double;
@@ -153,22 +175,29 @@ bool tp_te_tokenize_extra_counters(struct tp_ctx *ctx,
 	for (int k = 0; k < 2; k++) {
 		size_t nv = collect_values(p, len, kinds[k].values,
 					   kinds[k].is_double, vals,
-					   MAX_EXTRA_COUNTERS);
+					   COLLECT_EXTRA);
 		if (!nv)
 			continue;
 		size_t nu = collect_uuids(p, len, kinds[k].uuids, uuids,
-					  MAX_EXTRA_COUNTERS);
+					  COLLECT_EXTRA);
 		if (!nu)
 			nu = default_extra_uuids(ctx, pkt->gen,
 						 kinds[k].defaults, uuids,
-						 MAX_EXTRA_COUNTERS);
-		if (nu < nv)
+						 COLLECT_EXTRA);
+		if (!nu) {
+			tp_stat_inc(ctx, "track_event_extra_counter_"
+					 "missing_track_uuids");
 			return false;
+		}
 		for (size_t i = 0; i < nv; i++) {
 			double v;
-			if (!tp_te_counter_value(ctx, pkt->machine, sums,
-						 uuids[i], vals[i], &v))
+			const char *err = extra_counter(ctx, pkt, sums,
+							i < nu ? uuids[i] : 0,
+							*count, vals[i], &v);
+			if (err) {
+				tp_stat_inc(ctx, err);
 				return false;
+			}
 			pb_put_raw_varint(out, uuids[i]);
 			put_double(out, v);
 			(*count)++;

@@ -30,7 +30,8 @@ bool tp_te_counter_value(struct tp_ctx *ctx, uint32_t machine,
 			 uint64_t uuid, double v, double *out);
 /* The extra counter values of TrackEvent p (their uuids its own, else the
  * sequence's defaults'), appended to out as the payload's (uuid, value)
- * pairs, *count of them; false when a value has no counter track. */
+ * pairs, *count of them; false when the event is to be dropped, its
+ * error counted under Perfetto's track_event_extra_counter_* stat. */
 bool tp_te_tokenize_extra_counters(struct tp_ctx *ctx,
 				   const struct tp_packet *pkt,
 				   struct u64map *sums, const uint8_t *p,

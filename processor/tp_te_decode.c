@@ -6,6 +6,7 @@
  * are decoded here; args, flows and extra counters walk the bytes again
  * when there are any (has_debug, has_flows, nextra).
  */
+#include <inttypes.h>
 #include <string.h>
 
 #include "pb_wire.h"
@@ -263,14 +264,24 @@ static tp_str join_categories(struct tp_ctx *ctx, const struct ev *e)
 	return n ? tp_intern(ctx->pool, buf, n) : 0;
 }
 
+/* An event's one interned category; one that is not there reads
+ * "unknown(<iid>)", as Perfetto names it (in a list of several, such a
+ * category is left out instead). */
+static tp_str single_category(struct tp_ctx *ctx, const struct ev *e)
+{
+	tp_str c = tp_te_interned(ctx, e->gen, ID_EVENT_CATEGORIES,
+				  e->cat_iid);
+	if (c)
+		return c;
+	return tp_intern_fmt(ctx->pool, "unknown(%" PRIu64 ")", e->cat_iid);
+}
+
 static void resolve_names(struct tp_ctx *ctx, struct ev *e)
 {
 	if (e->ncat_iids + e->ncats > 1)
 		e->category_id = join_categories(ctx, e);
 	else if (e->ncat_iids)
-		e->category_id = tp_te_interned(ctx, e->gen,
-						ID_EVENT_CATEGORIES,
-						e->cat_iid);
+		e->category_id = single_category(ctx, e);
 	else if (e->ncats)
 		e->category_id = tp_te_intern_bytes(ctx, e->cat, e->cat_len);
 

@@ -83,43 +83,34 @@ static void set_process_arg(struct tp_ctx *ctx, uint32_t upid,
 		tp_set_int(t, TP_PROCESS_arg_set_id, upid, id);
 }
 
+/* As Perfetto v58's ParseProcessDescriptor: a non-empty name, with the
+ * descriptor's (weak) priority, and a positive start_timestamp_ns as the
+ * process's start if it has none yet.  The cmdline is not read (the
+ * process tree gives cmdlines). */
 static void apply_process_descriptor(struct tp_ctx *ctx, uint32_t upid,
 				     const uint8_t *p, size_t len)
 {
+	struct tp_table *pt = tp_tab(ctx, TP_T_PROCESS);
 	struct pb_reader r;
 	struct pb_field f;
-	char cmd[4096];
-	size_t n = 0;
 	tp_str name = 0;
+	int64_t start = 0;
 
+	/* a field given twice: its last value, as a decoder's */
 	pb_reader_init(&r, p, len);
 	while (pb_next(&r, &f)) {
-		if (f.wt != PB_WT_LEN)
-			continue;
-		if (f.num == PD_PROCESS_NAME) {
-			name = tp_te_intern_bytes(ctx, f.data, f.len);
-		} else if (f.num == PD_CMDLINE) {
-			size_t l = strnlen((const char *)f.data, f.len);
-			if (n && n < sizeof cmd)
-				cmd[n++] = ' ';
-			if (l > sizeof cmd - n)
-				l = sizeof cmd - n;
-			memcpy(cmd + n, f.data, l);
-			n += l;
-		}
-	}
-	if (n) {
-		tp_str c = tp_intern(ctx->pool, cmd, n);
-		tp_process_set_cmdline(ctx, upid, c);
-		if (!name) {
-			size_t first = 0;
-			while (first < n && cmd[first] != ' ')
-				first++;
-			name = tp_intern(ctx->pool, cmd, first);
-		}
+		if (f.num == PD_PROCESS_NAME && f.wt == PB_WT_LEN)
+			name = f.len ? tp_te_intern_bytes(ctx, f.data, f.len)
+				     : 0;
+		else if (f.num == PD_START_TIMESTAMP_NS &&
+			 f.wt == PB_WT_VARINT)
+			start = (int64_t)f.val;
 	}
 	if (name)
 		tp_process_set_name(ctx, upid, name);
+	if (start > 0 && upid < pt->nrows &&
+	    tp_is_null(pt, TP_PROCESS_start_ts, upid))
+		tp_set_int(pt, TP_PROCESS_start_ts, upid, start);
 }
 
 static void apply_chrome_process(struct tp_ctx *ctx, uint32_t upid,

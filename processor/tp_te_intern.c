@@ -6,6 +6,8 @@
  * sequence's interned data saves the lookup and the decoding of the
  * entry.
  */
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,6 +78,21 @@ tp_str tp_te_interned(struct tp_ctx *ctx, uint32_t gen, uint32_t field,
 	return r;
 }
 
+void tp_te_arg_key(char *out, size_t cap, const char *prefix,
+		   const char *name, size_t len)
+{
+	if (!cap)
+		return;
+	len = strnlen(name, len);
+	if (len > INT_MAX)
+		len = INT_MAX;
+	snprintf(out, cap, "%s.%.*s", prefix, (int)len, name);
+	size_t end = strlen(out);
+	for (size_t i = strlen(prefix) + 1; i < end; i++)
+		if (out[i] == '.' || out[i] == '[' || out[i] == ']')
+			out[i] = '_';
+}
+
 tp_str tp_te_interned_debug_key(struct tp_ctx *ctx, uint32_t gen,
 				uint64_t iid)
 {
@@ -92,9 +109,8 @@ tp_str tp_te_interned_debug_key(struct tp_ctx *ctx, uint32_t gen,
 	const char *n = tp_str_get(ctx->pool, name);
 	size_t len = tp_str_len(ctx->pool, name);
 	char *k = vp_xmalloc(len + 7);
-	memcpy(k, "debug.", 6);
-	memcpy(k + 6, n, len);
-	tp_str r = tp_intern(ctx->pool, k, len + 6);
+	tp_te_arg_key(k, len + 7, "debug", n, len);
+	tp_str r = tp_intern_cstr(ctx->pool, k);
 	free(k);
 	e->gen = gen;
 	e->field = field;

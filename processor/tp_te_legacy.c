@@ -11,6 +11,7 @@
 #include "tp_args.h"
 #include "tp_compress.h"
 #include "tp_ctx.h"
+#include "tp_process.h"
 #include "tp_procs.h"
 #include "tp_te_decode.h"
 #include "tp_te_intern.h"
@@ -217,6 +218,34 @@ bool tp_te_legacy_track(struct tp_ctx *ctx, struct ev *e, uint32_t *track)
 	return true;
 }
 
+/* A metadata event's name: the first debug annotation's string value (0
+ * when it has none, or an empty one); false when there is no annotation. */
+static bool metadata_value(struct tp_ctx *ctx, const struct ev *e,
+			   tp_str *v)
+{
+	struct pb_reader r, r2;
+	struct pb_field f, g;
+
+	*v = 0;
+	pb_reader_init(&r, e->te, e->te_len);
+	while (pb_next(&r, &f)) {
+		if (f.num != TE_DEBUG_ANNOTATIONS || f.wt != PB_WT_LEN)
+			continue;
+		pb_reader_init(&r2, f.data, f.len);
+		while (pb_next(&r2, &g))
+			if (g.num == DA_STRING_VALUE && g.wt == PB_WT_LEN)
+				*v = g.len ? tp_te_intern_bytes(ctx, g.data,
+								g.len)
+					   : 0;
+		return true;
+	}
+	return false;
+}
+
+/* thread_name and process_name metadata events, as Perfetto's importer:
+ * an event without its thread (process) or without annotations is a
+ * parser error; the names rank as a descriptor's thread type (below a
+ * thread descriptor's name) and as a descriptor's process name. */
 void tp_te_metadata_event(struct tp_ctx *ctx, const struct ev *e)
 {
 	if (!e->name_id) {
@@ -226,38 +255,22 @@ void tp_te_metadata_event(struct tp_ctx *ctx, const struct ev *e)
 	const char *n = tp_str_get(ctx->pool, e->name_id);
 	bool thread = strcmp(n, "thread_name") == 0;
 	bool process = strcmp(n, "process_name") == 0;
+	tp_str v;
 	if (!thread && !process)
 		return;
-	/* The first annotation's string value is the name. */
-	struct pb_reader r, r2;
-	struct pb_field f, g;
-	tp_str v = 0;
-	pb_reader_init(&r, e->te, e->te_len);
-	while (!v && pb_next(&r, &f)) {
-		if (f.num != TE_DEBUG_ANNOTATIONS || f.wt != PB_WT_LEN)
-			continue;
-		pb_reader_init(&r2, f.data, f.len);
-		while (pb_next(&r2, &g))
-			if (g.num == DA_STRING_VALUE && g.wt == PB_WT_LEN &&
-			    g.len)
-				v = tp_te_intern_bytes(ctx, g.data, g.len);
-		break;
+	if (thread ? !e->has_utid : !e->has_upid) {
+		parser_error(ctx);
+		return;
+	}
+	if (!metadata_value(ctx, e, &v)) {
+		parser_error(ctx);
+		return;
 	}
 	if (!v)
 		return;
-	if (thread) {
-		if (!e->has_utid) {
-			parser_error(ctx);
-			return;
-		}
-		tp_thread_set_name(ctx, e->utid, v);
-	} else {
-		if (!e->has_upid) {
-			parser_error(ctx);
-			return;
-		}
-		struct tp_table *t = tp_tab(ctx, TP_T_PROCESS);
-		if (e->upid < t->nrows && !tp_get_str(t, TP_PROCESS_name, e->upid))
-			tp_process_set_name(ctx, e->upid, v);
-	}
+	if (thread)
+		tp_thread_set_name_prio(ctx, e->utid, v,
+					TP_NAME_PRIO_THREAD_TYPE);
+	else
+		tp_process_set_name(ctx, e->upid, v);
 }

@@ -321,6 +321,36 @@ static bool default_uuid(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	return t->has_default_uuid;
 }
 
+/* What is wrong with a counter event, in Perfetto's order, under its
+ * stat: no track uuid (its own or the defaults'), no value, a uuid that is
+ * not a counter track.  NULL when it is fine: *v is then the absolute
+ * value (the running sum of an incremental counter updated). */
+static const char *counter_error(struct tp_ctx *ctx,
+				 const struct tp_packet *pkt,
+				 struct te_seq *t, bool has_uuid,
+				 uint64_t uuid, bool has_default_uuid,
+				 bool has_value, double *v)
+{
+	if (!has_uuid && !has_default_uuid)
+		return "track_event_counter_missing_track_uuid";
+	if (!has_value)
+		return "track_event_counter_missing_value";
+	if (!tp_te_counter_value(ctx, pkt->machine, &t->counters, uuid, *v,
+				 v))
+		return "track_event_counter_invalid_track_uuid";
+	return NULL;
+}
+
+/* A track event's timestamp below 0 (before any clock conversion, where
+ * an offset could turn it positive again) drops it, as Perfetto does. */
+static bool negative_timestamp(struct tp_ctx *ctx, int64_t ts)
+{
+	if (ts >= 0)
+		return false;
+	tp_stat_inc(ctx, "track_event_invalid_timestamp");
+	return true;
+}
+
 static void tokenize_track_event(struct tp_ctx *ctx,
 				 const struct tp_packet *pkt,
 				 const uint8_t *p, size_t len)
@@ -411,6 +441,8 @@ static void tokenize_track_event(struct tp_ctx *ctx,
 			return;
 		}
 		t->ts_ns = nts;
+		if (negative_timestamp(ctx, nts))
+			return;
 		/* MONOTONIC, in trace time where a snapshot links it; else
 		 * as written (the failure counted), as Perfetto keeps it */
 		if (!tp_to_trace_time(ctx, pkt, BUILTIN_CLOCK_MONOTONIC, nts, &ts))
@@ -421,10 +453,14 @@ static void tokenize_track_event(struct tp_ctx *ctx,
 			tp_stat_inc(ctx, "track_event_invalid_timestamp");
 			return;
 		}
+		if (negative_timestamp(ctx, ns))
+			return;
 		if (!tp_to_trace_time(ctx, pkt, BUILTIN_CLOCK_MONOTONIC, ns, &ts))
 			ts = ns;
 	} else if (pkt->has_ts && !pkt->ts_implied) {
 		ts = pkt->ts;
+		if (negative_timestamp(ctx, ts))
+			return;
 	} else { /* a track event needs a timestamp of its own */
 		tp_stat_inc(ctx, "track_event_missing_timestamp");
 		return;
@@ -471,12 +507,13 @@ static void tokenize_track_event(struct tp_ctx *ctx,
 		flags |= F_MACHINE;
 
 	if (type == TE_TYPE_COUNTER) {
-		uint64_t cu = has_track_uuid ? track_uuid : duuid;
-		if ((!has_track_uuid && !(flags & F_DEFAULT_UUID)) ||
-		    !has_counter ||
-		    !tp_te_counter_value(ctx, pkt->machine, &t->counters, cu,
-					 cval, &cval)) {
-			tp_stat_inc(ctx, "track_event_tokenizer_errors");
+		const char *err = counter_error(ctx, pkt, t, has_track_uuid,
+						has_track_uuid ? track_uuid
+							       : duuid,
+						(flags & F_DEFAULT_UUID) != 0,
+						has_counter, &cval);
+		if (err) {
+			tp_stat_inc(ctx, err);
 			return;
 		}
 		flags |= F_COUNTER;
@@ -508,8 +545,7 @@ static void tokenize_track_event(struct tp_ctx *ctx,
 		pb_buf_init(&tmp);
 		if (!tp_te_tokenize_extra_counters(ctx, pkt, &t->counters,
 						   p, len, &tmp, &n)) {
-			pb_buf_free(&tmp);
-			tp_stat_inc(ctx, "track_event_tokenizer_errors");
+			pb_buf_free(&tmp); /* counted */
 			return;
 		}
 		pb_put_raw_varint(b, n);
