@@ -267,8 +267,7 @@ static void put_session_state(struct pb_buf *b, const struct vp_session *s)
 	for (size_t i = 0; i < cfg->n_buffers; i++)
 		pb_put_varint(b, TSS_SESS_BUFFER_SIZE_KB,
 			      cfg->buffers[i]->size_kb);
-	pb_put_varint(b, TSS_SESS_DURATION_MS,
-		      cfg->has_duration_ms ? cfg->duration_ms : 0);
+	pb_put_varint(b, TSS_SESS_DURATION_MS, s->duration_ms);
 	pb_put_varint(b, TSS_SESS_NUM_DATA_SOURCES, s->instances.n);
 	if (s->start_realtime_ns)
 		pb_put_varint(b, TSS_SESS_START_REALTIME_NS,

@@ -1,11 +1,12 @@
 /*
  * packets.c - the packets vtraced writes itself into a session: the trace
- * config, system info, clock snapshots, the trace UUID, TracingServiceEvents
- * and TraceStats.  All on the service's own sequence
- * (trusted_packet_sequence_id 1) with the service's uid and pid, as traced
- * writes them.  Built with pb_wire; field numbers as Perfetto's.
+ * config, system info, clock snapshots, the trace UUID, TracingServiceEvents,
+ * the triggers a session received and TraceStats.  All on the service's own
+ * sequence (trusted_packet_sequence_id 1) with the service's uid and pid, as
+ * traced writes them.  Built with pb_wire; field numbers as Perfetto's.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/sysinfo.h>
@@ -16,7 +17,10 @@
 #include "perfetto_fields.h"
 #include "packets.h"
 #include "svc_state.h"
+#include "vp_alloc.h"
 #include "vp_version.h"
+
+#include "perfetto/trace/trace.pb-c.h"
 
 static void append_service_trusted(struct vp_service *s, struct pb_buf *b)
 {
@@ -25,16 +29,23 @@ static void append_service_trusted(struct vp_service *s, struct pb_buf *b)
 	pb_put_varint(b, TP_TRUSTED_PACKET_SEQUENCE_ID, SVC_SERVICE_SEQ_ID);
 }
 
-/* Starts a service packet: its timestamp (BOOTTIME; marked as such when
+/* Starts a service packet of time boot_ns (BOOTTIME; marked as such when
  * the session's trace clock is another one). */
-static void begin(struct vp_session *sess, struct pb_buf *out)
+static void begin_at(struct vp_session *sess, struct pb_buf *out,
+		     uint64_t boot_ns)
 {
 	pb_buf_reset(out);
-	pb_put_varint(out, TP_TIMESTAMP, vp_svc_clock_ns(CLOCK_BOOTTIME));
+	pb_put_varint(out, TP_TIMESTAMP, boot_ns);
 	if (sess->primary_clock &&
 	    sess->primary_clock != BUILTIN_CLOCK_BOOTTIME)
 		pb_put_varint(out, TP_TIMESTAMP_CLOCK_ID,
 			      BUILTIN_CLOCK_BOOTTIME);
+}
+
+/* Starts a service packet of now. */
+static void begin(struct vp_session *sess, struct pb_buf *out)
+{
+	begin_at(sess, out, vp_svc_clock_ns(CLOCK_BOOTTIME));
 }
 
 static void end(struct vp_session *sess, struct pb_buf *out)
@@ -54,6 +65,12 @@ void vp_pkt_trace_config(struct vp_session *sess, struct pb_buf *out)
 	if (sess->effective_flush_ms)
 		pb_put_varint(out, TC_FLUSH_PERIOD_MS,
 			      sess->effective_flush_ms);
+	/* Likewise duration_ms, when trigger_config set it (as traced,
+	 * whose trace_config packet is the config it rewrote). */
+	uint32_t cfg_ms = sess->cfg->has_duration_ms ? sess->cfg->duration_ms
+						     : 0;
+	if (sess->duration_ms != cfg_ms)
+		pb_put_varint(out, TC_DURATION_MS, sess->duration_ms);
 	pb_end_nested(out, tc);
 	end(sess, out);
 }
@@ -184,6 +201,25 @@ void vp_pkt_service_event(struct vp_session *sess, uint32_t field,
 	size_t e = pb_begin_nested(out, TP_SERVICE_EVENT);
 	pb_put_varint(out, field, 1);
 	pb_end_nested(out, e);
+	end(sess, out);
+}
+
+void vp_pkt_trigger(struct vp_session *sess, const struct vp_trigger_rec *t,
+		    struct pb_buf *out)
+{
+	Perfetto__Protos__Trigger m = PERFETTO__PROTOS__TRIGGER__INIT;
+	m.trigger_name = t->name;
+	m.producer_name = t->producer_name;
+	m.has_trusted_producer_uid = true;
+	m.trusted_producer_uid = t->producer_uid;
+	m.has_stop_delay_ms = true;
+	m.stop_delay_ms = t->stop_delay_ms;
+	size_t n = perfetto__protos__trigger__get_packed_size(&m);
+	uint8_t *bytes = vp_xmalloc(n);
+	perfetto__protos__trigger__pack(&m, bytes);
+	begin_at(sess, out, t->boot_ns);
+	pb_put_bytes(out, TP_TRIGGER, bytes, n);
+	free(bytes);
 	end(sess, out);
 }
 

@@ -25,6 +25,10 @@ void vp_pkt_trace_provenance(struct vp_session *sess, struct pb_buf *out);
 /* TracingServiceEvent with `field` (TSE_*) set to true. */
 void vp_pkt_service_event(struct vp_session *sess, uint32_t field,
 			  struct pb_buf *out);
+/* TracePacket.trigger: a trigger the session received, at its time, with
+ * the producer's name and uid as the service saw them. */
+void vp_pkt_trigger(struct vp_session *sess, const struct vp_trigger_rec *t,
+		    struct pb_buf *out);
 /* TraceStats of the session, as nested field `field` of b. */
 void vp_write_trace_stats(struct vp_session *sess, struct pb_buf *b,
 			  uint32_t field);

@@ -681,6 +681,12 @@ static void m_activate_triggers(void *ctx, struct vp_ipc_conn *conn,
 	struct vp_producer *p = producer_of(conn);
 	if (!p)
 		return;
+	/* As traced: a trigger names its producer, so it needs a name. */
+	if (!p->initialized) {
+		bad_request(p, req, "ActivateTriggers",
+			    "before InitializeConnection");
+		return;
+	}
 	Perfetto__Protos__ActivateTriggersRequest *m =
 		perfetto__protos__activate_triggers_request__unpack(NULL, len,
 								    args);
@@ -689,12 +695,13 @@ static void m_activate_triggers(void *ctx, struct vp_ipc_conn *conn,
 		return;
 	}
 	s->stats.triggers_received += m->n_trigger_names;
-	for (size_t i = 0; i < m->n_trigger_names; i++)
-		vp_svc_log(s, false, "producer %u (%s) trigger \"%.64s\"",
-			   p->id, p->name ? p->name : "?",
-			   m->trigger_names[i]);
-	perfetto__protos__activate_triggers_request__free_unpacked(m, NULL);
 	reply_empty(p, req);
+	for (size_t i = 0; i < m->n_trigger_names; i++) {
+		vp_svc_log(s, false, "producer %u (%s) trigger \"%.64s\"",
+			   p->id, p->name, m->trigger_names[i]);
+		vp_sessions_activate_trigger(s, p, m->trigger_names[i]);
+	}
+	perfetto__protos__activate_triggers_request__free_unpacked(m, NULL);
 }
 
 static void m_sync(void *ctx, struct vp_ipc_conn *conn, uint64_t req,

@@ -7,10 +7,17 @@
  *
  * Data sources are matched by name (and the producer filters) against every
  * producer, including those that register later while the session runs.
+ *
+ * trigger_config, as traced: a START_TRACING session waits (configured, its
+ * data sources set up) for a trigger, then records for the trigger's
+ * stop_delay_ms, or ends at trigger_timeout_ms if none came; a
+ * STOP_TRACING session records until stop_delay_ms after its first
+ * trigger, or ends at trigger_timeout_ms.  Until it has a trigger a
+ * session reads as empty (session_read.c); which trigger an activation
+ * fires is triggers.c's.
  */
 #include <errno.h>
 #include <poll.h>
-#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +33,7 @@
 #include "session.h"
 #include "session_read.h"
 #include "svc_state.h"
+#include "triggers.h"
 
 #include "perfetto/ipc/consumer_port.pb-c.h"
 #include "vp_alloc.h"
@@ -34,6 +42,7 @@ static void session_finalize(struct vp_session *sess);
 static void session_stop_phase(struct vp_session *sess);
 static void check_all_started(struct vp_session *sess);
 static void drain_to_file(struct vp_session *sess, bool final);
+static void cancel_timer(struct vp_session *sess, uint64_t *t);
 
 /* ---- lookups ---------------------------------------------------------- */
 
@@ -130,21 +139,6 @@ static void forget_write_permissions(struct vp_service *s)
 
 /* ---- matching ------------------------------------------------------------ */
 
-static bool regex_full_match(const char *pattern, const char *name)
-{
-	size_t n = strlen(pattern);
-	char *anchored = vp_xmalloc(n + 5);
-	snprintf(anchored, n + 5, "^(%s)$", pattern);
-	regex_t re;
-	bool ok = false;
-	if (regcomp(&re, anchored, REG_EXTENDED | REG_NOSUB) == 0) {
-		ok = regexec(&re, name, 0, NULL, 0) == 0;
-		regfree(&re);
-	}
-	free(anchored);
-	return ok;
-}
-
 static const char *local_machine_name(void)
 {
 	static struct utsname u;
@@ -173,8 +167,8 @@ static bool ds_matches(const struct vp_session *sess, size_t i,
 			ok = strcmp(cd->producer_name_filter[k], pname) == 0;
 		for (size_t k = 0; k < cd->n_producer_name_regex_filter && !ok;
 		     k++)
-			ok = regex_full_match(cd->producer_name_regex_filter[k],
-					      pname);
+			ok = vp_svc_regex_full_match(
+				cd->producer_name_regex_filter[k], pname);
 		if (!ok)
 			return false;
 	}
@@ -563,6 +557,73 @@ void vp_sessions_on_producer_gone(struct vp_service *s, struct vp_producer *p)
 		recheck_session(s->sessions.v[i]);
 }
 
+/* ---- triggers ------------------------------------------------------------ */
+
+static void on_trigger_stop(void *ctx)
+{
+	struct vp_session *sess = ctx;
+	sess->t_trigger = 0;
+	vp_svc_log(sess->svc, false, "session %llu: stopping (its trigger's "
+		   "stop_delay_ms elapsed)", (unsigned long long)sess->id);
+	vp_session_disable(sess, true);
+}
+
+static void log_fired(const struct vp_session *sess,
+		      const struct vp_trigger_activation *a, const char *what)
+{
+	vp_svc_log(sess->svc, false, "session %llu: trigger \"%.64s\" of "
+		   "producer %u (%s) %s", (unsigned long long)sess->id,
+		   a->name, a->producer->id,
+		   a->producer->name ? a->producer->name : "?", what);
+}
+
+/* What trigger t does to sess, by the session's mode (as traced): the
+ * first starts a START_TRACING session, which then records for the
+ * trigger's stop_delay_ms (0: until stopped); the first stops a
+ * STOP_TRACING session stop_delay_ms later.  Every one is recorded. */
+static void fire_trigger(struct vp_session *sess, const vp_cfg_trigger *t,
+			 const struct vp_trigger_activation *a)
+{
+	uint32_t delay = t->has_stop_delay_ms ? t->stop_delay_ms : 0;
+	bool live = sess->state == SESS_CONFIGURED ||
+		    sess->state == SESS_STARTED;
+	switch (vp_trigger_mode(sess->cfg)) {
+	case VP_TRIGGER_MODE(START_TRACING):
+		if (sess->state == SESS_CONFIGURED) {
+			log_fired(sess, a, "starts it");
+			sess->duration_ms = delay;
+			vp_session_start(sess);
+		}
+		/* after the start: its packet follows the preamble's */
+		vp_trigger_record(sess, t, a);
+		return;
+	case VP_TRIGGER_MODE(STOP_TRACING):
+		if (!vp_trigger_record(sess, t, a) || !live)
+			return;
+		log_fired(sess, a, "stops it after its stop_delay_ms");
+		sess->t_trigger = vp_loop_timer(sess->svc->loop, delay, 0,
+						on_trigger_stop, sess);
+		return;
+	default: /* triggers without a mode: kept, nothing else */
+		vp_trigger_record(sess, t, a);
+		return;
+	}
+}
+
+void vp_sessions_activate_trigger(struct vp_service *s, struct vp_producer *p,
+				  const char *name)
+{
+	struct vp_trigger_activation a;
+	vp_trigger_activation_init(&a, s, p, name);
+	for (size_t i = 0; i < s->sessions.n; i++) {
+		struct vp_session *sess = s->sessions.v[i];
+		const vp_cfg_trigger *t = vp_trigger_match(&a, sess);
+		if (t)
+			fire_trigger(sess, t, &a);
+	}
+	vp_trigger_activation_done(&a);
+}
+
 /* ---- start --------------------------------------------------------------- */
 
 static void check_all_started(struct vp_session *sess)
@@ -586,6 +647,11 @@ static void on_duration(void *ctx)
 {
 	struct vp_session *sess = ctx;
 	sess->t_duration = 0;
+	/* STOP_TRACING: trigger_timeout_ms, unless a trigger came (then its
+	 * stop_delay_ms ends the session, even later than this). */
+	if (vp_trigger_mode(sess->cfg) == VP_TRIGGER_MODE(STOP_TRACING) &&
+	    sess->triggers_received)
+		return;
 	vp_svc_log(sess->svc, false, "session %llu: duration elapsed",
 		   (unsigned long long)sess->id);
 	vp_session_disable(sess, true);
@@ -715,6 +781,8 @@ void vp_session_start(struct vp_session *sess)
 		cfg->builtin_data_sources;
 	if (sess->state != SESS_CONFIGURED)
 		return;
+	if (vp_trigger_mode(cfg) == VP_TRIGGER_MODE(START_TRACING))
+		cancel_timer(sess, &sess->t_trigger); /* no more waiting */
 	sess->state = SESS_STARTED;
 	sess->start_realtime_ns = (int64_t)vp_svc_clock_ns(CLOCK_REALTIME);
 	uint32_t write_ms = 0;
@@ -741,8 +809,8 @@ void vp_session_start(struct vp_session *sess)
 			start_instance(inst);
 	}
 
-	if (cfg->has_duration_ms && cfg->duration_ms > 0)
-		sess->t_duration = vp_loop_timer(s->loop, cfg->duration_ms, 0,
+	if (sess->duration_ms > 0)
+		sess->t_duration = vp_loop_timer(s->loop, sess->duration_ms, 0,
 						 on_duration, sess);
 	if (sess->effective_flush_ms && !sess->flush_on_write) {
 		uint32_t p = period(sess->effective_flush_ms);
@@ -788,6 +856,7 @@ static void cancel_timer(struct vp_session *sess, uint64_t *t)
 static void cancel_periodic(struct vp_session *sess)
 {
 	cancel_timer(sess, &sess->t_duration);
+	cancel_timer(sess, &sess->t_trigger);
 	cancel_timer(sess, &sess->t_flush_period);
 	cancel_timer(sess, &sess->t_clear);
 	cancel_timer(sess, &sess->t_snapshot);
@@ -1020,19 +1089,17 @@ static int check_config(struct vp_service *s,
 	if (s->sessions.n >= SVC_MAX_SESSIONS)
 		return vp_errorf(err, "too many tracing sessions (max %u)",
 				 SVC_MAX_SESSIONS);
-	/* Not implemented: refused, since recording as if they were absent
-	 * would keep what a filter was to drop, or never end a session that
-	 * waits for a trigger. */
+	/* Not implemented: refused, since recording as if it were absent
+	 * would keep what the filter was to drop. */
 	if (cfg->trace_filter)
 		return vp_errorf(err, "trace_filter is not supported by vtraced; "
 				 "refusing rather than recording unfiltered");
-	if (cfg->trigger_config)
-		return vp_errorf(err, "trigger_config is not supported by "
-				 "vtraced; refusing the session");
 	if (cfg->has_duration_ms && cfg->duration_ms > SVC_MAX_DURATION_MS)
 		return vp_errorf(err, "duration_ms %u is too long (max %llu, "
 				 "7 days)", cfg->duration_ms,
 				 SVC_MAX_DURATION_MS);
+	if (vp_triggers_check_config(cfg, err) < 0)
+		return -1;
 	if (cfg->n_buffers == 0)
 		return vp_errorf(err, "TraceConfig has no buffers");
 	if (cfg->n_buffers > SVC_MAX_BUFFERS_PER_SESSION)
@@ -1157,6 +1224,30 @@ static void configure_builtins(struct vp_session *sess)
 		sess->primary_clock = (uint32_t)bi->primary_trace_clock;
 }
 
+static void on_no_start_trigger(void *ctx)
+{
+	struct vp_session *sess = ctx;
+	sess->t_trigger = 0;
+	if (sess->state != SESS_CONFIGURED)
+		return;
+	vp_svc_log(sess->svc, false, "session %llu: no trigger in %u ms; "
+		   "ending it", (unsigned long long)sess->id,
+		   sess->cfg->trigger_config->trigger_timeout_ms);
+	vp_session_disable(sess, false);
+}
+
+/* START_TRACING: the session ends trigger_timeout_ms from now if no
+ * trigger starts it.  False for the other modes. */
+static bool arm_trigger_timeout(struct vp_session *sess)
+{
+	if (vp_trigger_mode(sess->cfg) != VP_TRIGGER_MODE(START_TRACING))
+		return false;
+	sess->t_trigger = vp_loop_timer(
+		sess->svc->loop, sess->cfg->trigger_config->trigger_timeout_ms,
+		0, on_no_start_trigger, sess);
+	return true;
+}
+
 int vp_session_create(struct vp_service *s, struct vp_consumer *c,
 		      uint64_t request_id, const uint8_t *args, size_t len,
 		      int file_fd, struct vp_error *err)
@@ -1194,6 +1285,11 @@ int vp_session_create(struct vp_service *s, struct vp_consumer *c,
 	sess->cfg_raw_len = raw_len;
 	sess->file_fd = -1;
 	sess->uid = c ? c->uid : (uid_t)-1;
+	sess->duration_ms = cfg->has_duration_ms ? cfg->duration_ms : 0;
+	/* As traced: a STOP_TRACING session lasts trigger_timeout_ms unless
+	 * a trigger ends it. */
+	if (vp_trigger_mode(cfg) == VP_TRIGGER_MODE(STOP_TRACING))
+		sess->duration_ms = cfg->trigger_config->trigger_timeout_ms;
 	new_uuid(sess);
 	pb_buf_init(&sess->pending);
 	configure_builtins(sess);
@@ -1222,7 +1318,10 @@ int vp_session_create(struct vp_service *s, struct vp_consumer *c,
 		for (size_t k = 0; k < p->n_ds; k++)
 			match_session(sess, p, &p->ds[k]);
 	}
-	if (!(cfg->has_deferred_start && cfg->deferred_start))
+	/* START_TRACING waits for its trigger, as deferred_start for
+	 * StartTracing: whichever comes first starts it. */
+	if (!(cfg->has_deferred_start && cfg->deferred_start) &&
+	    !arm_trigger_timeout(sess))
 		vp_session_start(sess);
 	return 0;
 }
@@ -1271,6 +1370,7 @@ int vp_session_clone(struct vp_session *src, struct vp_consumer *c,
 	sess->invalid_packets = src->invalid_packets;
 	sess->start_realtime_ns = src->start_realtime_ns;
 	sess->effective_flush_ms = src->effective_flush_ms;
+	sess->duration_ms = src->duration_ms;
 	vp_ptrvec_push(&s->sessions, sess);
 	sess->bufs = vp_xcalloc(src->n_bufs, sizeof(*sess->bufs));
 	for (size_t i = 0; i < src->n_bufs; i++) {
@@ -1296,6 +1396,7 @@ int vp_session_clone(struct vp_session *src, struct vp_consumer *c,
 	const Perfetto__Protos__TraceConfig__BuiltinDataSource *bi =
 		cfg->builtin_data_sources;
 	push_preamble(sess, bi);
+	vp_triggers_copy(sess, src);
 	sess->state = SESS_STOPPED;
 	sess->consumer = c;
 	c->session = sess;
@@ -1363,6 +1464,7 @@ void vp_session_free(struct vp_session *sess)
 	perfetto__protos__trace_config__free_unpacked(sess->cfg, NULL);
 	free(sess->cfg_raw);
 	free(sess->detach_key);
+	vp_triggers_free(sess);
 	pb_buf_free(&sess->pending);
 	free(sess);
 	vp_sessions_check_shutdown(s);

@@ -61,6 +61,11 @@ void vp_sessions_on_ds_stopped(struct vp_service *s, struct vp_producer *p,
 			       uint64_t instance_id);
 void vp_sessions_on_flush_ack(struct vp_service *s, struct vp_producer *p,
 			      uint64_t flush_id);
+/* Producer p activated the trigger name (ActivateTriggers): every session
+ * with a matching trigger receives it (triggers.c matches, session.c
+ * acts). */
+void vp_sessions_activate_trigger(struct vp_service *s, struct vp_producer *p,
+				  const char *name);
 /* True if p has an instance in the session owning buffer_id. */
 bool vp_producer_may_write(struct vp_service *s, struct vp_producer *p,
 			   uint16_t buffer_id);

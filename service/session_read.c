@@ -13,6 +13,8 @@
  * at the top level, or that does not parse, is dropped whole and counted
  * in invalid_packets, which goes out in trace_stats (what traced does).
  *
+ * A session still waiting for a trigger reads as empty.
+ *
  * ReadBuffers and the write_into_file drain both use this reader.  The
  * session queues the packets the service writes for it here
  * (vp_session_push_packet), and this reader hands them out first.
@@ -23,6 +25,14 @@
 #include "packets.h"
 #include "session_read.h"
 #include "svc_state.h"
+
+bool vp_session_waiting_for_trigger(const struct vp_session *sess)
+{
+	const Perfetto__Protos__TraceConfig__TriggerConfig *tc =
+		sess->cfg->trigger_config;
+	return !sess->cloned && tc && tc->n_triggers > 0 &&
+	       sess->triggers_received == 0;
+}
 
 void vp_session_push_packet(struct vp_session *sess, const struct pb_buf *pkt)
 {
@@ -37,6 +47,10 @@ void vp_session_reader_init(struct vp_session_reader *r,
 	r->stage = RD_SERVICE_PACKETS;
 	r->with_stats = with_stats;
 	pb_buf_init(&r->pkt);
+	if (vp_session_waiting_for_trigger(sess)) {
+		r->stage = RD_DONE;
+		return;
+	}
 	if (!sess->provenance_emitted) { /* the first read, as traced */
 		sess->provenance_emitted = true;
 		struct pb_buf b;
@@ -62,7 +76,10 @@ void vp_session_reader_resume(struct vp_session_reader *r)
 /* The TracePacket fields only the service writes (the list traced keeps
  * in its packet stream validator).  compressed_packets and
  * zstd_compressed_packets are on it: whatever they hold would reach the
- * trace unchecked, and the service compresses nothing a producer wrote. */
+ * trace unchecked, and the service compresses nothing a producer wrote.
+ * trigger and clone_snapshot_trigger are not on traced's list, but only
+ * the service writes them and they carry a trusted_producer_uid: a
+ * producer must not be able to claim a trigger came. */
 static const uint32_t service_only_fields[] = {
 	TP_TRUSTED_UID,
 	TP_TRUSTED_PACKET_SEQUENCE_ID,
@@ -76,6 +93,8 @@ static const uint32_t service_only_fields[] = {
 	TP_TRACE_PROVENANCE,
 	TP_PROTOVMS,
 	TP_ZSTD_COMPRESSED_PACKETS,
+	TP_TRIGGER,
+	TP_CLONE_SNAPSHOT_TRIGGER,
 };
 
 /* False if a producer packet does not parse at its top level or carries a

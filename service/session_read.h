@@ -33,6 +33,12 @@ struct vp_session_reader {
 	struct pb_buf pkt;   /* the current packet */
 };
 
+/* A session whose config lists triggers and that has received none reads
+ * as empty, as traced has it: no data, and none of the service's packets
+ * either (a STOP_TRACING session that timed out gives an empty trace).
+ * A copy made by CloneSession reads whatever it holds. */
+bool vp_session_waiting_for_trigger(const struct vp_session *sess);
+
 /* Queues a packet (built by packets.h) for the next read of the session. */
 void vp_session_push_packet(struct vp_session *sess,
 			    const struct pb_buf *pkt);

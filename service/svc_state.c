@@ -1,8 +1,9 @@
 /*
  * svc_state.c - the helpers every file of vtraced uses (see svc_state.h):
- * pointer arrays, logging, clocks, the id allocators (sequences,
+ * pointer arrays, logging, clocks, regexes, the id allocators (sequences,
  * machines), buffers by id, the statistics and the end of a shutdown.
  */
+#include <regex.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +45,37 @@ void vp_ptrvec_free(struct vp_ptrvec *pv)
 char *vp_svc_strndup(const char *s, size_t max)
 {
 	return vp_xstrndup(s ? s : "", max);
+}
+
+/* Compiles pattern anchored at both ends (traced's regexes match whole
+ * names); false if it does not compile. */
+static bool regex_compile(const char *pattern, regex_t *re)
+{
+	size_t n = strlen(pattern);
+	char *anchored = vp_xmalloc(n + 5);
+	snprintf(anchored, n + 5, "^(%s)$", pattern);
+	bool ok = regcomp(re, anchored, REG_EXTENDED | REG_NOSUB) == 0;
+	free(anchored);
+	return ok;
+}
+
+bool vp_svc_regex_full_match(const char *pattern, const char *name)
+{
+	regex_t re;
+	if (!regex_compile(pattern, &re))
+		return false;
+	bool ok = regexec(&re, name, 0, NULL, 0) == 0;
+	regfree(&re);
+	return ok;
+}
+
+bool vp_svc_regex_valid(const char *pattern)
+{
+	regex_t re;
+	if (!regex_compile(pattern, &re))
+		return false;
+	regfree(&re);
+	return true;
 }
 
 uint64_t vp_svc_clock_ns(int clk)

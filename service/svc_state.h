@@ -13,14 +13,19 @@
  *   session_read     reading a session out: service packets first, then
  *                    the buffers' packets with the trusted fields appended
  *                    (on packets)
+ *   triggers         TraceConfig.trigger_config: its checks, which trigger
+ *                    of a session a producer's activation matches, the
+ *                    24-hour history, the triggers a session received
+ *                    (on session_read)
  *   producer         a producer as the service drives it: the commands
  *                    to its data sources, its uncommitted chunks
  *   consumer         a consumer as the service answers it: the end of its
  *                    session, its events, ReadBuffers streaming
  *                    (on session_read)
  *   session          tracing sessions: config, buffers, data source
- *                    instances, start/flush/stop, timers, write_into_file
- *                    (on producer, consumer and below)
+ *                    instances, start/flush/stop, timers, write_into_file,
+ *                    what a trigger does to them
+ *                    (on triggers, producer, consumer and below)
  *   producer_port    ProducerPort: producer connections and their calls
  *                    (data sources, shared memory, commits)
  *   consumer_port    ConsumerPort: consumer connections and their calls
@@ -91,6 +96,16 @@
 /* flush_started / all_data_sources_flushed events kept unread, each (traced
  * keeps the last 64 of each). */
 #define SVC_MAX_FLUSH_EVENTS 64u
+
+/* Triggers.  A session keeps (and writes into its trace) the first
+ * SVC_MAX_TRIGGERS_PER_SESSION it receives; later ones are only counted
+ * (the first is the one that starts or stops it), so that a producer
+ * repeating a trigger cannot grow it (traced keeps them all).  The
+ * service remembers the last SVC_MAX_TRIGGER_HISTORY activations that
+ * matched a session, for max_per_24_h (traced keeps every one of the
+ * last 24 hours). */
+#define SVC_MAX_TRIGGERS_PER_SESSION 32u
+#define SVC_MAX_TRIGGER_HISTORY 1024u
 
 struct vp_service;
 struct vp_session;
@@ -192,6 +207,15 @@ struct vp_svc_buffer {
 	size_t size;
 };
 
+/* A trigger a session received: TracePacket.trigger's fields and when. */
+struct vp_trigger_rec {
+	uint64_t boot_ns;
+	char *name; /* the config's TriggerConfig.Trigger.name */
+	char *producer_name;
+	int32_t producer_uid;
+	uint32_t stop_delay_ms;
+};
+
 enum vp_session_state {
 	SESS_CONFIGURED, /* deferred_start: waiting for StartTracing */
 	SESS_STARTED,
@@ -216,6 +240,19 @@ struct vp_session {
 	/* Timers (0: none). */
 	uint64_t t_duration, t_flush_period, t_clear, t_snapshot, t_file,
 		t_stop, t_disable_flush;
+	/* duration_ms as applied: the config's, or trigger_config's
+	 * (STOP_TRACING: trigger_timeout_ms; START_TRACING: the stop_delay_ms
+	 * of the trigger that started it), as traced rewrites it. */
+	uint32_t duration_ms;
+	/* trigger_config: START_TRACING, the wait for a trigger
+	 * (trigger_timeout_ms); STOP_TRACING, the stop_delay_ms after the
+	 * first one. */
+	uint64_t t_trigger;
+	/* The triggers received (the first SVC_MAX_TRIGGERS_PER_SESSION),
+	 * and how many in all: none yet, the session reads as empty. */
+	struct vp_trigger_rec *triggers;
+	size_t n_triggers;
+	uint64_t triggers_received;
 	/* EnableTracing is answered when the session ends. */
 	bool enable_pending;
 	uint64_t enable_req;
@@ -265,6 +302,12 @@ struct vp_machine {
 	uint32_t id;
 };
 
+/* An activation of a trigger that matched a session (max_per_24_h). */
+struct vp_trigger_seen {
+	uint64_t boot_ns;
+	uint64_t name_hash;
+};
+
 struct vp_service {
 	struct vp_loop *loop;
 	uid_t uid;
@@ -291,6 +334,10 @@ struct vp_service {
 	uint32_t next_machine_id;
 	struct vp_machine *machines;
 	size_t n_machines, cap_machines;
+	/* The last activations that matched a session, oldest first from
+	 * trigger_history_head (a ring; triggers.c). */
+	struct vp_trigger_seen trigger_history[SVC_MAX_TRIGGER_HISTORY];
+	size_t trigger_history_head, n_trigger_history;
 	uint8_t *scratch; /* VP_SMB_MAX_PAGE_SIZE: chunk copies */
 	struct vp_service_stats stats;
 	/* Shutdown. */
@@ -310,6 +357,11 @@ void vp_svc_finish_shutdown(struct vp_service *s);
 /* Nanoseconds on a clock. */
 uint64_t vp_svc_clock_ns(int clk);
 char *vp_svc_strndup(const char *s, size_t max);
+/* Does the POSIX extended regex pattern match the whole of name?  A
+ * pattern that does not compile matches nothing. */
+bool vp_svc_regex_full_match(const char *pattern, const char *name);
+/* Does pattern compile (as vp_svc_regex_full_match uses it)? */
+bool vp_svc_regex_valid(const char *pattern);
 struct vp_svc_buffer *vp_buffer_by_id(struct vp_service *s, uint16_t id);
 /* (vp_service_get_stats, declared in vp_service.h, is svc_state.c's too:
  * the packets the service writes carry its counters.) */
