@@ -1752,7 +1752,11 @@ static int rewrite_guest(const struct merge_opts *o, size_t i,
 	struct guest_map *gmt = NULL;
 	struct via_map *vmt = NULL;
 	struct rewrite_cfg *cfg = vp_xcalloc(nt, sizeof(*cfg));
+	uint64_t floor = 0; /* --no-machine-id: the guests' before */
 
+	for (size_t j = 0; j < i; j++)
+		if (res->guests[j].rw.snapshot_last > floor)
+			floor = res->guests[j].rw.snapshot_last;
 	if (!om)
 		gmt = vp_xaligned_alloc(128, nt * sizeof(*gmt));
 	else if (!axis)
@@ -1782,6 +1786,8 @@ static int rewrite_guest(const struct merge_opts *o, size_t i,
 			.seq_offset = g->seq_offset,
 			.machine_id = g->machine_id,
 			.remap_ids = o->no_machine_id,
+			.own_clocks_only = o->no_machine_id,
+			.snapshot_floor = floor,
 			.pid_offset = (uint32_t)(i + 1) << 22,
 			.cpu_offset = plan->cpu_offset,
 			.uuid_key = 0x9e3779b97f4a7c15ull * (2 * i + 3),
@@ -1810,6 +1816,44 @@ static int rewrite_guest(const struct merge_opts *o, size_t i,
 	g->bytes_out = trace_writer_bytes(w) - before;
 	g->threads = nt;
 	return MERGE_OK;
+}
+
+/* The first packet of a guest's machine: empty, with a time of the output
+ * axis (ts).  Perfetto's trace processor has a clock tracker per machine,
+ * and a ClockSnapshot with BOOTTIME that a machine's tracker parses before
+ * it converted any timestamp makes that machine's BOOTTIME the trace's
+ * clock (ProtoTraceReader::ParseClockSnapshot calls
+ * ClockTracker::SetGlobalClock, which refuses only once that tracker has
+ * converted).  A guest's first timestamped packets are its snapshots, so
+ * each guest took the trace clock from the host or the guest before it,
+ * and a machine's packets written after a later guest's (--vm-tracks)
+ * found no path to it (clock_sync_failure_no_path).  This packet is that
+ * machine's first conversion: its BOOTTIME is tied to the host's (the
+ * zero-offset edge of ClockTracker::BridgeToTraceTime; the guest's times
+ * are on the host's axis already) and the trace clock stays the host's
+ * whatever the order of the machines' packets.  It makes no row. */
+static int write_machine_anchor(struct trace_writer *w, uint32_t machine,
+				uint32_t clock, uint64_t ts,
+				struct vp_error *err)
+{
+	struct pb_buf b;
+	int rc;
+
+	pb_buf_init(&b);
+	pb_put_varint(&b, TP_TIMESTAMP, ts);
+	pb_put_varint(&b, TP_TIMESTAMP_CLOCK_ID, clock);
+	pb_put_varint(&b, TP_MACHINE_ID, machine);
+	rc = trace_writer_packet(w, b.data, b.len, err);
+	pb_buf_free(&b);
+	return rc < 0 ? MERGE_IO_ERROR : MERGE_OK;
+}
+
+/* A time of clock near the start of the trace whose samples d holds. */
+static uint64_t axis_start(const struct sync_data *d, uint32_t clock)
+{
+	const struct sample_vec *v =
+		clock == BUILTIN_CLOCK_MONOTONIC ? &d->mono : &d->boot;
+	return v->n ? v->v[0].y : 0;
 }
 
 /* The error bound at a rewritten guest's ends, and what to warn about. */
@@ -2134,6 +2178,10 @@ int merge_run(const struct merge_opts *o, struct merge_result *res,
 		status = prepare_guest(o, i, hd, sync_scanner_data(gsc[i]), res,
 				       &gm[i], &seq_base, &cpu_base, &plan[i],
 				       err);
+		if (status == MERGE_OK && !onto && res->guests[i].machine_id)
+			status = write_machine_anchor(
+				w, res->guests[i].machine_id, res->clock,
+				axis_start(hd, res->clock), err);
 		if (status == MERGE_OK && !onto)
 			status = rewrite_guest(o, i, sync_scanner_data(gsc[i]),
 					       res, &gm[i], NULL, &plan[i],
@@ -2153,8 +2201,17 @@ int merge_run(const struct merge_opts *o, struct merge_result *res,
 	}
 	for (size_t i = 0; onto && i < o->n_guests; i++) {
 		const struct sync_data *gd = sync_scanner_data(gsc[i]);
-		status = rewrite_guest(o, i, gd, res, &gm[i], &om, &plan[i],
-				       max_inflate, w, &pg, err);
+		if (res->guests[i].machine_id)
+			status = write_machine_anchor(
+				w, res->guests[i].machine_id, res->clock,
+				axis_start(sync_scanner_data(
+						   gsc[o->onto_guest - 1]),
+					   res->clock),
+				err);
+		if (status == MERGE_OK)
+			status = rewrite_guest(o, i, gd, res, &gm[i], &om,
+					       &plan[i], max_inflate, w, &pg,
+					       err);
 		if (status != MERGE_OK)
 			goto out;
 		check_guest(&res->guests[i], &gm[i], res);

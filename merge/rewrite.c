@@ -105,6 +105,8 @@ void rewrite_stats_add(struct rewrite_stats *dst,
 		dst->first_boot_ts = src->first_boot_ts;
 	if (src->last_boot_ts > dst->last_boot_ts)
 		dst->last_boot_ts = src->last_boot_ts;
+	if (src->snapshot_last > dst->snapshot_last)
+		dst->snapshot_last = src->snapshot_last;
 }
 
 static struct rw_seq *get_seq(struct rewriter *rw, uint32_t id)
@@ -398,6 +400,47 @@ static int parse_snapshot(struct rewriter *rw, struct rw_seq *q,
 	return 0;
 }
 
+/* Whether a clock id is a sequence-scoped one (64..127). */
+static bool is_scoped(uint64_t id)
+{
+	return id >= SCOPED_CLOCK_FIRST && id <= SCOPED_CLOCK_LAST;
+}
+
+/* own_clocks_only: whether the snapshot is written.  Without machine_id
+ * a trace processor takes a guest's global clocks for the host machine's,
+ * and Perfetto's clock tracker keeps, per clock, one series of values for
+ * each set of clocks snapshotted together: a second guest's snapshots
+ * going back against the first's there are dropped as invalid (the trace
+ * clock's, clock_synchronizer.cc) or make the clock non-monotonic (the
+ * others').  So only what is on the output axis is written: the target
+ * clock and MONOTONIC (the guest's legacy microseconds are on it, and a
+ * trace processor takes those on MONOTONIC), and the guest's own
+ * sequence-scoped clocks.  A snapshot with one of those is a series of
+ * its sequence's own; one of global clocks only is written when it goes
+ * on from the previous guests' (*ts: its target time). */
+static bool own_snapshot_kept(struct rewriter *rw,
+			      const struct pb_field *outer, uint64_t *ts)
+{
+	struct vp_snapshot_iter it;
+	struct vp_clock_reading c;
+	bool target = false, mono = false, scoped = false;
+	uint64_t m;
+
+	vp_snapshot_begin(&it, outer->data, outer->len);
+	while (vp_snapshot_next(&it, &c)) {
+		if (c.id == rw->cfg.target_clock)
+			target = map_clock(rw, rw->cfg.target_clock, c.ts, ts);
+		else if (c.id == BUILTIN_CLOCK_MONOTONIC)
+			mono = map_clock(rw, BUILTIN_CLOCK_MONOTONIC, c.ts,
+					 &m);
+		else if (is_scoped(c.id))
+			scoped = true;
+	}
+	if (it.bad || !target)
+		return false;
+	return scoped || (mono && *ts >= rw->cfg.snapshot_floor);
+}
+
 /* Writes the snapshot with its target-clock and MONOTONIC entries mapped. */
 static int rewrite_snapshot(struct rewriter *rw, struct pb_buf *out,
 			    const struct pb_field *outer)
@@ -405,7 +448,11 @@ static int rewrite_snapshot(struct rewriter *rw, struct pb_buf *out,
 	struct pb_reader cr;
 	struct pb_field f, cf;
 	struct msg_edit e;
+	bool own = rw->cfg.own_clocks_only, global = true;
+	uint64_t own_ts = 0;
 
+	if (own && !own_snapshot_kept(rw, outer, &own_ts))
+		return 0; /* dropped */
 	edit_begin(&e, out, outer);
 	while (pb_next(&e.r, &f)) {
 		if (f.num != CS_CLOCKS || f.wt != PB_WT_LEN)
@@ -429,12 +476,20 @@ static int rewrite_snapshot(struct rewriter *rw, struct pb_buf *out,
 		 * relabelled and legacy microsecond timestamps (MONOTONIC by
 		 * definition) are written on the target axis, so a processor
 		 * that converts MONOTONIC through this snapshot must find it
-		 * on that axis as well. */
+		 * on that axis as well.  own_clocks_only: a global clock not
+		 * on the target axis would be the host's; left out. */
+		if (is_scoped(id))
+			global = false;
 		if ((id != rw->cfg.target_clock &&
-		     id != BUILTIN_CLOCK_MONOTONIC) || !tsf)
+		     id != BUILTIN_CLOCK_MONOTONIC) || !tsf) {
+			if (own && !is_scoped(id))
+				edit_replace(&e, &f);
 			continue;
+		}
 		if (!map_clock(rw, (uint32_t)id, tsf->val, &mapped)) {
 			count_unmapped(rw);
+			if (own)
+				edit_replace(&e, &f);
 			continue;
 		}
 		/* Re-encode this Clock: copy around its timestamp field. */
@@ -446,6 +501,8 @@ static int rewrite_snapshot(struct rewriter *rw, struct pb_buf *out,
 		pb_end_nested(out, m2);
 		rw->st.ts_snapshot++;
 	}
+	if (own && global && own_ts > rw->st.snapshot_last)
+		rw->st.snapshot_last = own_ts;
 	return edit_end(rw, &e, "clock_snapshot");
 }
 

@@ -58,6 +58,14 @@ struct rewrite_cfg {
 	uint32_t seq_offset;    /* added to every non-zero sequence id */
 	uint32_t machine_id;    /* written to every packet; 0: none */
 	bool remap_ids;         /* rewrite pids, tids and track uuids */
+	/* The packets go on the host's machine (--no-machine-id), where a
+	 * trace processor takes the input's global clocks for the host's
+	 * and every guest's at once (rewrite_snapshot): of a ClockSnapshot
+	 * only the target clock, MONOTONIC and the sequence-scoped clocks
+	 * are written, and one of global clocks only when its target time
+	 * is at least snapshot_floor (those of the guests before). */
+	bool own_clocks_only;
+	uint64_t snapshot_floor;
 	uint32_t pid_offset;    /* added to non-zero pids and tids */
 	uint32_t cpu_offset;    /* added to ftrace cpu numbers (remap_ids) */
 	uint64_t uuid_key;      /* odd; picks the uuid permutation */
@@ -82,6 +90,9 @@ struct rewrite_stats {
 	uint64_t relabelled;      /* packets given timestamp_clock_id */
 	uint64_t first_boot_ts;   /* smallest and largest BOOTTIME packet */
 	uint64_t last_boot_ts;    /* timestamp mapped (input values) */
+	uint64_t snapshot_last;   /* own_clocks_only: the greatest target
+				   * time of a snapshot of global clocks
+				   * written (output value) */
 };
 
 struct rewriter;

@@ -431,7 +431,10 @@ expect_exit "no sync data + --allow-unsynced: exit 0 with a warning" 0 "not sync
       "$MERGE" "$W/ex.host.pb" "$W/nosync.pb" -o "$W/uns.out.pb" --allow-unsynced
 check "unsynced guest: timestamp unchanged, machine id added" python3 -c "
 import sys; o=open('$W/uns.out.pb','rb').read(); h=open('$W/ex.host.pb','rb').read()
-sys.exit(0 if o[len(h):].startswith(b'\x0a\x05\x40\x05\x90\x06\x01') else 1)"
+# first on machine 1 a time and the machine alone (merge.c's write_machine_anchor)
+r=o[len(h):]; n=r[1]; a=r[2:2+n]
+ok=r[0]==0x0a and a[0]==0x40 and a.endswith(b'\xd0\x03\x06\x90\x06\x01')
+sys.exit(0 if ok and r[2+n:].startswith(b'\x0a\x05\x40\x05\x90\x06\x01') else 1)"
 expect_exit "missing input: exit 2" 2 "nope.pb: cannot open" \
       "$MERGE" "$W/nope.pb" "$W/ex.guest.pb" -o "$W/bad.out.pb"
 expect_exit "usage: no -o" 1 "no output file" "$MERGE" "$W/ex.host.pb" "$W/ex.guest.pb"

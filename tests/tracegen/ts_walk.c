@@ -457,7 +457,7 @@ static int walk_packet(struct ts_walker *w, const uint8_t *d, size_t len,
 	struct ctx c = { w, err, errlen, NULL };
 	struct pb_reader r;
 	struct pb_field f;
-	bool has_ts = false, has_clk = false, cleared = false;
+	bool has_ts = false, has_clk = false, cleared = false, data = false;
 	uint64_t ts = 0, mid = 0;
 	uint32_t clk = 0, seq = 0;
 	struct span defaults = { 0 }, snap = { 0 }, te = { 0 }, thd = { 0 },
@@ -470,6 +470,8 @@ static int walk_packet(struct ts_walker *w, const uint8_t *d, size_t len,
 		bool is_len = f.wt == PB_WT_LEN, is_var = f.wt == PB_WT_VARINT;
 		bool ok = true;
 
+		data |= f.num != TP_TIMESTAMP && f.num != TP_TIMESTAMP_CLOCK_ID &&
+			f.num != TP_MACHINE_ID;
 		switch (f.num) {
 		case TP_TIMESTAMP:
 			ok = is_var, has_ts = true, ts = f.val;
@@ -538,8 +540,10 @@ static int walk_packet(struct ts_walker *w, const uint8_t *d, size_t len,
 	if (snap.d && !read_snapshot(&c, s, snap.d, snap.n))
 		goto malformed;
 
-	/* 1. the packet timestamp */
-	if (has_ts) {
+	/* 1. the packet timestamp; not of a packet of a time and a machine
+	 * alone, which a merge writes first on each guest machine (merge.c's
+	 * write_machine_anchor): it carries no event */
+	if (has_ts && data) {
 		uint32_t pc = has_clk ? clk
 			      : s->has_default_clock ? s->default_clock
 						     : w->trace_clock;

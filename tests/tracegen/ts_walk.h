@@ -16,7 +16,9 @@
  *      BOOTTIME entry (MONOTONIC when it has no BOOTTIME), X the snapshot's
  *      value of the scoped clock and U its unit_multiplier_ns (default 1);
  *      for an incremental clock v is X plus the sum of the deltas of the
- *      packets since the snapshot.
+ *      packets since the snapshot.  Not that of a packet holding nothing
+ *      but a timestamp, its clock and a machine_id (what a merge writes
+ *      first on each guest machine, merge.c's write_machine_anchor).
  *   2. ThreadDescriptor.reference_timestamp_us, then TrackEvent
  *      timestamp_delta_us (accumulated from the reference) or
  *      timestamp_absolute_us, times 1000.  An absolute value does not move
