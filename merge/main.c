@@ -419,6 +419,15 @@ int main(int argc, char **argv)
 	if (o.n_offset_ns && o.n_tsc_offset)
 		return usage_error("%s", "--guest-offset-ns and --guest-tsc-offset "
 				   "exclude each other");
+	/* an option that would do nothing is refused, not ignored */
+	if (o.n_offset_ns && o.n_tsc_scaling)
+		return usage_error("%s", "--guest-offset-ns and "
+				   "--guest-tsc-scaling exclude each other (no "
+				   "counter is mapped)");
+	if (o.n_offset_ns && o.n_vm_pid && !o.extra)
+		return usage_error("%s", "--guest-vm-pid picks the kvm_tsc "
+				   "records (or with --vm-tracks, the VM's "
+				   "threads); --guest-offset-ns uses no kvm_tsc");
 	if (o.n_tsc_scaling > 1 && o.n_tsc_scaling != o.n_guests)
 		return usage_error("%s", "--guest-tsc-scaling must be given once, "
 				   "or once per guest trace");

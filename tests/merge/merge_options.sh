@@ -255,6 +255,13 @@ check "offset: once per guest (exit 1 when not)" test $? -eq 1
 "$MERGE" -q "$t/host.pb" "$t/guest.pb" -o "$t/x.pb" --guest-offset-ns 5 \
 	--guest-tsc-offset 7 2>"$t/err"
 check "offset: not with --guest-tsc-offset (exit 1)" test $? -eq 1
+"$MERGE" -q "$t/host.pb" "$t/guest.pb" -o "$t/x.pb" --guest-offset-ns 5 \
+	--guest-tsc-scaling 3:1 2>/dev/null
+check "offset: not with --guest-tsc-scaling (exit 1)" test $? -eq 1
+"$MERGE" -q "$t/host.pb" "$t/guest.pb" -o "$t/x.pb" --guest-offset-ns 5 \
+	--guest-vm-pid 77 2>/dev/null
+check "offset: not with --guest-vm-pid, without --vm-tracks (exit 1)" \
+	test $? -eq 1
 check "usage errors leave no output" test ! -e "$t/x.pb"
 
 e2e_finish merge_options
