@@ -90,7 +90,7 @@ void vp_svc_log(struct vp_service *s, bool error, const char *fmt, ...)
 {
 	enum vp_log_level level = error ? VP_LOG_ERROR : VP_LOG_INFO;
 
-	(void)s; /* the level is the process's: vtraced's -v, VPERFETTO_LOG */
+	/* the level is the process's: vtraced's -v, VPERFETTO_LOG */
 	if (!vp_log_enabled(level))
 		return;
 	/* A daemon's log is read later: each line says when. */
@@ -100,6 +100,21 @@ void vp_svc_log(struct vp_service *s, bool error, const char *fmt, ...)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	localtime_r(&ts.tv_sec, &tm);
 	strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
+	if (s && ts.tv_sec != s->log_second) {
+		if (s->log_suppressed)
+			vp_log(VP_LOG_ERROR, "%s.%03ld %llu log lines left out "
+			       "(more than %u a second)", when,
+			       ts.tv_nsec / 1000000,
+			       (unsigned long long)s->log_suppressed,
+			       SVC_LOG_LINES_PER_SEC);
+		s->log_second = ts.tv_sec;
+		s->log_lines = 0;
+		s->log_suppressed = 0;
+	}
+	if (s && s->log_lines++ >= SVC_LOG_LINES_PER_SEC) {
+		s->log_suppressed++;
+		return;
+	}
 
 	char msg[1024];
 	va_list ap;

@@ -65,6 +65,10 @@
  * SVC_MAX_TOTAL_BUFFER_BYTES in all: the rest stays for its owner, so no
  * local user can lock it out of tracing by reserving the budget. */
 #define SVC_OTHER_UIDS_BUFFER_BYTES (SVC_MAX_TOTAL_BUFFER_BYTES / 4 * 3)
+/* Log lines a second, at most: a client that provokes one error per
+ * message would otherwise flood the daemon's log (the rest is counted,
+ * and the count said before the first line of a later second). */
+#define SVC_LOG_LINES_PER_SEC 50u
 /* The longest duration_ms a session may ask for: 7 days, as traced. */
 #define SVC_MAX_DURATION_MS (7ull * 24 * 3600 * 1000)
 #define SVC_MAX_BUFFERS_PER_SESSION 32u
@@ -340,6 +344,11 @@ struct vp_service {
 	size_t trigger_history_head, n_trigger_history;
 	uint8_t *scratch; /* VP_SMB_MAX_PAGE_SIZE: chunk copies */
 	struct vp_service_stats stats;
+	/* vp_svc_log's rate limit: the second being counted, its lines,
+	 * and the lines left out since the last one said */
+	int64_t log_second;
+	unsigned log_lines;
+	uint64_t log_suppressed;
 	/* Shutdown. */
 	bool shutting_down;
 	void (*shutdown_done)(void *ctx);
