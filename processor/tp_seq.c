@@ -190,9 +190,11 @@ static void intern_message(struct tp_ctx *ctx, uint32_t gen, uint32_t field,
 	uint64_t iid = 0;
 	bool has_iid = false;
 
+	/* the first iid, as Perfetto's FindField reads it */
 	pb_reader_init(&r, data, len);
 	while (pb_next(&r, &f))
-		if (f.num == INTERNED_IID && f.wt == PB_WT_VARINT) {
+		if (!has_iid && f.num == INTERNED_IID &&
+		    f.wt == PB_WT_VARINT) {
 			iid = f.val;
 			has_iid = true;
 		}

@@ -4,6 +4,7 @@
  * Keys are Perfetto's: "debug.<name>" for an annotation, ".<key>" for a
  * dict entry, "[i]" for an array element (the flat key without it).
  */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -394,13 +395,256 @@ static void histogram_fields(struct tp_ctx *ctx, const struct ev *e,
 	}
 }
 
+/* A string field of a message, or 0 when it has none (Perfetto's null
+ * string, not an empty one). */
+static tp_str str_field(struct tp_ctx *ctx, const uint8_t *p, size_t len,
+			uint32_t num)
+{
+	struct pb_reader r;
+	struct pb_field f;
+	tp_str s = 0;
+
+	pb_reader_init(&r, p, len);
+	while (pb_next(&r, &f))
+		if (f.num == num && f.wt == PB_WT_LEN)
+			s = tp_te_intern_bytes(ctx, f.data, f.len);
+	return s;
+}
+
+/* A SourceLocation's line_number (0 when it has none). */
+static uint32_t line_number(const uint8_t *p, size_t len)
+{
+	struct pb_reader r;
+	struct pb_field f;
+	uint32_t line = 0;
+
+	pb_reader_init(&r, p, len);
+	while (pb_next(&r, &f))
+		if (f.num == SL_LINE_NUMBER && f.wt == PB_WT_VARINT)
+			line = (uint32_t)f.val;
+	return line;
+}
+
+/* An interned SourceLocation by its iid: false when unknown (counted in
+ * interned_data_tokenizer_errors by the lookup). */
+static bool source_location(struct tp_ctx *ctx, const struct ev *e,
+			    uint64_t iid, const uint8_t **p, size_t *len)
+{
+	return tp_interned(ctx, e->gen, ID_SOURCE_LOCATIONS, iid, p, len);
+}
+
+/* source_location_iid: the interned location as source.*, its file name
+ * with '/' for every '\', its function name null when it has none, its
+ * line 0; a zero or unknown iid is a parser error. */
+static void source_location_args(struct tp_ctx *ctx, const struct ev *e,
+				 struct tp_args_builder *b)
+{
+	const uint8_t *p;
+	size_t len;
+	tp_str k;
+
+	if (!e->source_location_iid ||
+	    !source_location(ctx, e, e->source_location_iid, &p, &len)) {
+		parser_error(ctx);
+		return;
+	}
+	tp_str file = str_field(ctx, p, len, SL_FILE_NAME);
+	const char *fs = file ? tp_str_get(ctx->pool, file) : "";
+	if (strchr(fs, '\\')) {
+		char *n = vp_xstrdup(fs);
+		for (char *c = n; *c; c++)
+			if (*c == '\\')
+				*c = '/';
+		file = tp_intern_cstr(ctx->pool, n);
+		free(n);
+	} else if (!file) {
+		file = tp_s(ctx, ""); /* Perfetto's copy of the name: "" */
+	}
+	k = tp_s(ctx, "source.file_name");
+	tp_args_add_str(b, k, k, file);
+	k = tp_s(ctx, "source.function_name");
+	tp_args_add_str(b, k, k, str_field(ctx, p, len, SL_FUNCTION_NAME));
+	k = tp_s(ctx, "source.line_number");
+	tp_args_add_uint(b, k, k, line_number(p, len));
+}
+
+/* LogMessage's priority as Android's (the same numbers, 0 for any other
+ * value). */
+static int64_t log_priority(uint64_t prio)
+{
+	return prio <= 7 ? (int64_t)prio : 0;
+}
+
+/* log_message: its interned body, then its interned source location (as
+ * written, the path not normalized, the line an int) and its priority.
+ * An event off a thread, an unknown body or an unknown location is a
+ * parser error; what was added before it stays, as in Perfetto.  (The
+ * android_logs row Perfetto also writes is not kept here.) */
+static void log_message_args(struct tp_ctx *ctx, const struct ev *e,
+			     struct tp_args_builder *b)
+{
+	struct pb_reader r;
+	struct pb_field f;
+	uint64_t body_iid = 0, loc_iid = 0, prio = 0;
+	bool has_loc = false, has_prio = false;
+	const uint8_t *p;
+	size_t len;
+	tp_str k, body;
+
+	if (!e->has_utid) {
+		parser_error(ctx);
+		return;
+	}
+	pb_reader_init(&r, e->log_message, e->log_message_len);
+	while (pb_next(&r, &f)) {
+		if (f.wt != PB_WT_VARINT)
+			continue;
+		if (f.num == LM_BODY_IID)
+			body_iid = f.val;
+		else if (f.num == LM_SOURCE_LOCATION_IID) {
+			has_loc = true;
+			loc_iid = f.val;
+		} else if (f.num == LM_PRIO) {
+			has_prio = true;
+			prio = f.val;
+		}
+	}
+	if (!tp_interned(ctx, e->gen, ID_LOG_MESSAGE_BODY, body_iid, &p,
+			 &len)) {
+		parser_error(ctx);
+		return;
+	}
+	body = str_field(ctx, p, len, LMB_BODY);
+	k = tp_s(ctx, "track_event.log_message.message");
+	tp_args_add_str(b, k, k, body);
+	if (has_loc) {
+		if (!source_location(ctx, e, loc_iid, &p, &len)) {
+			parser_error(ctx);
+			return;
+		}
+		k = tp_s(ctx, "track_event.log_message.file_name");
+		tp_args_add_str(b, k, k, str_field(ctx, p, len, SL_FILE_NAME));
+		k = tp_s(ctx, "track_event.log_message.function_name");
+		tp_args_add_str(b, k, k,
+				str_field(ctx, p, len, SL_FUNCTION_NAME));
+		k = tp_s(ctx, "track_event.log_message.line_number");
+		tp_args_add_int(b, k, k, line_number(p, len));
+	}
+	if (has_prio) {
+		k = tp_s(ctx, "track_event.priority");
+		tp_args_add_int(b, k, k, log_priority(prio));
+	}
+}
+
+/* correlation_id as "tp:#<id>", correlation_id_str as it is, an interned
+ * one by its iid (nothing when unknown); each under "correlation_id". */
+static void correlation_args(struct tp_ctx *ctx, const struct ev *e,
+			     struct tp_args_builder *b)
+{
+	tp_str k = tp_s(ctx, "correlation_id");
+
+	if (e->has_correlation_id)
+		tp_args_add_str(b, k, k,
+				tp_intern_fmt(ctx->pool, "tp:#%" PRIu64,
+					      e->correlation_id));
+	if (e->correlation_id_str)
+		tp_args_add_str(b, k, k,
+				tp_te_intern_bytes(ctx, e->correlation_id_str,
+						   e->correlation_id_str_len));
+	if (e->has_correlation_id_str_iid) {
+		tp_str v = tp_te_interned(ctx, e->gen, ID_CORRELATION_ID_STR,
+					  e->correlation_id_str_iid);
+		if (v)
+			tp_args_add_str(b, k, k, v);
+	}
+}
+
+/* An inline SourceLocation as Perfetto reflects it: each field under
+ * "source_location.", in the order written. */
+static void reflect_source_location(struct tp_ctx *ctx, const uint8_t *p,
+				    size_t len, struct tp_args_builder *b)
+{
+	struct pb_reader r;
+	struct pb_field f;
+	tp_str k;
+
+	pb_reader_init(&r, p, len);
+	while (pb_next(&r, &f)) {
+		bool v = f.wt == PB_WT_VARINT, l = f.wt == PB_WT_LEN;
+		switch (f.num) {
+		case SL_IID:
+			if (!v)
+				break;
+			k = tp_s(ctx, "source_location.iid");
+			tp_args_add_uint(b, k, k, f.val);
+			break;
+		case SL_FILE_NAME:
+			if (!l)
+				break;
+			k = tp_s(ctx, "source_location.file_name");
+			tp_args_add_str(b, k, k,
+					tp_te_intern_bytes(ctx, f.data, f.len));
+			break;
+		case SL_FUNCTION_NAME:
+			if (!l)
+				break;
+			k = tp_s(ctx, "source_location.function_name");
+			tp_args_add_str(b, k, k,
+					tp_te_intern_bytes(ctx, f.data, f.len));
+			break;
+		case SL_LINE_NUMBER:
+			if (!v)
+				break;
+			k = tp_s(ctx, "source_location.line_number");
+			tp_args_add_uint(b, k, k, (uint32_t)f.val);
+			break;
+		default: break;
+		}
+	}
+}
+
+/* The typed fields Perfetto reflects into args that we know, in the
+ * order written: the histogram sample's, the source location (inline,
+ * or its iid as a number, beside the source.* looked up). */
+static void reflected_args(struct tp_ctx *ctx, const struct ev *e,
+			   struct tp_args_builder *b)
+{
+	struct pb_reader r;
+	struct pb_field f;
+	bool histogram_done = false;
+	tp_str k;
+
+	if (!e->has_reflected) {
+		if (e->histogram)
+			histogram_fields(ctx, e, b);
+		return;
+	}
+	pb_reader_init(&r, e->te, e->te_len);
+	while (pb_next(&r, &f)) {
+		if (f.num == TE_CHROME_HISTOGRAM_SAMPLE && e->histogram &&
+		    !histogram_done) {
+			histogram_fields(ctx, e, b);
+			histogram_done = true;
+		} else if (f.num == TE_SOURCE_LOCATION && f.wt == PB_WT_LEN) {
+			reflect_source_location(ctx, f.data, f.len, b);
+		} else if (f.num == TE_SOURCE_LOCATION_IID &&
+			   f.wt == PB_WT_VARINT) {
+			k = tp_s(ctx, "source_location_iid");
+			tp_args_add_uint(b, k, k, f.val);
+		}
+	}
+}
+
 bool tp_te_event_has_args(const struct ev *e)
 {
 	return e->has_debug || e->has_passthrough || e->has_source_id ||
-	       e->histogram;
+	       e->histogram || e->log_message || e->has_reflected ||
+	       e->has_correlation_id || e->correlation_id_str ||
+	       e->has_correlation_id_str_iid;
 }
 
-/* Perfetto's order: typed fields looked up, the legacy source id,
+/* Perfetto's order: typed fields looked up (source location, log
+ * message, histogram name), correlation ids, the legacy source id,
  * reflected typed fields, debug annotations, the passthrough thread. */
 void tp_te_build_args(struct tp_ctx *ctx, const struct ev *e,
 		      bool async_phase, struct tp_args_builder *b)
@@ -408,14 +652,18 @@ void tp_te_build_args(struct tp_ctx *ctx, const struct ev *e,
 	tp_str k;
 
 	tp_args_builder_reset(b);
+	if (e->has_source_location_iid)
+		source_location_args(ctx, e, b);
+	if (e->log_message)
+		log_message_args(ctx, e, b);
 	if (e->histogram)
 		histogram_name(ctx, e, b);
+	correlation_args(ctx, e, b);
 	if (e->has_source_id) {
 		k = tp_s(ctx, "legacy_trace_source_id");
 		tp_args_add_int(b, k, k, e->source_id);
 	}
-	if (e->histogram)
-		histogram_fields(ctx, e, b);
+	reflected_args(ctx, e, b);
 	if (e->has_debug) {
 		struct pb_reader r;
 		struct pb_field f;

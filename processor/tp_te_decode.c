@@ -154,7 +154,7 @@ static bool decode_event(struct ev *e)
 			break;
 		case TE_NAME_IID:
 			e->name_iid = f.val;
-			e->has_name = false;
+			e->has_name_iid = true;
 			break;
 		case TE_NAME:
 			if (f.wt == PB_WT_LEN) {
@@ -162,6 +162,34 @@ static bool decode_event(struct ev *e)
 				e->name_len = f.len;
 				e->has_name = true;
 			}
+			break;
+		case TE_LOG_MESSAGE:
+			if (f.wt == PB_WT_LEN) {
+				e->log_message = f.data;
+				e->log_message_len = f.len;
+			}
+			break;
+		case TE_SOURCE_LOCATION_IID:
+			e->has_source_location_iid = true;
+			e->source_location_iid = f.val;
+			e->has_reflected = true;
+			break;
+		case TE_SOURCE_LOCATION:
+			e->has_reflected = true;
+			break;
+		case TE_CORRELATION_ID:
+			e->has_correlation_id = true;
+			e->correlation_id = f.val;
+			break;
+		case TE_CORRELATION_ID_STR:
+			if (f.wt == PB_WT_LEN) {
+				e->correlation_id_str = f.data;
+				e->correlation_id_str_len = f.len;
+			}
+			break;
+		case TE_CORRELATION_ID_STR_IID:
+			e->has_correlation_id_str_iid = true;
+			e->correlation_id_str_iid = f.val;
 			break;
 		case TE_CATEGORY_IIDS:
 			if (f.wt == PB_WT_VARINT) {
@@ -285,14 +313,25 @@ static void resolve_names(struct tp_ctx *ctx, struct ev *e)
 	else if (e->ncats)
 		e->category_id = tp_te_intern_bytes(ctx, e->cat, e->cat_len);
 
-	if (e->has_name)
+	/* Perfetto looks a name_iid up even beside a name (the format's
+	 * oneof aside): an unknown one leaves the event unnamed; a zero
+	 * iid, the legacy event's iid, then the name. */
+	uint64_t iid = e->name_iid ? e->name_iid : e->le.name_iid;
+	if (iid)
+		e->name_id = tp_te_interned(ctx, e->gen, ID_EVENT_NAMES, iid);
+	else if (e->has_name)
 		e->name_id = tp_te_intern_bytes(ctx, e->name, e->name_len);
-	else if (e->name_iid)
-		e->name_id = tp_te_interned(ctx, e->gen, ID_EVENT_NAMES,
-					    e->name_iid);
-	else if (e->le.name_iid)
-		e->name_id = tp_te_interned(ctx, e->gen, ID_EVENT_NAMES,
-					    e->le.name_iid);
+}
+
+tp_str tp_te_state_name(struct tp_ctx *ctx, const struct ev *e)
+{
+	/* a state's name: any name_iid given, zero too, else the name */
+	if (e->has_name_iid)
+		return e->name_iid ? e->name_id
+				   : tp_te_interned(ctx, e->gen, ID_EVENT_NAMES,
+						    0);
+	return e->has_name ? tp_te_intern_bytes(ctx, e->name, e->name_len)
+			   : 0;
 }
 
 bool tp_te_decode(struct tp_ctx *ctx, const uint8_t *p, size_t len,

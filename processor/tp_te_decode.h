@@ -17,6 +17,10 @@
 bool tp_te_decode(struct tp_ctx *ctx, const uint8_t *p, size_t len,
 		  struct ev *e);
 
+/* A state event's name, as Perfetto's state parse reads it: its
+ * name_iid's (zero too) when it has one, else its name; 0 for none. */
+tp_str tp_te_state_name(struct tp_ctx *ctx, const struct ev *e);
+
 /* The event's phase, as a legacy JSON event's letter: its LegacyEvent's,
  * else its type's (B / E / i on a thread's track, b / e / n on another,
  * C for a counter); 0 for none.  Known once its thread is (has_utid). */

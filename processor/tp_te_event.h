@@ -47,6 +47,25 @@ static inline bool mul_overflow_us(int64_t us, int64_t *ns)
 	return __builtin_mul_overflow(us, (int64_t)1000, ns);
 }
 
+/* Microseconds to nanoseconds, and a sum, held at INT64_MAX / INT64_MIN
+ * on overflow: Perfetto's track event timestamps saturate (a negative
+ * result is then dropped as any negative timestamp). */
+static inline int64_t sat_us_to_ns(int64_t us)
+{
+	int64_t ns;
+	if (__builtin_mul_overflow(us, (int64_t)1000, &ns))
+		return us < 0 ? INT64_MIN : INT64_MAX;
+	return ns;
+}
+
+static inline int64_t sat_add(int64_t a, int64_t b)
+{
+	int64_t r;
+	if (__builtin_add_overflow(a, b, &r))
+		return a < 0 ? INT64_MIN : INT64_MAX;
+	return r;
+}
+
 static inline void parser_error(struct tp_ctx *ctx)
 {
 	tp_stat_inc(ctx, "track_event_parser_errors");
@@ -86,9 +105,19 @@ struct ev {
 	const uint8_t *histogram; /* ChromeHistogramSample */
 	size_t histogram_len;
 	uint64_t name_iid;
+	bool has_name_iid;
 	const uint8_t *name;
 	size_t name_len;
 	bool has_name;
+	/* the args read from these fields (the last of each, as Perfetto's
+	 * decoder keeps) */
+	const uint8_t *log_message; /* LogMessage */
+	size_t log_message_len;
+	bool has_source_location_iid, has_correlation_id;
+	bool has_correlation_id_str_iid, has_reflected;
+	uint64_t source_location_iid, correlation_id, correlation_id_str_iid;
+	const uint8_t *correlation_id_str;
+	size_t correlation_id_str_len;
 	unsigned ncat_iids, ncats;
 	uint64_t cat_iid;
 	const uint8_t *cat;

@@ -15,6 +15,7 @@
 #include "tp_slices.h"
 #include "tp_states.h"
 #include "tp_te_args.h"
+#include "tp_te_decode.h"
 #include "tp_te_slices.h"
 #include "tp_te_state.h"
 #include "vp_alloc.h"
@@ -309,9 +310,10 @@ void tp_te_state_event(struct tp_ctx *ctx, const struct ev *e,
 		parser_error(ctx);
 		return;
 	}
-	int64_t row = tp_state_update(ctx, track, ts, e->name_id,
-				      e->category_id, &repeated);
-	if (row < 0 || !e->name_id)
+	tp_str name = tp_te_state_name(ctx, e);
+	int64_t row = tp_state_update(ctx, track, ts, name, e->category_id,
+				      &repeated);
+	if (row < 0 || !name)
 		return;
 	tp_te_build_args(ctx, e, false, &s->b2);
 	if (!s->b2.n)

@@ -177,9 +177,9 @@ static void set_seq_thread(struct tp_ctx *ctx, struct te_seq *t,
 		default: break;
 		}
 	}
-	t->ts_state = mul_overflow_us(ref, &t->ts_ns) ? TS_INVALID : TS_VALID;
-	if (mul_overflow_us(tref, &t->thread_ts_ns))
-		t->thread_ts_ns = 0;
+	t->ts_state = TS_VALID;
+	t->ts_ns = sat_us_to_ns(ref);
+	t->thread_ts_ns = sat_us_to_ns(tref);
 	t->tic = iref;
 }
 
@@ -428,19 +428,17 @@ static void tokenize_track_event(struct tp_ctx *ctx,
 	/* Timestamp. */
 	int64_t ts;
 	if (has_delta) {
-		int64_t dns, nts;
+		int64_t nts;
 		if (t->ts_state == TS_NONE) {
 			tp_stat_inc(ctx, "track_event_skipped_timestamp_delta_"
 					 "without_valid_state");
 			return;
 		}
-		if (t->ts_state == TS_INVALID || mul_overflow_us(delta, &dns) ||
-		    __builtin_add_overflow(t->ts_ns, dns, &nts)) {
-			t->ts_state = TS_INVALID;
+		if (t->ts_state == TS_INVALID) {
 			tp_stat_inc(ctx, "track_event_invalid_timestamp");
 			return;
 		}
-		t->ts_ns = nts;
+		t->ts_ns = nts = sat_add(t->ts_ns, sat_us_to_ns(delta));
 		if (negative_timestamp(ctx, nts))
 			return;
 		/* MONOTONIC, in trace time where a snapshot links it; else
@@ -448,11 +446,7 @@ static void tokenize_track_event(struct tp_ctx *ctx,
 		if (!tp_to_trace_time(ctx, pkt, BUILTIN_CLOCK_MONOTONIC, nts, &ts))
 			ts = nts;
 	} else if (has_abs && abs_us) {
-		int64_t ns;
-		if (mul_overflow_us(abs_us, &ns)) {
-			tp_stat_inc(ctx, "track_event_invalid_timestamp");
-			return;
-		}
+		int64_t ns = sat_us_to_ns(abs_us);
 		if (negative_timestamp(ctx, ns))
 			return;
 		if (!tp_to_trace_time(ctx, pkt, BUILTIN_CLOCK_MONOTONIC, ns, &ts))
@@ -469,20 +463,17 @@ static void tokenize_track_event(struct tp_ctx *ctx,
 	uint32_t flags = 0;
 	int64_t thread_ts = 0, tic = 0;
 	if (has_tdelta) {
-		int64_t dns;
 		if (t->ts_state != TS_VALID) {
 			tp_stat_inc(ctx, "track_event_skipped_thread_time_delta_"
 					 "without_valid_state");
 			return;
 		}
-		if (!mul_overflow_us(tdelta, &dns) &&
-		    !__builtin_add_overflow(t->thread_ts_ns, dns, &thread_ts)) {
-			t->thread_ts_ns = thread_ts;
-			flags |= F_THREAD_TS;
-		}
+		thread_ts = sat_add(t->thread_ts_ns, sat_us_to_ns(tdelta));
+		t->thread_ts_ns = thread_ts;
+		flags |= F_THREAD_TS;
 	} else if (has_tabs) {
-		if (!mul_overflow_us(tabs, &thread_ts))
-			flags |= F_THREAD_TS;
+		thread_ts = sat_us_to_ns(tabs);
+		flags |= F_THREAD_TS;
 	}
 	if (has_idelta) {
 		if (t->ts_state != TS_VALID) {
@@ -490,7 +481,7 @@ static void tokenize_track_event(struct tp_ctx *ctx,
 					 "instruction_delta_without_valid_state");
 			return;
 		}
-		t->tic += idelta;
+		t->tic = sat_add(t->tic, idelta);
 		tic = t->tic;
 		flags |= F_TIC;
 	} else if (has_iabs) {
