@@ -250,6 +250,24 @@ static void put_buffer_stats(struct pb_buf *b, const struct vp_tb_stats *st)
 	pb_end_nested(b, n);
 }
 
+/* As traced: written whenever the session has a filter, every counter
+ * (zeros too), one bytes_discarded_per_buffer up to the highest buffer a
+ * filtered packet came from. */
+static void put_filter_stats(struct pb_buf *b,
+			     const struct vp_filter_stats *fs)
+{
+	size_t n = pb_begin_nested(b, TS_FILTER_STATS);
+	pb_put_varint(b, FILTER_INPUT_PACKETS, fs->input_packets);
+	pb_put_varint(b, FILTER_INPUT_BYTES, fs->input_bytes);
+	pb_put_varint(b, FILTER_OUTPUT_BYTES, fs->output_bytes);
+	pb_put_varint(b, FILTER_ERRORS, fs->errors);
+	pb_put_varint(b, FILTER_TIME_TAKEN_NS, fs->time_taken_ns);
+	for (size_t i = 0; i < fs->n_discarded; i++)
+		pb_put_varint(b, FILTER_BYTES_DISCARDED_PER_BUFFER,
+			      fs->discarded_per_buffer[i]);
+	pb_end_nested(b, n);
+}
+
 void vp_write_trace_stats(struct vp_session *sess, struct pb_buf *b,
 			  uint32_t field)
 {
@@ -271,6 +289,8 @@ void vp_write_trace_stats(struct vp_session *sess, struct pb_buf *b,
 	pb_put_varint(b, TS_CHUNKS_DISCARDED, ss.chunks_discarded);
 	pb_put_varint(b, TS_PATCHES_DISCARDED, ss.patches_discarded);
 	pb_put_varint(b, TS_INVALID_PACKETS, sess->invalid_packets);
+	if (sess->filter)
+		put_filter_stats(b, &sess->filter_stats);
 	pb_put_varint(b, TS_FLUSHES_REQUESTED, sess->flushes_requested);
 	pb_put_varint(b, TS_FLUSHES_SUCCEEDED, sess->flushes_succeeded);
 	pb_put_varint(b, TS_FLUSHES_FAILED, sess->flushes_failed);

@@ -1082,6 +1082,58 @@ static int check_uid_limits(struct vp_service *s, uid_t uid, uint64_t total,
 	return 0;
 }
 
+/* true if a string filter chain has rules. */
+static bool chain_has_rules(
+	const Perfetto__Protos__TraceConfig__TraceFilter__StringFilterChain *c)
+{
+	return c && c->n_rules > 0;
+}
+
+/* TraceConfig.trace_filter's bytecode loaded, or NULL with an error that
+ * says why (traced's words where it has them): a session with a filter
+ * that does not load is refused rather than recorded unfiltered. */
+static struct vp_trace_filter *load_trace_filter(
+	const Perfetto__Protos__TraceConfig *cfg, struct vp_error *err)
+{
+	const Perfetto__Protos__TraceConfig__TraceFilter *tf =
+		cfg->trace_filter;
+	/* String rules rewrite strings by regex (std::regex-like patterns
+	 * in traced): not implemented, and recording the strings unredacted
+	 * would keep what the rules were to hide. */
+	if (chain_has_rules(tf->string_filter_chain) ||
+	    chain_has_rules(tf->string_filter_chain_v54)) {
+		vp_errorf(err, "Trace filter string_filter_chain is not "
+			  "supported by vtraced; refusing rather than "
+			  "recording strings unredacted");
+		return NULL;
+	}
+	/* bytecode_v2 when set, else bytecode (as traced). */
+	ProtobufCBinaryData bc = tf->has_bytecode_v2 && tf->bytecode_v2.len ?
+					 tf->bytecode_v2 : tf->bytecode;
+	ProtobufCBinaryData ov = tf->has_bytecode_overlay_v54 ?
+					 tf->bytecode_overlay_v54 :
+					 (ProtobufCBinaryData){0, NULL};
+	enum vp_tf_load why;
+	struct vp_trace_filter *f = vp_trace_filter_new(
+		bc.data, bc.len, ov.len ? ov.data : NULL, ov.len, &why);
+	if (f)
+		return f;
+	switch (why) {
+	case TF_LOAD_NO_ROOT:
+		vp_errorf(err, "Failed to set filter root.");
+		break;
+	case TF_LOAD_TOO_LARGE:
+		vp_errorf(err, "Trace filter bytecode invalid: over vtraced's "
+			  "caps (%u bytes, %u messages)",
+			  TF_MAX_BYTECODE_BYTES, TF_MAX_MESSAGES);
+		break;
+	default:
+		vp_errorf(err, "Trace filter bytecode invalid");
+		break;
+	}
+	return NULL;
+}
+
 static int check_config(struct vp_service *s,
 			const Perfetto__Protos__TraceConfig *cfg, uid_t uid,
 			uint64_t *total, struct vp_error *err)
@@ -1089,11 +1141,13 @@ static int check_config(struct vp_service *s,
 	if (s->sessions.n >= SVC_MAX_SESSIONS)
 		return vp_errorf(err, "too many tracing sessions (max %u)",
 				 SVC_MAX_SESSIONS);
-	/* Not implemented: refused, since recording as if it were absent
-	 * would keep what the filter was to drop. */
-	if (cfg->trace_filter)
-		return vp_errorf(err, "trace_filter is not supported by vtraced; "
-				 "refusing rather than recording unfiltered");
+	if (cfg->trace_filter) {
+		/* Loaded here to be checked, again for the session. */
+		struct vp_trace_filter *f = load_trace_filter(cfg, err);
+		if (!f)
+			return -1;
+		vp_trace_filter_free(f);
+	}
 	if (cfg->has_duration_ms && cfg->duration_ms > SVC_MAX_DURATION_MS)
 		return vp_errorf(err, "duration_ms %u is too long (max %llu, "
 				 "7 days)", cfg->duration_ms,
@@ -1210,6 +1264,16 @@ static int create_buffers(struct vp_session *sess, struct vp_error *err)
 	return 0;
 }
 
+/* The session's filter, from a config check_config accepted. */
+static void setup_filter(struct vp_session *sess)
+{
+	pb_buf_init(&sess->filter_out);
+	if (!sess->cfg->trace_filter)
+		return;
+	/* It loaded when checked: it cannot fail. */
+	sess->filter = load_trace_filter(sess->cfg, NULL);
+}
+
 static void configure_builtins(struct vp_session *sess)
 {
 	const Perfetto__Protos__TraceConfig__BuiltinDataSource *bi =
@@ -1293,6 +1357,7 @@ int vp_session_create(struct vp_service *s, struct vp_consumer *c,
 	new_uuid(sess);
 	pb_buf_init(&sess->pending);
 	configure_builtins(sess);
+	setup_filter(sess);
 	vp_ptrvec_push(&s->sessions, sess);
 	if (create_buffers(sess, err) < 0) {
 		vp_session_free(sess);
@@ -1363,6 +1428,8 @@ int vp_session_clone(struct vp_session *src, struct vp_consumer *c,
 	new_uuid(sess);
 	pb_buf_init(&sess->pending);
 	configure_builtins(sess);
+	/* As traced: the copy gets a filter of its own (its stats from 0). */
+	setup_filter(sess);
 	sess->final_flush_outcome = src->final_flush_outcome;
 	sess->flushes_requested = src->flushes_requested;
 	sess->flushes_succeeded = src->flushes_succeeded;
@@ -1466,6 +1533,9 @@ void vp_session_free(struct vp_session *sess)
 	free(sess->detach_key);
 	vp_triggers_free(sess);
 	pb_buf_free(&sess->pending);
+	pb_buf_free(&sess->filter_out);
+	vp_trace_filter_free(sess->filter);
+	vp_filter_stats_free(&sess->filter_stats);
 	free(sess);
 	vp_sessions_check_shutdown(s);
 }

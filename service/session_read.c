@@ -13,6 +13,9 @@
  * at the top level, or that does not parse, is dropped whole and counted
  * in invalid_packets, which goes out in trace_stats (what traced does).
  *
+ * With TraceConfig.trace_filter every packet read out then goes through
+ * the filter (trace_filter.h), as traced filters what ReadBuffers returns.
+ *
  * A session still waiting for a trigger reads as empty.
  *
  * ReadBuffers and the write_into_file drain both use this reader.  The
@@ -20,6 +23,7 @@
  * (vp_session_push_packet), and this reader hands them out first.
  */
 #include <string.h>
+#include <time.h>
 
 #include "perfetto_fields.h"
 #include "packets.h"
@@ -189,9 +193,14 @@ static bool next_buffer_packet(struct vp_session_reader *r,
 	return false;
 }
 
-int vp_session_reader_next(struct vp_session_reader *r)
+/* The next packet as the session holds it, unfiltered; r->pkt_buf says
+ * which buffer it came from (-1: the service's) and r->pkt_is_stats
+ * whether it is the trace_stats packet. */
+static int reader_next_raw(struct vp_session_reader *r)
 {
 	struct vp_session *sess = r->session;
+	r->pkt_buf = -1;
+	r->pkt_is_stats = false;
 	for (;;) {
 		switch (r->stage) {
 		case RD_SERVICE_PACKETS:
@@ -207,8 +216,10 @@ int vp_session_reader_next(struct vp_session_reader *r)
 				r->stage = RD_TAIL;
 				break;
 			}
-			if (next_buffer_packet(r, sess->bufs[r->buf_idx]))
+			if (next_buffer_packet(r, sess->bufs[r->buf_idx])) {
+				r->pkt_buf = (long)r->buf_idx;
 				return 1;
+			}
 			r->buf_idx++;
 			r->buf_begun = false;
 			r->buf_bytes = 0;
@@ -224,6 +235,7 @@ int vp_session_reader_next(struct vp_session_reader *r)
 				r->tail_step = 2;
 				if (r->with_stats) {
 					vp_pkt_trace_stats(sess, &r->pkt);
+					r->pkt_is_stats = true;
 					return 1;
 				}
 			}
@@ -246,4 +258,52 @@ int vp_session_reader_next(struct vp_session_reader *r)
 			return 0;
 		}
 	}
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Passes r->pkt through the session's trace_filter, counting what traced
+ * counts in FilterStats.  Every packet goes through it, the service's own
+ * too, but trace_stats, which is counted as passed whole (traced writes
+ * it after filtering, so that it is never filtered away).  A packet the
+ * filter drops whole, or that does not parse, reads out empty rather than
+ * not at all, as traced has it (a reader can count them). */
+static void filter_packet(struct vp_session_reader *r)
+{
+	struct vp_session *sess = r->session;
+	struct vp_filter_stats *st = &sess->filter_stats;
+	size_t in_len = r->pkt.len;
+	st->input_packets++;
+	st->input_bytes += in_len;
+	if (r->pkt_is_stats) {
+		st->output_bytes += in_len;
+		return;
+	}
+	uint64_t t0 = mono_ns();
+	bool ok = vp_trace_filter_packet(sess->filter, r->pkt.data, in_len,
+					 &sess->filter_out);
+	st->time_taken_ns += mono_ns() - t0;
+	pb_buf_reset(&r->pkt);
+	if (!ok) {
+		st->errors++;
+		return;
+	}
+	st->output_bytes += sess->filter_out.len;
+	if (r->pkt_buf >= 0)
+		vp_filter_stats_discarded(st, (size_t)r->pkt_buf,
+					  in_len - sess->filter_out.len);
+	pb_put_raw(&r->pkt, sess->filter_out.data, sess->filter_out.len);
+}
+
+int vp_session_reader_next(struct vp_session_reader *r)
+{
+	int rc = reader_next_raw(r);
+	if (rc == 1 && r->session->filter)
+		filter_packet(r);
+	return rc;
 }

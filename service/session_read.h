@@ -31,6 +31,8 @@ struct vp_session_reader {
 	bool with_stats;     /* trace_stats at the end */
 	int tail_step;
 	struct pb_buf pkt;   /* the current packet */
+	long pkt_buf;        /* its buffer's index in the session, -1: none */
+	bool pkt_is_stats;   /* it is the trace_stats packet */
 };
 
 /* A session whose config lists triggers and that has received none reads

@@ -7,6 +7,9 @@
  * The files of service/, each .c with its header, bottom first.  Includes
  * go one way, up this list: a file includes the headers of files above
  * it, never of one below it.
+ *   trace_filter     TraceConfig.trace_filter: the bytecode's table and
+ *                    the filter a session's packets go through (on wire
+ *                    alone)
  *   svc_state        the objects above, ids, logging, statistics
  *   packets          the packets the service writes itself (trace config,
  *                    system info, clock snapshots, service events, stats)
@@ -51,6 +54,7 @@
 #include "pb_wire.h"
 #include "shm_abi.h"
 #include "trace_buffer.h"
+#include "trace_filter.h"
 #include "u64map.h"
 #include "vp_error.h"
 #include "vp_service.h"
@@ -278,6 +282,12 @@ struct vp_session {
 	uint64_t flushes_requested, flushes_succeeded, flushes_failed;
 	int final_flush_outcome; /* TraceStats.FinalFlushOutcome */
 	uint64_t invalid_packets;
+	/* TraceConfig.trace_filter (NULL: none): every packet read out goes
+	 * through it but the trace_stats packet, which is counted as if it
+	 * passed whole (traced's FilterStats). */
+	struct vp_trace_filter *filter;
+	struct vp_filter_stats filter_stats;
+	struct pb_buf filter_out; /* the filtered packet */
 	/* Shutdown bookkeeping. */
 	bool free_when_stopped;
 	/* TracePacket.trace_uuid and CloneSessionResponse's uuid. */

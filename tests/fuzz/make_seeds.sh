@@ -123,6 +123,33 @@ open(os.path.join(d, "reads"), "wb").write(
     bytes([16]) + b"\0" * 16 + bytes([0xc5]) + bytes([0x80 | 8, 0]) +
     b"\xab" * 2048 + bytes([0xff]))
 PY
+mk fuzz_trace_filter
+python3 - "$work/fuzz_trace_filter" <<'PY'
+import os, struct, sys
+d = sys.argv[1]
+def varint(v):
+    o = b""
+    while True:
+        b, v = v & 0x7f, v >> 7
+        if not v:
+            return o + bytes([b])
+        o += bytes([b | 0x80])
+def seed(name, flags, words, pkt, overlay=()):
+    bc = b"".join(varint(w) for w in words) + b"".join(varint(w) for w in overlay)
+    open(os.path.join(d, name), "wb").write(
+        bytes([flags]) + struct.pack("<H", len(bc)) + bc + pkt)
+# Trace.packet -> 1; TracePacket: 8, 10, 11 -> 2, a string 12, a range
+# 100..300; message 2: field 1.  Flags bit 0: the target adds checksums.
+words = [1 << 3 | 3, 1, 0, 8 << 3 | 1, 10 << 3 | 1, 11 << 3 | 3, 2,
+         12 << 3 | 4, 100 << 3 | 2, 200, 0, 1 << 3 | 1, 0]
+pkt = (b"\x40\x90\x4e" + b"\x51" + b"\x11" * 8 + b"\x5a\x04\x08\x05\x10\x06" +
+       b"\x62\x03abc" + b"\xa0\x06\x01" + b"\xa2\x38\x02hi")
+seed("packet", 1, words, pkt)
+seed("overlay", 3, words, pkt, [1, 9 << 3 | 1, 0, 1, 12 << 3 | 5, 3])
+seed("recursive", 1, [1 << 3 | 3, 1, 0, 1 << 3 | 3, 1, 0],
+     b"\x0a\x04\x0a\x02\x0a\x00")
+seed("broken", 1, words, b"\x5a\x09\x08")
+PY
 
 # ---- run, then merge into the checked-in seeds -------------------------------
 for exe in "$fuzz"/tests/*/fuzz_* "$fuzz"/tests/*/*/fuzz_*; do

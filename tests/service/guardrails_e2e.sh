@@ -4,7 +4,9 @@
 # days, sessions of other users than the service's own held to three
 # quarters of the buffer budget (so that nobody can lock its owner out),
 # and TraceConfig.lockdown_mode: set, producers of other uids are refused
-# until a config clears it.  The other users' cases need root (runuser).
+# until a config clears it.  And TraceConfig.trace_filter: a field the
+# filter drops is not in the trace, filter_stats is, and a bytecode that
+# does not load is refused.  The other users' cases need root (runuser).
 #
 # usage: guardrails_e2e.sh BUILD_DIR
 set -uo pipefail
@@ -62,18 +64,53 @@ grep -q "duration_ms 604800001 is too long (max 604800000, 7 days)" \
 	pass "a duration over 7 days is refused" ||
 	fail "duration: $(tail -2 "$D/long.log")"
 
-# ---- what it does not implement is refused, not ignored ----------------------
-# (trigger_config is implemented: tests/service/triggers_e2e.sh)
-printf 'buffers { size_kb: 64 }\nduration_ms: 2000\ntrace_filter { bytecode: "\\x0b" }\n' \
-	>"$D/filt.txt"
-timeout 20 "$VP" --txt -c "$D/filt.txt" -o "$D/filt.pb" >"$D/filt.log" 2>&1
-rc=$?
-if [ $rc -ne 0 ] && grep -q "trace_filter is not supported by vtraced" \
-	"$D/filt.log" "$D/vtraced.log"; then
-	pass "a config with trace_filter is refused with a reason"
-else
-	fail "trace_filter: exit $rc, $(tail -2 "$D/filt.log")"
-fi
+# ---- trace_filter ------------------------------------------------------------
+# Perfetto's filter bytecode (trace_filter.py writes it, with its checksum):
+# Trace.packet -> message 1, which allows TracePacket's fields 1..10,
+# 12..32 and 34..1999, so it drops track_event (11) and trace_config (33).
+# Facts from Perfetto's traced (v58.2): every packet read out is filtered,
+# the service's too, but trace_stats; a packet emptied whole stays, empty;
+# filter_stats counts every packet but trace_stats itself, and
+# bytes_discarded_per_buffer only the buffers' packets; an invalid
+# bytecode is refused "Trace filter bytecode invalid", one whose
+# Trace.packet is no message "Failed to set filter root.".
+TF=$(dirname "$0")/trace_filter.py
+flt=$(python3 "$TF" bytecode 1:3:1 0 1:2:10 12:2:21 34:2:1966 0)
+printf 'buffers { size_kb: 1024 }\ndata_sources { config { name: "track_event" track_event_config { enabled_categories: "stack" } } }\nduration_ms: 1500\ntrace_filter { bytecode_v2: "%s" }\n' \
+	"$flt" >"$D/filt.txt"
+printf 'buffers { size_kb: 1024 }\ndata_sources { config { name: "track_event" track_event_config { enabled_categories: "stack" } } }\nduration_ms: 1500\nwrite_into_file: true\nfile_write_period_ms: 300\ntrace_filter { bytecode_v2: "%s" }\n' \
+	"$flt" >"$D/filtf.txt"
+for c in filt filtf; do
+	timeout 20 "$VP" --txt -c "$D/$c.txt" -o "$D/$c.pb" >"$D/$c.log" 2>&1 &
+	FP=$!
+	e2e_track "$FP"
+	sleep 0.4
+	timeout 10 "$WRITER" --events 50 --wait-ms 1000 >"$D/${c}w.log" 2>&1
+	wait "$FP"
+	if python3 "$TF" check "$D/$c.pb" >"$D/$c.check" 2>&1; then
+		pass "$c: the filter dropped track_event and trace_config; $(cat "$D/$c.check")"
+	else
+		fail "$c: $(cat "$D/$c.check") $(tail -2 "$D/$c.log")"
+	fi
+done
+bad_filter() { # bad_filter NAME TRACE_FILTER_TEXT MESSAGE
+	printf 'buffers { size_kb: 64 }\nduration_ms: 2000\ntrace_filter { %s }\n' \
+		"$2" >"$D/$1.txt"
+	timeout 20 "$VP" --txt -c "$D/$1.txt" -o "$D/$1.pb" >"$D/$1.log" 2>&1
+	local rc=$?
+	if [ $rc -ne 0 ] && grep -qF "$3" "$D/$1.log" "$D/vtraced.log"; then
+		pass "$1: refused with '$3'"
+	else
+		fail "$1: exit $rc, $(tail -2 "$D/$1.log")"
+	fi
+}
+bad_filter filt_sum 'bytecode: "\x0b\x01\x00\x0a\x83\x07\x00\x9b\x92\xd4\xb4\x09"' \
+	"Trace filter bytecode invalid"
+bad_filter filt_short 'bytecode: "\x0b"' "Trace filter bytecode invalid"
+bad_filter filt_root "bytecode: \"$(python3 "$TF" bytecode 1:1 0)\"" \
+	"Failed to set filter root."
+bad_filter filt_str "bytecode: \"$flt\" string_filter_chain { rules { policy: SFP_MATCH_BREAK regex_pattern: \"x\" } }" \
+	"string_filter_chain is not supported by vtraced"
 
 if [ "$(id -u)" != 0 ] || ! command -v runuser >/dev/null ||
 	! runuser -u nobody -- true 2>/dev/null; then
