@@ -528,7 +528,8 @@ static int64_t carry_step(const struct cm_fit *f, int64_t *so, size_t a,
 /* Gives each segment of f without an offset of its own (!pinned) the
  * offset of its nearest pinned neighbour in time, carried across the
  * steps between them (carry_step); carried[] marks them.  With say,
- * warns once per carried segment.  Returns the largest uncertainty of a carry, cycles. */
+ * warns once per carried segment.  Returns the largest uncertainty of a
+ * carried offset (summed along a chain of carries), cycles. */
 static int64_t carry_offsets(const struct cm_fit *f, int64_t *so,
 			     const bool *pinned, bool *carried,
 			     const struct merge_guest *g, bool say,
@@ -536,6 +537,8 @@ static int64_t carry_offsets(const struct cm_fit *f, int64_t *so,
 {
 	size_t *o = time_order(f);
 	bool *known = vp_xcalloc(f->nseg, sizeof(*known));
+	/* a carry from a carried segment adds to that one's uncertainty */
+	int64_t *unc = vp_xcalloc(f->nseg, sizeof(*unc));
 	int64_t worst = 0;
 
 	for (size_t i = 0; i < f->nseg; i++)
@@ -550,8 +553,9 @@ static int64_t carry_offsets(const struct cm_fit *f, int64_t *so,
 				continue;
 			int64_t jump;
 			int64_t u = carry_step(f, so, a, b, &jump);
+			unc[b] = unc[a] > INT64_MAX - u ? INT64_MAX : unc[a] + u;
 			known[b] = carried[b] = true;
-			worst = u > worst ? u : worst;
+			worst = unc[b] > worst ? unc[b] : worst;
 			if (!say)
 				continue;
 			const struct cm_segment *s = &f->seg[b];
@@ -566,6 +570,7 @@ static int64_t carry_offsets(const struct cm_fit *f, int64_t *so,
 			     fabs((double)jump) * s->slope / 1e6);
 		}
 	}
+	free(unc);
 	free(known);
 	free(o);
 	return worst;
