@@ -46,45 +46,14 @@ check "merge, one guest" "$MERGE" -q "$t/host.pb" "$t/guest.pb" \
 # A machine whose first ClockSnapshot comes before its first packet with
 # a timestamp to convert takes Perfetto's trace clock.
 first_conversion() { # TRACE
-	python3 - "$1" <<'EOF'
+	python3 - "$1" "$(dirname "$0")/../lib" <<'EOF'
 import sys
+sys.path.insert(0, sys.argv[2])
+from pb_walk import fields, packets
 
-def varint(b, i):
-    v = s = 0
-    while True:
-        c = b[i]
-        i += 1
-        v |= (c & 0x7f) << s
-        s += 7
-        if c < 0x80:
-            return v, i
-
-def fields(p):
-    i = 0
-    while i < len(p):
-        k, i = varint(p, i)
-        wt = k & 7
-        if wt == 0:
-            v, i = varint(p, i)
-        elif wt == 2:
-            n, i = varint(p, i)
-            v, i = None, i + n
-        elif wt == 1:
-            v, i = None, i + 8
-        elif wt == 5:
-            v, i = None, i + 4
-        else:
-            raise SystemExit('bad wire type')
-        yield k >> 3, v
-
-b = open(sys.argv[1], 'rb').read()
-i = 0
 converted, bad = set(), set()
-while i < len(b):
-    _, i = varint(b, i)
-    n, i = varint(b, i)
-    f = dict(fields(b[i:i + n]))
-    i += n
+for pkt in packets(open(sys.argv[1], 'rb').read()):
+    f = dict(fields(pkt))
     m = f.get(98, 0)  # machine_id
     if not m:
         continue

@@ -41,45 +41,15 @@ check "merge --no-machine-id, one guest" "$MERGE" -q "$t/h.pb" "$t/g.pb" \
 # set of clocks of a snapshot (a sequence-scoped one is its sequence's),
 # no global clock goes back.  Prints the snapshots that break it.
 backwards() { # TRACE
-	python3 - "$1" <<'EOF'
+	python3 - "$1" "$(dirname "$0")/../lib" <<'EOF'
 import sys
+sys.path.insert(0, sys.argv[2])
+from pb_walk import fields, packets
 
-def varint(b, i):
-    v = s = 0
-    while True:
-        c = b[i]
-        i += 1
-        v |= (c & 0x7f) << s
-        s += 7
-        if c < 0x80:
-            return v, i
-
-def fields(p):
-    i = 0
-    while i < len(p):
-        k, i = varint(p, i)
-        wt = k & 7
-        if wt == 0:
-            v, i = varint(p, i)
-        elif wt == 2:
-            n, i = varint(p, i)
-            v, i = p[i:i + n], i + n
-        elif wt == 1:
-            v, i = None, i + 8
-        elif wt == 5:
-            v, i = None, i + 4
-        else:
-            raise SystemExit('bad wire type')
-        yield k >> 3, v
-
-b = open(sys.argv[1], 'rb').read()
-i = bad = 0
+bad = 0
 last = {}
-while i < len(b):
-    _, i = varint(b, i)
-    n, i = varint(b, i)
-    f = list(fields(b[i:i + n]))
-    i += n
+for pkt in packets(open(sys.argv[1], 'rb').read()):
+    f = list(fields(pkt))
     env = {k: v for k, v in f if not isinstance(v, bytes)}
     for k, snap in f:
         if k != 6 or not isinstance(snap, bytes):

@@ -1,0 +1,46 @@
+"""pb_walk.py - the protobuf wire walk the tests' Python checks share:
+varints, a message's fields, a trace file's packets.  For tests only: it
+trusts its input (a malformed trace ends in an exception)."""
+
+
+def varint(b, i):
+    """The varint at b[i]: (value, index after it)."""
+    v = s = 0
+    while True:
+        c = b[i]
+        i += 1
+        v |= (c & 0x7f) << s
+        s += 7
+        if c < 0x80:
+            return v, i
+
+
+def fields(p):
+    """(field number, value) of message p: an int for a varint, the bytes
+    for a length-delimited field, None for a fixed-size one."""
+    i = 0
+    while i < len(p):
+        k, i = varint(p, i)
+        wt = k & 7
+        if wt == 0:
+            v, i = varint(p, i)
+        elif wt == 2:
+            n, i = varint(p, i)
+            v, i = p[i:i + n], i + n
+        elif wt == 1:
+            v, i = None, i + 8
+        elif wt == 5:
+            v, i = None, i + 4
+        else:
+            raise ValueError('bad wire type %d' % wt)
+        yield k >> 3, v
+
+
+def packets(b):
+    """The TracePacket bytes of trace file b, in order."""
+    i = 0
+    while i < len(b):
+        _, i = varint(b, i)
+        n, i = varint(b, i)
+        yield b[i:i + n]
+        i += n
