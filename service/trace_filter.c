@@ -363,24 +363,6 @@ struct vp_tf_query vp_trace_filter_query(const struct vp_trace_filter *f,
 
 /* ---- filtering ------------------------------------------------------------ */
 
-/* A varint of at most 10 bytes (a longer one is an error, as a value
- * over 64 bits is to protozero's tokenizer). */
-static bool get_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
-{
-	uint64_t x = 0;
-	for (unsigned shift = 0; shift < 64; shift += 7) {
-		if (*p >= end)
-			return false;
-		uint8_t b = *(*p)++;
-		x |= (uint64_t)(b & 0x7f) << shift;
-		if (!(b & 0x80)) {
-			*v = x;
-			return true;
-		}
-	}
-	return false;
-}
-
 /* Writes v into exactly n bytes at p (continuation bits on all but the
  * last): the nested length keeps its field's size, as traced writes it. */
 static void put_varint_padded(uint8_t *p, uint64_t v, size_t n)
@@ -399,7 +381,7 @@ static bool filter_msg(const struct vp_trace_filter *f, uint32_t msg,
 		return false;
 	while (p < end) {
 		uint64_t tag, v;
-		if (!get_varint(&p, end, &tag))
+		if (!pb_read_varint(&p, end, &tag))
 			return false;
 		uint32_t wt = (uint32_t)(tag & 7), id = (uint32_t)(tag >> 3);
 		/* Field 0 is not a field: the packet is broken. */
@@ -409,7 +391,7 @@ static bool filter_msg(const struct vp_trace_filter *f, uint32_t msg,
 		bool simple = q.allowed && !q.nested && !q.string_field;
 		switch (wt) {
 		case PB_WT_VARINT:
-			if (!get_varint(&p, end, &v))
+			if (!pb_read_varint(&p, end, &v))
 				return false;
 			if (simple) {
 				pb_put_raw_varint(out, tag);
@@ -429,7 +411,7 @@ static bool filter_msg(const struct vp_trace_filter *f, uint32_t msg,
 			break;
 		}
 		case PB_WT_LEN: {
-			if (!get_varint(&p, end, &v) || v > TF_MAX_LEN_FIELD ||
+			if (!pb_read_varint(&p, end, &v) || v > TF_MAX_LEN_FIELD ||
 			    v > (uint64_t)(end - p))
 				return false;
 			if (q.allowed && q.nested && v > 0) {
