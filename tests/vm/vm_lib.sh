@@ -18,6 +18,10 @@
 #   vm_wait_ready LOG [SECS]   0 once the guest printed its ready marker
 #                              (default 180 s), 1 otherwise
 #   vm_ready_uptime LOG        "ready (uptime N s)" from the console
+#   vm_once_more_if_unanswered SCRIPT ARGS...
+#                              runs SCRIPT once more with a fresh guest
+#                              when its first run failed only because the
+#                              guest stopped answering (see below)
 
 vm_skip() {
 	echo "SKIP: $*"
@@ -81,4 +85,29 @@ vm_wait_ready() {
 
 vm_ready_uptime() {
 	grep -o 'ready (uptime [0-9.]* s)' "$1" 2>/dev/null | head -n 1
+}
+
+# Under TCG on a loaded two-core host, a test guest has, rarely, stopped
+# answering its control port for good in the middle of a recording (seen
+# about once in forty CI runs, never reproduced here, with the guest alive
+# at the session's start).  A test that meets it prints the guest's console
+# (vperfetto_guest_ctl's log included) and, when vperfetto_record said the
+# guest "did not answer", is run once more, whole, from a fresh boot: the
+# second run decides.  A fault of ours that silences the guest every time
+# still fails.  Call it first thing, with the script's arguments: it
+# returns in the run it starts and exits in the caller.
+vm_once_more_if_unanswered() {
+	local script=$1 out rc
+	shift
+	[ -n "${VM_ATTEMPT:-}" ] && return 0
+	out=$(mktemp)
+	VM_ATTEMPT=1 bash "$script" "$@" 2>&1 | tee "$out"
+	rc=${PIPESTATUS[0]}
+	if [ "$rc" -eq 1 ] && grep -q "did not answer" "$out"; then
+		echo "# note: the guest stopped answering (above); once more with a fresh guest"
+		VM_ATTEMPT=2 bash "$script" "$@"
+		rc=$?
+	fi
+	rm -f "$out"
+	exit "$rc"
 }

@@ -28,6 +28,7 @@ RECORD=$B/host/vperfetto_record
 TP=$B/processor/vperfetto_tp
 . "$(dirname "$0")/vm_lib.sh"
 vm_require_qemu
+vm_once_more_if_unanswered "$0" "$@"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/vm_record.XXXXXX")
 # vperfetto_record keeps a failed run's logs under $TMPDIR: in $tmp, so

@@ -23,6 +23,7 @@ TP=$B/processor/vperfetto_tp
 PDECODE=$(cd "$(dirname "$0")/.." && pwd)/check_protoc_decode.sh
 . "$(dirname "$0")/vm_lib.sh"
 vm_require_qemu
+vm_once_more_if_unanswered "$0" "$@"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/vm_two_guests.XXXXXX")
 # vperfetto_record keeps a failed run's logs under $TMPDIR: in $tmp, so

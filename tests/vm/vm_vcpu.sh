@@ -29,6 +29,7 @@ TP=$B/processor/vperfetto_tp
 PDECODE=$(cd "$(dirname "$0")/.." && pwd)/check_protoc_decode.sh
 . "$(dirname "$0")/vm_lib.sh"
 vm_require_qemu
+vm_once_more_if_unanswered "$0" "$@"
 command -v taskset >/dev/null || vm_skip "taskset not found (util-linux)"
 [ "$(nproc)" -ge 2 ] || vm_skip "needs two host CPUs"
 
@@ -92,7 +93,7 @@ vm_image "$tmp"
 echo "# $VM_IMAGE_NOTE"
 ch=$tmp/ch
 vm_boot_qemu "$ch" "$tmp/console.log" --smp 2 \
-	--append "vperfetto.busy=0 vperfetto.shell=0"
+	--append "vperfetto.busy=0 vperfetto.shell=0 vperfetto.ctl_log=1"
 qemu_pid=$VM_QEMU_PID
 check "QEMU started (pid ${qemu_pid:-none})" test -n "$qemu_pid"
 [ -n "$qemu_pid" ] || { cat "$ch/run_qemu.log"; exit 1; }
@@ -130,7 +131,9 @@ record() {
 	rc=$?
 	check "$name: vperfetto_record -t 8s (exit $rc, $((SECONDS - start)) s)" \
 		test $rc -eq 0
-	[ $rc -eq 0 ] || tail -n 20 "$tmp/$name.log"
+	# vperfetto_guest_ctl's side of a failed session (vperfetto.ctl_log=1)
+	[ $rc -eq 0 ] || { tail -n 20 "$tmp/$name.log"
+		tail -n 40 "$tmp/console.log" | sed 's/^/# console: /'; }
 }
 
 # ratios NAME: the busy thread's preempted share by the vcpu tables, and
