@@ -149,6 +149,11 @@ struct __attribute__((aligned(128))) guest_map {
 	 * a REALTIME value goes to BOOTTIME through the last one before it */
 	const struct cm_sample *rt;
 	size_t n_rt;
+	/* --no-machine-id: the host's (REALTIME, BOOTTIME) snapshots, by
+	 * BOOTTIME, through which a guest's android_log entry goes to the
+	 * host's REALTIME (map_guest_log); none: entries kept as they are */
+	const struct cm_sample *out_rt;
+	size_t n_out_rt;
 	uint64_t overflow; /* values clamped: far outside the model */
 };
 
@@ -170,11 +175,13 @@ static uint64_t add_offset(uint64_t in, int64_t off, bool *ovf)
 	return out;
 }
 
-/* A REALTIME value of a trace on the same machine's BOOTTIME, as a trace
- * processor converts it through that trace's snapshots rt[0..n_rt) (the
- * last one at or before it, else the first). */
-static bool realtime_to_boot(const struct cm_sample *rt, size_t n_rt,
-			     uint64_t in, uint64_t *boot)
+/* A value of one clock of a trace's (REALTIME, BOOTTIME) snapshots rt[],
+ * sorted by that clock, to the other, as a trace processor converts it:
+ * through the last snapshot at or before it, else the first.  to_boot:
+ * REALTIME (x) to BOOTTIME (y); else BOOTTIME to REALTIME, the value that
+ * converts back to it as long as the clocks keep their step. */
+static bool through_snapshots(const struct cm_sample *rt, size_t n_rt,
+			      bool to_boot, uint64_t in, uint64_t *out)
 {
 	size_t lo = 0, hi = n_rt;
 
@@ -182,22 +189,35 @@ static bool realtime_to_boot(const struct cm_sample *rt, size_t n_rt,
 		return false;
 	while (hi - lo > 1) {
 		size_t mid = lo + (hi - lo) / 2;
-		if (rt[mid].x <= in)
+		if ((to_boot ? rt[mid].x : rt[mid].y) <= in)
 			lo = mid;
 		else
 			hi = mid;
 	}
-	__int128 b = (__int128)in - (__int128)rt[lo].x + (__int128)rt[lo].y;
-	if (b < 0 || b > (__int128)UINT64_MAX)
+	__int128 v = to_boot ? (__int128)in - rt[lo].x + rt[lo].y
+			     : (__int128)in - rt[lo].y + rt[lo].x;
+	if (v < 0 || v > (__int128)UINT64_MAX)
 		return false;
-	*boot = (uint64_t)b;
+	*out = (uint64_t)v;
 	return true;
+}
+
+static bool realtime_to_boot(const struct cm_sample *rt, size_t n_rt,
+			     uint64_t in, uint64_t *boot)
+{
+	return through_snapshots(rt, n_rt, true, in, boot);
 }
 
 static int cmp_sample_x(const void *a, const void *b)
 {
 	const struct cm_sample *p = a, *q = b;
 	return p->x < q->x ? -1 : p->x > q->x;
+}
+
+static int cmp_sample_y(const void *a, const void *b)
+{
+	const struct cm_sample *p = a, *q = b;
+	return p->y < q->y ? -1 : p->y > q->y;
 }
 
 static bool map_guest(void *ctx, uint32_t clock, uint64_t in, uint64_t *out)
@@ -229,6 +249,18 @@ static bool map_guest(void *ctx, uint32_t clock, uint64_t in, uint64_t *out)
 		return false;
 	m->overflow += ovf;
 	return true;
+}
+
+/* rewrite_cfg.log_map, --no-machine-id: a guest's REALTIME value onto the
+ * host's axis (BOOTTIME), then to the host's REALTIME there. */
+static bool map_guest_log(void *ctx, uint32_t clock, uint64_t in,
+			  uint64_t *out)
+{
+	struct guest_map *m = ctx;
+	uint64_t boot;
+
+	return map_guest(ctx, clock, in, &boot) &&
+	       through_snapshots(m->out_rt, m->n_out_rt, false, boot, out);
 }
 
 /* map_guest for n times of one clock: the fitted map's loop when the
@@ -1770,11 +1802,14 @@ static int rewrite_guest(const struct merge_opts *o, size_t i,
 		rw_map_fn fn = NULL;
 		rw_map_many_fn many = NULL;
 		void *ctx = NULL;
+		rw_map_fn log = NULL;
 		if (gmt) {
 			gmt[t] = *gm;
 			fn = map_guest;
 			many = map_guest_many;
 			ctx = &gmt[t];
+			if (gm->n_out_rt)
+				log = map_guest_log;
 		} else if (vmt) {
 			vmt[t].to_host = *gm;
 			vmt[t].onto = *om;
@@ -1786,6 +1821,7 @@ static int rewrite_guest(const struct merge_opts *o, size_t i,
 			.map = fn,
 			.map_ctx = ctx,
 			.map_many = many,
+			.log_map = log,
 			.target_clock = res->clock,
 			.trace_clock = gd->trace_clock,
 			.seq_offset = g->seq_offset,
@@ -2086,6 +2122,8 @@ int merge_run(const struct merge_opts *o, struct merge_result *res,
 	struct guest_plan plan[MERGE_MAX_GUESTS];
 	struct onto_map om;
 	struct progress pg;
+	struct cm_sample *host_rt = NULL;
+	size_t n_host_rt = 0;
 	double t0 = now_s();
 	int status = run_begin(o, res, &pg, 2, err);
 	bool onto = o->onto_guest != 0;
@@ -2163,6 +2201,15 @@ int merge_run(const struct merge_opts *o, struct merge_result *res,
 		goto out;
 
 	const struct sync_data *hd = sync_scanner_data(hsc);
+	/* --no-machine-id onto the host's BOOTTIME: the host's REALTIME
+	 * snapshots by BOOTTIME, for the guests' android_log entries */
+	if (o->no_machine_id && !onto && res->clock == BUILTIN_CLOCK_BOOTTIME &&
+	    hd->realtime.n) {
+		n_host_rt = hd->realtime.n;
+		host_rt = vp_xreallocarray(NULL, n_host_rt, sizeof(*host_rt));
+		memcpy(host_rt, hd->realtime.v, n_host_rt * sizeof(*host_rt));
+		qsort(host_rt, n_host_rt, sizeof(*host_rt), cmp_sample_y);
+	}
 	res->host_packets = hd->n_packets;
 	res->host_bytes = trace_writer_bytes(w);
 	res->max_host_seq = hd->max_seq_id;
@@ -2183,6 +2230,8 @@ int merge_run(const struct merge_opts *o, struct merge_result *res,
 		status = prepare_guest(o, i, hd, sync_scanner_data(gsc[i]), res,
 				       &gm[i], &seq_base, &cpu_base, &plan[i],
 				       err);
+		gm[i].out_rt = host_rt;
+		gm[i].n_out_rt = n_host_rt;
 		if (status == MERGE_OK && !onto && res->guests[i].machine_id)
 			status = write_machine_anchor(
 				w, res->guests[i].machine_id, res->clock,
@@ -2250,6 +2299,7 @@ out:
 	for (size_t i = 0; i < o->n_guests; i++)
 		sync_scanner_free(gsc[i]);
 	sync_scanner_free(hsc);
+	free(host_rt);
 	res->seconds = now_s() - t0;
 	if (pg.on && pg.shown >= 0 && pg.shown < 100)
 		fputc('\n', stderr);

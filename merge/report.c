@@ -280,7 +280,8 @@ static void json_rewrite(FILE *f, const struct rewrite_stats *s,
 		"%llu, \"ftrace_timestamps\": %llu, \"compact_sched_timestamps\": "
 		"%llu, \"clock_snapshot_entries\": %llu, \"unmapped\": %llu, "
 		"\"went_backwards\": %llu, \"clamped_deltas\": %llu, "
-		"\"overflowed\": %llu, \"relabelled\": %llu, \"bytes_in\": %llu, \"bytes_out\": %llu}",
+		"\"overflowed\": %llu, \"relabelled\": %llu, "
+		"\"android_log_timestamps\": %llu, \"bytes_in\": %llu, \"bytes_out\": %llu}",
 		(unsigned long long)s->packets, (unsigned long long)s->ts_packet,
 		(unsigned long long)s->ts_scoped,
 		(unsigned long long)s->ts_legacy_us,
@@ -289,7 +290,7 @@ static void json_rewrite(FILE *f, const struct rewrite_stats *s,
 		(unsigned long long)s->ts_unmapped,
 		(unsigned long long)s->backwards, (unsigned long long)s->clamped,
 		(unsigned long long)s->overflow, (unsigned long long)s->relabelled,
-		(unsigned long long)bytes_in, (unsigned long long)bytes_out);
+		(unsigned long long)s->ts_log, (unsigned long long)bytes_in, (unsigned long long)bytes_out);
 }
 
 /* --onto guest: a trace's map onto the chosen guest's axis ("map" says

@@ -96,6 +96,7 @@ void rewrite_stats_add(struct rewrite_stats *dst,
 	dst->ts_ftrace += src->ts_ftrace;
 	dst->ts_compact += src->ts_compact;
 	dst->ts_snapshot += src->ts_snapshot;
+	dst->ts_log += src->ts_log;
 	dst->ts_unmapped += src->ts_unmapped;
 	dst->backwards += src->backwards;
 	dst->clamped += src->clamped;
@@ -1052,6 +1053,59 @@ static int rewrite_ftrace_bundle(struct rewriter *rw, struct pb_buf *out,
 	return edit_end(rw, &e, "ftrace_events");
 }
 
+/* ---- android_log ------------------------------------------------------------- */
+
+/* One logcat entry on the host's machine (--no-machine-id): its pid and
+ * tid moved clear of the host's, and its REALTIME timestamp onto the
+ * output's REALTIME (cfg.log_map): the output keeps only the host's
+ * REALTIME snapshots there, so the guest's own time could not be
+ * converted. */
+static int rewrite_log_event(struct rewriter *rw, struct pb_buf *out,
+			     const struct pb_field *outer)
+{
+	struct pb_field f;
+	struct msg_edit e;
+	uint64_t t;
+
+	edit_begin(&e, out, outer);
+	while (pb_next(&e.r, &f)) {
+		if (f.wt != PB_WT_VARINT)
+			continue;
+		if (f.num == ALE_PID || f.num == ALE_TID) {
+			edit_replace(&e, &f);
+			put_pid(out, f.num, map_pid(rw, f.val));
+		} else if (f.num == ALE_TIMESTAMP && rw->cfg.log_map) {
+			if (!rw->cfg.log_map(rw->cfg.map_ctx,
+					     BUILTIN_CLOCK_REALTIME, f.val,
+					     &t)) {
+				count_unmapped(rw);
+				continue;
+			}
+			edit_replace(&e, &f);
+			pb_put_varint(out, f.num, t);
+			rw->st.ts_log++;
+		}
+	}
+	return edit_end(rw, &e, "android_log entry");
+}
+
+static int rewrite_android_log(struct rewriter *rw, struct pb_buf *out,
+			       const struct pb_field *outer)
+{
+	struct pb_field f;
+	struct msg_edit e;
+
+	edit_begin(&e, out, outer);
+	while (pb_next(&e.r, &f)) {
+		if (f.num != ALP_EVENTS || f.wt != PB_WT_LEN)
+			continue;
+		edit_replace(&e, &f);
+		if (rewrite_log_event(rw, out, &f) < 0)
+			return -1;
+	}
+	return edit_end(rw, &e, "android_log");
+}
+
 /* ---- the packet -------------------------------------------------------------- */
 
 /* Reports the first malformed byte of a message already known to be. */
@@ -1243,6 +1297,12 @@ int rewrite_packet(struct rewriter *rw, const uint8_t *pkt, size_t len,
 			flush_run(out, &run, fp->start);
 			rc = rewrite_defaults(rw, out, fp);
 			break;
+		case TP_ANDROID_LOG:
+			if (!cfg->remap_ids || !l)
+				continue;
+			flush_run(out, &run, fp->start);
+			rc = rewrite_android_log(rw, out, fp);
+			break;
 		default:
 			continue;
 		}
@@ -1378,6 +1438,7 @@ bool rewrite_field_passes(uint32_t num)
 	case TP_PROCESS_TREE:
 	case TP_PROCESS_STATS:
 	case TP_TRACK_DESCRIPTOR:
+	case TP_ANDROID_LOG:
 		return false;
 	default:
 		return true;
@@ -1386,8 +1447,10 @@ bool rewrite_field_passes(uint32_t num)
 
 bool rewrite_field_passes_ids_kept(uint32_t num)
 {
-	/* rewrite_packet's switch reads these only to remap ids */
+	/* rewrite_packet's switch reads these only to remap ids (and, of
+	 * an android_log, to move its times where the ids are remapped) */
 	switch (num) {
+	case TP_ANDROID_LOG:
 	case TP_PROCESS_DESCRIPTOR:
 	case TP_PROCESS_TREE:
 	case TP_PROCESS_STATS:

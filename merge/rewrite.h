@@ -52,6 +52,11 @@ struct rewrite_cfg {
 				 * then counted as unmapped */
 	void *map_ctx;
 	rw_map_many_fn map_many; /* NULL: map, one time after the other */
+	/* A REALTIME value inside a payload (an android_log entry's) to the
+	 * output's REALTIME, with map_ctx; NULL: kept as it is, for a trace
+	 * processor to convert through the input's own snapshots, which the
+	 * output keeps on the input's machine */
+	rw_map_fn log_map;
 	uint32_t target_clock;  /* clock of the output axis, which the mapped
 				 * values are on */
 	uint32_t trace_clock;   /* the input's primary trace clock */
@@ -82,6 +87,7 @@ struct rewrite_stats {
 	uint64_t ts_ftrace;       /* FtraceEvent.timestamp and boot_ts */
 	uint64_t ts_compact;      /* compact_sched switch + waking */
 	uint64_t ts_snapshot;     /* ClockSnapshot entries */
+	uint64_t ts_log;          /* android_log entries (REALTIME) */
 	uint64_t ts_unmapped;     /* left as they were: unknown clock */
 	uint64_t backwards;       /* mapped time went back on a sequence */
 	uint64_t clamped;         /* deltas that would be negative: set 0 */

@@ -136,6 +136,7 @@ struct tp_ctx {
 	struct tp_memory *memory; /* memory ftrace events (tp_memory.h) */
 	struct tp_compress *compress; /* shared async tracks (tp_compress.h) */
 	struct tp_sessions_state *sessions;
+	struct tp_alog_state *alog; /* tp_android_log.c */
 
 	struct u64map machines; /* raw machine_id -> machine table id */
 	bool host_has_data;     /* a packet of machine 0 was seen */

@@ -38,6 +38,7 @@
 #include "tp_compress.h"
 #include "tp_diag.h"
 #include "tp_memory.h"
+#include "tp_android_log.h"
 #include "tp_modules.h"
 #include "tp_procs.h"
 #include "tp_seq.h"
@@ -121,6 +122,7 @@ struct tp_ctx *tp_ctx_new(void)
 	tp_ftrace_init(ctx);
 	tp_system_init(ctx);
 	tp_sessions_init(ctx);
+	tp_alog_init(ctx);
 	return ctx;
 }
 
@@ -139,6 +141,7 @@ void tp_ctx_free(struct tp_ctx *ctx)
 	tp_ftrace_free(ctx);
 	tp_system_free(ctx);
 	tp_sessions_free(ctx);
+	tp_alog_free(ctx);
 	for (size_t k = 0; k < L(ctx)->ndeferred; k++)
 		free(L(ctx)->deferred[k].data);
 	free(L(ctx)->deferred);
@@ -292,6 +295,8 @@ static void dispatch_field(struct tp_ctx *ctx, const struct tp_packet *pkt,
 	if (tp_ftrace_tokenize(ctx, pkt, f))
 		return;
 	if (tp_sessions_tokenize(ctx, pkt, f))
+		return;
+	if (tp_alog_tokenize(ctx, pkt, f))
 		return;
 	tp_system_tokenize(ctx, pkt, f);
 }

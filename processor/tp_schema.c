@@ -33,6 +33,7 @@ static const struct tp_coldef gths_cols[] = {
 	TP_GUEST_THREAD_HOST_STATE_COLS(TP_COL_DEF)};
 static const struct tp_coldef trace_diagnostics_cols[] = {
 	TP_TRACE_DIAGNOSTICS_COLS(TP_COL_DEF)};
+static const struct tp_coldef logs_cols[] = {TP_LOGS_COLS(TP_COL_DEF)};
 
 #define N(a) (unsigned)(sizeof(a) / sizeof((a)[0]))
 
@@ -69,6 +70,7 @@ static const struct {
 	[TP_T_TRACE_DIAGNOSTICS] = {"__intrinsic_trace_diagnostics",
 				    trace_diagnostics_cols,
 				    N(trace_diagnostics_cols)},
+	[TP_T_LOGS] = {"__intrinsic_logs", logs_cols, N(logs_cols)},
 };
 
 void tp_schema_init(struct tp_table *tables, struct tp_strpool *pool)
@@ -173,6 +175,12 @@ const char tp_schema_views_sql[] =
 	" arg_set_id, common_flags, ucpu FROM __intrinsic_ftrace_event;\n"
 	"CREATE VIEW raw AS SELECT * FROM ftrace_event;\n"
 	"CREATE VIEW clock_snapshot AS SELECT * FROM __intrinsic_clock_snapshot;\n"
+	/* logs: every source's; android_logs: logcat's, without the
+	 * source and args, as Perfetto's prelude has them */
+	"CREATE VIEW logs AS SELECT id, ts, utid, prio, log_source, tag, msg,"
+	" arg_set_id FROM __intrinsic_logs;\n"
+	"CREATE VIEW android_logs AS SELECT id, ts, utid, prio, tag, msg"
+	" FROM __intrinsic_logs WHERE log_source = 'android_logcat';\n"
 	/* label_index: 0 for the host (raw_id 0), else the machine's rank
 	 * among the other machines */
 	"CREATE VIEW machine AS SELECT *,"

@@ -166,6 +166,13 @@
 	X(STATE, category, STR) X(STATE, value, STR)                        \
 	X(STATE, arg_set_id, INT)
 
+/* __intrinsic_logs: log entries (Android's logcat, tp_android_log.c); the
+ * logs and android_logs views show it. */
+#define TP_LOGS_COLS(X)                                                     \
+	X(LOGS, ts, INT) X(LOGS, utid, INT) X(LOGS, prio, INT)              \
+	X(LOGS, log_source, STR) X(LOGS, tag, STR) X(LOGS, msg, STR)        \
+	X(LOGS, arg_set_id, INT)
+
 /* Column index enums: TP_SLICE_ts, TP_TRACK_name, ... */
 #define TP_COL_ENUM(T, c, ty) TP_##T##_##c,
 enum { TP_SLICE_COLS(TP_COL_ENUM) TP_SLICE_NCOLS };
@@ -189,6 +196,7 @@ enum { TP_VCPU_COLS(TP_COL_ENUM) TP_VCPU_NCOLS };
 enum { TP_VCPU_STATE_COLS(TP_COL_ENUM) TP_VCPU_STATE_NCOLS };
 enum { TP_GUEST_THREAD_HOST_STATE_COLS(TP_COL_ENUM) TP_GTHS_NCOLS };
 enum { TP_TRACE_DIAGNOSTICS_COLS(TP_COL_ENUM) TP_TRACE_DIAGNOSTICS_NCOLS };
+enum { TP_LOGS_COLS(TP_COL_ENUM) TP_LOGS_NCOLS };
 #undef TP_COL_ENUM
 
 /* The tables, in the order tp_ctx holds them. */
@@ -214,6 +222,7 @@ enum tp_table_id {
 	TP_T_VCPU_STATE,
 	TP_T_GTHS,
 	TP_T_TRACE_DIAGNOSTICS,
+	TP_T_LOGS,
 	TP_T_COUNT
 };
 

@@ -1,5 +1,6 @@
 """pb_walk.py - the protobuf wire walk the tests' Python checks share:
-varints, a message's fields, a trace file's packets.  For tests only: it
+varints, a message's fields, a trace file's packets, and the few
+encoders that add a packet to a trace (vint, f_var, f_len).  For tests only: it
 trusts its input (a malformed trace ends in an exception)."""
 
 
@@ -44,3 +45,34 @@ def packets(b):
         n, i = varint(b, i)
         yield b[i:i + n]
         i += n
+
+
+def snapshot_clocks(snap):
+    """{clock_id: timestamp} of a ClockSnapshot's bytes."""
+    out = {}
+    for num, c in fields(snap):
+        if num == 1:
+            c = dict(fields(c))
+            out[c.get(1)] = c.get(2)
+    return out
+
+
+def vint(v):
+    """v (>= 0) as a varint."""
+    out = bytearray()
+    while v >= 0x80:
+        out.append(v & 0x7f | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def f_var(num, v):
+    """Field num, a varint v."""
+    return vint(num << 3) + vint(v)
+
+
+def f_len(num, b):
+    """Field num, length-delimited bytes b (a packet of a trace file is
+    f_len(1, packet))."""
+    return vint(num << 3 | 2) + vint(len(b)) + b
