@@ -33,10 +33,24 @@ for t in fuzz_pb_wire fuzz_trace_reader fuzz_tp_load fuzz_rewrite fuzz_sync_skim
   cp "$work/trace/host.pb" "$work/trace/guest.pb" "$work/$t/"
 done
 # fuzz_tp_load also starts from the processor's own small cases of ftrace
-# and system data.
-for c in vp_ftrace_kinds vp_sys_stats_order; do
+# and system data, and from its logcat case.
+for c in vp_ftrace_kinds vp_sys_stats_order vp_android_logs; do
   cp "$repo/tests/processor/cases/$c/trace.pb" "$work/fuzz_tp_load/$c.pb"
 done
+# fuzz_rewrite: a logcat packet with ids remapped and times moved (the
+# options byte 2: --no-machine-id).
+python3 - "$repo/tests/lib" "$work/fuzz_rewrite/android_log" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+from pb_walk import f_len, f_var, vint
+ev1 = (f_var(2, 700) + f_var(3, 701) + f_var(5, 1700000000000000000) +
+       f_len(6, b'tag') + f_var(7, 4) + f_len(8, b'msg'))
+ev2 = (f_var(2, 700) + f_var(3, 702) + f_var(5, 1700000000000000001) +
+       f_len(9, f_len(1, b'k') + f_var(2, 5)))
+pkt = f_var(8, 1000) + f_var(10, 3) + f_len(
+    39, f_len(1, ev1) + f_len(1, ev2) + f_len(2, f_var(1, 10)))
+open(sys.argv[2], 'wb').write(bytes([2]) + vint(len(pkt)) + pkt)
+PY
 # fuzz_tp_input: a trace's head as it is, gzip'd, gzip'd and cut, and two
 # gzip members one after the other.
 mk fuzz_tp_input

@@ -3,7 +3,8 @@
  * rewriter on arbitrary packets, with a synthetic clock map so that every
  * mapping path (scoped clocks, legacy us, ftrace, compact_sched, snapshots)
  * runs.  The input is a run of `varint length, packet bytes`; the first
- * byte picks the options (machine id or id remapping).  Whatever the
+ * byte picks the options (machine id, or id remapping with android_log
+ * times moved).  Whatever the
  * rewriter writes must scan as a well-formed message, and an ftrace
  * bundle's events rewritten as pieces (rewrite_piece, the path of a
  * packet too large to hold) must come out as they do in the packet, a
@@ -25,6 +26,18 @@ static bool fuzz_map(void *ctx, uint32_t clock, uint64_t in, uint64_t *out)
 	if (clock != BUILTIN_CLOCK_BOOTTIME && clock != BUILTIN_CLOCK_MONOTONIC)
 		return false;
 	*out = in + (in >> 12) + 1000; /* monotonic, with drift */
+	return true;
+}
+
+/* --no-machine-id's REALTIME map of android_log entries: odd values fail
+ * (left as they are, counted). */
+static bool fuzz_log_map(void *ctx, uint32_t clock, uint64_t in,
+			 uint64_t *out)
+{
+	(void)ctx;
+	if (clock != BUILTIN_CLOCK_REALTIME || (in & 1))
+		return false;
+	*out = in + 7000;
 	return true;
 }
 
@@ -91,6 +104,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct rewrite_cfg cfg = {
 		.path = "fuzz.pb",
 		.map = fuzz_map,
+		.log_map = (opts & 2) ? fuzz_log_map : NULL,
 		.target_clock = (opts & 1) ? BUILTIN_CLOCK_MONOTONIC
 					   : BUILTIN_CLOCK_BOOTTIME,
 		.trace_clock = BUILTIN_CLOCK_BOOTTIME,
