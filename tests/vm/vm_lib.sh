@@ -91,11 +91,11 @@ vm_ready_uptime() {
 # answering its control port for good in the middle of a recording (seen
 # about once in forty CI runs, never reproduced here, with the guest alive
 # at the session's start).  A test that meets it prints the guest's console
-# (vperfetto_guest_ctl's log included) and, when vperfetto_record said the
-# guest "did not answer", is run once more, whole, from a fresh boot: the
-# second run decides.  A fault of ours that silences the guest every time
-# still fails.  Call it first thing, with the script's arguments: it
-# returns in the run it starts and exits in the caller.
+# (vperfetto_guest_ctl's log included) and, when vperfetto_record said on a
+# line of its own that the guest "did not answer", is run once more, whole,
+# from a fresh boot: the second run decides.  A fault of ours that silences
+# the guest every time still fails.  Call it first thing, with the script's
+# arguments: it returns in the run it starts and exits in the caller.
 vm_once_more_if_unanswered() {
 	local script=$1 out rc
 	shift
@@ -103,7 +103,8 @@ vm_once_more_if_unanswered() {
 	out=$(mktemp)
 	VM_ATTEMPT=1 bash "$script" "$@" 2>&1 | tee "$out"
 	rc=${PIPESTATUS[0]}
-	if [ "$rc" -eq 1 ] && grep -q "did not answer" "$out"; then
+	if [ "$rc" -eq 1 ] &&
+		grep -q "^vperfetto_record: .*did not answer" "$out"; then
 		echo "# note: the guest stopped answering (above); once more with a fresh guest"
 		VM_ATTEMPT=2 bash "$script" "$@"
 		rc=$?
