@@ -10,6 +10,13 @@
  * its own; the row is made when the sorter hands it on.  A binary
  * (LID_EVENTS) entry's args are written after its message as
  * " name=value" pairs, a string quoted.
+ *
+ * Perfetto writes each entry anew for its sorter with every field set
+ * (tag, message, each arg's name, an arg's value the first of int, float,
+ * string it has), and parses that copy: so a tag or message not given
+ * reads "" (not NULL), the args follow the message even when there is
+ * none (a leading space then), and an arg without a name reads " =value".
+ * The rows here are what that gives.
  */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -141,8 +148,8 @@ static void add_text(char *t, size_t *n, const char *fmt, ...)
 		*n += (size_t)w < room ? (size_t)w : room - 1;
 }
 
-/* One arg of a binary entry: " name=value"; an arg without a name, or
- * with no value, writes as much as it has. */
+/* One arg of a binary entry: " name=value" (an absent name or value
+ * empty), the value the first of int, float, string the arg has. */
 static void arg_text(const uint8_t *p, size_t len, char *t, size_t *n)
 {
 	struct pb_reader r;
@@ -170,16 +177,15 @@ static void arg_text(const uint8_t *p, size_t len, char *t, size_t *n)
 			has_float = true;
 		}
 	}
-	if (!has_name)
-		return;
-	add_text(t, n, " %.*s=", (int)name.len, (const char *)name.data);
-	if (has_str)
-		add_text(t, n, "\"%.*s\"", (int)str.len,
-			 (const char *)str.data);
-	else if (has_int)
+	add_text(t, n, " %.*s=", (int)name.len,
+		 has_name ? (const char *)name.data : "");
+	if (has_int)
 		add_text(t, n, "%" PRId64, iv);
 	else if (has_float)
 		add_text(t, n, "%f", (double)fv);
+	else if (has_str)
+		add_text(t, n, "\"%.*s\"", (int)str.len,
+			 (const char *)str.data);
 }
 
 /* The row of an entry the sorter hands on (machine, then the LogEvent). */
@@ -230,26 +236,15 @@ static void parse_entry(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 	tp_set_int(t, TP_LOGS_utid, row, utid);
 	tp_set_int(t, TP_LOGS_prio, row, (int64_t)prio);
 	tp_set_str(t, TP_LOGS_log_source, row, ctx->alog->logcat);
-	if (has_tag)
-		tp_set_str(t, TP_LOGS_tag, row,
-			   tp_intern(ctx->pool, (const char *)tag.data,
-				     tag.len));
-	/* The args after the message, a space between; without a message,
-	 * the args alone (without their leading space); without either,
-	 * no message at all (NULL, where an empty one is ""). */
-	if (n > 0 && has_msg) {
-		size_t total = msg.len + n;
-		char *s = vp_xmalloc(total + 1);
-		memcpy(s, msg.data, msg.len);
-		memcpy(s + msg.len, args, n);
-		tp_set_str(t, TP_LOGS_msg, row, tp_intern(ctx->pool, s, total));
-		free(s);
-	} else if (n > 0) {
-		tp_set_str(t, TP_LOGS_msg, row,
-			   tp_intern(ctx->pool, args + 1, n - 1));
-	} else if (has_msg) {
-		tp_set_str(t, TP_LOGS_msg, row,
-			   tp_intern(ctx->pool, (const char *)msg.data,
-				     msg.len));
-	}
+	tp_set_str(t, TP_LOGS_tag, row,
+		   tp_intern(ctx->pool, has_tag ? (const char *)tag.data : "",
+			     has_tag ? tag.len : 0));
+	/* the message (or ""), then the args */
+	size_t mlen = has_msg ? msg.len : 0, total = mlen + n;
+	char *s = vp_xmalloc(total + 1);
+	if (mlen)
+		memcpy(s, msg.data, mlen);
+	memcpy(s + mlen, args, n);
+	tp_set_str(t, TP_LOGS_msg, row, tp_intern(ctx->pool, s, total));
+	free(s);
 }

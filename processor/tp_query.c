@@ -60,8 +60,8 @@ static void bounds_add(struct tp_table *t, unsigned ts_col, int dur_col,
 
 /* As Perfetto: the smallest timestamp and the largest end (ts + dur for
  * tables with a duration, negative durations counting as 0) over the
- * event tables (ftrace_event, sched, counter, slice, thread_state); (0, 0)
- * without events; end is start + 1 when the two meet. */
+ * event tables (ftrace_event, sched, counter, slice, thread_state, state,
+ * logs); (0, 0) without events; end is start + 1 when the two meet. */
 static void compute_bounds(struct tp_query_state *st)
 {
 	struct tp_ctx *c = st->ctx;
@@ -80,6 +80,7 @@ static void compute_bounds(struct tp_query_state *st)
 		   TP_THREAD_STATE_dur, &start, &end);
 	bounds_add(tp_tab(c, TP_T_STATE), TP_STATE_ts, TP_STATE_dur, &start,
 		   &end);
+	bounds_add(tp_tab(c, TP_T_LOGS), TP_LOGS_ts, -1, &start, &end);
 	if (start == INT64_MAX) {
 		start = 0;
 		end = 0;
