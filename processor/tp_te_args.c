@@ -475,11 +475,33 @@ static int64_t log_priority(uint64_t prio)
 	return prio <= 7 ? (int64_t)prio : 0;
 }
 
+/* A log message's tag: its source location's file name as written, ':'
+ * and its line number (0 when none). */
+static tp_str location_tag(struct tp_ctx *ctx, const uint8_t *p, size_t len)
+{
+	struct pb_reader r;
+	struct pb_field f;
+	const uint8_t *name = NULL;
+	size_t n = 0;
+
+	pb_reader_init(&r, p, len);
+	while (pb_next(&r, &f))
+		if (f.num == SL_FILE_NAME && f.wt == PB_WT_LEN) {
+			name = f.data;
+			n = f.len;
+		}
+	return tp_intern_fmt(ctx->pool, "%.*s:%" PRIu32, (int)n,
+			     name ? (const char *)name : "",
+			     line_number(p, len));
+}
+
 /* log_message: its interned body, then its interned source location (as
  * written, the path not normalized, the line an int) and its priority.
  * An event off a thread, an unknown body or an unknown location is a
- * parser error; what was added before it stays, as in Perfetto.  (The
- * android_logs row Perfetto also writes is not kept here.) */
+ * parser error; what was added before it stays, as in Perfetto.  Each
+ * also makes a row of the android_logs view (__intrinsic_logs): the
+ * event's time and thread, the priority (INFO without one), the source
+ * location as "file:line" (the path as written) for the tag, the body. */
 static void log_message_args(struct tp_ctx *ctx, const struct ev *e,
 			     struct tp_args_builder *b)
 {
@@ -517,11 +539,13 @@ static void log_message_args(struct tp_ctx *ctx, const struct ev *e,
 	body = str_field(ctx, p, len, LMB_BODY);
 	k = tp_s(ctx, "track_event.log_message.message");
 	tp_args_add_str(b, k, k, body);
+	tp_str tag = 0;
 	if (has_loc) {
 		if (!source_location(ctx, e, loc_iid, &p, &len)) {
 			parser_error(ctx);
 			return;
 		}
+		tag = location_tag(ctx, p, len);
 		k = tp_s(ctx, "track_event.log_message.file_name");
 		tp_args_add_str(b, k, k, str_field(ctx, p, len, SL_FILE_NAME));
 		k = tp_s(ctx, "track_event.log_message.function_name");
@@ -534,6 +558,16 @@ static void log_message_args(struct tp_ctx *ctx, const struct ev *e,
 		k = tp_s(ctx, "track_event.priority");
 		tp_args_add_int(b, k, k, log_priority(prio));
 	}
+	struct tp_table *t = tp_tab(ctx, TP_T_LOGS);
+	uint32_t row = tp_table_add_row(t);
+	tp_set_int(t, TP_LOGS_ts, row, e->ts);
+	tp_set_int(t, TP_LOGS_utid, row, e->utid);
+	tp_set_int(t, TP_LOGS_prio, row,
+		   has_prio ? log_priority(prio) : ALOG_PRIO_INFO);
+	tp_set_str(t, TP_LOGS_log_source, row, tp_s(ctx, "android_logcat"));
+	if (tag)
+		tp_set_str(t, TP_LOGS_tag, row, tag);
+	tp_set_str(t, TP_LOGS_msg, row, body);
 }
 
 /* correlation_id as "tp:#<id>", correlation_id_str as it is, an interned

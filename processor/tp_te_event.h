@@ -90,6 +90,7 @@ struct legacy {
 };
 
 struct ev {
+	int64_t ts; /* the event's time (parse stage): a log message's row */
 	/* header */
 	uint32_t flags, seq_id, gen, machine;
 	int64_t thread_ts, tic, pid, tid;

@@ -225,6 +225,7 @@ static void parse_event(struct tp_ctx *ctx, int64_t ts, const uint8_t *p,
 		parser_error(ctx);
 		return;
 	}
+	e.ts = ts;
 	if ((e.has_type && e.type) || e.le.has_phase)
 		tp_te_note_annotation(ctx, &e);
 	/* Cropping drops every kind of event before the range of interest,
