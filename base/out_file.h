@@ -68,10 +68,11 @@ int vp_out_check_distinct(const char *what_a, const char *a,
 int vp_out_open(struct vp_out **out, const char *path, unsigned flags,
 		struct vp_error *err);
 
-/* Writeback of the file written aside, which is started every few MiB
- * so that the commit's fsync finds little left, is then started by a
- * thread of o's own, so that the writer does not wait for it (a program
- * that writes much and has time for nothing else: the merge). */
+/* The file written aside is then made durable every few MiB (started
+ * and synced) by a thread of o's own, so that the writer neither waits
+ * for the writeback nor, at the commit, for a disk's write cache to
+ * empty all of it (a program that writes much and has time for nothing
+ * else: the merge).  Without it, the writer only starts the writeback. */
 void vp_out_flush_behind(struct vp_out *o);
 
 /* The descriptor to write to (or to hand to another process). */

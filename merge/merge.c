@@ -2164,9 +2164,12 @@ int merge_run(const struct merge_opts *o, struct merge_result *res,
 	memset(items, 0, sizeof(items));
 	for (size_t i = 0; i < o->n_guests; i++)
 		items[i].path = o->guests[i];
+	/* The output is made durable as it is written, by a thread that
+	 * mostly sleeps in the disk's syncs (out_file.c), whatever N: the
+	 * commit's fsync then waits for the last few MiB only. */
 	if (trace_writer_open(&w, o->out, &werr) < 0)
 		wstatus = MERGE_IO_ERROR;
-	else if (threads > 1)
+	else
 		trace_writer_flush_behind(w);
 	if (wstatus == MERGE_OK)
 		items[n_items++] = (struct scan_item){
