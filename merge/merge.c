@@ -149,11 +149,19 @@ struct __attribute__((aligned(128))) guest_map {
 	 * a REALTIME value goes to BOOTTIME through the last one before it */
 	const struct cm_sample *rt;
 	size_t n_rt;
-	/* --no-machine-id: the host's (REALTIME, BOOTTIME) snapshots, by
-	 * BOOTTIME, through which a guest's android_log entry goes to the
-	 * host's REALTIME (map_guest_log); none: entries kept as they are */
+	/* --no-machine-id: the host's (REALTIME, output clock) snapshots,
+	 * by the output clock (BOOTTIME or MONOTONIC), through which a
+	 * guest's android_log entry goes to the host's REALTIME
+	 * (map_guest_log); none: entries kept as they are */
 	const struct cm_sample *out_rt;
 	size_t n_out_rt;
+	/* --clock monotonic: the host's (MONOTONIC, BOOTTIME) snapshots by
+	 * MONOTONIC, through which a guest's ftrace times and the BOOTTIME
+	 * entries of its snapshots go to the host's BOOTTIME
+	 * (map_guest_boot); none: ftrace times go onto the host's
+	 * MONOTONIC, and those entries are kept as they are */
+	const struct cm_sample *out_mb;
+	size_t n_out_mb;
 	uint64_t overflow; /* values clamped: far outside the model */
 };
 
@@ -252,7 +260,7 @@ static bool map_guest(void *ctx, uint32_t clock, uint64_t in, uint64_t *out)
 }
 
 /* rewrite_cfg.log_map, --no-machine-id: a guest's REALTIME value onto the
- * host's axis (BOOTTIME), then to the host's REALTIME there. */
+ * host's axis (BOOTTIME or MONOTONIC), then to the host's REALTIME there. */
 static bool map_guest_log(void *ctx, uint32_t clock, uint64_t in,
 			  uint64_t *out)
 {
@@ -261,6 +269,18 @@ static bool map_guest_log(void *ctx, uint32_t clock, uint64_t in,
 
 	return map_guest(ctx, clock, in, &boot) &&
 	       through_snapshots(m->out_rt, m->n_out_rt, false, boot, out);
+}
+
+/* rewrite_cfg.boot_map, --clock monotonic: a guest's BOOTTIME onto the
+ * host's MONOTONIC, then to the host's BOOTTIME there. */
+static bool map_guest_boot(void *ctx, uint32_t clock, uint64_t in,
+			   uint64_t *out)
+{
+	struct guest_map *m = ctx;
+	uint64_t mono;
+
+	return map_guest(ctx, clock, in, &mono) &&
+	       through_snapshots(m->out_mb, m->n_out_mb, true, mono, out);
 }
 
 /* map_guest for n times of one clock: the fitted map's loop when the
@@ -1802,7 +1822,7 @@ static int rewrite_guest(const struct merge_opts *o, size_t i,
 		rw_map_fn fn = NULL;
 		rw_map_many_fn many = NULL;
 		void *ctx = NULL;
-		rw_map_fn log = NULL;
+		rw_map_fn log = NULL, boot = NULL;
 		if (gmt) {
 			gmt[t] = *gm;
 			fn = map_guest;
@@ -1810,6 +1830,8 @@ static int rewrite_guest(const struct merge_opts *o, size_t i,
 			ctx = &gmt[t];
 			if (gm->n_out_rt)
 				log = map_guest_log;
+			if (gm->n_out_mb)
+				boot = map_guest_boot;
 		} else if (vmt) {
 			vmt[t].to_host = *gm;
 			vmt[t].onto = *om;
@@ -1822,6 +1844,7 @@ static int rewrite_guest(const struct merge_opts *o, size_t i,
 			.map_ctx = ctx,
 			.map_many = many,
 			.log_map = log,
+			.boot_map = boot,
 			.target_clock = res->clock,
 			.trace_clock = gd->trace_clock,
 			.seq_offset = g->seq_offset,
@@ -1926,7 +1949,8 @@ static void check_guest(struct merge_guest *g, const struct guest_map *gm,
 		warn(res, "guest %s: %llu timestamps on clocks the model "
 		     "does not cover were left as they were", g->path,
 		     (unsigned long long)g->rw.ts_unmapped);
-	if (g->synced && res->clock != BUILTIN_CLOCK_BOOTTIME && g->rw.ts_ftrace)
+	if (g->synced && res->clock != BUILTIN_CLOCK_BOOTTIME &&
+	    !gm->n_out_mb && g->rw.ts_ftrace)
 		warn(res, "guest %s: ftrace timestamps are on BOOTTIME but "
 		     "were mapped onto host %s", g->path,
 		     builtin_clock_name(res->clock));
@@ -2122,8 +2146,8 @@ int merge_run(const struct merge_opts *o, struct merge_result *res,
 	struct guest_plan plan[MERGE_MAX_GUESTS];
 	struct onto_map om;
 	struct progress pg;
-	struct cm_sample *host_rt = NULL;
-	size_t n_host_rt = 0;
+	struct cm_sample *host_rt = NULL, *host_mb = NULL;
+	size_t n_host_rt = 0, n_host_mb = 0;
 	double t0 = now_s();
 	int status = run_begin(o, res, &pg, 2, err);
 	bool onto = o->onto_guest != 0;
@@ -2204,14 +2228,26 @@ int merge_run(const struct merge_opts *o, struct merge_result *res,
 		goto out;
 
 	const struct sync_data *hd = sync_scanner_data(hsc);
-	/* --no-machine-id onto the host's BOOTTIME: the host's REALTIME
-	 * snapshots by BOOTTIME, for the guests' android_log entries */
-	if (o->no_machine_id && !onto && res->clock == BUILTIN_CLOCK_BOOTTIME &&
-	    hd->realtime.n) {
-		n_host_rt = hd->realtime.n;
+	/* --no-machine-id: the host's REALTIME snapshots by the clock of
+	 * the output's axis, for the guests' android_log entries */
+	const struct sample_vec *hrt =
+		res->clock == BUILTIN_CLOCK_MONOTONIC ? &hd->realtime_mono
+						      : &hd->realtime;
+	if (o->no_machine_id && !onto && hrt->n) {
+		n_host_rt = hrt->n;
 		host_rt = vp_xreallocarray(NULL, n_host_rt, sizeof(*host_rt));
-		memcpy(host_rt, hd->realtime.v, n_host_rt * sizeof(*host_rt));
+		memcpy(host_rt, hrt->v, n_host_rt * sizeof(*host_rt));
 		qsort(host_rt, n_host_rt, sizeof(*host_rt), cmp_sample_y);
+	}
+	/* onto the host's MONOTONIC: its (MONOTONIC, BOOTTIME) snapshots
+	 * by MONOTONIC, for the guests' ftrace times and the BOOTTIME of
+	 * their snapshots */
+	if (!onto && res->clock == BUILTIN_CLOCK_MONOTONIC &&
+	    hd->mono_boot.n) {
+		n_host_mb = hd->mono_boot.n;
+		host_mb = vp_xreallocarray(NULL, n_host_mb, sizeof(*host_mb));
+		memcpy(host_mb, hd->mono_boot.v, n_host_mb * sizeof(*host_mb));
+		qsort(host_mb, n_host_mb, sizeof(*host_mb), cmp_sample_x);
 	}
 	res->host_packets = hd->n_packets;
 	res->host_bytes = trace_writer_bytes(w);
@@ -2235,6 +2271,8 @@ int merge_run(const struct merge_opts *o, struct merge_result *res,
 				       err);
 		gm[i].out_rt = host_rt;
 		gm[i].n_out_rt = n_host_rt;
+		gm[i].out_mb = host_mb;
+		gm[i].n_out_mb = n_host_mb;
 		if (status == MERGE_OK && !onto && res->guests[i].machine_id)
 			status = write_machine_anchor(
 				w, res->guests[i].machine_id, res->clock,
@@ -2303,6 +2341,7 @@ out:
 		sync_scanner_free(gsc[i]);
 	sync_scanner_free(hsc);
 	free(host_rt);
+	free(host_mb);
 	res->seconds = now_s() - t0;
 	if (pg.on && pg.shown >= 0 && pg.shown < 100)
 		fputc('\n', stderr);

@@ -197,6 +197,29 @@ static void map_clock_many(struct rewriter *rw, uint32_t clock,
 		ok[i] = map_clock(rw, clock, in[i], &out[i]);
 }
 
+/* An ftrace time, BOOTTIME by the convention of ftrace data (it carries
+ * no clock id): onto the output's BOOTTIME through boot_map when the axis
+ * is another clock, since a trace processor reads it as BOOTTIME there
+ * too; else onto the axis. */
+static bool map_ftrace(struct rewriter *rw, uint64_t in, uint64_t *out)
+{
+	if (rw->cfg.map && rw->cfg.boot_map)
+		return rw->cfg.boot_map(rw->cfg.map_ctx, BUILTIN_CLOCK_BOOTTIME,
+					in, out);
+	return map_clock(rw, BUILTIN_CLOCK_BOOTTIME, in, out);
+}
+
+static void map_ftrace_many(struct rewriter *rw, const uint64_t *in,
+			    uint64_t *out, bool *ok, size_t n)
+{
+	if (!rw->cfg.map || !rw->cfg.boot_map) {
+		map_clock_many(rw, BUILTIN_CLOCK_BOOTTIME, in, out, ok, n);
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		ok[i] = map_ftrace(rw, in[i], &out[i]);
+}
+
 /* a / u rounded to nearest, for signed a and u >= 1 */
 static __int128 div_round(__int128 a, uint64_t u)
 {
@@ -481,13 +504,24 @@ static int rewrite_snapshot(struct rewriter *rw, struct pb_buf *out,
 		 * on the target axis would be the host's; left out. */
 		if (is_scoped(id))
 			global = false;
+		/* BOOTTIME when the axis is another clock: onto the output's
+		 * BOOTTIME, so that the machine's BOOTTIME and its target
+		 * clock keep the host's step between them */
+		bool to_boot = id == BUILTIN_CLOCK_BOOTTIME &&
+			       id != rw->cfg.target_clock && rw->cfg.boot_map &&
+			       !own;
 		if ((id != rw->cfg.target_clock &&
-		     id != BUILTIN_CLOCK_MONOTONIC) || !tsf) {
+		     id != BUILTIN_CLOCK_MONOTONIC && !to_boot) || !tsf) {
 			if (own && !is_scoped(id))
 				edit_replace(&e, &f);
 			continue;
 		}
-		if (!map_clock(rw, (uint32_t)id, tsf->val, &mapped)) {
+		bool ok = to_boot ? rw->cfg.boot_map(rw->cfg.map_ctx,
+						     (uint32_t)id, tsf->val,
+						     &mapped)
+				  : map_clock(rw, (uint32_t)id, tsf->val,
+					      &mapped);
+		if (!ok) {
 			count_unmapped(rw);
 			if (own)
 				edit_replace(&e, &f);
@@ -794,7 +828,7 @@ static int rewrite_ftrace_event(struct rewriter *rw, struct pb_buf *out,
 	while (pb_next(&e.r, &f)) {
 		uint64_t o;
 		if (f.num == FE_TIMESTAMP && f.wt == PB_WT_VARINT && map_ts) {
-			if (!map_clock(rw, BUILTIN_CLOCK_BOOTTIME, f.val, &o)) {
+			if (!map_ftrace(rw, f.val, &o)) {
 				count_unmapped(rw);
 				continue;
 			}
@@ -841,7 +875,7 @@ static void map_delta_value(struct rewriter *rw, struct delta_list *d,
 	uint64_t abs_in = d->in + v, o;
 
 	d->in = abs_in;
-	if (!map_ts || !map_clock(rw, BUILTIN_CLOCK_BOOTTIME, abs_in, &o)) {
+	if (!map_ts || !map_ftrace(rw, abs_in, &o)) {
 		if (map_ts)
 			count_unmapped(rw);
 		o = abs_in; /* keep relative spacing of an unmapped list */
@@ -881,7 +915,7 @@ static bool map_delta_packed(struct rewriter *rw, struct delta_list *d,
 	do {
 		for (n = 0; n < DELTA_BATCH && pb_packed_next(&it, &v); n++)
 			in[n] = acc += v;
-		map_clock_many(rw, BUILTIN_CLOCK_BOOTTIME, in, mapped, ok, n);
+		map_ftrace_many(rw, in, mapped, ok, n);
 		/* at most ten bytes per delta */
 		pb_buf_reserve(out, n * PB_MAX_VARINT_LEN);
 		uint8_t *p = out->data + out->len;
@@ -1031,7 +1065,7 @@ static int rewrite_ftrace_bundle(struct rewriter *rw, struct pb_buf *out,
 			if (f.wt != PB_WT_VARINT || f.val == 0 ||
 			    (f.num != FB_BOOT_TIMESTAMP && !boot_clock))
 				break;
-			if (!map_clock(rw, BUILTIN_CLOCK_BOOTTIME, f.val, &o)) {
+			if (!map_ftrace(rw, f.val, &o)) {
 				count_unmapped(rw);
 				break;
 			}

@@ -57,6 +57,13 @@ struct rewrite_cfg {
 	 * processor to convert through the input's own snapshots, which the
 	 * output keeps on the input's machine */
 	rw_map_fn log_map;
+	/* With an output axis other than BOOTTIME (--clock monotonic): a
+	 * BOOTTIME value of the input to the output's BOOTTIME, with
+	 * map_ctx, for the BOOTTIME entries of the input's ClockSnapshots
+	 * on its own machine: a trace processor, whose trace clock is
+	 * BOOTTIME, converts the input's times through them.  NULL: those
+	 * entries are left as they are */
+	rw_map_fn boot_map;
 	uint32_t target_clock;  /* clock of the output axis, which the mapped
 				 * values are on */
 	uint32_t trace_clock;   /* the input's primary trace clock */

@@ -95,6 +95,8 @@ enum result_kind {
 	R_BOOT,            /* a (counter, BOOTTIME) sample */
 	R_MONO,            /* a (counter, MONOTONIC) sample */
 	R_REALTIME,        /* a (REALTIME, BOOTTIME) pair */
+	R_REALTIME_MONO,   /* a (REALTIME, MONOTONIC) pair */
+	R_MONO_BOOT,       /* a (MONOTONIC, BOOTTIME) pair */
 	R_EXCHANGE,
 	R_KVM,
 	R_TRACE_CLOCK,     /* a snapshot's primary_trace_clock */
@@ -185,6 +187,8 @@ size_t sync_data_thinned(const struct sync_data *d)
 	return d->boot.thin.offered - d->boot.n +
 	       d->mono.thin.offered - d->mono.n +
 	       d->realtime.thin.offered - d->realtime.n +
+	       d->realtime_mono.thin.offered - d->realtime_mono.n +
+	       d->mono_boot.thin.offered - d->mono_boot.n +
 	       d->ex_thin.offered - d->n_ex;
 }
 
@@ -230,6 +234,12 @@ static void apply(struct sync_data *d, const struct result *r)
 		break;
 	case R_REALTIME:
 		push_sample(&d->realtime, r->u.xy.x, r->u.xy.y);
+		break;
+	case R_REALTIME_MONO:
+		push_sample(&d->realtime_mono, r->u.xy.x, r->u.xy.y);
+		break;
+	case R_MONO_BOOT:
+		push_sample(&d->mono_boot, r->u.xy.x, r->u.xy.y);
 		break;
 	case R_EXCHANGE:
 		if (!thin_keep(&d->ex_thin, d->ex, &d->n_ex, sizeof(*d->ex)))
@@ -319,6 +329,8 @@ void sync_scanner_share(struct sync_scanner *s, size_t n_inputs)
 	s->d.boot.thin.max = max;
 	s->d.mono.thin.max = max;
 	s->d.realtime.thin.max = max;
+	s->d.realtime_mono.thin.max = max;
+	s->d.mono_boot.thin.max = max;
 	s->d.ex_thin.max = max;
 	s->d.max_kvm = share_of(SYNC_MAX_KVM, SYNC_MIN_KVM, n_inputs);
 }
@@ -338,6 +350,8 @@ void sync_data_free(struct sync_data *d)
 	free(d->boot.v);
 	free(d->mono.v);
 	free(d->realtime.v);
+	free(d->realtime_mono.v);
+	free(d->mono_boot.v);
 	free(d->ex);
 	free(d->kvm);
 	memset(d, 0, sizeof(*d));
@@ -665,6 +679,11 @@ static int scan_clock_snapshot(struct sync_scanner *s, const uint8_t *p,
 				    .u.clock = (uint32_t)it.primary}) < 0)
 		return -1;
 	if (have_rt && have_boot && emit_xy(s, R_REALTIME, rt, boot) < 0)
+		return -1;
+	if (have_rt && have_mono &&
+	    emit_xy(s, R_REALTIME_MONO, rt, mono) < 0)
+		return -1;
+	if (have_mono && have_boot && emit_xy(s, R_MONO_BOOT, mono, boot) < 0)
 		return -1;
 	if (incremental_64 && emit_count(s, R_INCREMENTAL_64) < 0)
 		return -1;

@@ -79,6 +79,12 @@ struct sync_data {
 	/* (REALTIME, BOOTTIME) of each ClockSnapshot holding both, in file
 	 * order: how REALTIME values are brought to BOOTTIME */
 	struct sample_vec realtime;
+	/* (REALTIME, MONOTONIC) of each holding both: the same for a merge
+	 * onto MONOTONIC */
+	struct sample_vec realtime_mono;
+	/* (MONOTONIC, BOOTTIME) of each holding both: how a merge onto
+	 * MONOTONIC puts a guest's BOOTTIME on the host's */
+	struct sample_vec mono_boot;
 	size_t n_snapshot_samples;   /* from ClockSnapshots */
 	size_t n_event_samples;      /* from guest_clock_sync events */
 	size_t n_incremental_64;     /* snapshots whose clock 64 is an

@@ -51,6 +51,24 @@ pkt = f_var(8, 1000) + f_var(10, 3) + f_len(
     39, f_len(1, ev1) + f_len(1, ev2) + f_len(2, f_var(1, 10)))
 open(sys.argv[2], 'wb').write(bytes([2]) + vint(len(pkt)) + pkt)
 PY
+# fuzz_rewrite: onto MONOTONIC with BOOTTIME moved onto the output's (the
+# options byte 5: --clock monotonic): a snapshot of both clocks, then an
+# ftrace bundle with an event and compact_sched.
+python3 - "$repo/tests/lib" "$work/fuzz_rewrite/monotonic_boot" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+from pb_walk import f_len, f_var, vint
+snap = (f_len(1, f_var(1, 6) + f_var(2, 5000000000)) +
+        f_len(1, f_var(1, 3) + f_var(2, 4000000000)) +
+        f_len(1, f_var(1, 1) + f_var(2, 1700000000000000000)))
+p1 = f_var(8, 5000000000) + f_var(10, 1) + f_len(6, snap)
+ev = f_var(1, 5000001000) + f_var(2, 42)
+cs = f_len(1, bytes([10, 20, 30])) + f_len(7, bytes([5, 6]))
+p2 = f_var(10, 1) + f_len(1, f_var(1, 0) + f_len(2, ev) + f_len(4, cs) +
+                            f_var(7, 5000000500))
+body = b''.join(vint(len(p)) + p for p in (p1, p2))
+open(sys.argv[2], 'wb').write(bytes([5]) + body)
+PY
 # fuzz_tp_input: a trace's head as it is, gzip'd, gzip'd and cut, and two
 # gzip members one after the other.
 mk fuzz_tp_input

@@ -3,8 +3,9 @@
  * rewriter on arbitrary packets, with a synthetic clock map so that every
  * mapping path (scoped clocks, legacy us, ftrace, compact_sched, snapshots)
  * runs.  The input is a run of `varint length, packet bytes`; the first
- * byte picks the options (machine id, or id remapping with android_log
- * times moved).  Whatever the
+ * byte picks the options: bit 0 the MONOTONIC axis, bit 1 id remapping
+ * with android_log times moved (else a machine id), bit 2 with bit 0
+ * BOOTTIME onto the output's (--clock monotonic's boot_map).  Whatever the
  * rewriter writes must scan as a well-formed message, and an ftrace
  * bundle's events rewritten as pieces (rewrite_piece, the path of a
  * packet too large to hold) must come out as they do in the packet, a
@@ -38,6 +39,18 @@ static bool fuzz_log_map(void *ctx, uint32_t clock, uint64_t in,
 	if (clock != BUILTIN_CLOCK_REALTIME || (in & 1))
 		return false;
 	*out = in + 7000;
+	return true;
+}
+
+/* --clock monotonic's map of BOOTTIME onto the output's BOOTTIME (ftrace
+ * times, snapshots' BOOTTIME entries): values past 2^62 fail. */
+static bool fuzz_boot_map(void *ctx, uint32_t clock, uint64_t in,
+			  uint64_t *out)
+{
+	(void)ctx;
+	if (clock != BUILTIN_CLOCK_BOOTTIME || in >> 62)
+		return false;
+	*out = in + (in >> 12) + 5000000;
 	return true;
 }
 
@@ -105,6 +118,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		.path = "fuzz.pb",
 		.map = fuzz_map,
 		.log_map = (opts & 2) ? fuzz_log_map : NULL,
+		.boot_map = (opts & 5) == 5 ? fuzz_boot_map : NULL,
 		.target_clock = (opts & 1) ? BUILTIN_CLOCK_MONOTONIC
 					   : BUILTIN_CLOCK_BOOTTIME,
 		.trace_clock = BUILTIN_CLOCK_BOOTTIME,

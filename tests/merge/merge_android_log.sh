@@ -28,33 +28,9 @@ t=$E2E_DIR
 	--events 300 --params-out "$t/p.txt" >/dev/null ||
 	{ echo "FAIL: tracegen"; exit 1; }
 
-# Appends to the guest an android_log packet whose entries are written
-# d ns after its snapshots k (REALTIME), each entry's message "k d".
-python3 - "$t/g.pb" "$t/guest.pb" "$LIB" <<'PY'
-import sys
-sys.path.insert(0, sys.argv[3])
-from pb_walk import f_len, f_var, fields, packets, snapshot_clocks
-
-src = open(sys.argv[1], 'rb').read()
-snaps = []  # (REALTIME, BOOTTIME) of each guest snapshot with both
-for pkt in packets(src):
-    f = dict(fields(pkt))
-    if 6 not in f:
-        continue
-    clocks = snapshot_clocks(f[6])
-    if 1 in clocks and 6 in clocks:
-        snaps.append((clocks[1], clocks[6]))
-events = b''
-for k in (1, 3):
-    for d in (1000, 5000000):
-        rt = snaps[k][0] + d
-        events += f_len(1, f_var(2, 700) + f_var(3, 701) + f_var(5, rt) +
-                        f_len(6, b'vm') + f_var(7, 4) +
-                        f_len(8, b'%d %d' % (k, d)))
-pkt = (f_var(8, snaps[3][1] + 6000000) + f_var(10, 4000) +
-       f_len(39, events))
-open(sys.argv[2], 'wb').write(src + f_len(1, pkt))
-PY
+# The guest with 4 entries written d ns after its snapshots k (REALTIME),
+# each entry's message "k d".
+python3 "$LIB/clock_edit.py" guest-logcat "$t/g.pb" "$t/guest.pb"
 [ -s "$t/guest.pb" ] || { echo "FAIL: no guest trace"; exit 1; }
 
 # expected TRACE: "k d ts" of each entry, ts = snapshot k's BOOTTIME in
@@ -92,17 +68,7 @@ check "vperfetto_tp: the entries on the guest's machine, at snapshot + d
 # whose time the merge moves onto it; the entries then read as before,
 # but for the fit's drift over d (well within 1 us), with tids moved
 # clear of the host's.
-python3 - "$t/h.pb" "$t/host.pb" "$LIB" <<'PY'
-import sys
-sys.path.insert(0, sys.argv[3])
-from pb_walk import f_len, f_var, fields, packets
-src = open(sys.argv[1], 'rb').read()
-first = min(dict(fields(p)).get(8, 1 << 63) for p in packets(src))
-snap = f_len(1, f_var(1, 6) + f_var(2, first)) + \
-    f_len(1, f_var(1, 1) + f_var(2, 1600000000000000000))
-pkt = f_var(8, first) + f_var(10, 1) + f_len(6, snap)
-open(sys.argv[2], 'wb').write(f_len(1, pkt) + src)
-PY
+python3 "$LIB/clock_edit.py" host-realtime "$t/h.pb" "$t/host.pb"
 check "merge --no-machine-id" "$MERGE" -q "$t/host.pb" "$t/guest.pb" \
 	-o "$t/n.pb" --no-machine-id --report "$t/n.json"
 nm=$(query_rows "$t/n.pb" "select l.msg || ' ' || l.ts || ' ' || t.tid
