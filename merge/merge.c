@@ -155,11 +155,14 @@ struct __attribute__((aligned(128))) guest_map {
 	 * (map_guest_log); none: entries kept as they are */
 	const struct cm_sample *out_rt;
 	size_t n_out_rt;
-	/* --clock monotonic: the host's (MONOTONIC, BOOTTIME) snapshots by
-	 * MONOTONIC, through which a guest's ftrace times and the BOOTTIME
-	 * entries of its snapshots go to the host's BOOTTIME
+	/* The host's (MONOTONIC, BOOTTIME) snapshots by MONOTONIC.  With
+	 * --clock monotonic, through them a guest's ftrace times and the
+	 * BOOTTIME entries of its snapshots go to the host's BOOTTIME
 	 * (map_guest_boot); none: ftrace times go onto the host's
-	 * MONOTONIC, and those entries are kept as they are */
+	 * MONOTONIC, and those entries are kept as they are.  With
+	 * --no-machine-id onto BOOTTIME, its legacy microseconds and the
+	 * MONOTONIC of its snapshots go to the host's MONOTONIC
+	 * (host_boot_to_mono); none: onto the host's BOOTTIME. */
 	const struct cm_sample *out_mb;
 	size_t n_out_mb;
 	uint64_t overflow; /* values clamped: far outside the model */
@@ -283,6 +286,17 @@ static bool map_guest_boot(void *ctx, uint32_t clock, uint64_t in,
 	       through_snapshots(m->out_mb, m->n_out_mb, true, mono, out);
 }
 
+/* rewrite_cfg.axis_to_mono, --no-machine-id onto BOOTTIME: a host
+ * BOOTTIME to the host's MONOTONIC, through its last snapshot of both at
+ * or before it (out_mb, in the host's order: by MONOTONIC is by BOOTTIME,
+ * since BOOTTIME only gains on MONOTONIC). */
+static bool host_boot_to_mono(void *ctx, uint64_t boot, uint64_t *mono)
+{
+	struct guest_map *m = ctx;
+
+	return through_snapshots(m->out_mb, m->n_out_mb, false, boot, mono);
+}
+
 /* map_guest for n times of one clock: the fitted map's loop when the
  * clock has one, else map_guest time by time. */
 static void map_guest_many(void *ctx, uint32_t clock, const uint64_t *in,
@@ -317,6 +331,10 @@ struct __attribute__((aligned(128))) onto_map {
 	/* the host's (REALTIME, BOOTTIME) snapshots, by REALTIME */
 	const struct cm_sample *rt;
 	size_t n_rt;
+	/* onto the chosen guest's MONOTONIC: its (MONOTONIC, BOOTTIME)
+	 * snapshots by MONOTONIC (map_onto_boot) */
+	const struct cm_sample *mb;
+	size_t n_mb;
 	uint64_t overflow;
 };
 
@@ -344,6 +362,19 @@ static bool map_onto(void *ctx, uint32_t clock, uint64_t in, uint64_t *out)
 	return true;
 }
 
+/* rewrite_cfg.boot_map, --onto guest with --clock monotonic: a host
+ * BOOTTIME onto the chosen guest's MONOTONIC, then to that guest's
+ * BOOTTIME through its own snapshots. */
+static bool map_onto_boot(void *ctx, uint32_t clock, uint64_t in,
+			  uint64_t *out)
+{
+	struct onto_map *m = ctx;
+	uint64_t mono;
+
+	return map_onto(ctx, clock, in, &mono) &&
+	       through_snapshots(m->mb, m->n_mb, true, mono, out);
+}
+
 /* --onto guest, another guest than the chosen one: onto the host's axis
  * as by default, then onto the chosen guest's. */
 struct __attribute__((aligned(128))) via_map {
@@ -359,6 +390,18 @@ static bool map_via(void *ctx, uint32_t clock, uint64_t in, uint64_t *out)
 	if (!map_guest(&m->to_host, clock, in, &host))
 		return false;
 	return map_onto(&m->onto, m->onto.target, host, out);
+}
+
+/* map_onto_boot for another guest: its BOOTTIME onto the chosen guest's
+ * MONOTONIC through the host's, then to the chosen guest's BOOTTIME. */
+static bool map_via_boot(void *ctx, uint32_t clock, uint64_t in,
+			 uint64_t *out)
+{
+	struct via_map *m = ctx;
+	uint64_t mono;
+
+	return map_via(ctx, clock, in, &mono) &&
+	       through_snapshots(m->onto.mb, m->onto.n_mb, true, mono, out);
 }
 
 /* Says what the scan of a trace did not keep of its sync data, to stay
@@ -1823,6 +1866,7 @@ static int rewrite_guest(const struct merge_opts *o, size_t i,
 		rw_map_many_fn many = NULL;
 		void *ctx = NULL;
 		rw_map_fn log = NULL, boot = NULL;
+		bool (*to_mono)(void *, uint64_t, uint64_t *) = NULL;
 		if (gmt) {
 			gmt[t] = *gm;
 			fn = map_guest;
@@ -1830,13 +1874,18 @@ static int rewrite_guest(const struct merge_opts *o, size_t i,
 			ctx = &gmt[t];
 			if (gm->n_out_rt)
 				log = map_guest_log;
-			if (gm->n_out_mb)
+			if (gm->n_out_mb &&
+			    res->clock == BUILTIN_CLOCK_MONOTONIC)
 				boot = map_guest_boot;
+			else if (gm->n_out_mb && o->no_machine_id)
+				to_mono = host_boot_to_mono;
 		} else if (vmt) {
 			vmt[t].to_host = *gm;
 			vmt[t].onto = *om;
 			fn = map_via;
 			ctx = &vmt[t];
+			if (om->n_mb)
+				boot = map_via_boot;
 		}
 		cfg[t] = (struct rewrite_cfg){
 			.path = g->path,
@@ -1845,6 +1894,7 @@ static int rewrite_guest(const struct merge_opts *o, size_t i,
 			.map_many = many,
 			.log_map = log,
 			.boot_map = boot,
+			.axis_to_mono = to_mono,
 			.target_clock = res->clock,
 			.trace_clock = gd->trace_clock,
 			.seq_offset = g->seq_offset,
@@ -1963,8 +2013,8 @@ static void check_guest(struct merge_guest *g, const struct guest_map *gm,
  * of each segment when it changed) and the host's fits.  hd's REALTIME
  * samples are sorted for map_onto.  A merge_status. */
 static int setup_onto(const struct merge_opts *o, struct merge_result *res,
-		      struct sync_data *hd, struct onto_map *om,
-		      struct vp_error *err)
+		      struct sync_data *hd, struct sync_data *gd,
+		      struct onto_map *om, struct vp_error *err)
 {
 	const struct merge_guest *g = &res->guests[o->onto_guest - 1];
 	bool boot = res->clock == BUILTIN_CLOCK_BOOTTIME;
@@ -2000,6 +2050,14 @@ static int setup_onto(const struct merge_opts *o, struct merge_result *res,
 		qsort(rtv->v, rtv->n, sizeof(*rtv->v), cmp_sample_x);
 	om->rt = rtv->v;
 	om->n_rt = rtv->n;
+	/* onto MONOTONIC, a trace processor still reads BOOTTIME as its
+	 * trace clock: the host's BOOTTIME goes to the guest's (boot_map) */
+	if (!boot && gd->mono_boot.n) {
+		qsort(gd->mono_boot.v, gd->mono_boot.n,
+		      sizeof(*gd->mono_boot.v), cmp_sample_x);
+		om->mb = gd->mono_boot.v;
+		om->n_mb = gd->mono_boot.n;
+	}
 	return MERGE_OK;
 }
 
@@ -2042,6 +2100,7 @@ static int rewrite_host(const struct merge_opts *o, const struct sync_data *hd,
 			.path = o->host,
 			.map = map_onto,
 			.map_ctx = &omt[t],
+			.boot_map = om->n_mb ? map_onto_boot : NULL,
 			.target_clock = res->clock,
 			.trace_clock = hd->trace_clock,
 			.map_counts = {&omt[t].overflow, NULL},
@@ -2239,11 +2298,12 @@ int merge_run(const struct merge_opts *o, struct merge_result *res,
 		memcpy(host_rt, hrt->v, n_host_rt * sizeof(*host_rt));
 		qsort(host_rt, n_host_rt, sizeof(*host_rt), cmp_sample_y);
 	}
-	/* onto the host's MONOTONIC: its (MONOTONIC, BOOTTIME) snapshots
-	 * by MONOTONIC, for the guests' ftrace times and the BOOTTIME of
-	 * their snapshots */
-	if (!onto && res->clock == BUILTIN_CLOCK_MONOTONIC &&
-	    hd->mono_boot.n) {
+	/* The host's (MONOTONIC, BOOTTIME) snapshots by MONOTONIC: onto its
+	 * MONOTONIC, for the guests' ftrace times and the BOOTTIME of their
+	 * snapshots; with --no-machine-id onto its BOOTTIME, for what a
+	 * processor reads as the host's MONOTONIC */
+	if (!onto && hd->mono_boot.n &&
+	    (res->clock == BUILTIN_CLOCK_MONOTONIC || o->no_machine_id)) {
 		n_host_mb = hd->mono_boot.n;
 		host_mb = vp_xreallocarray(NULL, n_host_mb, sizeof(*host_mb));
 		memcpy(host_mb, hd->mono_boot.v, n_host_mb * sizeof(*host_mb));
@@ -2287,7 +2347,9 @@ int merge_run(const struct merge_opts *o, struct merge_result *res,
 			check_guest(&res->guests[i], &gm[i], res);
 	}
 	if (onto) {
-		status = setup_onto(o, res, sync_scanner_data(hsc), &om, err);
+		status = setup_onto(o, res, sync_scanner_data(hsc),
+				    sync_scanner_data(gsc[o->onto_guest - 1]),
+				    &om, err);
 		if (status == MERGE_OK)
 			status = rewrite_host(o, hd, res, &om, threads,
 					      max_inflate, w, &pg, err);

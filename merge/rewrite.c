@@ -521,6 +521,11 @@ static int rewrite_snapshot(struct rewriter *rw, struct pb_buf *out,
 						     &mapped)
 				  : map_clock(rw, (uint32_t)id, tsf->val,
 					      &mapped);
+		/* on the host's machine, MONOTONIC is the host's */
+		if (ok && id == BUILTIN_CLOCK_MONOTONIC &&
+		    id != rw->cfg.target_clock && rw->cfg.axis_to_mono)
+			ok = rw->cfg.axis_to_mono(rw->cfg.map_ctx, mapped,
+						  &mapped);
 		if (!ok) {
 			count_unmapped(rw);
 			if (own)
@@ -588,6 +593,9 @@ static bool map_us(struct rewriter *rw, int64_t in_us, int64_t *out_us)
 	if (!map_clock(rw, BUILTIN_CLOCK_MONOTONIC, (uint64_t)in_us * 1000,
 		       &out) &&
 	    !map_clock(rw, rw->cfg.trace_clock, (uint64_t)in_us * 1000, &out))
+		return false;
+	if (rw->cfg.axis_to_mono &&
+	    !rw->cfg.axis_to_mono(rw->cfg.map_ctx, out, &out))
 		return false;
 	*out_us = (int64_t)((out + 500) / 1000);
 	return true;

@@ -64,6 +64,12 @@ struct rewrite_cfg {
 	 * BOOTTIME, converts the input's times through them.  NULL: those
 	 * entries are left as they are */
 	rw_map_fn boot_map;
+	/* own_clocks_only onto BOOTTIME: a time on the output's axis to the
+	 * output's MONOTONIC (the host's), with map_ctx, for what a trace
+	 * processor reads as MONOTONIC on the host's machine: legacy
+	 * microsecond timestamps and the MONOTONIC entries of the input's
+	 * ClockSnapshots.  NULL: those are written on the axis */
+	bool (*axis_to_mono)(void *ctx, uint64_t axis_ns, uint64_t *mono_ns);
 	uint32_t target_clock;  /* clock of the output axis, which the mapped
 				 * values are on */
 	uint32_t trace_clock;   /* the input's primary trace clock */

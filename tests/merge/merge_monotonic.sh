@@ -17,6 +17,9 @@
 # BOOTTIME: within 100 us (the guest's drift over the ticks' distance
 # from it).  With --no-machine-id, where the host's snapshots are the
 # only ones of global clocks, ftrace and logcat must read the same too.
+# And, the other way round, a guest's legacy microseconds (MONOTONIC by
+# definition) with --no-machine-id onto BOOTTIME, and the host onto a
+# guest's MONOTONIC (--onto guest --clock monotonic).
 #
 # Usage: merge_monotonic.sh BUILD_ROOT
 set -u
@@ -89,6 +92,28 @@ within 1 us of onto BOOTTIME (the fit's drift over 5 ms)
 check "vperfetto_tp, --no-machine-id: all of them" \
 	[ "$(echo "$en" | wc -l)" = "$(echo "$tb" | wc -l)" ]
 
+# The same host's MONOTONIC is also what a processor reads the guest's
+# legacy microseconds on with --no-machine-id onto BOOTTIME (the guest's
+# packets are on the host's machine), and onto a guest's MONOTONIC the
+# host's BOOTTIME must go to that guest's: every slice within 1 us.
+Q_ALL="select name, ts from slice order by name, ts, dur"
+check "merge --no-machine-id" "$MERGE" -q "$t/host.pb" "$t/guest.pb" \
+	-o "$t/nb.pb" --no-machine-id
+check "merge --onto guest" "$MERGE" -q "$t/host.pb" "$t/guest.pb" \
+	-o "$t/og.pb" --onto guest
+check "merge --onto guest --clock monotonic" "$MERGE" -q "$t/host.pb" \
+	"$t/guest.pb" -o "$t/ogm.pb" --onto guest --clock monotonic
+ab=$(query_rows "$t/b.pb" "$Q_ALL" | tr ',' ' ')
+anb=$(query_rows "$t/nb.pb" "$Q_ALL" | tr ',' ' ')
+aog=$(query_rows "$t/og.pb" "$Q_ALL" | tr ',' ' ')
+aogm=$(query_rows "$t/ogm.pb" "$Q_ALL" | tr ',' ' ')
+check "vperfetto_tp, --no-machine-id: $(echo "$ab" | wc -l) slices as with
+machine ids
+# differ: $(near "$ab" "$anb")" [ "$(near "$ab" "$anb")" = 0 ]
+check "vperfetto_tp, --onto guest --clock monotonic: slices as onto its
+BOOTTIME
+# differ: $(near "$aog" "$aogm")" [ "$(near "$aog" "$aogm")" = 0 ]
+
 PB=${PERFETTO_BIN:-$HOME/.cache/perfetto-real/bin}
 if [ -x "$PB/trace_processor_shell" ]; then
 	ptp() {
@@ -101,7 +126,14 @@ if [ -x "$PB/trace_processor_shell" ]; then
 # differ: $(near "$sb" "$pm")" [ "$(near "$sb" "$pm")" = 0 ]
 	check "Perfetto: ftrace events and logcat entries as vperfetto_tp" \
 		[ "$(ptp "$t/m.pb" "$Q_EXACT")" = "$em" ]
-	check "Perfetto, --no-machine-id: the same" \
+	pnb=$(ptp "$t/nb.pb" "$Q_ALL" | tr ',' ' ')
+	check "Perfetto, --no-machine-id: slices as with machine ids
+# differ: $(near "$ab" "$pnb")" [ "$(near "$ab" "$pnb")" = 0 ]
+	pogm=$(ptp "$t/ogm.pb" "$Q_ALL" | tr ',' ' ')
+	check "Perfetto, --onto guest --clock monotonic: slices as onto its
+BOOTTIME
+# differ: $(near "$aog" "$pogm")" [ "$(near "$aog" "$pogm")" = 0 ]
+	check "Perfetto, --clock monotonic --no-machine-id: the same" \
 		[ "$(ptp "$t/n.pb" "$Q_TIMES" | tr ',' ' ')" = "$en" ]
 else
 	echo "SKIP: Perfetto's trace_processor_shell is not built ($PB)"
