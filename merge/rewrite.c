@@ -447,7 +447,7 @@ static bool own_snapshot_kept(struct rewriter *rw,
 {
 	struct vp_snapshot_iter it;
 	struct vp_clock_reading c;
-	bool target = false, mono = false, scoped = false;
+	bool target = false, mono = false, scoped = false, boot = false;
 	uint64_t m;
 
 	vp_snapshot_begin(&it, outer->data, outer->len);
@@ -457,11 +457,19 @@ static bool own_snapshot_kept(struct rewriter *rw,
 		else if (c.id == BUILTIN_CLOCK_MONOTONIC)
 			mono = map_clock(rw, BUILTIN_CLOCK_MONOTONIC, c.ts,
 					 &m);
+		else if (c.id == BUILTIN_CLOCK_BOOTTIME && rw->cfg.boot_map)
+			boot = rw->cfg.boot_map(rw->cfg.map_ctx, (uint32_t)c.id,
+						c.ts, &m);
 		else if (is_scoped(c.id))
 			scoped = true;
 	}
-	if (it.bad || !target)
+	if (it.bad)
 		return false;
+	/* sequence-scoped clocks defined on BOOTTIME alone (an axis of
+	 * another clock): a processor places them through that BOOTTIME,
+	 * moved onto the host's */
+	if (!target)
+		return scoped && boot;
 	return scoped || (mono && *ts >= rw->cfg.snapshot_floor);
 }
 
@@ -506,10 +514,11 @@ static int rewrite_snapshot(struct rewriter *rw, struct pb_buf *out,
 			global = false;
 		/* BOOTTIME when the axis is another clock: onto the output's
 		 * BOOTTIME, so that the machine's BOOTTIME and its target
-		 * clock keep the host's step between them */
+		 * clock keep the host's step between them (own_clocks_only
+		 * too: it is then on the host's BOOTTIME, as the target
+		 * entry is on the host's axis) */
 		bool to_boot = id == BUILTIN_CLOCK_BOOTTIME &&
-			       id != rw->cfg.target_clock && rw->cfg.boot_map &&
-			       !own;
+			       id != rw->cfg.target_clock && rw->cfg.boot_map;
 		if ((id != rw->cfg.target_clock &&
 		     id != BUILTIN_CLOCK_MONOTONIC && !to_boot) || !tsf) {
 			if (own && !is_scoped(id))

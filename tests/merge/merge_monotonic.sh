@@ -110,6 +110,10 @@ aogm=$(query_rows "$t/ogm.pb" "$Q_ALL" | tr ',' ' ')
 check "vperfetto_tp, --no-machine-id: $(echo "$ab" | wc -l) slices as with
 machine ids
 # differ: $(near "$ab" "$anb")" [ "$(near "$ab" "$anb")" = 0 ]
+amn=$(query_rows "$t/n.pb" "$Q_ALL" | tr ',' ' ')
+check "vperfetto_tp, --clock monotonic --no-machine-id: slices as onto
+BOOTTIME with machine ids (the ticks through their snapshots' BOOTTIME)
+# differ: $(near "$ab" "$amn")" [ "$(near "$ab" "$amn")" = 0 ]
 check "vperfetto_tp, --onto guest --clock monotonic: slices as onto its
 BOOTTIME
 # differ: $(near "$aog" "$aogm")" [ "$(near "$aog" "$aogm")" = 0 ]
@@ -129,6 +133,10 @@ if [ -x "$PB/trace_processor_shell" ]; then
 	pnb=$(ptp "$t/nb.pb" "$Q_ALL" | tr ',' ' ')
 	check "Perfetto, --no-machine-id: slices as with machine ids
 # differ: $(near "$ab" "$pnb")" [ "$(near "$ab" "$pnb")" = 0 ]
+	pmn=$(ptp "$t/n.pb" "$Q_ALL" | tr ',' ' ')
+	check "Perfetto, --clock monotonic --no-machine-id: slices as onto
+BOOTTIME with machine ids
+# differ: $(near "$ab" "$pmn")" [ "$(near "$ab" "$pmn")" = 0 ]
 	pogm=$(ptp "$t/ogm.pb" "$Q_ALL" | tr ',' ' ')
 	check "Perfetto, --onto guest --clock monotonic: slices as onto its
 BOOTTIME
